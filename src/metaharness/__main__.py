@@ -1,0 +1,3 @@
+from metaharness.cli.main import main
+
+main()

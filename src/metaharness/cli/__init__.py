@@ -1,0 +1,1 @@
+"""The `metaharness` command line: thin click commands over the library."""

@@ -1,0 +1,63 @@
+"""The `metaharness` command group.
+
+Subcommands live in their own modules and are imported only when invoked, so
+`metaharness run` does not pay for the HTML viewer's imports (start-up time is a
+benchmarked figure). Each entry maps a command name to "module:attribute".
+Exit codes: 0 ok, 1 a verdict against the input, 2 usage or refusal, 3 unknown.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+COMMANDS: dict[str, str] = {
+    "run": "metaharness.cli.run:run",
+    "demo": "metaharness.cli.demo:demo",
+    "capabilities": "metaharness.cli.run:capabilities",
+    "frame": "metaharness.cli.frame:frame",
+    "check": "metaharness.cli.check:check",
+    "schema": "metaharness.cli.check:schema",
+    "loopback": "metaharness.cli.loopback:loopback",
+    "doctor": "metaharness.cli.vendor:doctor",
+    "conformance": "metaharness.cli.vendor:conformance",
+    "view": "metaharness.cli.view:view",
+    "project": "metaharness.cli.view:project",
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = COMMANDS.get(cmd_name)
+        if target is None:
+            return None
+        module_name, attr = target.split(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name and exc.name.startswith(module_name):
+                return None  # not built yet in this checkout
+            raise
+        return getattr(module, attr)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="metaharness")
+def cli() -> None:
+    """Drive coding-agent harnesses through one typed, decided control seam."""
+
+
+def main() -> None:
+    try:
+        cli.main(prog_name="metaharness", standalone_mode=True)
+    except KeyboardInterrupt:
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()
