@@ -1,0 +1,19 @@
+"""Harness adapters. Each kind lives in its own package with the same parts:
+launch (spawn the child hermetically), translate (vendor records → events) and
+seam (present calls, deliver decisions), behind `base.Adapter`."""
+
+from __future__ import annotations
+
+import importlib
+
+KINDS: dict[str, str] = {
+    "oharness": "metaharness.adapters.oharness:OHarnessAdapter",
+    "claude": "metaharness.adapters.claude:ClaudeAdapter",
+    "codex": "metaharness.adapters.codex:CodexAdapter",
+}
+
+
+def adapter_class(kind: str):
+    """The adapter class for `kind`; KeyError for an unknown kind."""
+    module_name, attr = KINDS[kind].split(":")
+    return getattr(importlib.import_module(module_name), attr)

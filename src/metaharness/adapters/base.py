@@ -1,0 +1,165 @@
+"""The adapter interface: the whole contract between the run loop and a harness.
+
+An adapter knows one vendor: how to launch it, how to read its records, how to
+present a call and deliver a decision, and how to carry each control. It knows
+nothing of seq, census, deadlines, frames or command results — those are the run
+loop's (`metaharness.run.loop`), which is the only place they exist.
+
+Flow: the loop calls `plan()` (refusals before anything is spawned), then
+`start(ctx)` (spawn, vendor capability check, start reading the child), then
+`begin_turn()` for each turn. While it runs the adapter reports through `ctx`
+(a `RunContext`): `session_started`, `turn_started`, `emit` (any other event),
+`present` (a call that needs a decision), `turn_ended`, `session_ended`. When the
+loop is done with turns it calls `finish()` (graceful) or `halt()` (stop now), then
+`wait()` for the child's termination.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar, Protocol
+
+from metaharness.protocol.events import SessionEnded, SessionStarted
+from metaharness.protocol.values import Decision, ProcessTermination
+
+# An operation as the canonical sort key of protocol.md § 8.3: (op, server, tool),
+# server and tool "" except for mcp.call.
+OpKey = tuple[str, str, str]
+
+
+class StartRefusal(Exception):
+    """The run cannot start; `name` is the refusal's name (e.g. `VendorCapability`),
+    `sentence` the one-line reason printed as `metaharness: <sentence>`."""
+
+    def __init__(self, name: str, sentence: str) -> None:
+        super().__init__(sentence)
+        self.name = name
+        self.sentence = sentence
+
+
+class ControlRefused(Exception):
+    """A control the adapter cannot honour right now; becomes a refused command.result."""
+
+    def __init__(self, code: str, reason: str) -> None:
+        super().__init__(reason)
+        self.code = code
+        self.reason = reason
+
+
+@dataclass
+class Resolution:
+    """What a call does, in the neutral vocabulary (protocol.md § 6.3 rule 2).
+
+    `operations` empty means the tool renders to no operation (UNCOVERED_TOOL).
+    `subjects` pairs each normalised subject (`file:src/a.py`) with the operations
+    the call performs on it; most calls perform all their operations on every
+    subject, a Codex `apply_patch` only its entry's operations.
+    """
+
+    operations: list[OpKey]
+    subjects: list[tuple[str, list[OpKey]]] = field(default_factory=list)
+
+
+@dataclass
+class PresentedCall:
+    """A call the harness is blocked on, waiting for one decision."""
+
+    call_id: str
+    name: str  # the vendor's tool name
+    input: Any  # pass-through, exactly as the vendor gave it
+    seam: str  # Seam word: how the decision travels back
+    deliver: Callable[[Decision, str], None]  # writes (decision, decided_by) to the child; synchronous
+    cwd: str | None = None  # the call's own working directory, when the vendor said
+    at: str | None = None  # vendor timestamp of the record
+    can_replace: bool = True  # False where this call cannot carry an updated input
+
+
+class RunContext(Protocol):
+    """What the loop offers an adapter. Every method is synchronous: the loop writes
+    the lines at once, so the order the adapter reports is the order on the wire."""
+
+    run_cwd: str
+
+    def session_started(self, event: SessionStarted, *, at: str | None = None) -> None: ...
+    def turn_started(self, *, at: str | None = None) -> None: ...
+    def turn_ended(self, stop_reason: str | None, *, at: str | None = None) -> None: ...
+    def emit(self, event: Any, *, at: str | None = None) -> None: ...
+    def present(self, call: PresentedCall) -> None: ...
+    def record_call(self, call_id: str, name: str, input: Any, *, at: str | None = None) -> None: ...
+    def session_ended(self, event: SessionEnded, *, at: str | None = None) -> None: ...
+    def warn(self, code: str, message: str) -> None: ...
+    def opaque(self, raw_line: bytes, *, vendor_type: str | None, vendor_subtype: str | None,
+               source_line: int | None) -> None: ...
+
+
+class Adapter(abc.ABC):
+    kind: ClassVar[str]
+    # Posture words this adapter accepts for --posture and permission.set.
+    postures: ClassVar[tuple[str, ...]] = ()
+    default_posture: ClassVar[str | None] = None
+
+    def __init__(self, spec: Any) -> None:
+        self.spec = spec  # metaharness.run.spec.RunSpec
+
+    # --- static facts -------------------------------------------------------------
+    @classmethod
+    @abc.abstractmethod
+    def descriptor(cls) -> dict[str, Any]:
+        """The capability descriptor (protocol.md § 9.1) as an ordered dict."""
+
+    @abc.abstractmethod
+    def resolve(self, name: str, input: Any, cwd: str | None) -> Resolution:
+        """The neutral operations and normalised subjects of a call."""
+
+    def vendor_timeout_ms(self, deadline_ms: int) -> int:
+        """The harness's own timeout for a blocking call (protocol.md § 6.5 rule 1)."""
+        return deadline_ms + 5000 if deadline_ms > 2500 else 2 * deadline_ms
+
+    # --- lifecycle ----------------------------------------------------------------
+    def plan(self) -> None:
+        """Launch-planning refusals (protocol.md § 7.2 steps 2 and 7); raise StartRefusal.
+        Runs before anything is spawned."""
+
+    @abc.abstractmethod
+    async def start(self, ctx: RunContext) -> None:
+        """Spawn the child and begin reading it. Vendor capability checks (§ 7.2 step 9)
+        raise StartRefusal before any user line is written."""
+
+    @abc.abstractmethod
+    async def begin_turn(self, text: str) -> None:
+        """Deliver the user message that starts the next turn. `text` already holds
+        any frame rendering and injected messages, ahead of the prompt."""
+
+    async def set_frame_text(self, text: str | None) -> None:
+        """The frame in force changed at a boundary (oharness also shows it in its
+        system prompt). Default: nothing beyond the turn's text."""
+
+    async def steer(self, text: str) -> None:
+        raise ControlRefused("UNSUPPORTED_CONTROL", f"the {self.kind} adapter cannot steer a running turn")
+
+    async def set_posture(self, word: str) -> str | None:
+        """Apply a posture word; return applies_at (None: at once). Unknown word →
+        ControlRefused."""
+        raise ControlRefused("UNSUPPORTED_CONTROL", f"the {self.kind} adapter cannot change its posture")
+
+    @abc.abstractmethod
+    async def interrupt(self) -> None:
+        """Stop the running turn; return once the interrupt is delivered."""
+
+    @abc.abstractmethod
+    async def finish(self) -> None:
+        """No more turns: let the child end gracefully (e.g. close its stdin)."""
+
+    @abc.abstractmethod
+    async def halt(self) -> None:
+        """Stop the child now (interrupt, close stdin, kill the process group)."""
+
+    @abc.abstractmethod
+    async def wait(self) -> ProcessTermination:
+        """Wait until the child's output has been read to the end and it exited."""
+
+    def retain(self, directory: str) -> list[str]:
+        """Copy the raw transcript (and vendor files) into `directory`; return one
+        message per failure."""
+        return []

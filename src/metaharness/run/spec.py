@@ -1,0 +1,58 @@
+"""`RunSpec` — the one options struct of a run (protocol.md § 7.7).
+
+Every `metaharness run` flag is a field here, spelled one-to-one: the field is the
+flag without its dashes, `-` written `_`; a repeatable flag is a list field named
+in the plural (`--require-command` ↔ `required_commands`, `--policy` ↔
+`policy_files`). `tests/run/test_spec_flags.py` fails when the CLI and this struct
+drift apart. The library builds a RunSpec directly; the CLI only parses into one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+KINDS = ("oharness", "claude", "codex")
+DECISION_MODES = ("frame", "ask", "observe", "policy")
+HERMETIC_MODES = ("off", "on", "strict")
+CREDENTIAL_MODES = ("none", "loopback", "api-key")
+
+# Flags whose list field is not simply the flag name (repeatable flags).
+REPEATABLE = {"require-command": "required_commands", "policy": "policy_files"}
+
+
+@dataclass
+class RunSpec:
+    kind: str
+    prompt: str | None = None
+    frame: str | None = None  # path of a sealed frame document
+    decisions: str = "frame"
+    deny_only: bool = False
+    decision_timeout_ms: int = 55000
+    keep_open: bool = False
+    posture: str | None = None
+    codex_replace_relay: bool = False
+    required_commands: list[str] = field(default_factory=list)
+    retain_dir: str | None = None
+    hermetic: str = "off"
+    strict_version: bool = False
+    model: str | None = None
+    max_turns: int | None = None
+    script: str | None = None  # a metaharness.scenario/1 file
+    cwd: str | None = None
+    events: str | None = None  # also tee events to this file
+    # credentials and endpoints (vendors.md § 2.8)
+    credentials: str = "none"
+    model_endpoint: str | None = None
+    vendor_dir: str | None = None  # directory holding the vendor binaries, first on the child PATH
+    # policy mode (permissions.md § 17.1)
+    policy_files: list[str] = field(default_factory=list)
+    policy_scopes: str = "all"
+    policy_mode: str | None = None
+    policy_workspace_mode: str | None = None
+    policy_ask: str = "none"
+    no_decision_trail: bool = False
+
+    # Library-only (no flag): a frame given as a value rather than a file, and the run id.
+    library_frame: Any = field(default=None, metadata={"library_only": True})
+    run_id: str | None = field(default=None, metadata={"library_only": True})
