@@ -1,0 +1,216 @@
+"""The `oharness` adapter: our own harness as a child process (seam `owned_tool`).
+
+launch.py builds the argv, translate.py maps records to events, and this module is
+the seam: each `tool_call` record becomes a PresentedCall whose decision is written
+back as a `decision` line; controls become `user`/`frame`/`steer`/`set_mode`/
+`interrupt` lines; halt closes stdin and kills the process group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+from typing import Any, ClassVar
+
+import msgspec
+
+from metaharness.adapters.base import Adapter, PresentedCall, Resolution
+from metaharness.adapters.process import ChildProcess
+from metaharness.run.subjects import file_subject
+
+from . import launch, translate
+
+RENDERING: dict[str, str | None] = {
+    "dir.list": "glob", "file.edit": "edit", "file.read": "read", "file.write": "write",
+    "mcp.call": None, "search": "grep", "shell": "bash", "skill.load": "skill",
+    "subagent.spawn": "agent", "task.todo": "todo", "web.read": "webfetch",
+}
+REVERSE = {tool: op for op, tool in RENDERING.items() if tool}
+# Which input key holds the path a tool acts on (its subject), and the default.
+PATH_KEYS = {"read": ("path", None), "write": ("path", None), "edit": ("path", None),
+             "glob": ("path", "."), "grep": ("path", ".")}
+MODES = ("manual", "accept-edits", "plan", "auto", "bypass")
+
+_encode = msgspec.json.Encoder(order="deterministic").encode
+
+
+class OHarnessAdapter(Adapter):
+    kind: ClassVar[str] = "oharness"
+    postures: ClassVar[tuple[str, ...]] = MODES
+    default_posture: ClassVar[str | None] = None  # the configured mode (permissions.md § 2.2)
+
+    def __init__(self, spec: Any) -> None:
+        super().__init__(spec)
+        self.child: ChildProcess | None = None
+        self._pump: asyncio.Task | None = None
+        self._ctx = None
+        self._session_dir: str | None = None
+
+    @classmethod
+    def descriptor(cls) -> dict[str, Any]:
+        return {
+            "adapter": {"id": "oharness", "class": "harness"},
+            "versions_pinned": [_version()],
+            "tiers": {"registration": "delivered", "call": "delivered", "turn": "delivered", "kill": "delivered"},
+            "commands": {name: "honoured" for name in sorted(
+                ["tool.decide", "frame.set", "message.inject", "steer", "permission.set", "interrupt", "halt"])},
+            "decision_modes": {"ask": "delivered", "frame": "delivered", "observe": "delivered", "policy": "delivered"},
+            "replace": "delivered",
+            "rendering": dict(sorted(RENDERING.items())),
+        }
+
+    def resolve(self, name: str, input: Any, cwd: str | None) -> Resolution:
+        if name.startswith("mcp__"):
+            server, _, tool = name[5:].partition("__")
+            ops = [("mcp.call", server, tool)] if server and tool else []
+            return Resolution(operations=ops)
+        op = REVERSE.get(name)
+        if op is None:
+            return Resolution(operations=[])
+        key = (op, "", "")
+        subjects: list[tuple[str, list]] = []
+        if name in PATH_KEYS and isinstance(input, dict):
+            field, default = PATH_KEYS[name]
+            path = input.get(field, default)
+            if isinstance(path, str) and path:
+                subjects.append((file_subject(path, cwd, self._run_cwd()), [key]))
+        return Resolution(operations=[key], subjects=subjects)
+
+    def _run_cwd(self) -> str:
+        import os
+
+        return os.path.abspath(self.spec.cwd or os.getcwd())
+
+    def plan(self) -> None:
+        if self.spec.script:
+            from metaharness.adapters.base import StartRefusal
+            from metaharness.protocol.scenario import ScenarioError, load_scenario
+
+            try:
+                load_scenario(self.spec.script)
+            except ScenarioError as exc:
+                raise StartRefusal("ScenarioInvalid", str(exc)) from None
+
+    async def start(self, ctx) -> None:
+        self._ctx = ctx
+        self._session_dir = tempfile.mkdtemp(prefix="oharness-session-")
+        self.child = ChildProcess(launch.argv(self.spec, self._session_dir), cwd=self.spec.cwd or None)
+        await self.child.spawn()
+        self._pump = asyncio.create_task(self._read())
+
+    async def _read(self) -> None:
+        assert self.child is not None and self._ctx is not None
+        ctx = self._ctx
+        async for number, line in self.child.lines():
+            if not line.strip():
+                continue
+            try:
+                record = msgspec.json.decode(line)
+                kind = record.get("type") if isinstance(record, dict) else None
+                self._dispatch(ctx, kind, record)
+            except Exception:
+                ctx.opaque(line, vendor_type=_type_of(line), vendor_subtype=None, source_line=number)
+
+    def _dispatch(self, ctx, kind: str | None, record: dict) -> None:
+        if kind == "init":
+            ctx.session_started(translate.session_started(record))
+        elif kind == "turn_start":
+            ctx.turn_started()
+        elif kind == "turn_end":
+            ctx.turn_ended(record.get("stop_reason"))
+        elif kind == "tool_call":
+            call_id = record["call_id"]
+            ctx.present(PresentedCall(
+                call_id=call_id, name=record["name"], input=record.get("input"), seam="owned_tool",
+                deliver=lambda decision, decided_by, _id=call_id: self._send(
+                    {"type": "decision", "call_id": _id, "decision": decision, "decided_by": decided_by}),
+                cwd=record.get("cwd"),
+            ))
+        elif kind == "result":
+            ctx.session_ended(translate.session_ended(record))
+        elif kind == "error":
+            ctx.emit(_warning("VENDOR_ERROR", str(record.get("message"))))
+        else:
+            event = translate.simple_event(record)
+            if event is None:
+                raise ValueError("unmapped record")
+            ctx.emit(event)
+
+    def _send(self, obj: dict) -> None:
+        assert self.child is not None
+        self.child.write(_encode(obj))
+
+    async def _send_now(self, obj: dict) -> None:
+        self._send(obj)
+        assert self.child is not None
+        await self.child.drain()
+
+    async def begin_turn(self, text: str) -> None:
+        await self._send_now({"type": "user", "text": text})
+
+    async def set_frame_text(self, text: str | None) -> None:
+        await self._send_now({"type": "frame", "text": text})
+
+    async def steer(self, text: str) -> None:
+        await self._send_now({"type": "steer", "text": text})
+
+    async def set_posture(self, word: str) -> str | None:
+        await self._send_now({"type": "set_mode", "mode": word})
+        return None
+
+    async def interrupt(self) -> None:
+        await self._send_now({"type": "interrupt"})
+
+    async def finish(self) -> None:
+        if self.child is not None:
+            self.child.close_stdin()
+
+    async def halt(self) -> None:
+        if self.child is not None:
+            await self.child.terminate(grace=1.0)
+
+    async def wait(self):
+        assert self.child is not None
+        if self._pump is not None:
+            await self._pump
+        return await self.child.wait()
+
+    def stderr_tail(self) -> str:
+        return self.child.stderr_tail() if self.child else ""
+
+    def retain(self, directory: str) -> list[str]:
+        import os
+        import shutil
+
+        failures = []
+        if self._session_dir and os.path.isdir(self._session_dir):
+            try:
+                os.makedirs(directory, exist_ok=True)
+                shutil.copytree(self._session_dir, os.path.join(directory, "oharness-session"), dirs_exist_ok=True)
+            except OSError as exc:
+                failures.append(f"could not copy {self._session_dir} to {directory}: {exc}")
+        return failures
+
+
+def _type_of(line: bytes) -> str | None:
+    try:
+        value = msgspec.json.decode(line)
+    except msgspec.DecodeError:
+        return None
+    kind = value.get("type") if isinstance(value, dict) else None
+    return kind if isinstance(kind, str) else None
+
+
+def _warning(code: str, message: str):
+    from metaharness.protocol.events import WarningEvent
+
+    return WarningEvent(code=code, message=message)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"oharness {version('metaharness')}"
+    except PackageNotFoundError:
+        return "oharness"

@@ -1,0 +1,67 @@
+"""Frame-mode verdicts and the fixed reason sentences of decisions (protocol.md § 6).
+
+Pure: given the frame in force and a call's resolution, say allow or deny and why.
+The sentences here are wire facts quoted by the spec; change them only with it.
+"""
+
+from __future__ import annotations
+
+import json
+
+from metaharness.protocol.values import Allow, Deny
+
+from .subjects import OpKey, scope_refusal
+
+UNCOVERED = (
+    "{tool} is outside the operation vocabulary this step was framed with, so this step does not admit it"
+)
+NOT_ADMITTED = (
+    "this step admits {admitted} and {tool} is {ops}, which it does not; "
+    "a refusal is the answer, not an obstacle"
+)
+DEADLINE = (
+    "metaharness's own {n}ms decision deadline expired before an answer arrived; it is strictly less "
+    "than the vendor's {m}ms timeout so the refusal is metaharness's and not an ambiguity"
+)
+ABANDONED = "{why} before this call was decided, so nothing ran"
+MUTATED = "this call id was already presented with a different input"
+NO_FRAME_WARNING = (
+    "this run is in frame mode and no frame is in force, so nothing narrowed this call; "
+    "the record says so rather than claiming a frame decided it"
+)
+
+
+def op_label(key: OpKey) -> str:
+    return key[0] if key[0] != "mcp.call" else f"mcp.call {key[1]}/{key[2]}"
+
+
+def admitted_list(keys: list[OpKey]) -> str:
+    return "[" + ", ".join(json.dumps(op_label(k), ensure_ascii=False) for k in keys) + "]"
+
+
+def frame_verdict(
+    admitted: list[OpKey],
+    scope_rules: list[tuple[list[str], set[OpKey]]],
+    tool: str,
+    operations: list[OpKey],
+    subjects: list[tuple[str, list[OpKey]]],
+) -> tuple[Allow | Deny, bool]:
+    """(decision, uncovered). `admitted` is the frame's operation set in canonical order."""
+    if not operations:
+        return Deny(reason=UNCOVERED.format(tool=tool)), True
+    admitted_set = set(admitted)
+    missing = sorted({op for op in operations if op not in admitted_set})
+    if missing:
+        ops = "/".join(op_label(k) for k in missing)
+        return Deny(reason=NOT_ADMITTED.format(admitted=admitted_list(admitted), tool=tool, ops=ops)), False
+    refusal = scope_refusal(scope_rules, subjects)
+    if refusal is not None:
+        subject, ops_on, patterns, rule_admits = refusal
+        reason = (
+            f"this step's subject scope refuses {subject}: {tool} is "
+            f"{'/'.join(op_label(k) for k in sorted(set(ops_on)))} on it, and the first rule matching it "
+            f"({', '.join(patterns)}) admits {admitted_list(sorted(rule_admits))}; "
+            "a refusal is the answer, not an obstacle"
+        )
+        return Deny(reason=reason), False
+    return Allow(), False
