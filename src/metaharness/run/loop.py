@@ -660,7 +660,7 @@ class Run:
         self._admitted = [frames.op_key(op) for op in frames.normalise_operations(frame.operations)]
         self._scope = [
             (list(rule.subjects), {frames.op_key(op) for op in rule.operations})
-            for rule in (frame.subjects.rules if frame.subjects is not None else [])
+            for rule in (frame.subjects.rules if isinstance(frame.subjects, frames.SubjectScope) else [])
         ]
 
     def _flush_boundary_lines(self) -> None:

@@ -1,0 +1,162 @@
+"""A fake harness for testing the run loop without a child process.
+
+Each turn is a list of calls; a call waits for its decision, then "runs" (a
+tool.result) unless denied. Turns can hold open until interrupted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from metaharness.adapters.base import Adapter, ControlRefused, PresentedCall, Resolution
+from metaharness.adapters.oharness import OHarnessAdapter
+from metaharness.protocol.events import Injection, SessionEnded, SessionStarted, Text, ToolResult
+from metaharness.protocol.values import Deny, Exited
+from metaharness.run.loop import Run
+from metaharness.run.spec import RunSpec
+
+
+@dataclass
+class Call:
+    name: str
+    input: Any
+    call_id: str | None = None
+    seam: str = "owned_tool"
+
+
+@dataclass
+class Turn:
+    calls: list[Call] = field(default_factory=list)
+    hold: bool = False  # stay open until interrupted or halted
+    text: str | None = None
+
+
+class FakeAdapter(Adapter):
+    kind = "oharness"
+    postures = ("manual", "plan")
+
+    def __init__(self, spec, turns: list[Turn], *, descriptor: dict | None = None,
+                 end_session: bool = True, crash_after_turn: int | None = None) -> None:
+        super().__init__(spec)
+        self.turns = list(turns)
+        self._descriptor = descriptor
+        self.end_session = end_session
+        self.crash_after_turn = crash_after_turn
+        self.delivered: list[tuple[str, Any, str]] = []
+        self.ran: list[str] = []
+        self.texts: list[str] = []
+        self.controls: list[str] = []
+        self._done = asyncio.Event()
+        self._turn_task: asyncio.Task | None = None
+        self._ctx = None
+        self._n = 0
+
+    def descriptor(self) -> dict:  # type: ignore[override]
+        return self._descriptor or OHarnessAdapter.descriptor()
+
+    def resolve(self, name, input, cwd) -> Resolution:
+        return OHarnessAdapter(self.spec).resolve(name, input, cwd)
+
+    async def start(self, ctx) -> None:
+        self._ctx = ctx
+        ctx.session_started(SessionStarted(adapter="oharness", offered_tools=["read", "write", "bash"]))
+
+    async def begin_turn(self, text: str) -> None:
+        self.texts.append(text)
+        turn = self.turns.pop(0) if self.turns else Turn(text="(scenario complete)")
+        self._turn_task = asyncio.ensure_future(self._play(turn))
+
+    async def _play(self, turn: Turn) -> None:
+        ctx = self._ctx
+        ctx.turn_started()
+        try:
+            if turn.text:
+                ctx.emit(Text(text=turn.text))
+            for call in turn.calls:
+                self._n += 1
+                call_id = call.call_id or f"call_{self._n}"
+                future = asyncio.get_running_loop().create_future()
+
+                def deliver(decision, decided_by, _f=future, _id=call_id):
+                    self.delivered.append((_id, decision, decided_by))
+                    if not _f.done():
+                        _f.set_result(decision)
+
+                ctx.present(PresentedCall(call_id=call_id, name=call.name, input=call.input, seam=call.seam,
+                                          deliver=deliver))
+                decision = await future
+                if not isinstance(decision, Deny):
+                    self.ran.append(call_id)
+                    ctx.emit(ToolResult(call_id=call_id, is_error=False, content="ok", exit_code=0))
+            if turn.hold:
+                await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            ctx.turn_ended("interrupted")
+            return
+        ctx.turn_ended("end_turn")
+        if self.crash_after_turn is not None and ctx.turn >= self.crash_after_turn:
+            self._done.set()
+
+    async def steer(self, text):
+        self.controls.append(f"steer:{text}")
+        self._ctx.emit(Injection(text=text, origin="steer"))
+
+    async def set_posture(self, word):
+        self.controls.append(f"posture:{word}")
+        return None
+
+    async def interrupt(self):
+        self.controls.append("interrupt")
+        if self._turn_task and not self._turn_task.done():
+            self._turn_task.cancel()
+
+    async def finish(self):
+        self.controls.append("finish")
+        if self.end_session:
+            self._ctx.session_ended(SessionEnded(is_error=False, subtype="success"))
+        self._done.set()
+
+    async def halt(self):
+        self.controls.append("halt")
+        if self._turn_task and not self._turn_task.done():
+            self._turn_task.cancel()
+        self._done.set()
+
+    async def wait(self):
+        await self._done.wait()
+        return Exited(code=0)
+
+
+async def drive(spec: RunSpec, adapter: Adapter | None = None, *, on_event: Callable | None = None,
+                turns: list[Turn] | None = None, stdin_eof: bool = False, **fake_kwargs):
+    """Run to the end; returns (events as dicts, exit code, adapter, raw lines, stderr)."""
+    lines: list[bytes] = []
+    events: list[dict] = []
+    stderr: list[str] = []
+    adapter = adapter or FakeAdapter(spec, turns or [], **fake_kwargs)
+    holder: dict[str, Run] = {}
+
+    def write(line: bytes) -> None:
+        lines.append(line)
+        event = json.loads(line)
+        events.append(event)
+        if on_event is not None:
+            on_event(holder["run"], event)
+
+    run = Run(spec, write, adapter=adapter, run_id="test-run", stderr=stderr.append)
+    holder["run"] = run
+    if stdin_eof:
+        run.stdin_ended()
+    code = await asyncio.wait_for(run.execute(), 20)
+    return events, code, adapter, lines, stderr
+
+
+def cmd(command: str, id: str = "c1", **payload) -> bytes:
+    return json.dumps({"format": "metaharness.command/1", "id": id, "command": command, **payload}).encode()
+
+
+def names(events: list[dict]) -> list[str]:
+    return [e["event"] for e in events]
