@@ -310,7 +310,6 @@ class Run:
     def turn_started(self, *, at: str | None = None) -> None:
         self.turn += 1
         self.turn_running = True
-        self._turn_done.clear()
         event = TurnStarted(turn=self.turn, frame_digest=self.frame.digest if self.frame is not None else None)
         if self._session_started:
             self._flush_boundary_lines()
@@ -703,6 +702,7 @@ class Run:
         if self.frame is not None:
             await self.adapter.set_frame_text(frames.render(self.frame))
         text = "\n\n".join(p for p in (opening, prompt) if p)
+        self._turn_done.clear()
         await self.adapter.begin_turn(text)
         while True:
             outcome = await self._wait_for(self._turn_done)
@@ -726,6 +726,7 @@ class Run:
             text = self._take_boundary()
             if self.frame is not frame_before:
                 await self.adapter.set_frame_text(frames.render(self.frame))
+            self._turn_done.clear()
             await self.adapter.begin_turn(text)
         self._winding_up = True
         await self.adapter.finish()
