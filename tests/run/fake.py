@@ -14,7 +14,7 @@ from typing import Any, Callable
 from metaharness.adapters.base import Adapter, ControlRefused, PresentedCall, Resolution
 from metaharness.adapters.oharness import OHarnessAdapter
 from metaharness.protocol.events import Injection, SessionEnded, SessionStarted, Text, ToolResult
-from metaharness.protocol.values import Deny, Exited
+from metaharness.protocol.values import DecisionCensus, Deny, Exited, HermeticAttestation, TranscriptRef
 from metaharness.run.loop import Run
 from metaharness.run.spec import RunSpec
 
@@ -62,7 +62,8 @@ class FakeAdapter(Adapter):
 
     async def start(self, ctx) -> None:
         self._ctx = ctx
-        ctx.session_started(SessionStarted(adapter="oharness", offered_tools=["read", "write", "bash"]))
+        ctx.session_started(SessionStarted(adapter="oharness", offered_tools=["read", "write", "bash"],
+                                          transcript=TranscriptRef(), hermetic=HermeticAttestation()))
 
     async def begin_turn(self, text: str) -> None:
         self.texts.append(text)
@@ -116,7 +117,7 @@ class FakeAdapter(Adapter):
     async def finish(self):
         self.controls.append("finish")
         if self.end_session:
-            self._ctx.session_ended(SessionEnded(is_error=False, subtype="success"))
+            self._ctx.session_ended(SessionEnded(is_error=False, subtype="success", census=DecisionCensus()))
         self._done.set()
 
     async def halt(self):

@@ -536,10 +536,12 @@ async def test_held_vendor_lines_written_after_session_started():
     class Late(FakeAdapter):
         async def start(self, ctx):
             from metaharness.protocol.events import SessionStarted, WarningEvent
+            from metaharness.protocol.values import HermeticAttestation, TranscriptRef
 
             self._ctx = ctx
             ctx.emit(WarningEvent(code="VENDOR_WARNING", message="early"))
-            ctx.session_started(SessionStarted(adapter="oharness"))
+            ctx.session_started(SessionStarted(adapter="oharness", transcript=TranscriptRef(),
+                                               hermetic=HermeticAttestation()))
 
     s = spec()
     events, *_ = await drive(s, Late(s, [Turn([])]))

@@ -157,6 +157,10 @@ class Run:
     def warn(self, code: str, message: str) -> None:
         self._line(WarningEvent(code=code, message=message))
 
+    def _call_warn(self, code: str, message: str) -> None:
+        # About a call: held with the call's own lines until session.started (§ 4.1 rule 3).
+        self.emit(WarningEvent(code=code, message=message))
+
     def _result(self, command_id: str, outcome: Any) -> None:
         self._line(CommandResult(id=command_id, outcome=outcome))
 
@@ -370,7 +374,7 @@ class Run:
                     call.deliver(decision, decided_by)
                 return
             requested(False, call.seam)
-            self.warn("REQUEST_MUTATED", f"{call.call_id} was presented again with a different input")
+            self._call_warn("REQUEST_MUTATED", f"{call.call_id} was presented again with a different input")
             self._decide(call, [call.deliver], Deny(reason=texts.MUTATED), "adapter", call.seam, None)
             return
         self._presented[call.call_id] = digest
@@ -399,13 +403,13 @@ class Run:
         if self.frame is None:
             if not self._no_frame_warned:
                 self._no_frame_warned = True
-                self.warn("NO_FRAME_IN_FORCE", texts.NO_FRAME_WARNING)
+                self._call_warn("NO_FRAME_IN_FORCE", texts.NO_FRAME_WARNING)
             requested(False, "none")
             self._decide(call, [call.deliver], Abstain(), "adapter", "none", None)
             return
         decision, uncovered = self._frame_decision(call, resolution)
         if uncovered:
-            self.warn("UNCOVERED_TOOL", f"{call.name} renders to no operation, so no frame can admit it")
+            self._call_warn("UNCOVERED_TOOL", f"{call.name} renders to no operation, so no frame can admit it")
         requested(False, call.seam)
         self._decide(call, [call.deliver], decision, "frame", call.seam, None)
 
@@ -419,7 +423,7 @@ class Run:
         if self.frame is not None:
             decision, uncovered = self._frame_decision(call, resolution)
             if uncovered:
-                self.warn("UNCOVERED_TOOL", f"{call.name} renders to no operation, so no frame can admit it")
+                self._call_warn("UNCOVERED_TOOL", f"{call.name} renders to no operation, so no frame can admit it")
             if isinstance(decision, Deny):
                 requested(False, call.seam)
                 self._decide(call, [call.deliver], decision, "frame", call.seam, None)
@@ -466,7 +470,7 @@ class Run:
     def _abandon_all(self, why: str) -> None:
         for call_id in list(self._pending):
             self._close_pending(call_id, Deny(reason=texts.ABANDONED.format(why=why)), "adapter")
-            self.warn("PENDING_CALL_ABANDONED", f"{call_id} was never decided by the embedder")
+            self._call_warn("PENDING_CALL_ABANDONED", f"{call_id} was never decided by the embedder")
 
     def _decide(self, call: PresentedCall, deliver: list[Callable], decision: Any, decided_by: str,
                 seam: str, latency: int | None) -> None:
@@ -478,7 +482,7 @@ class Run:
                 fn(decision, decided_by)
             except Exception as exc:  # a child that went away cannot run the call either
                 self._stderr(f"metaharness: could not deliver the decision for {call.call_id}: {exc}")
-        self._line(ToolDecided(call_id=call.call_id, decision=decision, decided_by=decided_by,  # type: ignore[arg-type]
+        self.emit(ToolDecided(call_id=call.call_id, decision=decision, decided_by=decided_by,  # type: ignore[arg-type]
                                seam=seam, latency_ms=latency))  # type: ignore[arg-type]
         self.census.count(decision, decided_by, seam)
 

@@ -106,35 +106,47 @@ class OHarnessAdapter(Adapter):
                 continue
             try:
                 record = msgspec.json.decode(line)
-                kind = record.get("type") if isinstance(record, dict) else None
-                self._dispatch(ctx, kind, record)
-            except Exception:
+                if not isinstance(record, dict) or not isinstance(record.get("type"), str):
+                    raise ValueError("not a record")
+                action = self._translate(record)
+            except (msgspec.DecodeError, ValueError, KeyError, TypeError):
+                # A record that cannot be read is kept as opaque, never dropped.
                 ctx.opaque(line, vendor_type=_type_of(line), vendor_subtype=None, source_line=number)
+                continue
+            action(ctx)
 
-    def _dispatch(self, ctx, kind: str | None, record: dict) -> None:
+    def _translate(self, record: dict):
+        """The context call a record stands for (raises on a record it cannot read)."""
+        kind = record["type"]
         if kind == "init":
-            ctx.session_started(translate.session_started(record))
-        elif kind == "turn_start":
-            ctx.turn_started()
-        elif kind == "turn_end":
-            ctx.turn_ended(record.get("stop_reason"))
-        elif kind == "tool_call":
+            event = translate.session_started(record)
+            return lambda ctx: ctx.session_started(event)
+        if kind == "turn_start":
+            return lambda ctx: ctx.turn_started()
+        if kind == "turn_end":
+            stop_reason = record.get("stop_reason")
+            return lambda ctx: ctx.turn_ended(stop_reason)
+        if kind == "tool_call":
             call_id = record["call_id"]
-            ctx.present(PresentedCall(
+            if not isinstance(call_id, str) or not isinstance(record["name"], str):
+                raise ValueError("tool_call without ids")
+            call = PresentedCall(
                 call_id=call_id, name=record["name"], input=record.get("input"), seam="owned_tool",
-                deliver=lambda decision, decided_by, _id=call_id: self._send(
-                    {"type": "decision", "call_id": _id, "decision": decision, "decided_by": decided_by}),
+                deliver=lambda decision, decided_by: self._send(
+                    {"type": "decision", "call_id": call_id, "decision": decision, "decided_by": decided_by}),
                 cwd=record.get("cwd"),
-            ))
-        elif kind == "result":
-            ctx.session_ended(translate.session_ended(record))
-        elif kind == "error":
-            ctx.emit(_warning("VENDOR_ERROR", str(record.get("message"))))
-        else:
-            event = translate.simple_event(record)
-            if event is None:
-                raise ValueError("unmapped record")
-            ctx.emit(event)
+            )
+            return lambda ctx: ctx.present(call)
+        if kind == "result":
+            event = translate.session_ended(record)
+            return lambda ctx: ctx.session_ended(event)
+        if kind == "error":
+            event = _warning("VENDOR_ERROR", str(record.get("message")))
+            return lambda ctx: ctx.emit(event)
+        event = translate.simple_event(record)
+        if event is None:
+            raise ValueError("unmapped record")
+        return lambda ctx: ctx.emit(event)
 
     def _send(self, obj: dict) -> None:
         assert self.child is not None

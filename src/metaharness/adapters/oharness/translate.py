@@ -17,7 +17,14 @@ from metaharness.protocol.events import (
     ToolResult,
     UsageReport,
 )
-from metaharness.protocol.values import FinalAnswer, McpServerRef, TranscriptRef, Usage
+from metaharness.protocol.values import (
+    DecisionCensus,
+    FinalAnswer,
+    HermeticAttestation,
+    McpServerRef,
+    TranscriptRef,
+    Usage,
+)
 
 _USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
 
@@ -47,6 +54,7 @@ def session_started(record: dict) -> SessionStarted:
         mcp_servers=[McpServerRef(name=s.get("name"), status=s.get("status"))
                      for s in record.get("mcp_servers") or [] if isinstance(s, dict)],
         transcript=TranscriptRef(path=record.get("transcript")),
+        hermetic=HermeticAttestation(),  # the loop fills in what this run imposed
     )
 
 
@@ -61,6 +69,7 @@ def session_ended(record: dict) -> SessionEnded:
         duration_ms=_u64(record.get("duration_ms")),
         total_cost_usd=record.get("total_cost_usd") if isinstance(record.get("total_cost_usd"), float) else None,
         usage=usage_of(record.get("usage")),
+        census=DecisionCensus(),  # the loop writes its own count
     )
 
 

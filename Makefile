@@ -1,0 +1,51 @@
+# Two commands do all set-up on a fresh machine (Python 3.11+, pip, make; npm and apt for the tests):
+#   make demo   — install metaharness into .venv and run the bundled two-step workflow (offline)
+#   make test   — install everything the tests need (Python deps, the pinned vendor CLIs, Debian's
+#                 chromium) and run the whole suite, end-to-end tests on the real binaries included
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PIP_FLAGS := --quiet --disable-pip-version-check
+
+.PHONY: install install-test vendor browser demo test bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install $(PIP_FLAGS) -e .
+	touch $@
+
+$(VENV)/.installed-test: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install $(PIP_FLAGS) -e '.[test]'
+	touch $(VENV)/.installed $@
+
+install: $(VENV)/.installed
+install-test: $(VENV)/.installed-test
+
+# The pinned Claude Code and Codex CLIs (spec/vendors.md § 1.3), project-local.
+vendor: .vendor/node_modules/.installed
+.vendor/node_modules/.installed: .vendor/package.json .vendor/package-lock.json
+	npm ci --prefix .vendor --no-audit --no-fund --loglevel=error
+	.vendor/node_modules/.bin/claude --version
+	.vendor/node_modules/.bin/codex --version
+	touch $@
+
+# Debian's chromium for the browser tests (Playwright drives it; no browser download).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; fi; }
+	@chromium --version
+
+demo: install
+	$(BIN)/metaharness demo
+
+test: install-test vendor browser
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+bench: install-test vendor
+	for script in bench/bench_*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done
+
+clean:
+	rm -rf $(VENV) .vendor/node_modules .pytest_cache .hypothesis test-artifacts
