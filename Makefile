@@ -42,7 +42,7 @@ demo: install
 	$(BIN)/metaharness demo
 
 test: install-test vendor browser
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	METAHARNESS_REQUIRE_VENDOR=1 $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 bench: install-test vendor
 	for script in bench/bench_*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done
