@@ -145,14 +145,23 @@ class _InProcessRun(RunHandle):
         super().__init__()
         from metaharness.run.loop import Run
 
+        from metaharness.run.host import make_writer
+
         self.stderr: list[str] = []
-        self._run = Run(spec, self._line, stderr=self.stderr.append)
+        self._tee, self._close_tee = make_writer(_Discard(), spec.events)  # --events FILE, as the CLI does
+
+        def write(line: bytes) -> None:
+            self._tee(line)
+            self._line(line)
+
+        self._run = Run(spec, write, stderr=self.stderr.append)
         self._task = asyncio.ensure_future(self._execute())
 
     async def _execute(self) -> None:
         try:
             self.exit_code = await self._run.execute()
         finally:
+            self._close_tee()
             self._queue.put_nowait(None)
 
     async def _send(self, command: Any) -> None:
@@ -166,6 +175,14 @@ class _InProcessRun(RunHandle):
         await self._task
         assert self.exit_code is not None
         return self.exit_code
+
+
+class _Discard:
+    def write(self, data: bytes) -> None:
+        pass
+
+    def flush(self) -> None:
+        pass
 
 
 class _SubprocessRun(RunHandle):

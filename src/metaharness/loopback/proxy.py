@@ -1,0 +1,123 @@
+"""`CredentialProxy` — the authenticating reverse proxy of the `loopback` credential mode (vendors.md § 2.8).
+
+What belongs here: a 127.0.0.1 listener that accepts only requests carrying this run's
+placeholder key, and forwards them to the upstream base URL with the real key put in the
+same header the client used (`x-api-key`, or `Authorization: Bearer`), streaming the answer
+back unchanged.
+
+Rules it keeps: the real key lives only in this object's memory and in the upstream request
+— never in a log, an error message, a response, `repr`, or anything the child can read; a
+request with any other key, or none, is refused 401 in the client's error format and never
+forwarded; proxies from the environment are ignored (`trust_env=False`); bodies and answers
+pass through byte for byte (compressed answers stay compressed).
+"""
+
+from __future__ import annotations
+
+import hmac
+import secrets
+import httpx
+
+from . import wire_anthropic, wire_responses
+from .http import ClientGone, Request, Responder
+from .service import LocalService
+
+HOP_BY_HOP = frozenset({
+    "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
+    "transfer-encoding", "upgrade", "host", "content-length",
+})
+
+
+def new_placeholder() -> str:
+    return f"mh-placeholder-{secrets.token_hex(16)}"
+
+
+def _error(path: str, status: int, message: str, error_type: str) -> tuple[int, bytes]:
+    body = (wire_responses.error_body(message, error_type) if "/responses" in path
+            else wire_anthropic.error_body(message, error_type))
+    return status, body
+
+
+class CredentialProxy(LocalService):
+    """Forwards placeholder-keyed requests to `upstream` with the real key substituted."""
+
+    def __init__(self, upstream: str, real_key: str, *, placeholder: str | None = None, port: int = 0,
+                 timeout: float = 600.0) -> None:
+        if not real_key:
+            raise ValueError("the credential proxy needs a non-empty real key")
+        super().__init__(port=port)
+        self.upstream = upstream.rstrip("/")
+        self.placeholder = placeholder or new_placeholder()
+        if hmac.compare_digest(self.placeholder.encode(), real_key.encode()):
+            raise ValueError("the placeholder must differ from the real key")
+        self.__real_key = real_key
+        self._timeout = timeout
+        self._client: httpx.AsyncClient | None = None
+        self.forwarded = 0
+        self.refused = 0
+
+    def __repr__(self) -> str:
+        return f"CredentialProxy(upstream={self.upstream!r}, url={self.url!r}, placeholder={self.placeholder!r})"
+
+    async def start(self) -> str:
+        self._client = httpx.AsyncClient(trust_env=False, follow_redirects=False,
+                                         timeout=httpx.Timeout(self._timeout, connect=10.0))
+        return await super().start()
+
+    async def stop(self) -> None:
+        await super().stop()
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    def _substituted_headers(self, request: Request) -> list[tuple[str, str]] | None:
+        """The headers to forward, or None when the request does not carry exactly our placeholder."""
+        placeholder = self.placeholder.encode()
+        seen = False
+        headers: list[tuple[str, str]] = []
+        for name, value in request.headers:
+            if name in HOP_BY_HOP:
+                continue
+            if name == "x-api-key":
+                if not hmac.compare_digest(value.strip().encode(), placeholder):
+                    return None
+                seen, value = True, self.__real_key
+            elif name == "authorization":
+                scheme, _, token = value.partition(" ")
+                if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), placeholder):
+                    return None
+                seen, value = True, f"Bearer {self.__real_key}"
+            headers.append((name, value))
+        return headers if seen else None
+
+    async def _handle(self, request: Request, responder: Responder) -> None:
+        headers = self._substituted_headers(request)
+        if headers is None:
+            self.refused += 1
+            status, body = _error(request.path, 401, "this proxy accepts only the run's placeholder key",
+                                  "authentication_error")
+            await responder.send(status, [("content-type", "application/json")], body)
+            return
+        assert self._client is not None
+        upstream_request = self._client.build_request(request.method, self.upstream + request.target,
+                                                      headers=headers, content=request.body)
+        try:
+            upstream = await self._client.send(upstream_request, stream=True)
+        except httpx.HTTPError as exc:
+            status, body = _error(request.path, 502,
+                                  f"the upstream model endpoint {self.upstream} could not be reached ({type(exc).__name__})",
+                                  "api_error")
+            await responder.send(status, [("content-type", "application/json")], body)
+            return
+        self.forwarded += 1
+        try:
+            reply_headers = [(name, value) for name, value in upstream.headers.multi_items()
+                             if name.lower() not in HOP_BY_HOP]
+            await responder.start_stream(upstream.status_code, reply_headers)
+            async for chunk in upstream.aiter_raw():
+                await responder.write(chunk)
+            await responder.end()
+        except httpx.HTTPError:
+            raise ClientGone() from None  # upstream broke mid-answer: end this connection, no partial "success"
+        finally:
+            await upstream.aclose()

@@ -1,0 +1,313 @@
+"""`LoopbackServer` — the local fake model server of vendors.md § 7.
+
+What belongs here: routing (Messages, Responses, the side endpoints of § 7.4), stateless turn
+selection, rendering each turn's calls into the requesting client's tools, `delay_ms`, the
+`--expect-key` check, and the request log (in memory, and as JSON lines when asked).
+
+Rules it keeps: a request's turn comes only from its own history, so retries and side
+requests never advance the scenario; a request offering no tools is a side request answered
+`ok`; past the last turn the answer is `(scenario complete)`; anything the client cannot be
+shown is a 400 in the client's own error format naming the turn, the operation and the
+offered tools, also written to stderr, and that turn stays refused for that client (Claude
+Code retries a 400 with a wider tool offer, which must not rescue the call); every request is logged, answered or not, before any
+delay starts (so a test can see a request in flight).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import hmac
+import json
+import os
+import sys
+import threading
+import zlib
+from datetime import datetime, timezone
+from typing import IO, Any, Literal
+
+import msgspec
+
+from metaharness.protocol.scenario import Scenario
+
+from . import wire_anthropic, wire_responses
+from .http import Request, Responder
+from .render import RenderError, RenderedCall, render_anthropic, render_responses
+from .service import LocalService
+
+ClientKind = Literal["anthropic", "openai", "other"]
+SIDE_TEXT = "ok"
+
+
+class LoggedRequest(msgspec.Struct, kw_only=True):
+    """One request as the loopback saw and answered it (one JSON line of the log)."""
+
+    time: str
+    method: str
+    path: str  # path and query, as sent
+    headers: dict[str, str]  # lower-cased names; a value equal to --expect-key is logged as "<expected key>"
+    body: Any  # decoded JSON, or None
+    client: ClientKind
+    main: bool  # a main model request (consumes a turn); False for side requests and other paths
+    turn: int | None  # the scenario turn that answered (len(turns) or more: the final text)
+    turn_id: str | None
+    status: int
+    answer: dict[str, Any] | None  # {"text": …, "calls": [{kind, name, call_id, input}]}
+    error: str | None
+    delay_ms: int = 0
+
+
+class _Refusal(Exception):
+    def __init__(self, status: int, message: str, error_type: str = "invalid_request_error") -> None:
+        super().__init__(message)
+        self.status, self.message, self.error_type = status, message, error_type
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _client_of(path: str) -> ClientKind:
+    if path.startswith("/v1/messages"):
+        return "anthropic"
+    if path.startswith("/v1/responses"):
+        return "openai"
+    return "other"
+
+
+def _error_bytes(client: ClientKind, message: str, error_type: str) -> bytes:
+    if client == "openai":
+        return wire_responses.error_body(message, error_type)
+    return wire_anthropic.error_body(message, error_type)
+
+
+def _decode_body(request: Request) -> Any:
+    raw = request.body
+    encoding = (request.header("content-encoding") or "identity").lower().strip()
+    try:
+        if encoding == "gzip":
+            raw = gzip.decompress(raw)
+        elif encoding == "deflate":
+            raw = zlib.decompress(raw)
+        elif encoding not in ("identity", ""):
+            raise _Refusal(400, f"the request body is compressed with {encoding!r}, which the loopback cannot decode")
+    except (OSError, zlib.error, EOFError):
+        raise _Refusal(400, f"the request body is not valid {encoding}") from None
+    if not raw:
+        return None
+    try:
+        return json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise _Refusal(400, "the request body is not JSON") from None
+
+
+def presented_key(request: Request) -> str | None:
+    """The credential a client sent: `x-api-key`, else the `Authorization: Bearer` value."""
+    key = request.header("x-api-key")
+    if key is not None:
+        return key
+    authorization = request.header("authorization")
+    if authorization is not None and authorization[:7].lower() == "bearer ":
+        return authorization[7:].strip()
+    return None
+
+
+class LoopbackServer(LocalService):
+    """A fake model on 127.0.0.1 answering Claude Code and Codex from one scenario."""
+
+    def __init__(
+        self,
+        scenario: Scenario,
+        *,
+        port: int = 0,
+        log_path: str | None = None,
+        workdir: str | None = None,
+        expect_key: str | None = None,
+        minimal: bool = False,
+        stderr: IO[str] | None = sys.stderr,
+    ) -> None:
+        super().__init__(port=port)
+        self.scenario = scenario
+        self.workdir = os.path.abspath(workdir or os.getcwd())
+        self.expect_key = expect_key
+        self.minimal = minimal
+        self.requests: list[LoggedRequest] = []
+        self._log_path = log_path
+        self._log_file: IO[bytes] | None = None
+        self._log_lock = threading.Lock()
+        self._stderr = stderr
+        # (client, turn) → the 400 text. Claude Code answers a 400 by retrying with fewer betas and
+        # then with its full, undeferred tool list; a turn refused once stays refused for that client,
+        # so a call that has no tool in the real offer never slips through on a fallback offer.
+        self._unrenderable: dict[tuple[str, int], str] = {}
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    async def start(self) -> str:
+        if self._log_path is not None and self._log_file is None:
+            self._log_file = open(self._log_path, "ab")
+        return await super().start()
+
+    async def stop(self) -> None:
+        await super().stop()
+        with self._log_lock:
+            if self._log_file is not None:
+                self._log_file.close()
+                self._log_file = None
+
+    def main_requests(self) -> list[LoggedRequest]:
+        return [entry for entry in list(self.requests) if entry.main]
+
+    # -- one request ---------------------------------------------------------------------
+
+    def _record(self, entry: LoggedRequest) -> None:
+        self.requests.append(entry)
+        with self._log_lock:
+            if self._log_file is not None:
+                self._log_file.write(msgspec.json.encode(entry) + b"\n")
+                self._log_file.flush()
+
+    def _logged_headers(self, request: Request) -> dict[str, str]:
+        headers = request.header_dict()
+        if self.expect_key:
+            for name in ("x-api-key", "authorization"):
+                value = headers.get(name)
+                if value is not None and self.expect_key in value:
+                    headers[name] = value.replace(self.expect_key, "<expected key>")
+        return headers
+
+    async def _handle(self, request: Request, responder: Responder) -> None:
+        client = _client_of(request.path)
+        entry = LoggedRequest(
+            time=_now(), method=request.method, path=request.target, headers=self._logged_headers(request),
+            body=None, client=client, main=False, turn=None, turn_id=None, status=0, answer=None, error=None,
+        )
+        try:
+            entry.body = _decode_body(request)
+            await self._route(request, responder, entry)
+        except _Refusal as refusal:
+            entry.status, entry.error = refusal.status, refusal.message
+            if refusal.status == 400 and self._stderr is not None:
+                print(f"metaharness loopback: {refusal.message}", file=self._stderr, flush=True)
+            self._record(entry)  # every refusal is raised before the entry was recorded
+            await responder.send(refusal.status, [("content-type", "application/json")],
+                                 _error_bytes(client, refusal.message, refusal.error_type))
+
+    def _check_key(self, request: Request) -> None:
+        if self.expect_key is None:
+            return
+        key = presented_key(request)
+        if key is None or not hmac.compare_digest(key.encode(), self.expect_key.encode()):
+            raise _Refusal(401, "invalid x-api-key" if request.header("x-api-key") is not None
+                           else "the credential does not match the one this loopback expects", "authentication_error")
+
+    async def _route(self, request: Request, responder: Responder, entry: LoggedRequest) -> None:
+        method, path = request.method, request.path
+        if path == "/api/hello" and method in ("HEAD", "GET"):
+            entry.status = 200
+            self._record(entry)
+            await responder.send(200, [])
+            return
+        if path == "/v1/messages" and method == "POST":
+            self._check_key(request)
+            await self._answer_messages(request, responder, entry)
+            return
+        if path == "/v1/messages/count_tokens" and method == "POST":
+            self._check_key(request)
+            body = entry.body if isinstance(entry.body, dict) else {}
+            await self._send_json(responder, entry, 200, {"input_tokens": wire_anthropic.count_tokens(body)})
+            return
+        if path == "/v1/models" and method == "GET":
+            self._check_key(request)
+            await self._send_json(responder, entry, 200, {"object": "list", "data": []})
+            return
+        if path == "/v1/responses" and method == "POST":
+            self._check_key(request)
+            await self._answer_responses(request, responder, entry)
+            return
+        entry.status = 404
+        entry.error = f"no route for {method} {path}"
+        self._record(entry)
+        await responder.send(404, [("content-type", "application/json")], json.dumps(
+            {"type": "error", "error": {"type": "not_found_error", "message": entry.error}}).encode())
+
+    async def _send_json(self, responder: Responder, entry: LoggedRequest, status: int, payload: Any) -> None:
+        entry.status = status
+        entry.answer = payload if isinstance(payload, dict) else None
+        self._record(entry)
+        await responder.send(status, [("content-type", "application/json")], json.dumps(payload).encode())
+
+    def _select(self, body: dict[str, Any], count: int, offers: bool, entry: LoggedRequest) -> tuple[str | None, list[Any], int]:
+        """(text, neutral calls, delay_ms) for this request; fills the log entry's turn fields."""
+        if not offers:
+            return SIDE_TEXT, [], 0
+        entry.main, entry.turn = True, count
+        turn = self.scenario.answer(count)
+        entry.turn_id = turn.id
+        return turn.text, list(turn.calls), int(turn.delay_ms or 0)
+
+    def _render(self, render: Any, client: str, body: dict[str, Any], neutral: list[Any], entry: LoggedRequest) -> list[RenderedCall]:
+        if not entry.main or entry.turn is None:
+            return []
+        key = (client, entry.turn)
+        if key in self._unrenderable:
+            raise _Refusal(400, self._unrenderable[key])
+        try:
+            return [render(call, body.get("tools"), workdir=self.workdir, turn_index=entry.turn, turn_id=entry.turn_id)
+                    for call in neutral]
+        except RenderError as exc:
+            self._unrenderable[key] = str(exc)
+            raise _Refusal(400, str(exc)) from None
+
+    async def _answer_messages(self, request: Request, responder: Responder, entry: LoggedRequest) -> None:
+        body = entry.body
+        if not isinstance(body, dict):
+            raise _Refusal(400, "the Messages request body is not a JSON object")
+        text, neutral, delay = self._select(body, wire_anthropic.model_responses_in_history(body),
+                                            wire_anthropic.offers_tools(body), entry)
+        calls = self._render(render_anthropic, "anthropic", body, neutral, entry)
+        model = str(body.get("model") or "claude-loopback")
+        entry.status, entry.delay_ms, entry.answer = 200, delay, _answer_summary(text, calls)
+        self._record(entry)
+        await _sleep_ms(delay)
+        request_id = f"req_{os.urandom(12).hex()}"
+        if body.get("stream") is not True:
+            await responder.send(200, [("content-type", "application/json"), ("request-id", request_id)],
+                                 json.dumps(wire_anthropic.message_object(model, text, calls)).encode())
+            return
+        await responder.start_stream(200, [("content-type", "text/event-stream"), ("cache-control", "no-cache"),
+                                           ("request-id", request_id)])
+        for name, data in wire_anthropic.sse_events(model, text, calls):
+            await responder.write(wire_anthropic.encode_event(name, data))
+        await responder.end()
+
+    async def _answer_responses(self, request: Request, responder: Responder, entry: LoggedRequest) -> None:
+        body = entry.body
+        if not isinstance(body, dict):
+            raise _Refusal(400, "the Responses request body is not a JSON object")
+        text, neutral, delay = self._select(body, wire_responses.model_responses_in_history(body),
+                                            wire_responses.offers_tools(body), entry)
+        calls = self._render(render_responses, "openai", body, neutral, entry)
+        model = str(body.get("model") or "gpt-loopback")
+        entry.status, entry.delay_ms, entry.answer = 200, delay, _answer_summary(text, calls)
+        self._record(entry)
+        await _sleep_ms(delay)
+        events = wire_responses.sse_events(model, text, calls, minimal=self.minimal)
+        if body.get("stream") is not True:
+            await responder.send(200, [("content-type", "application/json")], json.dumps(events[-1]["response"]).encode())
+            return
+        await responder.start_stream(200, [("content-type", "text/event-stream"), ("cache-control", "no-cache"),
+                                           ("x-request-id", f"req_{os.urandom(12).hex()}")])
+        for event in events:
+            await responder.write(wire_responses.encode_event(event))
+        await responder.end()
+
+
+def _answer_summary(text: str | None, calls: list[RenderedCall]) -> dict[str, Any]:
+    return {"text": text, "calls": [call.summary() for call in calls]}
+
+
+async def _sleep_ms(delay_ms: int) -> None:
+    if delay_ms > 0:
+        await asyncio.sleep(delay_ms / 1000)
+
