@@ -4,8 +4,9 @@ No browser is downloaded: Playwright launches the system executable. Screenshots
 test-artifacts/ (git-ignored) for a person to look at.
 """
 
-import os
 from __future__ import annotations
+
+import os
 
 from pathlib import Path
 
