@@ -82,10 +82,21 @@ class OHarnessAdapter(Adapter):
         return os.path.abspath(self.spec.cwd or os.getcwd())
 
     def plan(self) -> None:
+        """Refuse what oharness would refuse, before anything is spawned."""
+        from metaharness.adapters.base import StartRefusal
+        from oharness.model import ProviderError
+        from oharness.providers import split_model
+
+        spelling = self.spec.model or "scripted:default"
+        try:
+            provider, _ = split_model(spelling)
+        except ProviderError as exc:
+            raise StartRefusal("ModelInvalid", str(exc)) from None
         if self.spec.script:
-            from metaharness.adapters.base import StartRefusal
             from metaharness.protocol.scenario import ScenarioError, load_scenario
 
+            if provider != "scripted":
+                raise StartRefusal("ModelInvalid", f"--script drives the scripted model only, not {spelling!r}")
             try:
                 load_scenario(self.spec.script)
             except ScenarioError as exc:

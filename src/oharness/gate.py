@@ -1,0 +1,78 @@
+"""The permission gate: the one seam every tool call passes before it runs.
+
+What belongs here: the small interface the loop calls (`Gate.check`), the external
+decision as metaharness delivers it (`ExternalDecision`), and `ExternalOnlyGate`, the
+default that applies only the external decision. The permission engine
+(`oharness.permissions`, permissions.md § 17.5) replaces the default behind the same
+interface; no rules are implemented here.
+
+Rules it keeps: deny → refused with the decider's reason; replace → run with the
+replaced input; allow / abstain / no decision → run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from .model import ToolCall
+
+MODES = ("manual", "accept-edits", "plan", "auto", "bypass")
+DEFAULT_MODE = "manual"
+
+
+@dataclass(frozen=True)
+class ExternalDecision:
+    """metaharness's answer for one call (the stdio `decision` line)."""
+
+    decision: Literal["allow", "deny", "replace", "abstain"]
+    reason: str | None = None
+    input: Any = None  # the replacement input, for `replace`
+    decided_by: str | None = None
+
+    @classmethod
+    def from_wire(cls, raw: Any, decided_by: Any = None) -> "ExternalDecision":
+        """Parse `{"decision": …}`; raises ValueError with one sentence when malformed."""
+        if not isinstance(raw, dict) or raw.get("decision") not in ("allow", "deny", "replace", "abstain"):
+            raise ValueError("a decision must be an object whose `decision` is allow, deny, replace or abstain")
+        kind = raw["decision"]
+        if kind == "replace" and "input" not in raw:
+            raise ValueError("a replace decision needs an `input`")
+        reason = raw.get("reason")
+        if reason is not None and not isinstance(reason, str):
+            raise ValueError("a decision's `reason` must be a string")
+        return cls(kind, reason, raw.get("input"), decided_by if isinstance(decided_by, str) else None)
+
+
+@dataclass(frozen=True)
+class GateResult:
+    allowed: bool
+    reason: str | None
+    input: Any  # what the tool runs with when allowed
+
+
+class Gate(Protocol):
+    mode: str
+
+    async def check(self, call: ToolCall, external: ExternalDecision | None) -> GateResult: ...
+
+    def set_mode(self, mode: str) -> None: ...
+
+
+class ExternalOnlyGate:
+    """Applies the external decision and nothing else (no rules of its own)."""
+
+    def __init__(self, mode: str = DEFAULT_MODE) -> None:
+        self.mode = mode
+
+    def set_mode(self, mode: str) -> None:
+        if mode not in MODES:
+            raise ValueError(f"unknown permission mode {mode!r} (one of {', '.join(MODES)})")
+        self.mode = mode
+
+    async def check(self, call: ToolCall, external: ExternalDecision | None) -> GateResult:
+        if external is None or external.decision in ("allow", "abstain"):
+            return GateResult(True, None, call.input)
+        if external.decision == "deny":
+            return GateResult(False, external.reason or "denied by the decider", call.input)
+        return GateResult(True, None, external.input)

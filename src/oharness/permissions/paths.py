@@ -1,0 +1,164 @@
+"""Path canonicalisation, path patterns and containment (permissions.md § 6.2, § 7.3).
+
+Rules this module keeps:
+* one function, `canonical`, gives both spellings of a path (lexical and real); the engine and
+  every file tool use it, so the checker and the executor never disagree about a path;
+* containment compares path components, never string prefixes;
+* a pattern matches a path if it matches the path or any of its ancestors (a rule on a directory
+  covers everything beneath it); deny/ask compare case-insensitively, allow exactly.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import PurePosixPath
+
+__all__ = [
+    "CanonicalPath",
+    "PathPattern",
+    "PathError",
+    "canonical",
+    "compile_path_pattern",
+    "is_inside",
+    "escape_glob",
+]
+
+
+class PathError(ValueError):
+    """A path the engine refuses to interpret (NUL byte)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CanonicalPath:
+    lexical: str
+    real: str
+
+    @property
+    def spellings(self) -> tuple[str, ...]:
+        return (self.lexical,) if self.lexical == self.real else (self.lexical, self.real)
+
+
+def expand_home(p: str, home: str | None) -> str:
+    if home is None:
+        return os.path.expanduser(p)
+    if p == "~":
+        return home
+    if p.startswith("~/"):
+        return home.rstrip("/") + p[1:]
+    return p
+
+
+def canonical(p: str, cwd: str, home: str | None = None) -> CanonicalPath:
+    """Both spellings of `p` resolved against `cwd` (§ 7.3 steps 1-3)."""
+    if "\x00" in p or "\x00" in cwd:
+        raise PathError("path contains a NUL byte")
+    joined = os.path.join(cwd, expand_home(p, home))
+    return CanonicalPath(os.path.normpath(joined), os.path.realpath(joined))
+
+
+def is_inside(path: str, root: str) -> bool:
+    """Component-wise containment: `/w/proj-evil` is not inside `/w/proj`."""
+    return PurePosixPath(path).is_relative_to(PurePosixPath(root))
+
+
+def escape_glob(text: str) -> str:
+    return re.sub(r"([*?\[\]\\])", r"\\\1", text)
+
+
+def _glob_to_regex(glob: str) -> str:
+    """gitignore wildcards without negation: `*` within a component, `**` any components."""
+    out: list[str] = []
+    parts = glob.split("/")
+    for index, part in enumerate(parts):
+        last = index == len(parts) - 1
+        if part == "**":
+            # `a/**` covers everything beneath a; `**/b` any depth; `a/**/b` zero or more dirs.
+            out.append(".*" if last else "(?:[^/]*/)*")
+            continue
+        i = 0
+        piece = []
+        while i < len(part):
+            c = part[i]
+            if c == "\\" and i + 1 < len(part):
+                piece.append(re.escape(part[i + 1]))
+                i += 2
+                continue
+            if c == "*":
+                piece.append("[^/]*")
+            elif c == "?":
+                piece.append("[^/]")
+            elif c == "[":
+                close = part.find("]", i + 2)
+                if close == -1:
+                    piece.append(re.escape(c))
+                else:
+                    body = part[i + 1 : close]
+                    if body.startswith("!"):
+                        body = "^" + body[1:]
+                    piece.append("[" + body.replace("\\", "\\\\") + "]")
+                    i = close + 1
+                    continue
+            else:
+                piece.append(re.escape(c))
+            i += 1
+        out.append("".join(piece) + ("" if last else "/"))
+    return "".join(out)
+
+
+@dataclass(frozen=True, slots=True)
+class PathPattern:
+    """A compiled `Read`/`Write` specifier: either anchored at a directory, or any-depth."""
+
+    source: str
+    anchor: str | None  # absolute directory, or None = match any component at any depth
+    regex: re.Pattern[str]
+
+    def matches(self, path: str) -> bool:
+        """`path` (absolute, normalised) or one of its ancestors matches."""
+        if self.anchor is None:
+            return any(self.regex.fullmatch(part) for part in path.split("/") if part)
+        if self.anchor == "/":
+            rel = path.lstrip("/")
+        else:
+            if not is_inside(path, self.anchor):
+                return False
+            rel = os.path.relpath(path, self.anchor)
+            if rel == ".":
+                rel = ""
+        if self.regex.fullmatch(rel):
+            return True
+        parts = rel.split("/") if rel else []
+        for end in range(len(parts) - 1, 0, -1):
+            if self.regex.fullmatch("/".join(parts[:end])):
+                return True
+        return False
+
+
+@lru_cache(maxsize=4096)
+def compile_path_pattern(spec: str, *, project_root: str, home: str, broad: bool) -> PathPattern:
+    """Compile a path specifier (§ 6.2 anchoring). `broad` = deny/ask (case-insensitive)."""
+    flags = re.IGNORECASE if broad else 0
+    body = spec
+    if body.startswith("//"):
+        anchor, body = "/", body[2:]
+    elif body == "~" or body.startswith("~/"):
+        anchor, body = home, body[2:]
+    elif body.startswith("/"):
+        anchor, body = project_root, body[1:]
+    elif body.startswith("./"):
+        anchor, body = project_root, body[2:]
+    elif "/" in body.rstrip("/"):
+        anchor = project_root
+    else:
+        anchor = None if broad else project_root
+    body = body.rstrip("/")
+    if anchor is not None and body in ("", "**"):
+        regex = re.compile(".*", flags)
+    else:
+        regex = re.compile(_glob_to_regex(body), flags)
+    if anchor is None and "**" in body:
+        anchor = project_root  # a bare `**` has no component to match; treat it as rooted
+    return PathPattern(spec, anchor, regex)

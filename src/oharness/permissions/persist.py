@@ -1,0 +1,168 @@
+""""Always allow": writing one rule to a scope file, atomically (permissions.md § 12.3, § 4.4).
+
+Rules this module keeps: the write is read-modify-write under an exclusive `fcntl.flock` on
+`<file>.lock`, through a temporary file in the same directory, `fsync`, `os.replace`; other keys
+and their order are preserved; a target that cannot be parsed is never overwritten (the caller
+treats the approval as "allow once"). The rule text comes from the engine (`Verdict.remember`),
+which only ever produces the most specific rule; this module never widens it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import subprocess
+import tempfile
+from contextlib import contextmanager
+from typing import Callable, Iterator
+
+__all__ = ["PersistError", "locked_json_update", "remember_rule", "file_lock"]
+
+
+class PersistError(RuntimeError):
+    """The rule could not be written; the message says why (the approval counts once)."""
+
+
+@contextmanager
+def file_lock(path: str) -> Iterator[None]:
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+def _atomic_write(path: str, data: dict) -> None:
+    directory = os.path.dirname(path) or "."
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        if os.path.exists(path):
+            os.chmod(tmp, os.stat(path).st_mode & 0o777)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def locked_json_update(path: str, update: Callable[[dict], dict], *, lock_path: str | None = None) -> dict:
+    """Read `path` (missing = {}), apply `update`, write it back atomically under the lock."""
+    with file_lock(lock_path or path):
+        try:
+            with open(path, "rb") as f:
+                raw = f.read()
+        except FileNotFoundError:
+            raw = b""
+        if raw.strip():
+            try:
+                data = json.loads(raw.decode("utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError) as e:
+                raise PersistError(f"{path} cannot be parsed ({e}); nothing was written") from None
+            if not isinstance(data, dict):
+                raise PersistError(f"{path} is not a JSON object; nothing was written")
+        else:
+            data = {}
+        data = update(data)
+        _atomic_write(path, data)
+        return data
+
+
+def _exclude_local_file(path: str, project_root: str) -> None:
+    """Keep a newly created local settings file out of git via info/exclude (never .gitignore)."""
+    def git(*args: str) -> subprocess.CompletedProcess | None:
+        try:
+            return subprocess.run(["git", "-c", "core.fsmonitor=false", *args], cwd=project_root,
+                                  capture_output=True, text=True, timeout=5)
+        except (OSError, subprocess.SubprocessError):
+            return None
+
+    r = git("rev-parse", "--is-inside-work-tree")
+    if r is None or r.returncode != 0:
+        return
+    rel = os.path.relpath(path, project_root)
+    ignored = git("check-ignore", "-q", rel)
+    if ignored is not None and ignored.returncode == 0:
+        return
+    ex = git("rev-parse", "--git-path", "info/exclude")
+    if ex is None or ex.returncode != 0:
+        return
+    exclude = os.path.join(project_root, ex.stdout.strip())
+    os.makedirs(os.path.dirname(exclude), exist_ok=True)
+    with open(exclude, "a", encoding="utf-8") as f:
+        f.write("\n/.oharness/settings.local.json\n")
+
+
+def remember_rule(settings_file: str, rule: str, *, scope: str, project_root: str | None = None,
+                  home: str | None = None) -> None:
+    """Add `rule` to `permissions.allow` of `settings_file` (deduplicated), atomically.
+
+    Raises PersistError when the file cannot be parsed or written. For `project` scope the trust
+    hash (§ 4.4) is updated inside the same lock, so the workspace stays trusted.
+    """
+    created = not os.path.exists(settings_file)
+
+    def add(data: dict) -> dict:
+        perms = data.get("permissions")
+        if perms is None:
+            perms = data["permissions"] = {}
+        if not isinstance(perms, dict):
+            raise PersistError(f"{settings_file}: 'permissions' is not an object; nothing was written")
+        allow = perms.setdefault("allow", [])
+        if not isinstance(allow, list):
+            raise PersistError(f"{settings_file}: 'permissions.allow' is not a list; nothing was written")
+        if rule not in allow:
+            allow.append(rule)
+        return data
+
+    try:
+        if scope == "project" and project_root is not None and home is not None:
+            from .settings import project_settings_hash, trust_file, _read_trust, _now
+
+            with file_lock(settings_file):
+                trusted_before = _read_trust(home).get("projects", {}).get(os.path.realpath(project_root))
+                # Re-enter the update without re-locking the same file (flock is per open file).
+                _update_unlocked(settings_file, add)
+                if trusted_before is not None:
+                    digest = project_settings_hash(project_root, home)
+
+                    def retrust(data: dict) -> dict:
+                        data.setdefault("projects", {})[os.path.realpath(project_root)] = {
+                            "settings_sha256": digest, "trusted_at": _now()}
+                        return data
+
+                    locked_json_update(trust_file(home), retrust)
+        else:
+            locked_json_update(settings_file, add)
+    except OSError as e:
+        raise PersistError(f"{settings_file} cannot be written ({e.strerror}); nothing was written") from None
+    if created and scope == "local" and project_root is not None:
+        _exclude_local_file(settings_file, project_root)
+
+
+def _update_unlocked(path: str, update: Callable[[dict], dict]) -> None:
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except FileNotFoundError:
+        raw = b""
+    if raw.strip():
+        try:
+            data = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise PersistError(f"{path} cannot be parsed ({e}); nothing was written") from None
+        if not isinstance(data, dict):
+            raise PersistError(f"{path} is not a JSON object; nothing was written")
+    else:
+        data = {}
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    _atomic_write(path, update(data))

@@ -1,0 +1,559 @@
+"""Rule grammar, validation and matching (permissions.md § 3.1, § 5, § 6).
+
+What belongs here: parsing a rule string into a compiled `Rule`, the load-time validation of
+§ 5.3 (an invalid rule is an error naming the rule, never silently dropped), and the two shell
+matchers: strict allow matching (§ 6.1.3) and broad deny/ask matching (§ 6.1.4) that returns
+`MATCH`, `MAYBE` or `NO` and may over-match but never under-match.
+
+Rules this module keeps: the specifier kind is chosen by the tool, never guessed from the text;
+allow matching is case-sensitive and never covers a dynamic word with a literal; deny/ask matching
+is case-insensitive and tries every variant (as analysed, program basename, option-normalised).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from .shell import OPTIONS, Cmd, Word, SAFE_ASSIGNMENTS, static_word
+
+__all__ = [
+    "Rule",
+    "RuleError",
+    "ShellPattern",
+    "Token",
+    "parse_rule",
+    "canonical_tool",
+    "shell_allow_match",
+    "shell_broad_match",
+    "MATCH",
+    "MAYBE",
+    "NO",
+    "KNOWN_TOOLS",
+]
+
+MATCH, MAYBE, NO = 2, 1, 0
+
+# Canonical rule tool names (§ 3.1), keyed by their case-folded spelling.
+_CANONICAL = {
+    "bash": "Bash", "read": "Read", "write": "Write", "edit": "Write", "webfetch": "WebFetch",
+    "websearch": "WebSearch", "agent": "Agent", "task": "Agent", "skill": "Skill", "glob": "Glob",
+    "grep": "Grep",
+}
+KNOWN_TOOLS = set(_CANONICAL.values()) | {
+    "TodoWrite", "update_plan", "request_user_input", "todo", "todo_write", "ask_user",
+    "NotebookEdit", "MultiEdit", "write_stdin", "apply_patch", "view_image", "web_search",
+}
+_PRIMARY_FIELDS = {"command", "file_path", "path", "notebook_path", "url"}
+_INTERPRETERS = {"python", "python3", "python2", "node", "deno", "perl", "ruby", "php", "lua", "bash",
+                 "sh", "zsh", "dash", "ksh", "fish", "pwsh", "Rscript", "osascript", "npx", "uvx",
+                 "env", "xargs", "sudo", "eval", "exec", "busybox"}
+_ARBITRARY_SUBS = {("npm", "run"), ("npm", "exec"), ("pnpm", "run"), ("pnpm", "exec"), ("yarn", "run"),
+                   ("bun", "run"), ("uv", "run"), ("poetry", "run"), ("cargo", "run"), ("go", "run"),
+                   ("make", None)}
+
+
+class RuleError(ValueError):
+    """An invalid rule; the message names what is wrong (the caller adds file and list)."""
+
+
+def canonical_tool(name: str) -> str:
+    """Canonical spelling of a rule tool name; MCP and unknown names are returned unchanged."""
+    return _CANONICAL.get(name.casefold(), name)
+
+
+# --------------------------------------------------------------------------------------------
+# Shell patterns (§ 6.1.1)
+
+LITERAL, GLOB, STAR, TAIL = "literal", "glob", "star", "tail"
+
+
+@dataclass(frozen=True, slots=True)
+class Token:
+    kind: str
+    text: str  # literal value (quote-removed) or glob source
+    regex: re.Pattern[str] | None = None  # for GLOB/TAIL, case-sensitive
+    iregex: re.Pattern[str] | None = None  # for GLOB/TAIL, case-insensitive
+    prefix: str = ""  # literal text before the first unquoted `*`
+
+
+@dataclass(frozen=True, slots=True)
+class ShellPattern:
+    source: str
+    tokens: tuple[Token, ...]
+
+    @property
+    def exact(self) -> bool:
+        return all(t.kind == LITERAL for t in self.tokens)
+
+
+_OPERATOR_RE = ("&&", "||", ";", "|", "&", "\n", "$(", "`", "<", ">", "(", ")")
+
+
+def _split_pattern(spec: str) -> list[list[tuple[str, bool]]]:
+    """POSIX-style tokenisation remembering per character whether it was quoted."""
+    tokens: list[list[tuple[str, bool]]] = []
+    cur: list[tuple[str, bool]] | None = None
+    i = 0
+    n = len(spec)
+    while i < n:
+        c = spec[i]
+        if c in " \t":
+            if cur is not None:
+                tokens.append(cur)
+                cur = None
+            i += 1
+            continue
+        if cur is None:
+            cur = []
+        if c == "\\":
+            if i + 1 >= n:
+                raise RuleError("a trailing backslash")
+            cur.append((spec[i + 1], True))
+            i += 2
+        elif c == "'":
+            end = spec.find("'", i + 1)
+            if end == -1:
+                raise RuleError("unbalanced quotes")
+            cur.extend((ch, True) for ch in spec[i + 1 : end])
+            if end == i + 1:
+                cur.append(("", True))
+            i = end + 1
+        elif c == '"':
+            j = i + 1
+            while j < n and spec[j] != '"':
+                if spec[j] == "\\" and j + 1 < n and spec[j + 1] in '"\\$`':
+                    cur.append((spec[j + 1], True))
+                    j += 2
+                    continue
+                if spec[j] in "$`":
+                    raise RuleError("an expansion inside a shell pattern")
+                cur.append((spec[j], True))
+                j += 1
+            if j >= n:
+                raise RuleError("unbalanced quotes")
+            if j == i + 1:
+                cur.append(("", True))
+            i = j + 1
+        else:
+            for op in _OPERATOR_RE:
+                if spec.startswith(op, i):
+                    raise RuleError(f"an unquoted shell operator or expansion {op!r}: a Bash rule describes one simple command")
+            if c == "$":
+                raise RuleError("an unquoted expansion '$'")
+            cur.append((c, False))
+            i += 1
+    if cur is not None:
+        tokens.append(cur)
+    return tokens
+
+
+def _glob_regex(chars: list[tuple[str, bool]]) -> str:
+    return "".join(".*" if (c == "*" and not q) else re.escape(c) for c, q in chars)
+
+
+@lru_cache(maxsize=8192)
+def compile_shell_pattern(spec: str) -> ShellPattern:
+    source = spec
+    if spec.endswith(":*"):
+        spec = spec[:-2] + " *"
+    raw = _split_pattern(spec)
+    tokens: list[Token] = []
+    for index, chars in enumerate(raw):
+        text = "".join(c for c, _ in chars)
+        stars = [k for k, (c, q) in enumerate(chars) if c == "*" and not q]
+        if len(chars) == 1 and stars:
+            tokens.append(Token(STAR, "*"))
+            continue
+        if not stars:
+            tokens.append(Token(LITERAL, text))
+            continue
+        rx = _glob_regex(chars)
+        prefix = "".join(c for c, _ in chars[: stars[0]])
+        last = index == len(raw) - 1
+        kind = TAIL if last and chars[-1] == ("*", False) else GLOB
+        tokens.append(Token(kind, text, re.compile(rx, re.DOTALL), re.compile(rx, re.DOTALL | re.IGNORECASE), prefix))
+    if not tokens:
+        raise RuleError("an empty shell pattern")
+    return ShellPattern(source, tuple(tokens))
+
+
+# --------------------------------------------------------------------------------------------
+# Rules
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    text: str
+    behavior: str  # allow | ask | deny
+    scope: str  # builtin | user | project | local | file
+    file: str | None
+    tool: str  # canonical tool (Bash, Read, Write, …), MCP name/glob, or other name
+    kind: str  # any | shell | path | domain | name | param | builtin-rm
+    tool_regex: re.Pattern[str] | None = None  # for tool-part globs and MCP tool globs
+    shell: ShellPattern | None = None
+    path: str | None = None  # path specifier
+    domain: str | None = None
+    name_glob: str | None = None
+    param: tuple[str, str] | None = None
+    rm_flag: str | None = None  # builtin catastrophic removal: "-r" or "-f"
+    rm_path: str | None = None
+    warnings: tuple[str, ...] = field(default=())
+
+    @property
+    def broad(self) -> bool:
+        return self.behavior != "allow"
+
+    def tool_matches(self, rule_tool: str) -> bool:
+        """Does the tool part cover a call whose canonical rule tool is `rule_tool`?"""
+        if self.tool_regex is not None:
+            return self.tool_regex.fullmatch(rule_tool) is not None
+        if self.tool.startswith("mcp__"):
+            if self.broad:
+                return self.tool.casefold() == rule_tool.casefold()
+            return self.tool == rule_tool
+        if self.broad:
+            return self.tool.casefold() == rule_tool.casefold()
+        return self.tool == rule_tool
+
+
+_TOOL_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
+_NAME_CHARS = r"[A-Za-z0-9_.-]"
+
+
+def _split_rule(text: str) -> tuple[str, str | None]:
+    if any(ord(c) < 32 or ord(c) == 127 for c in text):
+        raise RuleError("a control character")
+    if not text.strip():
+        raise RuleError("an empty rule")
+    if text != text.strip():
+        raise RuleError("leading or trailing whitespace")
+    if "(" not in text:
+        if ")" in text:
+            raise RuleError("unbalanced parentheses")
+        return text, None
+    open_at = text.index("(")
+    if not text.endswith(")"):
+        raise RuleError("unbalanced parentheses or text after the closing ')'")
+    spec = text[open_at + 1 : -1]
+    if spec == "":
+        raise RuleError("an empty specifier '()'")
+    return text[:open_at], spec
+
+
+def parse_rule(text: str, behavior: str, scope: str = "builtin", file: str | None = None) -> Rule:
+    """Parse and validate one rule string (§ 5). Raises RuleError with the reason."""
+    tool_part, spec = _split_rule(text)
+    broad = behavior != "allow"
+    warnings: list[str] = []
+    tool_regex = None
+    if "*" in tool_part:
+        m = re.fullmatch(r"mcp__(" + _NAME_CHARS + r"+?)__((?:" + _NAME_CHARS + r"|\*)+)", tool_part)
+        if m and "*" not in m.group(1) and "__" not in m.group(1):
+            tool = tool_part
+            tool_regex = re.compile("mcp__" + re.escape(m.group(1)) + "__" + ".*".join(re.escape(p) for p in m.group(2).split("*")),
+                                    re.IGNORECASE if broad else 0)
+        else:
+            if not broad:
+                raise RuleError("a glob in the tool part of an allow rule (allowed only after a literal mcp__<server>__)")
+            if not re.fullmatch(r"(?:" + _NAME_CHARS + r"|\*)+", tool_part):
+                raise RuleError(f"an invalid tool name {tool_part!r}")
+            tool = tool_part
+            tool_regex = re.compile(".*".join(re.escape(p) for p in tool_part.split("*")), re.IGNORECASE)
+        if spec not in (None, "*"):
+            if spec is not None and ":" in spec and not spec.startswith("domain:"):
+                pname, _, pglob = spec.partition(":")
+                if not broad:
+                    raise RuleError("a parameter spec in an allow rule")
+                return Rule(text, behavior, scope, file, tool, "param", tool_regex, param=(pname, pglob))
+            raise RuleError("a specifier on a tool-name glob")
+        return Rule(text, behavior, scope, file, tool, "any", tool_regex, warnings=tuple(warnings))
+    if tool_part.startswith("mcp__"):
+        m = re.fullmatch(r"mcp__(" + _NAME_CHARS + r"+?)(?:__(" + _NAME_CHARS + r"+))?", tool_part)
+        if not m or "__" in m.group(1):
+            raise RuleError(f"an invalid MCP name {tool_part!r}")
+        if m.group(2) is None:
+            tool_regex = re.compile("mcp__" + re.escape(m.group(1)) + "__.*", re.IGNORECASE if broad else 0)
+        tool = tool_part
+        if spec is None or spec == "*":
+            return Rule(text, behavior, scope, file, tool, "any", tool_regex)
+        return _param_rule(text, behavior, scope, file, tool, tool_regex, spec)
+    if not _TOOL_NAME.fullmatch(tool_part):
+        raise RuleError(f"an invalid tool name {tool_part!r}")
+    tool = canonical_tool(tool_part)
+    if tool not in KNOWN_TOOLS:
+        if not broad:
+            raise RuleError(f"an allow rule for a tool oharness does not know ({tool_part})")
+        warnings.append(f"unknown tool {tool_part!r}")
+    if spec is None or (spec == "*" and tool != "Bash"):
+        if not broad and tool == "Bash":
+            warnings.append("grants arbitrary execution")
+        return Rule(text, behavior, scope, file, tool, "any", warnings=tuple(warnings))
+    if tool == "Bash":
+        if re.match(r"command:", spec):
+            raise RuleError("a parameter spec on the primary field 'command'")
+        try:
+            pattern = compile_shell_pattern(spec)
+        except RuleError:
+            raise
+        if not broad and _grants_arbitrary(pattern):
+            warnings.append("grants arbitrary execution")
+        return Rule(text, behavior, scope, file, tool, "shell", shell=pattern, warnings=tuple(warnings))
+    if tool in ("Read", "Write"):
+        if spec.startswith("!"):
+            raise RuleError("a path pattern starting with '!' (there is no negation)")
+        if ".." in spec.split("/"):
+            raise RuleError("a '..' segment in a path pattern")
+        if any(k in spec for k in ("file_path:", "path:", "notebook_path:")) and spec.split(":", 1)[0] in _PRIMARY_FIELDS:
+            raise RuleError("a parameter spec on the primary field")
+        return Rule(text, behavior, scope, file, tool, "path", path=spec, warnings=tuple(warnings))
+    if tool == "WebFetch":
+        if not spec.startswith("domain:"):
+            raise RuleError("a WebFetch specifier that does not start with 'domain:'")
+        host = spec[len("domain:") :].strip().lower().rstrip(".")
+        if not host:
+            raise RuleError("an empty host")
+        return Rule(text, behavior, scope, file, tool, "domain", domain=host, warnings=tuple(warnings))
+    if tool in ("Agent", "Skill"):
+        return Rule(text, behavior, scope, file, tool, "name", name_glob=spec, warnings=tuple(warnings))
+    if tool in ("Glob", "Grep"):
+        raise RuleError(f"a specifier on {tool} (use Read(...) for its paths)")
+    return _param_rule(text, behavior, scope, file, tool, None, spec, warnings)
+
+
+def _param_rule(text, behavior, scope, file, tool, tool_regex, spec, warnings=()) -> Rule:
+    if ":" not in spec:
+        raise RuleError(f"a specifier {spec!r} that is not a 'param:value' spec")
+    pname, _, pglob = spec.partition(":")
+    if behavior == "allow":
+        raise RuleError("a parameter spec in an allow rule")
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_-]*", pname):
+        raise RuleError(f"an invalid parameter name {pname!r}")
+    if pname in _PRIMARY_FIELDS:
+        raise RuleError(f"a parameter spec on the primary field {pname!r}")
+    return Rule(text, behavior, scope, file, tool, "param", tool_regex, param=(pname, pglob), warnings=tuple(warnings))
+
+
+def _grants_arbitrary(p: ShellPattern) -> bool:
+    first = p.tokens[0]
+    if first.kind != LITERAL:
+        return True
+    prog = first.text.rsplit("/", 1)[-1]
+    rest = p.tokens[1:]
+    wild = any(t.kind != LITERAL for t in rest)
+    if prog in _INTERPRETERS and wild:
+        return True
+    second = rest[0] if rest else None
+    if (prog, None) in _ARBITRARY_SUBS and wild:
+        return True
+    if second is not None and second.kind == LITERAL and (prog, second.text) in _ARBITRARY_SUBS and any(t.kind != LITERAL for t in rest[1:]):
+        return True
+    return False
+
+
+# --------------------------------------------------------------------------------------------
+# Shell matching
+
+
+def _seq(tokens: tuple[Token, ...], words: list[Word], cmp, memo: dict, i: int = 0, j: int = 0) -> int:
+    key = (i, j)
+    if key in memo:
+        return memo[key]
+    if i == len(tokens):
+        r = MATCH if j == len(words) else NO
+    else:
+        t = tokens[i]
+        if t.kind == STAR:
+            r = NO
+            for k in range(j, len(words) + 1):
+                r = max(r, _seq(tokens, words, cmp, memo, i + 1, k))
+                if r == MATCH:
+                    break
+        elif j == len(words):
+            r = NO
+        elif t.kind == TAIL:
+            r = cmp(t, words[j])
+        else:
+            first = cmp(t, words[j])
+            r = NO if first == NO else min(first, _seq(tokens, words, cmp, memo, i + 1, j + 1))
+    memo[key] = r
+    return r
+
+
+def _strict_cmp(t: Token, w: Word) -> int:
+    if w.value is None:
+        return NO
+    if t.kind == LITERAL:
+        return MATCH if w.value == t.text else NO
+    return MATCH if t.regex.fullmatch(w.value) else NO
+
+
+def _broad_cmp(t: Token, w: Word) -> int:
+    v = w.deny_value
+    if v is not None:
+        if t.kind == LITERAL:
+            return MATCH if v.casefold() == t.text.casefold() else NO
+        return MATCH if t.iregex.fullmatch(v) else NO
+    if t.kind == LITERAL:
+        return MAYBE if w.could_be(t.text) else NO
+    a, b = w.shape_prefix().casefold(), t.prefix.casefold()
+    return MAYBE if (a.startswith(b) or b.startswith(a)) else NO
+
+
+def shell_allow_match(pattern: ShellPattern, cmd: Cmd) -> bool:
+    """Strict allow matching (§ 6.1.3) of one simple command."""
+    if cmd.program_unknown or cmd.opaque:
+        return False
+    if cmd.unprovable and not pattern.exact:
+        return False
+    words: list[Word] = []
+    for name, w in cmd.assigns:
+        if SAFE_ASSIGNMENTS(name) and w.static:
+            continue
+        words.append(Word(f"{name}={w.text}", f"{name}={w.value}" if w.value is not None else None, None, ".*", False))
+    words.extend(cmd.words)
+    return _seq(pattern.tokens, words, _strict_cmp, {}) == MATCH
+
+
+# -- option normalisation (§ 6.1.4 variant 3) ---------------------------------------------------
+
+
+def _normalise(base: str, words: list[Word]) -> tuple[frozenset[str], list[Word], bool]:
+    spec = OPTIONS.get(base, {})
+    glob_ = set(spec.get("global", []))
+    gval = set(spec.get("global_value", []))
+    aliases = spec.get("aliases", {})
+    value_opts = set(spec.get("value_opts", []))
+    split = spec.get("split_clusters", False)
+    i = 0
+    while i < len(words):
+        v = words[i].deny_value
+        if v is None or not v.startswith("-") or v in ("-", "--"):
+            break
+        name = v.split("=", 1)[0] if v.startswith("--") else v
+        if name in glob_:
+            i += 1
+        elif name in gval:
+            i += 1 if "=" in v else 2
+        elif not v.startswith("--") and v[:2] in gval and len(v) > 2:
+            i += 1
+        else:
+            break
+    options: set[str] = set()
+    operands: list[Word] = []
+    dash = False
+    after = False
+    rest = words[i:]
+    k = 0
+    while k < len(rest):
+        w = rest[k]
+        v = w.deny_value
+        k += 1
+        if after:
+            operands.append(w)
+            continue
+        if v is None:
+            if w.may_dash:
+                dash = True
+            operands.append(w)
+            continue
+        if v == "--":
+            after = True
+            continue
+        if not v.startswith("-") or v == "-":
+            operands.append(w)
+            continue
+        if v.startswith("--"):
+            name, eq, val = v.partition("=")
+            name = aliases.get(name, name)
+            options.add(name.casefold())
+            if eq:
+                options.add(f"{name}={val}".casefold())
+            elif name in value_opts and k < len(rest):
+                nxt = rest[k].deny_value
+                if nxt is not None:
+                    options.add(f"{name}={nxt}".casefold())
+                k += 1
+            continue
+        if split and len(v) > 2:
+            letters = v[1:]
+            for idx, ch in enumerate(letters):
+                o = aliases.get("-" + ch, "-" + ch)
+                options.add(o.casefold())
+                if "-" + ch in value_opts:
+                    val = letters[idx + 1 :]
+                    if not val and k < len(rest):
+                        val = rest[k].deny_value or ""
+                        k += 1
+                    options.add(f"{o}={val}".casefold())
+                    break
+            continue
+        o = aliases.get(v, v)
+        options.add(o.casefold())
+        if v in value_opts and k < len(rest):
+            nxt = rest[k].deny_value
+            if nxt is not None:
+                options.add(f"{o}={nxt}".casefold())
+            k += 1
+    return frozenset(options), operands, dash
+
+
+@lru_cache(maxsize=8192)
+def _pattern_normalised(pattern: ShellPattern) -> tuple[str, frozenset[str], tuple[Token, ...]] | None:
+    first = pattern.tokens[0]
+    if first.kind != LITERAL:
+        return None
+    base = first.text.rsplit("/", 1)[-1].casefold()
+    # Options of the pattern: literal tokens; operands: everything else, in order.
+    lit_words: list[Word] = []
+    positions: list[Token] = []
+    for t in pattern.tokens[1:]:
+        if t.kind == LITERAL:
+            lit_words.append(static_word(t.text))
+        else:
+            lit_words.append(Word(t.text, None, None, ".*", False))
+        positions.append(t)
+    options, operands, _ = _normalise(base, lit_words)
+    # Map normalised operands back to tokens (static words become LITERAL tokens again).
+    tok_by_id = {id(w): t for w, t in zip(lit_words, positions)}
+    out: list[Token] = []
+    for w in operands:
+        t = tok_by_id.get(id(w))
+        out.append(t if t is not None else Token(LITERAL, w.deny_value or ""))
+    return base, options, tuple(out)
+
+
+def shell_broad_match(pattern: ShellPattern, cmd: Cmd) -> int:
+    """Broad deny/ask matching (§ 6.1.4): the best of all variants."""
+    if cmd.program_unknown:
+        return MAYBE
+    best = NO
+    for words in cmd.word_variants():
+        if not words:
+            continue
+        best = max(best, _seq(pattern.tokens, words, _broad_cmp, {}))
+        if best == MATCH:
+            return best
+        prog = words[0]
+        if prog.deny_value is not None and "/" in prog.deny_value:
+            based = [static_word(prog.deny_value.rsplit("/", 1)[-1])] + words[1:]
+            best = max(best, _seq(pattern.tokens, based, _broad_cmp, {}))
+            if best == MATCH:
+                return best
+        norm = _pattern_normalised(pattern)
+        if norm is None or prog.deny_value is None:
+            continue
+        base, p_opts, p_operands = norm
+        if prog.deny_value.rsplit("/", 1)[-1].casefold() != base:
+            continue
+        c_opts, c_operands, dash = _normalise(base, words[1:])
+        if p_opts <= c_opts:
+            best = max(best, _seq(p_operands, c_operands, _broad_cmp, {}))
+        elif dash:
+            r = max(_seq(p_operands, c_operands, _broad_cmp, {}),
+                    _seq(p_operands, [w for w in c_operands if not (w.deny_value is None and w.may_dash)], _broad_cmp, {}))
+            best = max(best, min(r, MAYBE))
+        if best == MATCH:
+            return best
+    return best
