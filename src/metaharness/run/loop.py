@@ -282,10 +282,11 @@ class Run:
                 event.available_operations = ops
         self._line(event, at)
         self._session_started = True
-        self._flush_boundary_lines()
+        # vendors.md § 3.10: session.started, then held lines, then the launch frame's boundary lines.
         held, self._held = self._held, []
         for held_event, held_at in held:
             self._line(held_event, held_at)
+        self._flush_boundary_lines()
 
     def _attestation(self, given: HermeticAttestation) -> HermeticAttestation:
         given.mode = self.spec.hermetic  # type: ignore[assignment]

@@ -1,0 +1,7 @@
+"""The Claude Code adapter (vendors.md § 3): launch (hermetic spawn), translate
+(stream-json records → events), seam (the stdio PreToolUse hook_callback and the
+controls), adapter (the lifecycle), doctor (the free checks)."""
+
+from .adapter import ClaudeAdapter
+
+__all__ = ["ClaudeAdapter"]

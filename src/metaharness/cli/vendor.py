@@ -1,0 +1,49 @@
+"""`metaharness doctor KIND` and `metaharness conformance KIND` (vendors.md § 1.5).
+
+A dispatch on the kind: each kind's checks live in its adapter package
+(`metaharness.adapters.<kind>.doctor`), exposing `doctor_checks(vendor_dir)` and
+`conformance_checks(fixtures)`, each yielding `(name, ok, detail)`. One line per check
+(`ok` / `FAIL`); exit 0 only when every check passed.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+KINDS = {"claude": "metaharness.adapters.claude.doctor", "codex": "metaharness.adapters.codex.doctor"}
+
+
+def _module(kind: str):
+    try:
+        return importlib.import_module(KINDS[kind])
+    except ModuleNotFoundError as exc:
+        raise click.UsageError(f"the {kind} checks are not built in this checkout ({exc.name})") from None
+
+
+def _report(checks) -> None:
+    failed = 0
+    for name, ok, detail in checks:
+        click.echo(f"{'ok  ' if ok else 'FAIL'} {name}: {detail}")
+        failed += not ok
+    sys.exit(1 if failed else 0)
+
+
+@click.command()
+@click.argument("kind", type=click.Choice(sorted(KINDS)))
+@click.option("--vendor-dir", type=click.Path(file_okay=False), help="Directory holding the vendor binaries.")
+@click.option("--smoke", is_flag=True, help="Also run one sandboxed call through the loopback (codex).")
+def doctor(kind: str, vendor_dir: str | None, smoke: bool) -> None:
+    """Check the vendor binary the child would run: path, pin, flags, control channel."""
+    module = _module(kind)
+    _report(module.doctor_checks(vendor_dir, smoke=True) if smoke else module.doctor_checks(vendor_dir))
+
+
+@click.command()
+@click.argument("kind", type=click.Choice(sorted(KINDS)))
+@click.option("--fixtures", type=click.Path(file_okay=False), help="Directory of recorded wire fixtures.")
+def conformance(kind: str, fixtures: str | None) -> None:
+    """The free checks: recorded wire through the translator, and the launch plan."""
+    _report(_module(kind).conformance_checks(fixtures))

@@ -1,0 +1,86 @@
+"""Run `metaharness run claude …` beside a loopback model, inside a loopback-only
+network namespace when the caller started us under `unshare -rnm` (vendors.md § 2.7).
+
+Usage: python nsrun.py OUTDIR SCENARIO [--in-namespace] -- <metaharness run arguments>
+
+Inside the namespace: `lo` up, a resolv.conf pointing at a DNS sink on 127.0.0.1:53
+bind-mounted over /etc/resolv.conf, nscd/resolved sockets hidden, nsswitch `files dns`.
+The sink logs every query to OUTDIR/dns.log and answers NXDOMAIN. The loopback serves
+SCENARIO and logs to OUTDIR/loopback.jsonl. stdin/stdout/stderr are the child's own.
+The exit status is metaharness's.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import threading
+
+from metaharness.loopback.server import LoopbackServer
+from metaharness.protocol.scenario import load_scenario
+
+
+def dns_sink(log_path: str, ready: threading.Event) -> None:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.bind(("127.0.0.1", 53))
+    ready.set()
+    while True:
+        data, peer = sock.recvfrom(4096)
+        name, i = [], 12
+        while i < len(data) and data[i]:
+            length = data[i]
+            name.append(data[i + 1:i + 1 + length].decode("ascii", "replace"))
+            i += 1 + length
+        qtype = int.from_bytes(data[i + 1:i + 3], "big") if i + 3 <= len(data) else 0
+        with open(log_path, "a") as log:
+            log.write(f"{'.'.join(name)} {qtype}\n")
+        question_end = i + 5
+        answer = data[:2] + b"\x81\x83" + data[4:6] + b"\x00\x00\x00\x00\x00\x00" + data[12:question_end]
+        sock.sendto(answer, peer)
+
+
+def isolate(outdir: str) -> None:
+    subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+    resolv = os.path.join(outdir, "resolv.conf")
+    with open(resolv, "w") as handle:
+        handle.write("nameserver 127.0.0.1\noptions attempts:1 timeout:1\n")
+    nsswitch = os.path.join(outdir, "nsswitch.conf")
+    with open(nsswitch, "w") as handle:
+        handle.write("hosts: files dns\n")
+    empty = os.path.join(outdir, "empty")
+    os.makedirs(empty, exist_ok=True)
+    subprocess.run(["mount", "--bind", resolv, "/etc/resolv.conf"], check=True)
+    subprocess.run(["mount", "--bind", nsswitch, "/etc/nsswitch.conf"], check=True)
+    for hidden in ("/var/run/nscd", "/run/systemd/resolve"):
+        if os.path.isdir(hidden):
+            subprocess.run(["mount", "--bind", empty, hidden], check=True)
+    ready = threading.Event()
+    threading.Thread(target=dns_sink, args=(os.path.join(outdir, "dns.log"), ready), daemon=True).start()
+    ready.wait(5)
+
+
+def main() -> int:
+    split = sys.argv.index("--")
+    own, args = sys.argv[1:split], sys.argv[split + 1:]
+    outdir, scenario_path = own[0], own[1]
+    if "--in-namespace" in own:
+        isolate(outdir)
+    open(os.path.join(outdir, "dns.log"), "a").close()
+    server = LoopbackServer(load_scenario(scenario_path), log_path=os.path.join(outdir, "loopback.jsonl"),
+                            workdir=os.environ.get("MH_TEST_WORKDIR"), stderr=sys.stderr)
+    url, stop = server.run_in_thread()
+    with open(os.path.join(outdir, "url"), "w") as handle:
+        handle.write(url)
+    argv = [sys.executable, "-m", "metaharness", "run", *[a.replace("@URL@", url) for a in args]]
+    if "--credentials" not in args:
+        argv += ["--credentials", "none", "--model-endpoint", url]
+    try:
+        return subprocess.run(argv).returncode
+    finally:
+        stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

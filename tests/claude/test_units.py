@@ -1,0 +1,223 @@
+"""Unit tests of the Claude adapter's pure parts with a fake context: hook answers,
+the call seam (parking, mutation, cancellation, fail-closed sweeps), the translator's
+mapping rules, tool resolution, and the free conformance checks."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from metaharness.adapters.claude import launch
+from metaharness.adapters.claude.adapter import ClaudeAdapter, resolve_tool
+from metaharness.adapters.claude.doctor import conformance_checks
+from metaharness.adapters.claude.seam import CallSeam, ControlChannel, hook_output
+from metaharness.adapters.claude.translate import Translator, encode_item, line_digest
+from metaharness.adapters.base import StartRefusal
+from metaharness.protocol.values import Abstain, Allow, Deny, Replace
+
+
+def test_hook_outputs_are_exact():
+    pre = {"hookEventName": "PreToolUse"}
+    assert hook_output(Allow()) == {"hookSpecificOutput": {**pre, "permissionDecision": "allow"}}
+    assert hook_output(Deny(reason="R")) == {"hookSpecificOutput": {**pre, "permissionDecision": "deny",
+                                                                    "permissionDecisionReason": "R"}}
+    assert hook_output(Replace(input={"command": "x"})) == {"hookSpecificOutput": {
+        **pre, "permissionDecision": "allow", "updatedInput": {"command": "x"}}}
+    assert hook_output(Abstain()) == {}
+
+
+class Wire:
+    def __init__(self):
+        self.lines: list[dict] = []
+
+    def __call__(self, data: bytes) -> None:
+        assert data.endswith(b"\n") and data.count(b"\n") == 1
+        self.lines.append(json.loads(data))
+
+
+def callback(request_id: str, call_id: str, tool_input: dict, callback_id: str = launch.HOOK_CALLBACK_ID) -> dict:
+    return {"type": "control_request", "request_id": request_id, "request": {
+        "subtype": "hook_callback", "callback_id": callback_id, "tool_use_id": call_id,
+        "input": {"tool_name": "Bash", "tool_input": tool_input, "tool_use_id": call_id}}}
+
+
+def make_seam():
+    wire = Wire()
+    presented = []
+    seam = CallSeam(ControlChannel(wire), presented.append)
+    return seam, wire, presented
+
+
+def test_decision_before_callback_is_parked_then_written_once():
+    seam, wire, presented = make_seam()
+    seam.on_tool_use("t1", "Bash", {"command": "ls"}, None)
+    presented[0].deliver(Allow(), "frame")
+    assert wire.lines == []
+    seam.on_callback(callback("r1", "t1", {"command": "ls"}))
+    assert wire.lines == [{"type": "control_response", "response": {"subtype": "success", "request_id": "r1",
+                                                                    "response": hook_output(Allow())}}]
+    presented[0].deliver(Deny(reason="late"), "embedder")
+    assert len(wire.lines) == 1
+    assert len(presented) == 1
+
+
+def test_callback_first_presents_from_callback():
+    seam, wire, presented = make_seam()
+    seam.on_callback(callback("r1", "t1", {"command": "ls"}))
+    assert presented[0].input == {"command": "ls"} and presented[0].seam == "hook"
+    presented[0].deliver(Deny(reason="no"), "embedder")
+    assert wire.lines[0]["response"]["response"]["hookSpecificOutput"]["permissionDecision"] == "deny"
+    seam.on_tool_use("t1", "Bash", {"command": "ls"}, None)
+    assert len(presented) == 1
+
+
+def test_mutated_callback_is_denied_even_if_allowed():
+    seam, wire, presented = make_seam()
+    seam.on_tool_use("t1", "Bash", {"command": "ls"}, None)
+    seam.on_callback(callback("r1", "t1", {"command": "rm -rf /"}))
+    assert wire.lines[0]["response"]["response"]["hookSpecificOutput"]["permissionDecision"] == "deny"
+    assert len(presented) == 2 and presented[1].input == {"command": "rm -rf /"}
+    presented[0].deliver(Allow(), "frame")
+    assert len(wire.lines) == 1
+
+
+def test_cancelled_callback_ignores_late_answer_and_sweep_denies_waiting():
+    seam, wire, presented = make_seam()
+    seam.on_tool_use("t1", "Bash", {}, None)
+    seam.on_tool_use("t2", "Bash", {}, None)
+    seam.on_callback(callback("r1", "t1", {}))
+    seam.on_callback(callback("r2", "t2", {}))
+    seam.on_cancel({"type": "control_cancel_request", "request_id": "r1"})
+    presented[0].deliver(Allow(), "embedder")
+    assert wire.lines == []
+    assert seam.deny_unanswered("the run was halted") == ["t2"]
+    assert wire.lines[0]["response"]["request_id"] == "r2"
+
+
+def test_unknown_callback_id_gets_error_reply():
+    seam, wire, presented = make_seam()
+    seam.on_callback(callback("r9", "t9", {}, callback_id="other"))
+    assert wire.lines[0]["response"]["subtype"] == "error" and presented == []
+
+
+# --- translator -------------------------------------------------------------------------------
+
+INIT = {"type": "system", "subtype": "init", "claude_code_version": "2.1.328", "session_id": "s", "model": "m",
+        "permissionMode": "default", "apiKeySource": "ANTHROPIC_API_KEY", "cwd": "/w", "tools": ["Bash"],
+        "mcp_servers": [], "plugins": [], "agents": ["a"], "skills": [], "slash_commands": [], "output_style": "default"}
+
+
+def feed_all(t: Translator, records: list) -> list:
+    out = []
+    for n, rec in enumerate(records, 1):
+        raw = rec if isinstance(rec, bytes) else json.dumps(rec).encode() + b"\n"
+        out += t.feed(raw, n)
+    return out
+
+
+def test_lines_before_init_are_held_until_session_started():
+    t = Translator()
+    items = feed_all(t, [{"type": "system", "subtype": "informational", "content": "hello"}, INIT])
+    assert [i[0] for i in items] == ["session_started", "emit", "turn_started"]
+    assert items[1][1].code == "VENDOR_NOTICE"
+
+
+def test_unmappable_records_become_one_opaque_each():
+    t = Translator()
+    feed_all(t, [INIT])
+    items = feed_all(t, [b"not json\n", {"type": "mystery"}, {"type": "assistant", "message": "broken"},
+                         {"type": "system", "subtype": "status"}, b"\n"])
+    assert [i[0] for i in items] == ["opaque"] * 4
+    assert items[0][4] == b"not json" and line_digest(b"not json\n") == line_digest(b"not json")
+
+
+def test_usage_once_per_message_and_result_maps_verbatim():
+    t = Translator()
+    feed_all(t, [INIT])
+    usage = {"input_tokens": 3, "output_tokens": 2}
+    block = {"type": "assistant", "request_id": "req", "timestamp": "T", "message": {
+        "id": "msg1", "model": "m", "usage": usage, "content": [{"type": "text", "text": "a"}]}}
+    tool = dict(block, message=dict(block["message"], content=[{"type": "tool_use", "id": "t1", "name": "Bash", "input": {}}]))
+    items = feed_all(t, [block, tool])
+    assert [i[0] for i in items] == ["emit", "emit", "call"]
+    assert items[0][2] == "T"
+    result = {"type": "result", "subtype": "success", "is_error": False, "result": "done", "total_cost_usd": 0.00042,
+              "modelUsage": {"m": {"inputTokens": 5, "costUSD": 0.00042}}, "usage": {"iterations": [1, 2],
+              "output_tokens_details": {"thinking_tokens": 7}}, "num_turns": 1, "stop_reason": "end_turn"}
+    items = feed_all(t, [result])
+    assert [i[0] for i in items] == ["turn_ended", "result"]
+    ended = items[1][1]
+    assert ended.total_cost_usd == 0.00042 and ended.model_usage["m"].cost_usd == 0.00042
+    assert ended.usage.iterations == 2 and ended.usage.thinking_tokens == 7
+
+
+def test_replay_of_steer_is_injection_and_prompt_is_opaque():
+    t = Translator()
+    t.expect_replay("prompt", ["go"])
+    t.expect_replay("steer", ["STEER"])
+    feed_all(t, [INIT])
+    replay = lambda text: {"type": "user", "isReplay": True, "message": {"role": "user", "content": [{"type": "text", "text": text}]}}
+    items = feed_all(t, [replay("go"), replay("STEER")])
+    assert items[0][0] == "opaque"
+    assert items[1][1].origin == "steer" and items[1][1].text == "STEER"
+    assert t.unreplayed == 0
+
+
+def test_expired_login_comes_first():
+    t = Translator(credential_source="api-key")
+    feed_all(t, [INIT])
+    items = feed_all(t, [{"type": "assistant", "message": {"id": "x", "content": [
+        {"type": "text", "text": "Your session has expired. Please run /login"}]}}])
+    assert type(items[0][1]).__name__ == "AuthExpired"
+
+
+def test_encode_item_sorts_pass_through():
+    t = Translator()
+    feed_all(t, [INIT])
+    items = feed_all(t, [{"type": "user", "tool_use_result": {"b": 1, "a": 2}, "message": {"content": [
+        {"type": "tool_result", "tool_use_id": "t1", "content": "x"}]}}])
+    assert '"tool_use_result":{"a":2,"b":1}' in encode_item(items[0])
+
+
+# --- resolution, launch, conformance -------------------------------------------------------------
+
+
+def test_resolution_and_subjects():
+    assert resolve_tool("Write", {"file_path": "/w/a.txt"}, None, "/w").subjects == [("file:a.txt", [("file.write", "", "")])]
+    assert resolve_tool("Task", {}, None, "/w").operations == [("subagent.spawn", "", "")]
+    assert resolve_tool("Agent", {}, None, "/w").operations == [("subagent.spawn", "", "")]
+    assert resolve_tool("mcp__srv__do_it", {}, None, "/w").operations == [("mcp.call", "srv", "do_it")]
+    assert resolve_tool("ToolSearch", {}, None, "/w").operations == []
+
+
+def test_initialize_reply_check_refuses_without_fail_closed():
+    ok = {"subtype": "success", "response": {"hooks_applied": True, "hook_on_failure_supported": True}}
+    assert launch.check_initialize_reply(ok)
+    with pytest.raises(StartRefusal, match="hook_on_failure_supported; its per-call seam would fail open"):
+        launch.check_initialize_reply({"subtype": "success", "response": {"hooks_applied": True,
+                                                                           "claude_code_version": "2.1.328"}})
+
+
+def test_descriptor_matches_protocol_table():
+    d = ClaudeAdapter.descriptor()
+    assert list(d) == ["adapter", "versions_pinned", "tiers", "commands", "decision_modes", "replace", "rendering"]
+    assert all(v == "honoured" for v in d["commands"].values()) and len(d["commands"]) == 7
+    assert d["rendering"]["subagent.spawn"] == "Agent" and d["rendering"]["search"] is None
+
+
+def test_conformance_checks_pass():
+    failures = [c for c in conformance_checks() if not c[1]]
+    assert failures == []
+
+
+def test_conformance_detects_a_changed_fixture(tmp_path):
+    import os
+    import shutil
+    from metaharness.adapters.claude.doctor import FIXTURES
+    for name in os.listdir(FIXTURES):
+        shutil.copy(os.path.join(FIXTURES, name), tmp_path / name)
+    expected = tmp_path / "c26-steer.expected.jsonl"
+    expected.write_text(expected.read_text().replace("STEER-1", "STEER-2"))
+    failures = [c for c in conformance_checks(str(tmp_path)) if not c[1]]
+    assert [c[0] for c in failures] == ["replay c26-steer"]
