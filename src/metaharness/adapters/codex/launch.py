@@ -1,0 +1,280 @@
+"""Hermetic launch of `codex app-server` (vendors.md § 2.1, § 2.3, § 2.6, § 2.8, § 4.2).
+
+What belongs here: the scratch layout, the constructed child environment, the
+loopback-safe `config.toml`, binary resolution on the child's own PATH, the argv,
+the sandbox word / policy chosen from frame and posture, and the process-group sweep.
+
+Rules kept:
+* the environment is built, never inherited: only the keys of § 2.3 (plus the
+  caller's key variable in `api-key` mode) reach the child;
+* the binary is resolved on exactly the child's PATH (§ 1.4);
+* the real key never lands in the child's environment, argv or scratch files in
+  `none` and `loopback` modes (§ 2.8);
+* the scratch directory is neither under /tmp nor inside the working directory.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+PIN = "0.171.0"
+MODEL = "gpt-5.5"
+PROVIDER_ID = "loopback"  # arbitrary, must not collide with a built-in provider id
+KEY_VARIABLE = "LOOPBACK_API_KEY"
+PLACEHOLDER_KEY = "metaharness-placeholder-key"
+SANDBOX_WORDS = ("read-only", "workspace-write", "danger-full-access")
+WRITING_OPS = frozenset({"file.write", "file.edit", "shell"})
+# Mount-point stubs the sandbox leaves after a killed command (§ 2.6).
+SANDBOX_STUBS = (".agents", ".aws", ".codex", ".git")
+
+
+class LaunchError(Exception):
+    """The launch cannot be planned; the message is one sentence."""
+
+
+@dataclass
+class Scratch:
+    root: Path
+
+    @property
+    def home(self) -> Path:
+        return self.root / "home"
+
+    @property
+    def tmp(self) -> Path:
+        return self.root / "tmp"
+
+    @property
+    def codex_home(self) -> Path:
+        return self.root / "codex-home"
+
+    @property
+    def work(self) -> Path:
+        return self.root / "work"
+
+    @property
+    def transcript(self) -> Path:
+        return self.root / "transcript.jsonl"
+
+    @property
+    def stderr(self) -> Path:
+        return self.root / "stderr.log"
+
+
+def scratch_base() -> Path:
+    """Where per-run scratch directories live: never /tmp (§ 2.1; workspace-write lets
+    sandboxed commands write anywhere under /tmp)."""
+    configured = os.environ.get("METAHARNESS_SCRATCH")
+    if configured:
+        return Path(configured)
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(cache) / "metaharness" / "scratch"
+
+
+def make_scratch(cwd: str | None) -> Scratch:
+    base = scratch_base()
+    base.mkdir(parents=True, exist_ok=True)
+    root = Path(tempfile.mkdtemp(prefix="codex-", dir=base))
+    if cwd is not None:
+        resolved_cwd = Path(cwd).resolve()
+        if root.resolve() == resolved_cwd or resolved_cwd in root.resolve().parents:
+            shutil.rmtree(root, ignore_errors=True)
+            raise LaunchError(f"the scratch directory {root} would lie inside the working directory {cwd}")
+    scratch = Scratch(root)
+    for directory in (scratch.home, scratch.tmp, scratch.codex_home):
+        directory.mkdir()
+    if cwd is None:
+        scratch.work.mkdir()
+    return scratch
+
+
+def default_vendor_dir() -> str | None:
+    configured = os.environ.get("METAHARNESS_VENDOR_DIR")
+    if configured:
+        return configured
+    # A source checkout keeps the pinned CLIs in .vendor (vendors.md § 1.3).
+    checkout = Path(__file__).resolve().parents[4] / ".vendor" / "node_modules" / ".bin"
+    return str(checkout) if checkout.is_dir() else None
+
+
+def child_path(vendor_dir: str | None) -> str:
+    parts: list[str] = []
+    if vendor_dir:
+        parts.append(os.path.abspath(vendor_dir))
+    node = shutil.which("node")
+    if node:
+        parts.append(os.path.dirname(os.path.realpath(node)))
+        parts.append(os.path.dirname(node))
+    parts += ["/usr/local/bin", "/usr/bin", "/bin"]
+    seen: list[str] = []
+    for part in parts:
+        if part not in seen:
+            seen.append(part)
+    return ":".join(seen)
+
+
+def resolve_binary(path: str) -> str:
+    found = shutil.which("codex", path=path)
+    if found is None:
+        raise LaunchError(f"codex is not on the child PATH ({path}); install @openai/codex@{PIN} (vendors.md § 1.3)")
+    if shutil.which("node", path=path) is None:
+        raise LaunchError(f"node is not on the child PATH ({path}); the codex launcher needs it")
+    return os.path.abspath(found)
+
+
+def config_toml(base_url: str | None, *, model: str | None = None) -> str:
+    """The loopback-safe config of vendors.md § 2.3. `base_url` None: the default
+    OpenAI provider (api-key mode) with the same phone-home switches off."""
+    lines = [f'model = "{_toml_escape(model or MODEL)}"']
+    if base_url is not None:
+        lines.append(f'model_provider = "{PROVIDER_ID}"')
+    lines += [
+        "check_for_update_on_startup = false",
+        "",
+        "[analytics]",
+        "enabled = false",
+        "",
+        "[features]",
+        "plugins = false",
+    ]
+    if base_url is not None:
+        lines += [
+            "",
+            f"[model_providers.{PROVIDER_ID}]",
+            f'name = "{PROVIDER_ID}"',
+            f'base_url = "{_toml_escape(base_url)}"',
+            'wire_api = "responses"',
+            f'env_key = "{KEY_VARIABLE}"',
+            "request_max_retries = 0",
+            "stream_max_retries = 0",
+            "stream_idle_timeout_ms = 20000",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def _toml_escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def provider_base_url(endpoint: str) -> str:
+    """`URL` → `URL/v1` (vendors.md § 2.8); an endpoint already ending in /v1 is kept."""
+    endpoint = endpoint.rstrip("/")
+    return endpoint if endpoint.endswith("/v1") else endpoint + "/v1"
+
+
+def child_env(scratch: Scratch, path: str, key_variable: str, key_value: str) -> dict[str, str]:
+    return {
+        "PATH": path,
+        "HOME": str(scratch.home),
+        "CODEX_HOME": str(scratch.codex_home),
+        "TMPDIR": str(scratch.tmp),
+        "LANG": "C.UTF-8",
+        key_variable: key_value,
+    }
+
+
+def argv(binary: str) -> list[str]:
+    """`codex app-server`, with PR_SET_PDEATHSIG=SIGKILL through setpriv when present (§ 2.6)."""
+    setpriv = shutil.which("setpriv")
+    if setpriv:
+        return [setpriv, "--pdeathsig", "KILL", "--", binary, "app-server"]
+    return [binary, "app-server"]
+
+
+# --- sandbox from frame and posture (§ 4.2, § 4.7) --------------------------------------
+
+
+def sandbox_word(frame_ops: set[str] | None, posture: str) -> str:
+    """The SandboxMode word. With a frame in force: read-only when it admits no writing
+    operation, else workspace-write — the posture still wins where it is stricter."""
+    if frame_ops is None:
+        return posture
+    framed = "workspace-write" if frame_ops & WRITING_OPS else "read-only"
+    return min(framed, posture, key=SANDBOX_WORDS.index)
+
+
+def sandbox_policy(frame_ops: set[str] | None, posture: str) -> dict:
+    """The tagged SandboxPolicy object sent on every turn/start."""
+    word = sandbox_word(frame_ops, posture)
+    if word == "read-only":
+        return {"type": "readOnly", "networkAccess": False}
+    if word == "danger-full-access":
+        return {"type": "dangerFullAccess"}
+    return {
+        "type": "workspaceWrite",
+        "writableRoots": [],
+        "networkAccess": False,
+        "excludeTmpdirEnvVar": False,
+        # Only a frame-derived sandbox shuts /tmp (§ 4.7); a bare posture keeps Codex's default.
+        "excludeSlashTmp": frame_ops is not None,
+    }
+
+
+# --- process groups (§ 2.6) -----------------------------------------------------------
+
+
+def _proc_parent_and_group(pid: int) -> tuple[int, int] | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            raw = handle.read().decode("utf-8", "replace")
+    except OSError:
+        return None
+    # The command name may hold spaces and parentheses; the fields follow the last ')'.
+    fields = raw[raw.rfind(")") + 2:].split()
+    return int(fields[1]), int(fields[2])
+
+
+def descendant_groups(root_pid: int) -> set[int]:
+    """Process groups of every descendant of root_pid (collected, not killed)."""
+    children: dict[int, list[int]] = {}
+    groups: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        info = _proc_parent_and_group(int(entry))
+        if info is None:
+            continue
+        children.setdefault(info[0], []).append(int(entry))
+        groups[int(entry)] = info[1]
+    found: set[int] = set()
+    stack = [root_pid]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            if child in groups:
+                found.add(groups[child])
+            stack.append(child)
+    return found
+
+
+def kill_groups(groups: set[int], *, spare: set[int]) -> None:
+    spare = spare | {os.getpgrp()}
+    for group in groups:
+        if group in spare or group <= 1:
+            continue
+        try:
+            os.killpg(group, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def existing_stubs(work: str) -> set[str]:
+    return {name for name in SANDBOX_STUBS if os.path.lexists(os.path.join(work, name))}
+
+
+def remove_new_stubs(work: str, before: set[str]) -> None:
+    for name in SANDBOX_STUBS:
+        if name in before:
+            continue
+        path = os.path.join(work, name)
+        try:
+            if os.path.isdir(path) and not os.path.islink(path) and not os.listdir(path):
+                os.rmdir(path)
+            elif os.path.isfile(path) and os.path.getsize(path) == 0:
+                os.unlink(path)  # a file-shaped bind-mount target
+        except OSError:
+            pass

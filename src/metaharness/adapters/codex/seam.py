@@ -1,0 +1,212 @@
+"""The per-call seam: app-server approval requests → presented calls → answers
+(vendors.md § 4.5, § 4.5.6; protocol.md § 6.2).
+
+What belongs here: building a `PresentedCall` from an approval request (with the
+`item/started` stored for it), turning a decision into the JSON-RPC answer, the
+deny-reason steer, the adapter's own ceiling, and the answers to every other
+server request.
+
+Rules kept:
+* allow and abstain → `{"decision":"accept"}`; deny → `turn/steer` with the reason,
+  its result awaited, then `{"decision":"decline"}` (a decline carries no reason);
+* never `acceptForSession`, `acceptWithExecpolicyAmendment` or `cancel` — nothing that
+  persists a rule in CODEX_HOME or removes the per-call decision;
+* `replace` is refused by name; the call stays pending;
+* every server request gets exactly one answer; the server waits forever, so a call
+  still unanswered at the adapter's ceiling (`vendor_ms`, above the run's deadline)
+  is declined here;
+* decisions reach the child before any control: `decline_all` flushes them first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from metaharness.adapters.base import ControlRefused, PresentedCall
+from metaharness.protocol.values import Abstain, Allow, Deny, Replace
+
+from .rpc import RpcChannel, RpcError
+from .translate import Translator, rfc3339_ms
+
+REPLACE_REASON = (
+    "the codex adapter cannot deliver replace through app-server approvals; deny with a reason instead"
+)
+DENY_TEMPLATE = "metaharness refused the previous tool call {call_id}: {reason}"
+STEER_WAIT_S = 5.0
+NOT_SUPPORTED = {"code": -32601, "message": "metaharness: method not supported"}
+APPROVAL_METHODS = ("item/commandExecution/requestApproval", "item/fileChange/requestApproval")
+
+
+@dataclass
+class Pending:
+    request_id: Any
+    call_id: str
+    item_id: str
+    turn_id: str | None
+    answered: bool = False
+    received_ns: int = 0
+    ceiling: asyncio.TimerHandle | None = None
+    deny_task: asyncio.Task | None = None
+    decision: str | None = None  # the word written: accept / decline
+
+
+@dataclass
+class Seam:
+    rpc: RpcChannel
+    translator: Translator
+    ctx: Any
+    thread_id: Callable[[], str | None]
+    ceiling_ms: int
+    pending: dict[str, Pending] = field(default_factory=dict)
+    wire_decisions: list[tuple[str, str]] = field(default_factory=list)  # (call_id, word) for tests/bench
+    timings: list[tuple[str, int, int]] = field(default_factory=list)  # (call_id, request read ns, answer written ns)
+
+    # --- server requests --------------------------------------------------------------
+    def on_request(self, message: dict, raw: bytes, line: int) -> None:
+        method = message.get("method")
+        params = message.get("params") if isinstance(message.get("params"), dict) else {}
+        request_id = message.get("id")
+        if method in APPROVAL_METHODS:
+            try:
+                call = self._presentation(method, params, request_id)
+            except (KeyError, TypeError, ValueError):
+                # An approval we cannot read is declined: fail closed, never guessed.
+                self.rpc.answer(request_id, {"decision": "decline"})
+                self.translator.opaque(raw, line, method)
+                return
+            self.translator.presented.add(params["itemId"])
+            self.ctx.present(call)
+            return
+        self.translator.opaque(raw, line, method if isinstance(method, str) else None)
+        if method == "item/permissions/requestApproval":
+            self.rpc.answer(request_id, error={"code": -32000, "message": "metaharness grants no additional permissions"})
+        elif method == "mcpServer/elicitation/request":
+            self.rpc.answer(request_id, {"action": "decline", "content": None, "_meta": None})
+        elif method == "item/tool/requestUserInput":
+            self.rpc.answer(request_id, error={"code": -32000, "message": "metaharness: no person is present to answer"})
+        elif method in ("execCommandApproval", "applyPatchApproval"):
+            self.rpc.answer(request_id, {"decision": {"denied": {"rejection": "metaharness answers only v2 approvals"}}})
+        else:
+            self.rpc.answer(request_id, error=NOT_SUPPORTED)
+
+    def _presentation(self, method: str, params: dict, request_id: Any) -> PresentedCall:
+        item_id = params["itemId"]
+        if not isinstance(item_id, str):
+            raise TypeError("itemId")
+        approval_id = params.get("approvalId")
+        call_id = item_id if approval_id is None else f"{item_id}#{approval_id}"
+        cwd = params.get("cwd") if isinstance(params.get("cwd"), str) else None
+        if method == "item/commandExecution/requestApproval":
+            name = "Bash"
+            call_input: dict = {"command": params["command"], "cwd": params.get("cwd")}
+            if params.get("reason") is not None:
+                call_input["reason"] = params["reason"]
+            if params.get("kind") not in (None, "command"):
+                call_input["kind"] = params["kind"]
+        else:
+            name = "apply_patch"
+            item = self.translator.items.get(item_id) or {}
+            call_input = {"changes": item.get("changes") or []}
+            if params.get("grantRoot") is not None:
+                call_input["grant_root"] = params["grantRoot"]
+        pending = Pending(request_id=request_id, call_id=call_id, item_id=item_id, turn_id=params.get("turnId"),
+                          received_ns=time.monotonic_ns())
+        self.pending[call_id] = pending
+        loop = asyncio.get_running_loop()
+        pending.ceiling = loop.call_later(self.ceiling_ms / 1000, self._ceiling_expired, call_id)
+        return PresentedCall(
+            call_id=call_id,
+            name=name,
+            input=call_input,
+            seam="control_request",
+            deliver=lambda decision, decided_by: self.deliver(call_id, decision, decided_by),
+            cwd=cwd,
+            at=rfc3339_ms(params.get("startedAtMs")),
+            can_replace=False,
+        )
+
+    # --- decisions --------------------------------------------------------------------
+    def deliver(self, call_id: str, decision: Any, decided_by: str) -> None:
+        pending = self.pending.get(call_id)
+        if pending is None or pending.answered or pending.deny_task is not None:
+            return  # already answered (e.g. by the ceiling): never a second answer
+        if isinstance(decision, Replace):
+            raise ControlRefused("UNSUPPORTED_CONTROL", REPLACE_REASON)
+        if isinstance(decision, (Allow, Abstain)):
+            self._answer(pending, "accept")
+            return
+        if isinstance(decision, Deny):
+            # Abandonment (interrupt, halt, turn end) declines without a reason steer (§ 4.7).
+            if decided_by == "adapter" or self.translator.active_turn_id is None:
+                self._answer(pending, "decline")
+                return
+            self._deny_with_reason(pending, decision.reason)
+            return
+        self._answer(pending, "decline")  # anything unknown: fail closed
+
+    def _answer(self, pending: Pending, word: str) -> None:
+        if pending.answered:
+            return
+        pending.answered = True
+        if pending.ceiling is not None:
+            pending.ceiling.cancel()
+        pending.decision = word
+        if self.rpc.answer(pending.request_id, {"decision": word}):
+            self.wire_decisions.append((pending.call_id, word))
+            self.timings.append((pending.call_id, pending.received_ns, time.monotonic_ns()))
+        self.pending.pop(pending.call_id, None)
+
+    def _deny_with_reason(self, pending: Pending, reason: str) -> None:
+        text = DENY_TEMPLATE.format(call_id=pending.call_id, reason=reason)
+        client_id = f"mh-deny-{pending.call_id}"
+        self.translator.client_messages[client_id] = ("deny-reason", text)
+        turn_id = pending.turn_id or self.translator.active_turn_id
+        try:
+            future = self.rpc.send_request("turn/steer", {
+                "threadId": self.thread_id(),
+                "expectedTurnId": turn_id,
+                "clientUserMessageId": client_id,
+                "input": [{"type": "text", "text": text, "text_elements": []}],
+            })
+        except Exception:
+            self.translator.client_messages.pop(client_id, None)
+            self._answer(pending, "decline")
+            return
+
+        async def decline_after_steer() -> None:
+            try:
+                await asyncio.wait_for(asyncio.shield(future), STEER_WAIT_S)
+            except (RpcError, asyncio.TimeoutError, Exception):
+                # The turn is gone or the steer failed: the model will not see the reason,
+                # but the call is still declined.
+                self.translator.client_messages.pop(client_id, None)
+            self._answer(pending, "decline")
+
+        pending.deny_task = asyncio.get_running_loop().create_task(decline_after_steer())
+
+    def _ceiling_expired(self, call_id: str) -> None:
+        pending = self.pending.get(call_id)
+        if pending is None or pending.answered or pending.deny_task is not None:
+            return
+        self.ctx.warn("PENDING_CALL_ABANDONED", f"{call_id} reached the codex adapter's {self.ceiling_ms}ms ceiling undecided and was declined")
+        self._deny_with_reason(pending, f"no decision arrived within the codex adapter's {self.ceiling_ms}ms ceiling")
+
+    def decline_all(self) -> list[str]:
+        """Answer every unanswered approval `decline` now, without a reason steer;
+        a deny waiting on its steer is declined at once. Returns the call ids."""
+        declined = []
+        for pending in list(self.pending.values()):
+            if pending.deny_task is not None:
+                pending.deny_task.cancel()
+            self._answer(pending, "decline")
+            declined.append(pending.call_id)
+        return declined
+
+    async def settle(self) -> None:
+        """Wait until every deny in flight has written its decline."""
+        tasks = [p.deny_task for p in self.pending.values() if p.deny_task is not None]
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)

@@ -1,0 +1,173 @@
+"""Support for the end-to-end tests against the real Codex binary (vendors.md § 9.2):
+scenario/frame writers, a `metaharness run codex` driver that reads events as they
+come and writes commands, and the loopback-only network namespace of § 2.7."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from metaharness.protocol.frame import document_bytes, seal
+
+REPO = Path(__file__).resolve().parents[2]
+VENDOR = REPO / ".vendor" / "node_modules" / ".bin"
+CODEX = VENDOR / "codex"
+METAHARNESS = REPO / ".venv" / "bin" / "metaharness"
+NETNS = REPO / "tests" / "fixtures" / "codex" / "netns_run.py"
+# Neither under /tmp (workspace-write lets commands write there) nor shared with others.
+E2E_ROOT = Path(os.path.expanduser("~")) / ".cache" / "metaharness" / "codex-e2e"
+
+
+def netns_available() -> bool:
+    try:
+        done = subprocess.run(["unshare", "--user", "--map-root-user", "--net", "--mount", "true"],
+                              capture_output=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return done.returncode == 0
+
+
+NETNS_OK = netns_available()
+
+
+def scenario(path: Path, turns: list[dict]) -> Path:
+    path.write_text(json.dumps({"format": "metaharness.scenario/1", "turns": turns}))
+    return path
+
+
+def shell(command: str, call_id: str | None = None) -> dict:
+    call = {"op": "shell", "input": {"command": command}}
+    if call_id:
+        call["id"] = call_id
+    return call
+
+
+def frame(path: Path, ops: list[str], index: int = 1) -> Path:
+    sealed = seal({
+        "workflow": {"id": "e2e", "version": "1"}, "node": {"id": "work"},
+        "step": {"workflow": "e2e", "state": "work", "index": index, "attempt": 1},
+        "prior": [], "obligations": [], "reaching": [], "next": [], "handoff": {"handoff": "none"},
+        "operations": [{"op": op} for op in ops],
+    })
+    path.write_bytes(document_bytes(sealed))
+    return path
+
+
+def frame_object(ops: list[str], index: int = 2) -> dict:
+    sealed = seal({
+        "workflow": {"id": "e2e", "version": "1"}, "node": {"id": "work"},
+        "step": {"workflow": "e2e", "state": "work", "index": index, "attempt": 1},
+        "prior": [], "obligations": [], "reaching": [], "next": [], "handoff": {"handoff": "none"},
+        "operations": [{"op": op} for op in ops],
+    })
+    return json.loads(document_bytes(sealed))
+
+
+class CodexRun:
+    """One `metaharness run codex` child: events collected by a reader thread."""
+
+    def __init__(self, case_dir: Path, args: list[str], *, namespace: bool = True, env: dict | None = None) -> None:
+        self.case_dir = case_dir
+        self.dns_log = case_dir / "dns.log"
+        command = [str(METAHARNESS), "run", "codex", "--vendor-dir", str(VENDOR), *args]
+        self.namespaced = namespace and NETNS_OK
+        if self.namespaced:
+            command = ["unshare", "--user", "--map-root-user", "--net", "--mount",
+                       sys.executable, str(NETNS), str(self.dns_log), "--", *command]
+        child_env = dict(os.environ, METAHARNESS_SCRATCH=str(case_dir / "scratch"))
+        child_env.update(env or {})
+        self.stderr_path = case_dir / "stderr.txt"
+        self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=open(self.stderr_path, "wb"), cwd=str(case_dir), env=child_env)
+        self.events: list[dict] = []
+        self.raw: list[bytes] = []
+        self._cond = threading.Condition()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        self.started = time.monotonic()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            with self._cond:
+                self.raw.append(line)
+                self.events.append(json.loads(line))
+                self._cond.notify_all()
+        with self._cond:
+            self._cond.notify_all()
+
+    def send(self, command: str, cid: str, **payload: Any) -> None:
+        line = {"format": "metaharness.command/1", "id": cid, "command": command, **payload}
+        self.proc.stdin.write((json.dumps(line) + "\n").encode())
+        self.proc.stdin.flush()
+
+    def close_stdin(self) -> None:
+        self.proc.stdin.close()
+
+    def wait_for(self, predicate: Callable[[dict], bool], timeout: float = 30) -> dict:
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                for event in self.events:
+                    if predicate(event):
+                        return event
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or (self.proc.poll() is not None and not self._reader.is_alive()):
+                    raise AssertionError(f"no matching event within {timeout}s; events: "
+                                         f"{[e.get('event') for e in self.events]}; stderr: {self.stderr()[-800:]}")
+                self._cond.wait(min(remaining, 0.2))
+
+    def finish(self, timeout: float = 60) -> int:
+        try:
+            self.proc.stdin.close()
+        except (OSError, ValueError):
+            pass
+        code = self.proc.wait(timeout)
+        self._reader.join(10)
+        return code
+
+    def stderr(self) -> str:
+        try:
+            return self.stderr_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def of(self, name: str) -> list[dict]:
+        return [e for e in self.events if e["event"] == name]
+
+    def names(self) -> list[str]:
+        return [e["event"] for e in self.events]
+
+    @property
+    def scratch(self) -> Path:
+        started = self.of("session.started")
+        assert started, f"no session.started; stderr: {self.stderr()[-800:]}"
+        return Path(started[0]["transcript"]["path"]).parent
+
+    def sent(self) -> list[dict]:
+        return [json.loads(l) for l in (self.scratch / "sent.jsonl").read_text().splitlines() if l.strip()]
+
+    def transcript(self) -> list[dict]:
+        return [json.loads(l) for l in (self.scratch / "transcript.jsonl").read_text().splitlines() if l.strip()]
+
+    def loopback_log(self) -> list[dict]:
+        path = self.scratch / "loopback.jsonl"
+        return [json.loads(l) for l in path.read_text().splitlines() if l.strip()] if path.exists() else []
+
+    def dns_names(self) -> list[str]:
+        if not self.dns_log.exists():
+            return []
+        return [json.loads(l)["name"] for l in self.dns_log.read_text().splitlines() if l.strip()]
+
+    def assert_complete(self) -> None:
+        assert self.events, f"empty stream; stderr: {self.stderr()[-800:]}"
+        last = self.events[-1]
+        assert last["event"] == "stream.closed", f"stream not closed: {self.names()}"
+        assert last["events"] == last["seq"] - 1
+        assert [e["seq"] for e in self.events] == list(range(1, len(self.events) + 1))
+        assert self.dns_names() == [], f"the vendor looked up names: {self.dns_names()}"
