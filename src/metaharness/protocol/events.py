@@ -69,8 +69,9 @@ class SessionStarted(_Event, tag="session.started", kw_only=True):
     plugins: list[PluginRef] | None = None
     mcp_servers: list[McpServerRef] | None = None
     inputs_digest: Digest | None = None
-    transcript: TranscriptRef = msgspec.field(default_factory=TranscriptRef)
-    hermetic: HermeticAttestation = msgspec.field(default_factory=HermeticAttestation)
+    # req (§ 3.1): always written, and a line without them is malformed
+    transcript: TranscriptRef
+    hermetic: HermeticAttestation
 
 
 class SessionEnded(_Event, tag="session.ended", kw_only=True):
@@ -91,7 +92,7 @@ class SessionEnded(_Event, tag="session.ended", kw_only=True):
     subagents_spawned: U64 | None = None
     usage: Usage | None = None
     model_usage: dict[str, Usage] | None = None
-    census: DecisionCensus = msgspec.field(default_factory=DecisionCensus)
+    census: DecisionCensus  # req (§ 3.2)
 
 
 class StepEntered(_Event, tag="step.entered", kw_only=True):
