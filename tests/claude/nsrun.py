@@ -1,7 +1,12 @@
 """Run `metaharness run claude …` beside a loopback model, inside a loopback-only
 network namespace when the caller started us under `unshare -rnm` (vendors.md § 2.7).
 
-Usage: python nsrun.py OUTDIR SCENARIO [--in-namespace] -- <metaharness run arguments>
+Usage: python nsrun.py OUTDIR SCENARIO [--in-namespace] [--exec ENVFILE] -- <arguments>
+
+Without `--exec` the arguments are those of `metaharness run`. With `--exec ENVFILE`
+they are a command run verbatim (the vendor checks' own client spawns the binary this
+way) with the JSON object in ENVFILE as its whole environment; `@URL@` in the command
+or an environment value becomes the loopback's URL.
 
 Inside the namespace: `lo` up, a resolv.conf pointing at a DNS sink on 127.0.0.1:53
 bind-mounted over /etc/resolv.conf, nscd/resolved sockets hidden, nsswitch `files dns`.
@@ -12,6 +17,7 @@ The exit status is metaharness's.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -73,11 +79,17 @@ def main() -> int:
     url, stop = server.run_in_thread()
     with open(os.path.join(outdir, "url"), "w") as handle:
         handle.write(url)
-    argv = [sys.executable, "-m", "metaharness", "run", *[a.replace("@URL@", url) for a in args]]
-    if "--credentials" not in args:
-        argv += ["--credentials", "none", "--model-endpoint", url]
+    env = None
+    if "--exec" in own:
+        with open(own[own.index("--exec") + 1]) as handle:
+            env = {k: v.replace("@URL@", url) for k, v in json.load(handle).items()}
+        argv = [a.replace("@URL@", url) for a in args]
+    else:
+        argv = [sys.executable, "-m", "metaharness", "run", *[a.replace("@URL@", url) for a in args]]
+        if "--credentials" not in args:
+            argv += ["--credentials", "none", "--model-endpoint", url]
     try:
-        return subprocess.run(argv).returncode
+        return subprocess.run(argv, env=env, cwd=os.environ.get("MH_TEST_WORKDIR") if env is not None else None).returncode
     finally:
         stop()
 

@@ -15,6 +15,8 @@ import time
 
 import pytest
 
+from metaharness.adapters.claude.translate import CONTROL_TYPES, Translator
+
 from .support import ClaudeRun, frame_doc, frame_obj, result_text, scenario, shell, tool_results_in
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
@@ -306,7 +308,12 @@ async def test_c23_halt_with_pending_call(tmp_path):
     await absent_after(run.path("out.txt"))
 
 
-async def test_c21_interrupt_kills_running_command_and_next_turn_works(tmp_path):
+# Live runs of C21 and C26, kept for C34 (which replays their transcripts); C34 runs a
+# flow itself when its run happened in another process (pytest-xdist) or was deselected.
+LIVE: dict[str, tuple[ClaudeRun, str]] = {}
+
+
+async def c21_flow(tmp_path) -> tuple[ClaudeRun, str]:
     frame = write_frame(tmp_path, ["shell"])
     late = "sleep 5; echo late > late.txt"
     run = await ClaudeRun(str(tmp_path), scenario({"calls": [shell(late)]}, {"text": "second turn"}),
@@ -316,6 +323,13 @@ async def test_c21_interrupt_kills_running_command_and_next_turn_works(tmp_path)
     run.send("message.inject", text="NEXT")
     cid = run.send("interrupt", reason="enough")
     assert await run.finish() == 0
+    run.assert_complete()
+    LIVE["c21"] = (run, cid)
+    return run, cid
+
+
+async def test_c21_interrupt_kills_running_command_and_next_turn_works(tmp_path):
+    run, cid = await c21_flow(tmp_path)
     names = run.names()
     result_at = next(i for i, e in enumerate(run.events) if e["event"] == "command.result" and e["id"] == cid)
     assert result_at < names.index("turn.ended")
@@ -357,7 +371,7 @@ async def test_c25_inject_starts_next_turn(tmp_path):
     assert len([e for e in run.of("injection") if e["text"] == "NOTE-1"]) == 1
 
 
-async def test_c26_steer_lands_after_tool_result(tmp_path):
+async def c26_flow(tmp_path) -> tuple[ClaudeRun, str]:
     frame = write_frame(tmp_path, ["shell"])
     run = await ClaudeRun(str(tmp_path), scenario({"calls": [shell("sleep 2")]}, {"text": "done"}),
                           ["--frame", frame]).start()
@@ -365,6 +379,13 @@ async def test_c26_steer_lands_after_tool_result(tmp_path):
     await asyncio.sleep(0.5)
     cid = run.send("steer", text="STEER-1")
     assert await run.finish() == 0
+    run.assert_complete()
+    LIVE["c26"] = (run, cid)
+    return run, cid
+
+
+async def test_c26_steer_lands_after_tool_result(tmp_path):
+    run, cid = await c26_flow(tmp_path)
     assert next(e for e in run.of("command.result") if e["id"] == cid)["outcome"] == {"result": "ok", "applies_at": None}
     assert len(run.of("turn.ended")) == 1
     names = run.names()
@@ -373,6 +394,55 @@ async def test_c26_steer_lands_after_tool_result(tmp_path):
     second = run.main_requests()[1]["body"]["messages"]
     assert any(m["role"] == "system" and json.dumps(m).find("The user sent a new message while you were working:\\nSTEER-1") >= 0
                for m in second)
+
+
+@pytest.mark.parametrize("case", ["c21", "c26"])
+async def test_c34_live_transcripts_replay_through_the_translator(tmp_path, case):
+    run, _cid = LIVE.get(case) or await {"c21": c21_flow, "c26": c26_flow}[case](tmp_path)
+    raw_lines = open(os.path.join(run.tmp, "retained", "claude-transcript.jsonl"), "rb").read().splitlines(keepends=True)
+    translator = Translator()
+    held_lines = 0
+    replayed: list[tuple] = []
+    results = []
+    for number, raw in enumerate(raw_lines, 1):
+        record = json.loads(raw)
+        was_started = translator.started
+        items = translator.feed(raw, number)  # never raises
+        if record.get("type") in CONTROL_TYPES:
+            assert [i[0] for i in items] == ["control"], (number, items)
+            continue
+        if record.get("type") == "result":
+            results.append(record)
+        if not was_started and not items:
+            held_lines += 1  # written right after session.started (held before system/init)
+            continue
+        mine = items
+        if not was_started:  # the opening line: session_started, the held lines' items, turn_started
+            assert items[0][0] == "session_started" and len(items) - 2 >= held_lines, items
+            mine = [items[0], items[-1]]
+        kinds = [i[0] for i in mine]
+        assert kinds, f"line {number} ({record.get('type')}) yielded nothing"
+        assert "opaque" not in kinds or kinds == ["opaque"], (number, kinds)
+        replayed += items
+    assert results, "the transcript holds no result"
+    last = results[-1]
+    ended = translator.last_result
+    assert ended is not None and ended.total_cost_usd == last["total_cost_usd"]
+    assert {m: (u.cost_usd, u.input_tokens, u.output_tokens) for m, u in ended.model_usage.items()} == {
+        m: (u["costUSD"], u["inputTokens"], u["outputTokens"]) for m, u in last["modelUsage"].items()}
+    # The live stream's session.ended carries the same cumulative values, never a sum.
+    live = run.one("session.ended")
+    assert live["total_cost_usd"] == last["total_cost_usd"]
+    assert {m: u["cost_usd"] for m, u in live["model_usage"].items()} == {
+        m: u["costUSD"] for m, u in last["modelUsage"].items()}
+    if len(results) > 1:  # per-turn records carry cumulative cost: the last one is not a sum
+        assert last["total_cost_usd"] > results[0]["total_cost_usd"]
+        assert live["total_cost_usd"] != sum(r["total_cost_usd"] for r in results)
+    # What the translator replays matches what the live run wrote.
+    live_texts = [e["text"] for e in run.of("text")]
+    assert [i[1].text for i in replayed if i[0] == "emit" and type(i[1]).__name__ == "Text"] == live_texts
+    assert [i[1] for i in replayed if i[0] == "call"] == [e["call_id"] for e in run.of("tool.requested")]
+    assert len([i for i in replayed if i[0] == "turn_ended"]) == len(run.of("turn.ended"))
 
 
 async def test_c29_permission_set(tmp_path):

@@ -221,3 +221,108 @@ def test_conformance_detects_a_changed_fixture(tmp_path):
     expected.write_text(expected.read_text().replace("STEER-1", "STEER-2"))
     failures = [c for c in conformance_checks(str(tmp_path)) if not c[1]]
     assert [c[0] for c in failures] == ["replay c26-steer"]
+
+
+# --- the run loop's two hooks the claude adapter uses: turn_blocks and turn_coming -----------
+
+
+class _SelfTurningAdapter(ClaudeAdapter):
+    """No child: turn 1 ends while a written line waits (like a late steer), then the
+    'harness' starts turn 2 by itself with a call the embedder must decide."""
+
+    def __init__(self, spec):
+        super().__init__(spec)
+        self.inputs: list = []
+        self.delivered: list = []
+        self.coming = False
+        self._done = None
+
+    def plan(self):
+        pass
+
+    async def start(self, ctx):
+        import asyncio
+        from metaharness.protocol.events import SessionStarted
+        from metaharness.protocol.values import HermeticAttestation, TranscriptRef
+
+        self.ctx, self._done = ctx, asyncio.Event()
+        ctx.session_started(SessionStarted(adapter="claude", offered_tools=["Bash"], transcript=TranscriptRef(),
+                                           hermetic=HermeticAttestation()))
+
+    async def begin_turn(self, text):
+        import asyncio
+
+        self.inputs.append(text)
+        self.ctx.turn_started()
+        self.coming = True
+        self.ctx.turn_ended("end_turn")
+        asyncio.get_running_loop().call_later(0.05, self._second_turn)
+
+    def _second_turn(self):
+        from metaharness.adapters.base import PresentedCall
+
+        self.coming = False
+        self.ctx.turn_started()
+        self.ctx.present(PresentedCall(call_id="c2", name="Bash", input={"command": "true"}, seam="hook",
+                                       deliver=self._deliver))
+
+    def _deliver(self, decision, decided_by):
+        from metaharness.protocol.events import SessionEnded
+        from metaharness.protocol.values import DecisionCensus
+
+        self.delivered.append((decision, decided_by))
+        self.ctx.turn_ended("end_turn")
+        self.ctx.session_ended(SessionEnded(is_error=False, subtype="success", census=DecisionCensus()))
+
+    def turn_coming(self):
+        return self.coming
+
+    async def finish(self):
+        self._done.set()
+
+    async def halt(self):
+        self._done.set()
+
+    async def wait(self):
+        from metaharness.protocol.values import Exited
+
+        await self._done.wait()
+        return Exited(code=0)
+
+    def retain(self, directory):
+        return []
+
+
+async def test_loop_serves_a_turn_the_harness_starts_itself_and_passes_blocks(tmp_path):
+    import asyncio
+    from metaharness.protocol.frame import document_bytes, seal
+    from metaharness.run.loop import Run
+    from metaharness.run.spec import RunSpec
+
+    frame = tmp_path / "f.json"
+    frame.write_bytes(document_bytes(seal({
+        "workflow": {"id": "w", "version": "1"}, "node": {"id": "n"},
+        "step": {"workflow": "w", "state": "n", "index": 1, "attempt": 1}, "prior": [], "obligations": [],
+        "reaching": [], "next": [], "handoff": {"handoff": "none"}, "operations": [{"op": "shell"}]})))
+    spec = RunSpec(kind="claude", prompt="go", decisions="ask", frame=str(frame), decision_timeout_ms=5000)
+    adapter = _SelfTurningAdapter(spec)
+    events: list[dict] = []
+    holder: dict = {}
+
+    def write(line: bytes) -> None:
+        event = json.loads(line)
+        events.append(event)
+        if event["event"] == "tool.requested" and event["decision_required"]:
+            holder["run"].feed_line(json.dumps({"format": "metaharness.command/1", "id": "d1", "command": "tool.decide",
+                                                "call_id": event["call_id"], "decision": {"decision": "allow"}}).encode())
+
+    run = holder["run"] = Run(spec, write, adapter=adapter, run_id="r")
+    assert await asyncio.wait_for(run.execute(), 10) == 0
+    # One block each, the frame's rendering first (vendors.md § 3.3), not one joined string.
+    assert isinstance(adapter.inputs[0], list) and len(adapter.inputs[0]) == 2 and adapter.inputs[0][1] == "go"
+    assert adapter.inputs[0][0].startswith("Workflow w (1)")
+    # Turn 2 was the harness's own, served fully: the embedder's decision was honoured.
+    assert adapter.delivered == [(Allow(), "embedder")]
+    assert [e["outcome"] for e in events if e["event"] == "command.result"] == [{"result": "ok", "applies_at": None}]
+    assert [e["turn"] for e in events if e["event"] == "turn.started"] == [1, 2]
+    assert events[-1]["event"] == "stream.closed" and events[-1]["reason"] == "completed"

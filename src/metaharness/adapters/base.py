@@ -98,6 +98,9 @@ class Adapter(abc.ABC):
     # Posture words this adapter accepts for --posture and permission.set.
     postures: ClassVar[tuple[str, ...]] = ()
     default_posture: ClassVar[str | None] = None
+    # True: begin_turn receives the turn's text blocks as a list ([frame rendering,
+    # injects…, prompt], empty ones left out) instead of one string joined with "\n\n".
+    turn_blocks: ClassVar[bool] = False
 
     def __init__(self, spec: Any) -> None:
         self.spec = spec  # metaharness.run.spec.RunSpec
@@ -129,7 +132,14 @@ class Adapter(abc.ABC):
     @abc.abstractmethod
     async def begin_turn(self, text: str) -> None:
         """Deliver the user message that starts the next turn. `text` already holds
-        any frame rendering and injected messages, ahead of the prompt."""
+        any frame rendering and injected messages, ahead of the prompt (a list of
+        those blocks when the adapter sets `turn_blocks`)."""
+
+    def turn_coming(self) -> bool:
+        """True when the harness will start another turn by itself, with no boundary
+        command (Claude Code: a steer written after the turn's last tool result becomes
+        the next turn). The run loop then waits for that turn instead of winding up."""
+        return False
 
     async def set_frame_text(self, text: str | None) -> None:
         """The frame in force changed at a boundary (oharness also shows it in its

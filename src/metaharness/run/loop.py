@@ -636,8 +636,9 @@ class Run:
         self._wake.set()
 
     # -------------------------------------------------------------- boundaries
-    def _take_boundary(self) -> str:
-        """Apply what waits for this boundary; return the text that opens the turn."""
+    def _take_boundary(self) -> list[str]:
+        """Apply what waits for this boundary; return the text blocks that open the turn
+        (the frame's rendering, then each inject in arrival order)."""
         boundary, self._boundary = self._boundary, _Boundary()
         lines: list[Any] = []
         pieces: list[str] = []
@@ -657,7 +658,13 @@ class Run:
         self._boundary_lines.extend(lines)
         if self._session_started:
             self._flush_boundary_lines()
-        return "\n\n".join(pieces)
+        return pieces
+
+    def _turn_input(self, blocks: list[str]) -> Any:
+        """What begin_turn receives: the non-empty blocks as a list for an adapter that
+        keeps them apart (`turn_blocks`), else one string joined with a blank line."""
+        blocks = [b for b in blocks if b]
+        return blocks if getattr(self.adapter, "turn_blocks", False) else "\n\n".join(blocks)
 
     def _enforce(self, frame: Any) -> None:
         self.frame = frame
@@ -706,15 +713,19 @@ class Run:
         opening = self._take_boundary()
         if self.frame is not None:
             await self.adapter.set_frame_text(frames.render(self.frame))
-        text = "\n\n".join(p for p in (opening, prompt) if p)
         self._turn_done.clear()
-        await self.adapter.begin_turn(text)
+        await self.adapter.begin_turn(self._turn_input([*opening, prompt]))
         while True:
             outcome = await self._wait_for(self._turn_done)
             if outcome == "child":
                 return
             if self._halted:
                 return
+            if self.turn_running or getattr(self.adapter, "turn_coming", lambda: False)():
+                # The harness started (or will start) a turn of its own: serve it fully
+                # (decisions, commands) and take the boundary when it ends.
+                self._turn_done.clear()
+                continue
             if self.spec.max_turns is not None and self.turn >= self.spec.max_turns:
                 self._budget_stop = True
                 break
@@ -728,11 +739,11 @@ class Run:
             if not self._boundary:
                 break
             frame_before = self.frame
-            text = self._take_boundary()
+            blocks = self._take_boundary()
             if self.frame is not frame_before:
                 await self.adapter.set_frame_text(frames.render(self.frame))
             self._turn_done.clear()
-            await self.adapter.begin_turn(text)
+            await self.adapter.begin_turn(self._turn_input(blocks))
         self._winding_up = True
         await self.adapter.finish()
 

@@ -74,6 +74,7 @@ class ClaudeAdapter(Adapter):
     kind: ClassVar[str] = "claude"
     postures: ClassVar[tuple[str, ...]] = launch.SET_POSTURES
     default_posture: ClassVar[str | None] = "default"
+    turn_blocks: ClassVar[bool] = True  # one text block per frame rendering / inject / prompt (§ 3.6)
 
     def __init__(self, spec: Any) -> None:
         super().__init__(spec)
@@ -399,6 +400,10 @@ class ClaudeAdapter(Adapter):
             self._write_user("prompt", blocks)
         except (ChannelClosed, ConnectionError, BrokenPipeError):
             pass  # the child is gone; the loop sees its output end
+
+    def turn_coming(self) -> bool:
+        """A user line written but not yet consumed starts a turn of its own (§ 3.6)."""
+        return self.translator is not None and self.translator.unreplayed > 0 and not self._closing
 
     async def steer(self, text: str) -> None:
         if self.translator is None or not self.translator.in_turn:
