@@ -315,3 +315,64 @@ def test_missing_binary_is_named(tmp_path, monkeypatch):
     with pytest.raises(StartRefusal) as missing:
         CodexAdapter(make_spec(work, empty)).plan()
     assert missing.value.name == "VendorMissing" and "codex is not on the child PATH" in missing.value.sentence
+
+
+# --- a steer Codex did not take up opens the next turn (vendors.md § 4.7, X32) --------------
+
+
+async def run_with_steer(tmp_path, vendor) -> tuple[list[dict], int]:
+    """The whole run loop over the stub: a steer sent while turn 1 runs."""
+    import json
+
+    from metaharness.run.loop import Run
+
+    work = tmp_path / "work"
+    work.mkdir()
+    events: list[dict] = []
+    steered = asyncio.Event()
+
+    def write(line: bytes) -> None:
+        event = json.loads(line)
+        events.append(event)
+        if event["event"] == "turn.started" and event["turn"] == 1:
+            steered.set()
+
+    run = Run(make_spec(work, vendor), write, run_id="stub-run")
+    task = asyncio.create_task(run.execute())
+    await asyncio.wait_for(steered.wait(), 15)
+    run.feed_line(json.dumps({"format": "metaharness.command/1", "id": "s1", "command": "steer", "text": "LATE-1"}).encode())
+    run.stdin_ended()
+    code = await asyncio.wait_for(task, 20)
+    return events, code
+
+
+@pytest.mark.parametrize("mode", ["refuse", "silent"])
+async def test_undelivered_steer_opens_the_next_turn(tmp_path, stub_vendor, mode):
+    # "refuse": the steer reached Codex after it went idle; "silent": accepted, never shown.
+    # The carried turn starts late, so a loop that did not wait for it would wind up first.
+    vendor = stub_vendor({"steer": mode, "later_turn_delay": 0.5,
+                          "turns": [[{"sleep": 0.6}, {"text": "one"}], [{"sleep": 0.5}, {"text": "two"}]]})
+    events, code = await run_with_steer(tmp_path, vendor)
+    names = [e["event"] for e in events]
+    assert code == 0 and names[-1] == "stream.closed" and events[-1]["reason"] == "completed"
+    assert next(e for e in events if e["event"] == "command.result")["outcome"] == {"result": "ok", "applies_at": None}
+    starts = [m for m in wire_log(vendor) if m.get("method") == "turn/start"]
+    assert len(starts) == 2
+    assert starts[1]["params"]["input"] == [{"type": "text", "text": "LATE-1", "text_elements": []}]
+    assert starts[1]["params"]["clientUserMessageId"] == "mh-steer-1"
+    steer_at = next(i for i, e in enumerate(events) if e["event"] == "injection" and e["origin"] == "steer")
+    assert events[steer_at]["text"] == "LATE-1"
+    # (the stub shows a turn's userMessage before its turn/started; Codex shows it after)
+    first_end = names.index("turn.ended")
+    assert len([e for e in events if e["event"] == "turn.started"]) == 2
+    assert first_end < steer_at < names.index("session.ended")
+    assert events[names.index("session.ended")]["num_turns"] == 2
+
+
+async def test_steer_taken_in_the_turn_is_not_carried(tmp_path, stub_vendor):
+    vendor = stub_vendor({"turns": [[{"sleep": 0.6}, {"text": "one"}]]})
+    events, code = await run_with_steer(tmp_path, vendor)
+    assert code == 0
+    assert len([m for m in wire_log(vendor) if m.get("method") == "turn/start"]) == 1
+    assert [e["text"] for e in events if e["event"] == "injection" and e["origin"] == "steer"] == ["LATE-1"]
+    assert len([e for e in events if e["event"] == "turn.started"]) == 1

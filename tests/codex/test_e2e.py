@@ -586,3 +586,54 @@ def test_x28_replay_transcript_through_the_translator(case):
     deltas = sum(1 for l in raw_lines if b'"item/agentMessage/delta"' in l)
     assert deltas >= 1 and not any(o[0] == "item/agentMessage/delta" for o in ctx.of("opaque"))
     assert len(ctx.lines) <= notifications + 2  # at most one line per notification (plus COVERAGE-free extras)
+
+
+# --- X24 (shell-only half) / X32 -----------------------------------------------------------
+
+
+def test_x24_shell_only_frame_gets_workspace_write(case):
+    s = scenario(case / "s.json", [{"calls": [shell("echo shell > s.txt")]}, {"text": "done"}])
+    run = CodexRun(case, ["--script", str(s), "--frame", str(frame(case / "f.json", ["shell"])), "-p", "go",
+                          "--cwd", str(case / "work")])
+    assert run.finish() == 0
+    run.assert_complete()
+    sent = run.sent()
+    thread = next(m for m in sent if m.get("method") == "thread/start")
+    assert thread["params"]["sandbox"] == "workspace-write"
+    start = next(m for m in sent if m.get("method") == "turn/start")
+    assert start["params"]["sandboxPolicy"]["type"] == "workspaceWrite"
+    assert run.of("session.started")[0]["permission_mode"] == "workspaceWrite"
+    assert [d["decision"] for d in run.of("tool.decided")] == [{"decision": "allow"}]
+    assert answers(run) == ["accept"]
+    result = run.of("tool.result")[0]
+    assert result["exit_code"] == 0 and result["is_error"] is False
+    assert (case / "work" / "s.txt").read_text() == "shell\n"
+
+
+def test_x32_steer_during_the_last_model_request(case):
+    """Codex 0.171.0 takes a steer sent during the turn's last model request into that same turn: it
+    makes one more model request whose input ends with the steer as a user message (measured; the
+    adapter's carry into the next turn covers a steer Codex no longer takes, see test_adapter_stub)."""
+    s = scenario(case / "s.json", [{"text": "slow", "delay_ms": 2000}, {"text": "after the steer"}])
+    run = CodexRun(case, ["--script", str(s), "-p", "go", "--cwd", str(case / "work")])
+    run.wait_for(lambda e: e["event"] == "turn.started")
+    deadline = time.monotonic() + 10
+    while not run.loopback_log() and time.monotonic() < deadline:
+        time.sleep(0.05)  # the delayed request is in flight once the loopback logged it
+    time.sleep(0.5)
+    run.send("steer", "s1", text="LATE-1")
+    assert run.wait_for(lambda e: e["event"] == "command.result")["outcome"] == {"result": "ok", "applies_at": None}
+    assert run.finish() == 0
+    run.assert_complete()
+    names = run.names()
+    injection = next(i for i, e in enumerate(run.events) if e["event"] == "injection" and e["origin"] == "steer")
+    assert run.events[injection]["text"] == "LATE-1"
+    assert injection < names.index("session.ended")
+    inputs = model_inputs(run)
+    delivered = [i for i, request in enumerate(inputs)
+                 if any(entry.get("role") == "user" and "LATE-1" in json.dumps(entry.get("content")) for entry in request)]
+    assert delivered, "LATE-1 never reached the model"
+    # Which way Codex took it: in the same turn (one turn.started, a model request after the steer).
+    assert len(run.of("turn.started")) == 1 and len(run.of("turn.ended")) == 1
+    assert not any(m.get("method") == "turn/start" and "LATE-1" in json.dumps(m["params"]) for m in run.sent())
+    assert run.of("session.ended")[0]["num_turns"] == 1

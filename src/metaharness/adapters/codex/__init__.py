@@ -15,7 +15,10 @@ Rules kept:
   relay is not part of this build);
 * interrupt = decline pending approvals, `turn/interrupt`, then kill every descendant
   process group but the app-server's own — `turn/interrupt` alone leaves a running
-  command alive.
+  command alive;
+* a steer is never dropped silently: one Codex has not taken up by `turn/completed`
+  (still in flight, refused "no active turn", or accepted without its `userMessage`)
+  opens the next turn, and the run stays open until that turn is done (§ 4.7).
 """
 
 from __future__ import annotations
@@ -138,6 +141,7 @@ class CodexAdapter(Adapter):
     postures = launch.SANDBOX_WORDS
     default_posture = "workspace-write"
     replace_refusal = REPLACE_REASON
+    turn_blocks = True  # frame rendering, injects and prompt: separate text entries (§ 4.3)
 
     def __init__(self, spec: Any) -> None:
         super().__init__(spec)
@@ -154,6 +158,15 @@ class CodexAdapter(Adapter):
         self.turn_id: str | None = None
         self.turns_started = 0
         self.steers = 0
+        # Steers of the running turn: client id → text, until Codex shows them delivered.
+        self._steers_in_flight: dict[str, str] = {}
+        self._steers_accepted: dict[str, str] = {}
+        self._steers_refused_idle: dict[str, str] = {}
+        self._carried: set[str] = set()  # client ids that open (or opened) a turn of their own
+        self._carry_coming = False
+        self._carry_task: asyncio.Task | None = None
+        self._stopping = False  # interrupt or halt: nothing is carried past the turn
+        self._halted = False
         self.wire: list[tuple[str, dict]] = []  # every line written to the app-server
         self._reader: asyncio.Task | None = None
         self._transcript = None
@@ -431,20 +444,57 @@ class CodexAdapter(Adapter):
     # --- turns --------------------------------------------------------------------------
     def _on_turn_started(self, turn_id: str) -> None:
         self.turn_id = turn_id
+        self._carry_coming = False
+        self._stopping = self._halted  # an interrupt covers only the turn it interrupted
 
     def _on_turn_completed(self, turn: dict) -> None:
         if self.turn_id == turn.get("id"):
             self.turn_id = None
+        # Steers this turn did not take up become the next turn's input (vendors.md § 4.7).
+        # Codex 0.171.0 was seen to take every accepted steer into the same turn; what is left
+        # here is a steer that reached it after it went idle, or one it accepted and never showed.
+        undelivered = {**self._steers_in_flight, **self._steers_refused_idle}
+        assert self.translator is not None
+        undelivered.update({cid: text for cid, text in self._steers_accepted.items()
+                            if cid in self.translator.client_messages})
+        self._steers_accepted.clear()
+        self._steers_refused_idle.clear()
+        if not undelivered or self._stopping or self.rpc is None or self.rpc.stdin_closed:
+            return
+        self._carried.update(undelivered)
+        self._carry_coming = True
+        self._carry_task = asyncio.get_running_loop().create_task(self._start_carried_turn(undelivered))
 
-    async def begin_turn(self, text: str) -> None:
+    async def _start_carried_turn(self, steers: dict[str, str]) -> None:
+        assert self.translator is not None
+        first = next(iter(steers))
+        text = "\n\n".join(steers.values())
+        for client_id in steers:
+            self.translator.client_messages.pop(client_id, None)
+        try:
+            await self.begin_turn(list(steers.values()), client_id=first, origin="steer", record_text=text)
+        except (RpcError, RpcClosed) as exc:
+            # The turn cannot start: say so, and end the session rather than wait for it.
+            self._carry_coming = False
+            self.ctx.warn("COMMAND_NOT_APPLIED", f"a steer could not be delivered as the next turn's input: {exc}")
+            if self.rpc is not None:
+                self.rpc.close_stdin()
+
+    def turn_coming(self) -> bool:
+        """A steer Codex did not take up will open the next turn (see `_on_turn_completed`)."""
+        return self._carry_coming
+
+    async def begin_turn(self, text: Any, *, client_id: str | None = None, origin: str = "input",
+                         record_text: str | None = None) -> None:
         assert self.rpc is not None and self.translator is not None
         self.turns_started += 1
-        client_id = f"mh-turn-{self.turns_started}"
-        self.translator.client_messages[client_id] = ("input", text)
+        blocks = [text] if isinstance(text, str) else [block for block in text if block]
+        client_id = client_id or f"mh-turn-{self.turns_started}"
+        self.translator.client_messages[client_id] = (origin, record_text if record_text is not None else "\n\n".join(blocks))
         result = await self.rpc.request("turn/start", {
             "threadId": self.thread_id,
             "clientUserMessageId": client_id,
-            "input": [{"type": "text", "text": text, "text_elements": []}],
+            "input": [{"type": "text", "text": block, "text_elements": []} for block in blocks],
             "sandboxPolicy": launch.sandbox_policy(self.frame_ops, self.posture),
         })
         turn = (result or {}).get("turn") or {}
@@ -474,6 +524,7 @@ class CodexAdapter(Adapter):
         self.steers += 1
         client_id = f"mh-steer-{self.steers}"
         self.translator.client_messages[client_id] = ("steer", text)
+        self._steers_in_flight[client_id] = text
         try:
             await self.rpc.request("turn/steer", {
                 "threadId": self.thread_id,
@@ -481,9 +532,25 @@ class CodexAdapter(Adapter):
                 "clientUserMessageId": client_id,
                 "input": [{"type": "text", "text": text, "text_elements": []}],
             }, timeout=10)
-        except (RpcError, RpcClosed, asyncio.TimeoutError) as exc:
+        except RpcError as exc:
+            self._steers_in_flight.pop(client_id, None)
+            if client_id in self._carried:
+                return  # turn/completed came first: the text opens the next turn
+            if "no active turn" in exc.message and self.translator.active_turn_id == turn_id and not self._stopping:
+                # Codex went idle; its turn/completed is still on the way: carry it then.
+                self._steers_refused_idle[client_id] = text
+                return
             self.translator.client_messages.pop(client_id, None)
             raise ControlRefused("TOO_LATE", f"{TOO_LATE_STEER} (codex: {exc})") from None
+        except (RpcClosed, asyncio.TimeoutError) as exc:
+            self._steers_in_flight.pop(client_id, None)
+            if client_id in self._carried:
+                return
+            self.translator.client_messages.pop(client_id, None)
+            raise ControlRefused("TOO_LATE", f"{TOO_LATE_STEER} (codex: {exc})") from None
+        self._steers_in_flight.pop(client_id, None)
+        if client_id not in self._carried:
+            self._steers_accepted[client_id] = text
 
     async def set_posture(self, word: str) -> str | None:
         if word not in self.postures:
@@ -497,6 +564,7 @@ class CodexAdapter(Adapter):
 
     async def interrupt(self) -> None:
         assert self.rpc is not None and self.seam is not None
+        self._stopping = True  # until the next turn starts: the interrupted turn carries nothing
         self.seam.decline_all()
         await self.rpc.drain()
         turn_id = self.translator.active_turn_id if self.translator else None
@@ -524,6 +592,7 @@ class CodexAdapter(Adapter):
             self.rpc.close_stdin()
 
     async def halt(self) -> None:
+        self._stopping = self._halted = True
         if self.seam is not None:
             self.seam.decline_all()
         groups = self._descendant_groups()
