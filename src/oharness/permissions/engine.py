@@ -22,19 +22,22 @@ from typing import Any, Iterable, Literal, Mapping, Sequence
 
 from . import classifier
 from .paths import CanonicalPath, PathError, canonical, compile_path_pattern, escape_glob, is_inside
-from .rules import MATCH, MAYBE, NO, Rule, canonical_tool, parse_rule, shell_allow_match, shell_broad_match
+from .rules import MATCH, MAYBE, NO, Rule, parse_rule, shell_allow_match, shell_broad_match
 from .shell import Analysis, Cmd, PathRef, Word, analyse, static_word
 
 __all__ = [
     "Call", "Context", "Verdict", "SubjectResult", "ExternalDecision", "Settlement", "RuleSet",
-    "decide", "settle", "oharness_call", "builtin_rules", "MODES", "WORKSPACE_MODES",
+    "decide", "settle", "oharness_call", "builtin_rules", "subagent_context", "replace_input", "MODES", "WORKSPACE_MODES",
 ]
 
 Behavior = Literal["allow", "ask", "deny"]
+#: What the UI must say when entering Bypass (§ 2.1).
+BYPASS_NOTICE = ("Bypass: every call runs unless a deny rule or workspaceMode stops it, "
+                 "or a deny rule cannot be ruled out")
 MODES = ("plan", "manual", "accept-edits", "auto", "bypass")
 WORKSPACE_MODES = ("read-only", "workspace-write", "full-access")
 INERT_TOOLS: frozenset[str] = frozenset()  # filled from data/inert.toml below
-FORCED_ORDER = ("ask-rule", "maybe-deny", "protected-path", "secret-path", "critical-removal", "dynamic-write", "opaque")
+FORCED_ORDER = ("ask-rule", "maybe-deny", "ask-rule-maybe", "protected-path", "secret-path", "critical-removal", "dynamic-write", "opaque")
 GRANT_ORDER = ("bypass", "hook-allow", "allow-rule", "auto-routine", "edit-grant", "read-only", "inert")
 DANGEROUS_ASSIGNMENT_PREFIXES = ("LD_", "DYLD_", "GIT_")
 DANGEROUS_ASSIGNMENTS = {"PATH", "PYTHONPATH", "PYTHONSTARTUP", "NODE_OPTIONS", "NODE_PATH", "BASH_ENV", "ENV",
@@ -167,6 +170,9 @@ class Context:
     tmp_roots: tuple[str, ...] = ("/tmp",)
     trusted: bool = True
     can_ask: bool = True
+    child_allow: tuple[tuple[Rule, ...], ...] = ()  # subagent definitions' own allow lists (§ 13), each must hold
+    _roots: tuple[str, ...] = ()
+    _cache: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.project_root = os.path.realpath(self.project_root)
@@ -348,7 +354,7 @@ def _mk_path_subject(access: str, ref: PathRef, ctx: Context) -> _Subj:
         s.dynamic = True
         return s
     try:
-        s.canon = canonical(v, cwd, ctx.home)
+        s.canon = canonical(v, cwd or "/", ctx.home)
     except PathError:
         s.dynamic = True
     return s
@@ -386,6 +392,11 @@ def _subjects(call: Call, ctx: Context) -> tuple[list[_Subj], Analysis | None]:
                 subs.append(_mk_path_subject(ref.access, ref, ctx))
         for ref in analysis.paths:
             subs.append(_mk_path_subject(ref.access, ref, ctx))
+        carried = {c.opaque for c in analysis.cmds if c.program_unknown}
+        for why in dict.fromkeys(analysis.program_unknown):
+            if why not in carried:
+                # A parse error: the program that will run cannot be determined (§ 6.1.4).
+                subs.append(_Subj("cmd", why, cmd=Cmd(words=[], program_unknown=True, opaque=why)))
         for why in dict.fromkeys(analysis.opaque):
             subs.append(_Subj("opaque", why, opaque_why=why))
         return subs, analysis
@@ -413,6 +424,102 @@ def _subjects(call: Call, ctx: Context) -> tuple[list[_Subj], Analysis | None]:
 
 # --------------------------------------------------------------------------------------------
 # Matching subjects against rules
+
+
+class _RuleIndex:
+    """One behavior's rules, indexed so a subject is compared only with rules that can match it.
+
+    Shell rules are keyed by the basename of their first literal token (case-folded): every
+    variant of § 6.1.4 compares that token with the program or its basename, so a rule keyed
+    `git` can never match a command whose program is `rm`. Candidates keep list order.
+    """
+
+    def __init__(self, rules: list[Rule], ctx: "Context") -> None:
+        self.rules = rules
+        self.pos = {id(r): i for i, r in enumerate(rules)}
+        self.by_key: dict[str, list[Rule]] = {}
+        self.unkeyed: list[Rule] = []
+        self.rm: list[Rule] = []
+        self.path: list[Rule] = []
+        self.other: list[Rule] = []
+        self.bash_all: list[Rule] = []
+        self.path_always: list[Rule] = []
+        self.path_by_first: dict[tuple[str, str], list[Rule]] = {}
+        self.patterns: dict[tuple[int, bool], object] = {}
+        self._memo: dict[str | None, list[Rule]] = {}
+        self.ctx = ctx
+        from .rules import LITERAL
+
+        # Rules that can match at call level (`_call_level`): tool-part globs, bare tool rules.
+        self.call_level = [r for r in rules if r.kind in ("any", "param") and r.tool_regex is not None
+                           or (r.kind == "any" and r.tool in ("Bash", "WebFetch", "WebSearch", "Agent", "Skill", "Glob", "Grep"))]
+        for r in rules:
+            if r.tool == "Bash" and r.kind == "shell":
+                first = r.shell.tokens[0]
+                if first.kind == LITERAL:
+                    self.by_key.setdefault(first.text.rsplit("/", 1)[-1].casefold(), []).append(r)
+                else:
+                    self.unkeyed.append(r)
+                self.bash_all.append(r)
+            elif r.kind == "builtin-rm":
+                self.rm.append(r)
+                self.bash_all.append(r)
+            elif r.tool == "Bash":
+                self.unkeyed.append(r)
+                self.bash_all.append(r)
+            elif r.tool in ("Read", "Write") and r.kind in ("path", "any"):
+                self.path.append(r)
+                pat = compile_path_pattern(r.path, project_root=ctx.project_root, home=ctx.home, broad=True) \
+                    if r.kind == "path" else None
+                if pat is not None and pat.first is not None and pat.anchor not in (None, "/"):
+                    self.path_by_first.setdefault((pat.anchor, pat.first), []).append(r)
+                else:
+                    self.path_always.append(r)
+            else:
+                self.other.append(r)
+
+    def pattern(self, rule: Rule, broad: bool):
+        key = (id(rule), broad)
+        pat = self.patterns.get(key)
+        if pat is None:
+            pat = self.patterns[key] = compile_path_pattern(rule.path, project_root=self.ctx.project_root,
+                                                            home=self.ctx.home, broad=broad)
+        return pat
+
+    def for_cmd(self, cmd: Cmd) -> list[Rule]:
+        if cmd.program_unknown:
+            return self.bash_all
+        key = cmd.basename.casefold() if cmd.basename is not None else None
+        got = self._memo.get(key)
+        if got is None:
+            cands = self.by_key.get(key, []) + self.unkeyed + (self.rm if key == "rm" else [])
+            got = self._memo[key] = sorted(cands, key=lambda r: self.pos[id(r)])
+        return got
+
+    def for_subject(self, s: "_Subj") -> list[Rule]:
+        if s.kind == "cmd":
+            return self.for_cmd(s.cmd)
+        if s.kind in ("read", "write"):
+            if s.canon is None or s.recursive or not self.path_by_first:
+                return self.path
+            found: list[Rule] = list(self.path_always)
+            anchors = {a for a, _ in self.path_by_first}
+            for p in s.canon.spellings:
+                for a in anchors:
+                    if p.startswith(a + "/"):
+                        found.extend(self.path_by_first.get((a, p[len(a) + 1 :].split("/", 1)[0].casefold()), ()))
+            if len(found) > len(self.path_always):
+                found = sorted(dict.fromkeys(found), key=lambda r: self.pos[id(r)])
+            return found
+        return self.other
+
+
+def _index_of(rules: list[Rule], ctx: "Context") -> _RuleIndex:
+    key = (id(rules), len(rules))
+    idx = ctx._cache.get(key)
+    if idx is None or idx.rules is not rules:
+        idx = ctx._cache[key] = _RuleIndex(rules, ctx)
+    return idx
 
 
 def _path_rule_applies(rule: Rule, access: str) -> bool:
@@ -492,7 +599,6 @@ def _rm_builtin(rule: Rule, cmd: Cmd, ctx: Context) -> int:
 
 
 def _name_match(glob: str, name: str, *, broad: bool) -> bool:
-    import fnmatch
     import re as _re
 
     rx = ".*".join(_re.escape(p) for p in glob.split("*"))
@@ -597,9 +703,9 @@ def _best(rules: Iterable[Rule], subs: Sequence[_Subj], call: Call, ctx: Context
     return best, best_rule, best_sub
 
 
-def _per_subject(rules: Sequence[Rule], s: _Subj, call: Call, ctx: Context) -> tuple[int, Rule | None]:
+def _per_subject(rules: list[Rule], s: _Subj, call: Call, ctx: Context) -> tuple[int, Rule | None]:
     best, best_rule = NO, None
-    for rule in rules:
+    for rule in _index_of(rules, ctx).for_subject(s):
         r = _broad(rule, s, call, ctx)
         if r > best:
             best, best_rule = r, rule
@@ -612,8 +718,13 @@ def _per_subject(rules: Sequence[Rule], s: _Subj, call: Call, ctx: Context) -> t
 # Paths: writable set, protected, secret, critical
 
 
+def _under(path: str, root: str) -> bool:
+    """Component-wise containment of normalised absolute paths (`/w/proj-evil` is not under `/w/proj`)."""
+    return path == root or root == "/" or path.startswith(root + "/")
+
+
 def _inside_roots(c: CanonicalPath, ctx: Context) -> bool:
-    return all(any(is_inside(p, r) for r in ctx.roots) for p in (c.lexical, c.real))
+    return all(any(_under(p, r) for r in ctx.roots) for p in (c.lexical, c.real))
 
 
 def _inside_workspace_or_tmp(c: CanonicalPath, ctx: Context) -> bool:
@@ -631,10 +742,14 @@ def _load_protected() -> dict:
 PROTECTED = _load_protected()
 
 
-def _matches_any(patterns: Iterable[str], c: CanonicalPath, ctx: Context) -> str | None:
-    for p in patterns:
-        pat = compile_path_pattern(p, project_root=ctx.project_root, home=ctx.home, broad=True)
-        if pat.matches(c.lexical) or pat.matches(c.real):
+def _matches_any(patterns: Sequence[str], c: CanonicalPath, ctx: Context) -> str | None:
+    key = ("patterns", id(patterns))
+    compiled = ctx._cache.get(key)
+    if compiled is None:
+        compiled = ctx._cache[key] = [
+            (p, compile_path_pattern(p, project_root=ctx.project_root, home=ctx.home, broad=True)) for p in patterns]
+    for p, pat in compiled:
+        if pat.matches(c.lexical) or (c.real != c.lexical and pat.matches(c.real)):
             return p
     return None
 
@@ -646,7 +761,7 @@ def _critical(c: CanonicalPath, ctx: Context, cwd: str | None) -> bool:
     for p in (c.lexical, c.real):
         if p == "/" or os.path.dirname(p) == "/":
             return True
-        if any(a == p or is_inside(a, p) for a in anchors):
+        if any(_under(a, p) for a in anchors):
             return True
     return False
 
@@ -673,6 +788,11 @@ def decide(call: Call, ctx: Context, external: ExternalDecision | None = None) -
 
     def verdict(behavior: Behavior, reason: str, rule: "Rule | tuple | None" = None, matched: str | None = None) -> Verdict:
         text, scope, file = (rule.text, rule.scope, rule.file) if isinstance(rule, Rule) else (rule or (None, None, None))
+        if any(not s.out.reason for s in subs if not s.deny_only and s.kind != "opaque"):
+            _fill_grants(subs, call, ctx, only_display=True)  # every subject is listed with its own result
+        for s in subs:
+            if not s.out.reason:
+                _mark(s, "ask" if s.kind == "opaque" else s.out.result, "opaque" if s.kind == "opaque" else "deny-only", None)
         return Verdict(behavior, reason, principal, results, text, scope, file, matched=matched,
                        opaque_why=opaque_why, **base)
 
@@ -683,7 +803,7 @@ def decide(call: Call, ctx: Context, external: ExternalDecision | None = None) -
     # 1 — deny rules over everything extracted
     deny_results: list[tuple[int, Rule | None]] = []
     first_deny: tuple[Rule, _Subj | None] | None = None
-    for rule in ctx.rules.deny:
+    for rule in _index_of(ctx.rules.deny, ctx).call_level:
         if _call_level(rule, call) == MATCH and first_deny is None:
             first_deny = (rule, None)
     for s in subs:
@@ -691,13 +811,14 @@ def decide(call: Call, ctx: Context, external: ExternalDecision | None = None) -
         deny_results.append((r, rule))
         if r == MATCH:
             _mark(s, "deny", "deny-rule", rule)
-            if first_deny is None:
+            # Report the earliest rule in list order (built-in rules first), whatever the subject.
+            if first_deny is None or _index(ctx.rules.deny, rule) < _index(ctx.rules.deny, first_deny[0]):
                 first_deny = (rule, s)
     if first_deny is not None:
         rule, s = first_deny
         return verdict("deny", "deny-rule", rule, s.label if s else None)
     call_maybe = None
-    for rule in ctx.rules.deny:
+    for rule in _index_of(ctx.rules.deny, ctx).call_level:
         if _call_level(rule, call) == MAYBE:
             call_maybe = rule
             break
@@ -745,8 +866,9 @@ def decide(call: Call, ctx: Context, external: ExternalDecision | None = None) -
     for s in subs:
         r, rule = _per_subject(ctx.rules.ask, s, call, ctx)
         if r != NO:
-            forced.append(("ask-rule", s, rule))
-    for rule in ctx.rules.ask:
+            # A certain ask match outranks a possible deny; a possible ask match does not.
+            forced.append(("ask-rule" if r == MATCH else "ask-rule-maybe", s, rule))
+    for rule in _index_of(ctx.rules.ask, ctx).call_level:
         if _call_level(rule, call) != NO:
             forced.append(("ask-rule", None, rule))
             break
@@ -769,13 +891,13 @@ def decide(call: Call, ctx: Context, external: ExternalDecision | None = None) -
         forced.append(("opaque", s, None))
     if forced:
         forced.sort(key=lambda f: FORCED_ORDER.index(f[0]))
+        forced = [("ask-rule" if r == "ask-rule-maybe" else r, sk, rk) for r, sk, rk in forced]
         reason, s, rule = forced[0]
         for reason_k, sk, rule_k in forced:
             if sk is not None and sk.out.result != "ask":
                 _mark(sk, "ask", reason_k, rule_k)
         v = verdict("ask", reason, rule, s.label if s else None)
         v.remember_why_not = _forced_why(reason)
-        _fill_grants(subs, call, ctx, only_display=True)
         return v
 
     # 6 — grants
@@ -787,10 +909,19 @@ def decide(call: Call, ctx: Context, external: ExternalDecision | None = None) -
     if not pending:
         reason, rule = _grant_reason(subs)
         return verdict("allow", reason, rule)
-    first = pending[0]
+    # Among pending subjects, call order — except that a risky feature is reported before
+    # "not recognised" (the cmd of `cp x /usr/bin/x` is unknown only because its target is risky).
+    first = next((p for p in pending if p.out.reason.startswith("auto-risky:")), pending[0])
     v = verdict("ask", first.out.reason)
     _remember(v, pending, subs, call, ctx)
     return v
+
+
+def _index(rules: list[Rule], rule: Rule) -> int:
+    for i, r in enumerate(rules):
+        if r is rule:
+            return i
+    return len(rules)
 
 
 def replace_input(call: Call, new_input: Mapping[str, Any]) -> Call:
@@ -909,6 +1040,37 @@ def _allow_covers(rule: Rule, s: _Subj, call: Call, ctx: Context) -> bool:
     return False
 
 
+def _child_allows(s: _Subj, call: Call, ctx: Context) -> bool:
+    """A subagent's own allow list narrows the parent's grants by rule (§ 13: intersection)."""
+    return all(any(_covers(rule, s, call, ctx) for rule in allow_list) for allow_list in ctx.child_allow)
+
+
+def _covers(rule: Rule, s: _Subj, call: Call, ctx: Context) -> bool:
+    if s.kind == "cmd":
+        if rule.tool != "Bash":
+            return False
+        if rule.kind == "any":
+            return not (s.cmd.unprovable or s.cmd.opaque or s.cmd.program_unknown)
+        return rule.kind == "shell" and shell_allow_match(rule.shell, s.cmd)
+    return _allow_covers(rule, s, call, ctx)
+
+
+def subagent_context(parent: Context, *, child_mode: str | None = None, child_allow: Sequence[Rule] | None = None,
+                     child_deny: Sequence[Rule] = (), child_ask: Sequence[Rule] = (),
+                     child_workspace_mode: str | None = None) -> Context:
+    """The effective context of a subagent (§ 13): deny/ask united, allow intersected, the less
+    permissive mode and the more restrictive workspaceMode."""
+    order = {m: i for i, m in enumerate(MODES)}
+    mode = parent.mode if child_mode is None else min(parent.mode, child_mode, key=order.__getitem__)
+    ws_order = {m: i for i, m in enumerate(WORKSPACE_MODES)}
+    ws = parent.workspace_mode if child_workspace_mode is None else min(parent.workspace_mode, child_workspace_mode, key=ws_order.__getitem__)
+    rules = RuleSet(parent.rules.deny + list(child_deny), parent.rules.ask + list(child_ask), list(parent.rules.allow))
+    child = parent.child_allow + ((tuple(child_allow),) if child_allow is not None else ())
+    return Context(rules=rules, project_root=parent.project_root, home=parent.home, cwd=parent.cwd, mode=mode,
+                   workspace_mode=ws, writable_roots=parent.writable_roots, tmp_roots=parent.tmp_roots,
+                   trusted=parent.trusted, can_ask=parent.can_ask, child_allow=child)
+
+
 def _fill_grants(subs: list[_Subj], call: Call, ctx: Context, only_display: bool = False) -> list[_Subj]:
     """Step 6: mark each subject granted or pending; returns the pending ones in call order."""
     mode = ctx.mode
@@ -918,7 +1080,7 @@ def _fill_grants(subs: list[_Subj], call: Call, ctx: Context, only_display: bool
     cmd_rule: dict[int, Rule] = {}
     for s in subs:
         if s.kind == "cmd":
-            for rule in ctx.rules.allow:
+            for rule in _index_of(ctx.rules.allow, ctx).for_cmd(s.cmd):
                 if rule.tool != "Bash":
                     continue
                 if rule.kind == "any":
@@ -932,7 +1094,7 @@ def _fill_grants(subs: list[_Subj], call: Call, ctx: Context, only_display: bool
                         allowed_cmds[s.cmd.group] = rule
                     break
     for s in subs:
-        if s.out.result == "deny" or (only_display and s.out.result == "ask"):
+        if s.out.result == "deny" or (only_display and s.out.reason):
             continue
         if s.deny_only or s.kind == "opaque":
             continue
@@ -958,7 +1120,7 @@ def _fill_grants(subs: list[_Subj], call: Call, ctx: Context, only_display: bool
         elif s.kind == "read":
             grant = ("read-only", None)
         elif s.kind == "write":
-            rule = next((r for r in ctx.rules.allow if _allow_covers(r, s, call, ctx)), None)
+            rule = next((r for r in _index_of(ctx.rules.allow, ctx).for_subject(s) if _allow_covers(r, s, call, ctx)), None)
             owner = s.ref.owner if s.ref is not None else None
             if rule is not None:
                 grant = ("allow-rule", rule)
@@ -977,9 +1139,10 @@ def _fill_grants(subs: list[_Subj], call: Call, ctx: Context, only_display: bool
             rule = next((r for r in ctx.rules.allow if _allow_covers(r, s, call, ctx)), None)
             if rule is not None:
                 grant = ("allow-rule", rule)
+        if grant is not None and grant[0] == "allow-rule" and not _child_allows(s, call, ctx):
+            grant = None
         if grant is not None:
-            if not only_display or s.out.result == "allow":
-                _mark(s, "allow", grant[0], grant[1])
+            _mark(s, "allow", grant[0], grant[1])
             continue
         reason = "no-rule"
         if mode == "auto":

@@ -14,7 +14,6 @@ import os
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import PurePosixPath
 
 __all__ = [
     "CanonicalPath",
@@ -24,6 +23,8 @@ __all__ = [
     "compile_path_pattern",
     "is_inside",
     "escape_glob",
+    "open_decided",
+    "PathChanged",
 ]
 
 
@@ -60,8 +61,9 @@ def canonical(p: str, cwd: str, home: str | None = None) -> CanonicalPath:
 
 
 def is_inside(path: str, root: str) -> bool:
-    """Component-wise containment: `/w/proj-evil` is not inside `/w/proj`."""
-    return PurePosixPath(path).is_relative_to(PurePosixPath(root))
+    """Component-wise containment of normalised absolute paths: `/w/proj-evil` is not inside `/w/proj`."""
+    path, root = os.path.normpath(path), os.path.normpath(root)
+    return path == root or root == "/" or path.startswith(root + "/")
 
 
 def escape_glob(text: str) -> str:
@@ -115,19 +117,28 @@ class PathPattern:
     source: str
     anchor: str | None  # absolute directory, or None = match any component at any depth
     regex: re.Pattern[str]
+    first: str | None = None  # literal first component below the anchor (case-folded if broad)
+    broad: bool = False
 
     def matches(self, path: str) -> bool:
         """`path` (absolute, normalised) or one of its ancestors matches."""
+        if self.first is not None and self.anchor is not None and self.anchor != "/":
+            # Cheap necessary condition: the first component below the anchor is literal.
+            if not path.startswith(self.anchor + "/"):
+                return False
+            head = path[len(self.anchor) + 1 :].split("/", 1)[0]
+            if (head.casefold() if self.broad else head) != self.first:
+                return False
         if self.anchor is None:
             return any(self.regex.fullmatch(part) for part in path.split("/") if part)
         if self.anchor == "/":
             rel = path.lstrip("/")
+        elif path == self.anchor:
+            rel = ""
+        elif path.startswith(self.anchor + "/"):
+            rel = path[len(self.anchor) + 1 :]
         else:
-            if not is_inside(path, self.anchor):
-                return False
-            rel = os.path.relpath(path, self.anchor)
-            if rel == ".":
-                rel = ""
+            return False
         if self.regex.fullmatch(rel):
             return True
         parts = rel.split("/") if rel else []
@@ -161,4 +172,28 @@ def compile_path_pattern(spec: str, *, project_root: str, home: str, broad: bool
         regex = re.compile(_glob_to_regex(body), flags)
     if anchor is None and "**" in body:
         anchor = project_root  # a bare `**` has no component to match; treat it as rooted
-    return PathPattern(spec, anchor, regex)
+    head = body.split("/", 1)[0]
+    first = None
+    if anchor is not None and head and not re.search(r"[*?\[\]\\]", head):
+        first = head.casefold() if broad else head
+    return PathPattern(spec, anchor, regex, first, broad)
+
+
+class PathChanged(OSError):
+    """The file changed between the decision and its use (§ 7.3)."""
+
+
+def open_decided(path: CanonicalPath, flags: int, mode: int = 0o644) -> int:
+    """Open a path exactly as decided: `O_NOFOLLOW` on the final component unless the decided path
+    was itself a symlink, then compare the descriptor's real path with the decided one (§ 7.3).
+    Returns the fd; raises PathChanged (fd closed) when they differ."""
+    was_link = path.lexical != path.real and os.path.islink(path.lexical)
+    fd = os.open(path.lexical, flags | (0 if was_link else os.O_NOFOLLOW), mode)
+    try:
+        actual = os.readlink(f"/proc/self/fd/{fd}") if os.path.isdir("/proc/self/fd") else os.path.realpath(path.lexical)
+    except OSError:
+        actual = os.path.realpath(path.lexical)
+    if actual != path.real:
+        os.close(fd)
+        raise PathChanged(f"{path.lexical} changed between the decision and its use (now {actual})")
+    return fd

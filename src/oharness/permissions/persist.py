@@ -166,3 +166,22 @@ def _update_unlocked(path: str, update: Callable[[dict], dict]) -> None:
         data = {}
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     _atomic_write(path, update(data))
+
+
+def always_allow(ctx, verdict, scope: str) -> str:
+    """The whole "always allow" step for a session: write `verdict.remember[scope]` to the scope's
+    file and add it to the session's in-memory rules (the only in-session rule change, § 4.5).
+
+    Returns the rule written. Raises PersistError (nothing written; treat the approval as "allow
+    once") or ValueError when the verdict offers no rule for that scope.
+    """
+    from .rules import parse_rule
+    from .settings import scope_files
+
+    if not verdict.remember or scope not in verdict.remember or scope not in ("user", "project", "local"):
+        raise ValueError(f"this call offers no 'always allow' rule for scope {scope!r}")
+    rule_text = verdict.remember[scope]
+    path = scope_files(ctx.project_root, ctx.home)[scope]
+    remember_rule(path, rule_text, scope=scope, project_root=ctx.project_root, home=ctx.home)
+    ctx.rules.add(parse_rule(rule_text, "allow", scope, path))
+    return rule_text

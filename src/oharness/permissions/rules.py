@@ -499,8 +499,38 @@ def _normalise(base: str, words: list[Word]) -> tuple[frozenset[str], list[Word]
     return frozenset(options), operands, dash
 
 
-@lru_cache(maxsize=8192)
+_NORMALISED: dict[int, tuple[ShellPattern, object]] = {}
+
+
 def _pattern_normalised(pattern: ShellPattern) -> tuple[str, frozenset[str], tuple[Token, ...]] | None:
+    # Keyed by identity (hashing a pattern's token tuple on every call is the hot path's cost);
+    # the entry keeps the pattern alive, so the id cannot be reused.
+    hit = _NORMALISED.get(id(pattern))
+    if hit is not None and hit[0] is pattern:
+        return hit[1]
+    result = _pattern_normalised_uncached(pattern)
+    _NORMALISED[id(pattern)] = (pattern, result)
+    return result
+
+
+def _required_words(pattern: ShellPattern) -> frozenset[str]:
+    """Words (case-folded) every matching command must contain, whatever the variant.
+
+    These are the pattern's literal *operands* after option normalisation (options, their values
+    and the program's global options excluded): in every variant of § 6.1.4 such a token is
+    aligned with one whole word and compared for equality, so a command lacking the word can
+    only give `NO` — unless it has a dynamic word, in which case this prefilter is not used.
+    """
+    norm = _pattern_normalised(pattern)
+    if norm is None:
+        return frozenset()
+    return frozenset(t.text.casefold() for t in norm[2] if t.kind == LITERAL)
+
+
+_REQUIRED: dict[int, tuple[ShellPattern, frozenset[str]]] = {}
+
+
+def _pattern_normalised_uncached(pattern: ShellPattern) -> tuple[str, frozenset[str], tuple[Token, ...]] | None:
     first = pattern.tokens[0]
     if first.kind != LITERAL:
         return None
@@ -528,6 +558,17 @@ def shell_broad_match(pattern: ShellPattern, cmd: Cmd) -> int:
     """Broad deny/ask matching (§ 6.1.4): the best of all variants."""
     if cmd.program_unknown:
         return MAYBE
+    wordset = cmd.norm_cache.get("wordset")
+    if wordset is None:
+        static = all(w.deny_value is not None for ws in cmd.word_variants() for w in ws)
+        wordset = cmd.norm_cache["wordset"] = (
+            frozenset(w.deny_value.casefold() for ws in cmd.word_variants() for w in ws) if static else False)
+    if wordset is not False:
+        hit = _REQUIRED.get(id(pattern))
+        if hit is None or hit[0] is not pattern:
+            hit = _REQUIRED[id(pattern)] = (pattern, _required_words(pattern))
+        if not hit[1] <= wordset:
+            return NO
     best = NO
     for words in cmd.word_variants():
         if not words:
@@ -547,7 +588,11 @@ def shell_broad_match(pattern: ShellPattern, cmd: Cmd) -> int:
         base, p_opts, p_operands = norm
         if prog.deny_value.rsplit("/", 1)[-1].casefold() != base:
             continue
-        c_opts, c_operands, dash = _normalise(base, words[1:])
+        memo_key = (id(words), base)
+        normed = cmd.norm_cache.get(memo_key)
+        if normed is None:
+            normed = cmd.norm_cache[memo_key] = _normalise(base, words[1:])
+        c_opts, c_operands, dash = normed
         if p_opts <= c_opts:
             best = max(best, _seq(p_operands, c_operands, _broad_cmp, {}))
         elif dash:

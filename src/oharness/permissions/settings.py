@@ -31,7 +31,7 @@ __all__ = [
 ]
 
 _KNOWN_KEYS = {"defaultMode", "workspaceMode", "writableRoots", "allow", "ask", "deny",
-               "disableBypassMode", "decisionTrail", "additionalDirectories"}
+               "disableBypassMode", "decisionTrail"}
 _WS_ORDER = {"read-only": 0, "workspace-write": 1, "full-access": 2}
 
 
@@ -222,6 +222,10 @@ def _parse_file(path: str, scope: str, errors: list[LoadIssue]) -> dict | None:
 def _section(data: dict, path: str, warnings: list[LoadIssue], errors: list[LoadIssue]) -> dict:
     if "hooks" in data or (isinstance(data.get("permissions"), dict) and "hooks" in data["permissions"]):
         errors.append(LoadIssue("error", "has a 'hooks' key: hooks from settings files are not in this version", path))
+    if "permissions" not in data:
+        # The short form: the top-level object is read as if it were under `permissions`.
+        data = {"permissions": {k: v for k, v in data.items() if k in _KNOWN_KEYS},
+                **{k: v for k, v in data.items() if k not in _KNOWN_KEYS}}
     perms = data.get("permissions", {})
     if not isinstance(perms, dict):
         errors.append(LoadIssue("error", "'permissions' is not an object", path))

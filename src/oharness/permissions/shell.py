@@ -204,8 +204,13 @@ def _brace_end(text: str, i: int) -> int:
     return -1
 
 
+_PLAIN = re.compile(r"[A-Za-z0-9_./:=+,@%^-]+")
+
+
 def parse_word(text: str, home: str | None = None) -> Word:
     """Evaluate one shell word from its source text (§ 7.2.1 step 6)."""
+    if _PLAIN.fullmatch(text):
+        return static_word(text)  # no quoting, expansion, glob or tilde: the text is the value
     lit: list[str] = []  # literal chars, current run
     shape: list[str] = []
     value: list[str] = []  # None marker when dynamic
@@ -226,8 +231,11 @@ def parse_word(text: str, home: str | None = None) -> Word:
 
     i = 0
     n = len(text)
-    if home is not None and (text == "~" or text.startswith("~/")):
-        literal(home)
+    if text == "~" or text.startswith("~/"):
+        if home is not None:
+            literal(home)
+        else:
+            dyn()  # HOME is assigned in this call: `~` is only known when it runs
         i = 1
     elif text.startswith("~") and re.match(r"~[A-Za-z_]", text):
         dyn()
@@ -287,6 +295,10 @@ def parse_word(text: str, home: str | None = None) -> Word:
             i += 1
     joined = "".join(value)
     shape_re = "".join(shape)
+    if "\x00" in joined and not dynamic:
+        # argv strings are C strings: bash cuts the word at a decoded NUL (`$'\c@'`, `$'\0'`).
+        joined = joined.split("\x00", 1)[0]
+        shape_re = re.escape(joined)
     if dynamic:
         may_dash = first_dynamic_pos == 0 or joined.startswith("-")
         return Word(text, None, None, shape_re, may_dash)
@@ -390,6 +402,7 @@ class Cmd:
     in_body: bool = False
     cwd: str | None = None
     paths: list[PathRef] = field(default_factory=list)
+    norm_cache: dict = field(default_factory=dict, repr=False, compare=False)  # rules.py memo
 
     @property
     def program(self) -> Word | None:
@@ -579,17 +592,24 @@ def analyse(command: str, cwd: str | None, home: str | None = None) -> Analysis:
     if len(command) > MAX_COMMAND_CHARS:
         result.too_large = True
         return result
-    state = _State(home=home, cwd=cwd, result=result)
+    # `~` is the session's HOME unless the call assigns HOME anywhere (§ 7.2.1 step 6).
+    home_assigned = re.search(r"(?<![$\w{])HOME\b", command) is not None
+    state = _State(home=home, cwd=cwd, result=result, home_assigned=home_assigned)
     _analyse_text(command, state, _Env())
     if state.limit_hit:
         result.opaque.append("analysis limit reached")
     return result
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def _analyse_text(text: str, state: _State, env: _Env) -> None:
     if env.depth > MAX_DEPTH:
         state.limit_hit = True
     variants: list[str] = []
+    if _SURROGATE.search(text):
+        state.result.opaque.append("invalid UTF-8 in command")
     if "\x00" in text:
         state.result.opaque.append("NUL byte in command")
         text = text.replace("\x00", " ")
@@ -604,16 +624,41 @@ def _analyse_text(text: str, state: _State, env: _Env) -> None:
     if "shopt" in joined and re.search(r"shopt\s+(-[a-z]*s[a-z]*\s+)?[^;&|\n]*expand_aliases", joined):
         state.result.opaque.append("alias expansion enabled")
     cwd_before, taint_before = state.cwd, state.tainted
-    for k, variant in enumerate(variants):
+    k = 0
+    while k < len(variants):
+        variant = variants[k]
         if k:
             state.cwd, state.tainted = cwd_before, taint_before
+        k += 1
         source = variant.encode("utf-8", "surrogatepass")
         tree = _parser().parse(source)
+        if k == 1 and "\n" in variant and _word_spans_newline(tree.root_node):
+            # tree-sitter-bash reads `ls⏎\rm` as one command where bash runs two: the parser and
+            # bash disagree, so the call is unreadable; deny also runs over a variant bash would see.
+            state.result.opaque.append("parser disagrees with bash (newline inside a word)")
+            state.result.program_unknown.append("parser disagrees with bash (newline inside a word)")
+            variants.append(_split_newline_words(variant))
         if tree.root_node.has_error:
             where = _first_error(tree.root_node)
             state.result.opaque.append(f"parse error at {where}")
             state.result.program_unknown.append(f"parse error at {where}")
         _Walker(source, state).walk(tree.root_node, env)
+
+
+def _word_spans_newline(node: tree_sitter.Node) -> bool:
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if n.type == "word" and b"\n" in n.text:
+            return True
+        if n.type not in ("heredoc_body", "string", "raw_string", "comment"):
+            stack.extend(n.children)
+    return False
+
+
+def _split_newline_words(text: str) -> str:
+    """A variant for deny evaluation: a line starting with a backslash-escape loses the backslash."""
+    return re.sub(r"\n\\(?=[^\n])", "\n", text)
 
 
 def _first_error(node: tree_sitter.Node) -> str:
@@ -717,14 +762,14 @@ class _Walker:
             elif child.type in _NESTING_TYPES:
                 self.walk(child, env)
             words.append(parse_word(self.text(child), self._home()))
-        cmd = Cmd(words=words, in_body=env.in_body, cwd=self.state.cwd, deny_only=env.deny_only)
+        self.state.groups += 1
+        cmd = Cmd(words=words, group=self.state.groups, in_body=env.in_body, cwd=self.state.cwd,
+                  deny_only=env.deny_only)
+        self._register(cmd, env, [])
         # A declaration (`export PATH=…`, `unset`, `local`) changes the shell for later commands.
         names = [w.deny_value.split("=", 1)[0] for w in words[1:] if w.deny_value and not w.deny_value.startswith("-")]
-        if words and words[0].value in ("unset",) or any(not SAFE_ASSIGNMENTS(nm) for nm in names):
-            if self.state.tainted:
-                cmd.unprovable.append("follows a change to the shell environment")
+        if (words and words[0].value == "unset") or any(not SAFE_ASSIGNMENTS(nm) for nm in names):
             self.state.tainted = True
-        self._register(cmd, env, [])
 
     # -- commands --------------------------------------------------------------------------
     def _home(self) -> str | None:
@@ -915,9 +960,21 @@ def _split_options(words: list[Word], spec: dict, *, stop_at_operand: bool = Tru
         if numeric and re.fullmatch(r"-\d+", v):
             i += 1
             continue
-        if not v.startswith("--") and len(v) > 2 and v[:2] in value_opts:
-            opts[v[:2]] = static_word(v[2:])
-            i += 1
+        if not v.startswith("--") and len(v) > 2:
+            # A getopt cluster: `-qc STRING`, `-n1`, `-uroot`.
+            letters = v[1:]
+            consumed = 1
+            for k, ch in enumerate(letters):
+                if "-" + ch in value_opts:
+                    rest_ = letters[k + 1 :]
+                    if rest_:
+                        opts["-" + ch] = static_word(rest_)
+                    else:
+                        opts["-" + ch] = words[i + 1] if i + 1 < len(words) else None
+                        consumed = 2
+                    break
+                opts["-" + ch] = None
+            i += consumed
             continue
         opts[v] = None
         i += 1
@@ -1016,7 +1073,7 @@ def _inner_of(key: str, spec: dict, cmd: Cmd, st: _State, env: _Env, stdin_scrip
         if dyn:
             _unknown(st, cmd, f"dynamic option of {key}")
             return None, transparent, extra
-        rest = rest[int(spec.get("positionals", 0)) :] if not (set(opts) & set(spec.get("flag_positional_override", []))) else rest[1:]
+        rest = rest[int(spec.get("positionals", 0)) :]
         return rest, transparent, extra
     if kind == "command":
         if any(w.value in ("-v", "-V") for w in args[:2]):
@@ -1055,8 +1112,20 @@ def _inner_of(key: str, spec: dict, cmd: Cmd, st: _State, env: _Env, stdin_scrip
         _recurse(" ".join(w.deny_value for w in args), st, env, outer=cmd,
                  unprovable="ANSI-C string in eval" if allow_dynamic else None)
         return None, True, extra
+    if kind == "coproc":
+        _unknown(st, cmd, "coproc is not modelled by the parser")
+        return args, False, extra
     if kind == "su":
         opts, rest, dyn = _split_options(args, {"value_opts": spec.get("value_opts", []) + ["-c", "--command"]})
+        # su accepts options after the user name too (`su - root -c '…'`): scan every word.
+        for k, w in enumerate(args):
+            v = w.deny_value
+            if v is None:
+                continue
+            if v in ("-c", "--command") or (re.fullmatch(r"-[a-z]*c", v) and not v.startswith("--")):
+                opts["-c"] = args[k + 1] if k + 1 < len(args) else None
+            elif v.startswith("--command="):
+                opts["-c"] = static_word(v.split("=", 1)[1])
         s = opts.get("-c") or opts.get("--command")
         if "-c" in opts or "--command" in opts:
             if s is None or s.deny_value is None:

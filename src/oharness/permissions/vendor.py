@@ -11,7 +11,7 @@ import json
 import re
 from typing import Any, Mapping
 
-from .engine import INERT_TOOLS, Call, oharness_call
+from .engine import Call, oharness_call
 from .rules import canonical_tool
 
 __all__ = ["vendor_call", "patch_paths", "notation_call", "NotationError"]

@@ -1,0 +1,88 @@
+"""Decision time for a compound shell command against 1,000 rules (permissions.md issue 4, item 6).
+
+Prints p50/p99 of `decide()` beside a bare tree-sitter-bash parse of the same command, measured in
+the same run, and their ratio. Figures only; no assertion. Run: .venv/bin/python bench/bench_permissions.py
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import tempfile
+import time
+
+import tree_sitter
+import tree_sitter_bash
+
+from oharness.permissions import Context, RuleSet, decide, oharness_call, parse_rule
+from oharness.permissions.engine import builtin_rules
+
+COMMAND = ("cd src && git status --short && npm run test -- --watch=false 2>&1 | tee /tmp/test.log; "
+           "FOO=1 timeout 60 make -j4 build > build.log && echo \"done $(date +%s)\" || "
+           "{ find . -name '*.o' -exec rm -f {} + ; git push origin HEAD; }")
+N = 3000
+
+
+def rules_1000(root: str, home: str) -> RuleSet:
+    rs = RuleSet()
+    for r in builtin_rules(root, home):
+        rs.add(r)
+    programs = ["git", "npm", "docker", "kubectl", "cargo", "python", "node", "make", "terraform", "aws"]
+    i = 0
+    while len(rs.all()) < 1000:
+        p = programs[i % len(programs)]
+        kind = i % 10
+        if kind < 6:
+            rs.add(parse_rule(f"Bash({p} sub{i} --flag{i % 7} *)", ("deny", "ask", "allow")[i % 3], "project"))
+        elif kind < 8:
+            rs.add(parse_rule(f"{('Read', 'Write')[i % 2]}(dir{i}/**)", ("deny", "ask", "allow")[i % 3], "project"))
+        else:
+            rs.add(parse_rule(f"mcp__srv{i}__tool_*", "allow", "project"))
+        i += 1
+    rs.add(parse_rule("Bash(rm -rf *)", "deny", "project"))
+    rs.add(parse_rule("Bash(git push*)", "ask", "project"))
+    return rs
+
+
+def pct(samples: list[float], q: float) -> float:
+    s = sorted(samples)
+    return s[min(len(s) - 1, int(q * len(s)))]
+
+
+def main() -> None:
+    base = tempfile.mkdtemp(prefix="ohbench-", dir="/var/tmp")
+    root, home = os.path.join(base, "proj"), os.path.join(base, "home")
+    os.makedirs(os.path.join(root, "src"))
+    os.makedirs(home)
+    rules = rules_1000(root, home)
+    ctx = Context(rules=rules, project_root=root, home=home, mode="auto")
+    call = oharness_call("bash", {"command": COMMAND}, root)
+    parser = tree_sitter.Parser(tree_sitter.Language(tree_sitter_bash.language()))
+    source = COMMAND.encode()
+
+    for _ in range(200):  # warm caches (compiled patterns) and the allocator
+        decide(call, ctx)
+        parser.parse(source)
+    parse_t, decide_t = [], []
+    for _ in range(N):
+        t0 = time.perf_counter_ns()
+        parser.parse(source)
+        t1 = time.perf_counter_ns()
+        v = decide(call, ctx)
+        t2 = time.perf_counter_ns()
+        parse_t.append((t1 - t0) / 1000)
+        decide_t.append((t2 - t1) / 1000)
+    print(f"rules: {len(rules.all())}   command: {len(COMMAND)} chars, "
+          f"{sum(1 for s in v.subjects if s.kind == 'cmd')} cmd subjects, {len(v.subjects)} subjects")
+    print(f"verdict: {v.behavior} [{v.reason}{'; ' + v.rule if v.rule else ''}]")
+    print(f"bare tree-sitter parse   p50 {statistics.median(parse_t):8.1f} µs   p99 {pct(parse_t, 0.99):8.1f} µs")
+    print(f"decide() (1,000 rules)   p50 {statistics.median(decide_t):8.1f} µs   p99 {pct(decide_t, 0.99):8.1f} µs")
+    print(f"ratio decide/parse       p50 {statistics.median(decide_t) / statistics.median(parse_t):8.1f}x     "
+          f"p99 {pct(decide_t, 0.99) / pct(parse_t, 0.99):8.1f}x")
+    print(f"target p99 < 200 µs: {'met' if pct(decide_t, 0.99) < 200 else 'NOT met'}")
+    shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
