@@ -415,36 +415,27 @@ class Run:
         self._decide(call, [call.deliver], decision, "frame", call.seam, None)
 
     def _decide_by_policy(self, call: PresentedCall, resolution, requested) -> None:
-        verdict = self._policy.decide(call.name, call.input, call.cwd or self.run_cwd)
-        if verdict.behavior == "deny":
-            requested(False, call.seam)
-            self._decide(call, [call.deliver], Deny(reason=verdict.reason_text), "policy", call.seam, None)
-            self._policy.trail(call, verdict, "denied", "policy")
-            return
-        if self.frame is not None:
+        policy = self._policy
+        verdict = policy.verdict(call.name, call.input, call.cwd or self.run_cwd)
+        frame_reason = None
+        if verdict.behavior != "deny" and self.frame is not None:  # deny rules are reported first
             decision, uncovered = self._frame_decision(call, resolution)
             if uncovered:
                 self._call_warn("UNCOVERED_TOOL", f"{call.name} renders to no operation, so no frame can admit it")
             if isinstance(decision, Deny):
-                requested(False, call.seam)
-                self._decide(call, [call.deliver], decision, "frame", call.seam, None)
-                self._policy.trail(call, verdict, "denied", "frame")
-                return
-        if verdict.behavior == "ask":
-            if self.spec.policy_ask == "embedder":
-                self._ask(call, requested, policy=verdict)
-                return
-            requested(False, call.seam)
-            self._decide(call, [call.deliver], Deny(reason=verdict.reason_text), "policy", call.seam, None)
-            self._policy.trail(call, verdict, "unavailable", "policy")
+                frame_reason = decision.reason
+        outcome = policy.decision(verdict, frame_reason)
+        if outcome.decision == "forward":
+            self._ask(call, requested, policy=(verdict, outcome))
             return
         requested(False, call.seam)
-        self._decide(call, [call.deliver], Allow(), "policy", call.seam, None)
-        self._policy.trail(call, verdict, "allowed", "policy")
+        self._decide(call, [call.deliver], policy.as_decision(outcome), outcome.decided_by, call.seam, None)
+        policy.record(call.call_id, outcome)
 
     def _ask(self, call: PresentedCall, requested, policy: Any = None) -> None:
         deadline = self.spec.decision_timeout_ms
-        requested(True, call.seam, deadline, policy.wire() if policy is not None else msgspec.UNSET)
+        wire = self._policy.wire_policy(policy[1]) if policy is not None else msgspec.UNSET
+        requested(True, call.seam, deadline, wire)
         pending = _Pending(call=call, requested_at=time.monotonic(), deliver=[call.deliver], policy=policy)
         self._pending[call.call_id] = pending
         loop = asyncio.get_running_loop()
@@ -463,9 +454,14 @@ class Run:
         if pending.timer is not None:
             pending.timer.cancel()
         latency = int((time.monotonic() - pending.requested_at) * 1000)
-        if pending.policy is not None and self._policy is not None:
-            outcome = {Deny: "denied", Allow: "allowed", Replace: "allowed", Abstain: "unavailable"}[type(decision)]
-            self._policy.trail(pending.call, pending.policy, outcome, decided_by)
+        if pending.policy is not None:
+            # A forwarded policy ask: the engine resolves the answer (§ 17.2); the trail records it.
+            verdict = pending.policy[0]
+            answer = None if decided_by == "deadline" else decision
+            resolved = self._policy.answer(verdict, answer)
+            if decided_by == "embedder":
+                decision = self._policy.as_decision(resolved, decision)
+            self._policy.record(pending.call.call_id, resolved)
         self._decide(pending.call, pending.deliver, decision, decided_by, pending.call.seam, latency)
 
     def _abandon_all(self, why: str) -> None:
@@ -620,10 +616,7 @@ class Run:
             else:
                 self._result(item.id, refused("UNKNOWN_CALL", f"{item.call_id} does not correlate to an open request"))
             return
-        decision = item.decision
-        if pending.policy is not None:
-            decision = self._policy.embedder_answer(pending.call, decision)
-        self._close_pending(item.call_id, decision, "embedder")
+        self._close_pending(item.call_id, item.decision, "embedder")
         self._result(item.id, Ok(applies_at=None))
 
     def _frame_set(self, cid: str, new_frame: Any) -> None:
@@ -801,6 +794,8 @@ class Run:
             self._commands.task_done()
         if self._halt_id is not None:
             self._result(self._halt_id, Ok(applies_at=None))
+        if self._policy is not None:
+            self._policy.close()
         reason = self.close_reason()
         self.writer.close(reason, termination if termination is not None else UnknownTermination())
         return 0 if self._session_ended is not None else 3
