@@ -173,3 +173,24 @@ class Adapter(abc.ABC):
         """Copy the raw transcript (and vendor files) into `directory`; return one
         message per failure."""
         return []
+
+
+def load_script(path: str):
+    """The run's `--script` scenario, or a StartRefusal naming the turn (protocol.md § 12)."""
+    from metaharness.protocol.scenario import ScenarioError, load_scenario
+
+    try:
+        return load_scenario(path)
+    except ScenarioError as exc:
+        raise StartRefusal("ScenarioInvalid", str(exc)) from None
+
+
+def plan_loopback_script(spec: Any):
+    """For a vendor harness: the scenario its per-run loopback will serve, checked before
+    anything is spawned, and the credential flags it cannot be combined with."""
+    scenario = load_script(spec.script)
+    if spec.credentials != "none" or spec.model_endpoint:
+        raise StartRefusal("CredentialConflict", "--script serves the model from a local loopback; "
+                                                 "it takes neither --model-endpoint nor credentials other than none")
+    return scenario
+

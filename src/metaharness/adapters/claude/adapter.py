@@ -22,7 +22,7 @@ import subprocess
 import time
 from typing import Any, ClassVar
 
-from metaharness.adapters.base import Adapter, ControlRefused, Resolution, RunContext, StartRefusal
+from metaharness.adapters.base import Adapter, ControlRefused, Resolution, RunContext, StartRefusal, plan_loopback_script
 from metaharness.protocol.values import (
     Exited,
     HermeticAttestation,
@@ -145,15 +145,7 @@ class ClaudeAdapter(Adapter):
                                                      f"off its pin {launch.PINNED_VERSION} (--strict-version)")
         mode = spec.credentials
         if spec.script:
-            from metaharness.protocol.scenario import ScenarioError, load_scenario
-
-            try:
-                self._script = load_scenario(spec.script)
-            except ScenarioError as exc:
-                raise StartRefusal("ScenarioInvalid", str(exc)) from None
-            if mode != "none" or spec.model_endpoint:
-                raise StartRefusal("CredentialConflict", "--script serves the model from a local loopback; "
-                                                         "it takes neither --model-endpoint nor credentials other than none")
+            self._script = plan_loopback_script(spec)
         elif mode == "none" and not spec.model_endpoint:
             raise StartRefusal("NoModelEndpoint", "credentials none needs --model-endpoint URL or --script FILE")
         elif mode in ("api-key", "loopback") and not os.environ.get("ANTHROPIC_API_KEY"):

@@ -30,7 +30,7 @@ import signal
 import subprocess
 from typing import Any
 
-from metaharness.adapters.base import Adapter, ControlRefused, OpKey, Resolution, StartRefusal
+from metaharness.adapters.base import Adapter, ControlRefused, OpKey, Resolution, StartRefusal, plan_loopback_script
 from metaharness.protocol.values import (
     Exited,
     HermeticAttestation,
@@ -246,15 +246,7 @@ class CodexAdapter(Adapter):
         mode = spec.credentials
         self._scenario = None
         if spec.script:
-            from metaharness.protocol.scenario import ScenarioError, load_scenario
-
-            try:
-                self._scenario = load_scenario(spec.script)
-            except ScenarioError as exc:
-                raise StartRefusal("ScenarioInvalid", str(exc)) from None
-            if mode != "none" or spec.model_endpoint:
-                raise StartRefusal("CredentialConflict", "--script serves the model from a local loopback; "
-                                                         "it takes neither --model-endpoint nor credentials other than none")
+            self._scenario = plan_loopback_script(spec)
             self._key = (launch.KEY_VARIABLE, launch.PLACEHOLDER_KEY)
             return
         if mode == "none":

@@ -93,14 +93,11 @@ class OHarnessAdapter(Adapter):
         except ProviderError as exc:
             raise StartRefusal("ModelInvalid", str(exc)) from None
         if self.spec.script:
-            from metaharness.protocol.scenario import ScenarioError, load_scenario
+            from metaharness.adapters.base import load_script
 
             if provider != "scripted":
                 raise StartRefusal("ModelInvalid", f"--script drives the scripted model only, not {spelling!r}")
-            try:
-                load_scenario(self.spec.script)
-            except ScenarioError as exc:
-                raise StartRefusal("ScenarioInvalid", str(exc)) from None
+            load_script(self.spec.script)
 
     async def start(self, ctx) -> None:
         self._ctx = ctx
