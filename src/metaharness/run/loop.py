@@ -63,7 +63,7 @@ from metaharness.protocol.values import (
 )
 
 from . import decide as texts
-from .census import Census
+from metaharness.protocol.census import Census
 from .spec import RunSpec
 
 CANONICAL_COMMANDS = COMMAND_NAMES

@@ -19,6 +19,7 @@ from typing import Any, Iterable, Iterator
 
 import msgspec
 
+from metaharness.protocol.census import Census
 from metaharness.protocol.events import EVENT_FORMAT, event_name
 
 # Values carried without owning their shape (§ 1.2 rule 4): key-sorted at every level.
@@ -167,29 +168,10 @@ def stream_verdict(lines: list[StreamLine]) -> str:
     return verdict
 
 
-_VERDICT_COUNTER = {"allow": "allowed", "deny": "denied", "replace": "replaced", "abstain": "abstained"}
 
 
-class CensusCounter:
-    """Counts `tool.decided` lines as § 6.6 does; `as_dict()` is the DecisionCensus in wire order."""
-
-    def __init__(self) -> None:
-        self.counts = {"allowed": 0, "denied": 0, "replaced": 0, "abstained": 0}
-        self.by_seam: dict[str, int] = {}
-        self.by_decider: dict[str, int] = {}
-
-    def add(self, decided: Any) -> None:
-        verdict = decision_word(decided.decision)
-        self.counts[_VERDICT_COUNTER[verdict]] += 1
-        self.by_seam[decided.seam] = self.by_seam.get(decided.seam, 0) + 1
-        self.by_decider[decided.decided_by] = self.by_decider.get(decided.decided_by, 0) + 1
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            **self.counts,
-            "by_seam": {k: self.by_seam[k] for k in sorted(self.by_seam)},
-            "by_decider": {k: self.by_decider[k] for k in sorted(self.by_decider)},
-        }
+# The census rule lives once, in the protocol package.
+CensusCounter = Census
 
 
 def count_census(events: Iterable[Any]) -> dict[str, Any]:

@@ -35,6 +35,7 @@ from .summarise import (
     step_label,
     thousands,
 )
+from metaharness.protocol.census import census_dict
 from metaharness.protocol.events import event_name
 
 VERDICT_STYLE = {
@@ -409,15 +410,7 @@ def _process(process: Any) -> str:
     return "unknown"
 
 
-def _census_dict(census: Any) -> dict[str, Any]:
-    return {
-        "allowed": census.allowed,
-        "denied": census.denied,
-        "replaced": census.replaced,
-        "abstained": census.abstained,
-        "by_seam": {k: census.by_seam[k] for k in sorted(census.by_seam)},
-        "by_decider": {k: census.by_decider[k] for k in sorted(census.by_decider)},
-    }
+_census_dict = census_dict
 
 
 def _census_text(c: dict[str, Any]) -> str:
