@@ -66,19 +66,44 @@ def main(ctx: click.Context, prompt: str | None, model: str, script: str | None,
         sys.exit(asyncio.run(serve(parse_args(argv))))
     if prompt is None:
         raise click.UsageError("give a prompt with -p/--prompt (or --stdio to run under metaharness)")
-    sys.exit(asyncio.run(_run_prompt(prompt, model, script, cwd, mode)))
+    sys.exit(asyncio.run(_run_prompt(prompt, model, script, cwd, mode, session_dir=session_dir,
+                                     decision_trail=not no_decision_trail)))
 
 
-async def _run_prompt(prompt: str, model: str, script: str | None, cwd: str | None, mode: str | None) -> int:
+def can_ask_here() -> bool:
+    """Whether a person can answer a permission question: a terminal on stdin and not CI."""
+    import os
+
+    try:
+        interactive = sys.stdin is not None and sys.stdin.isatty()
+    except (ValueError, OSError):
+        interactive = False
+    return interactive and not os.environ.get("CI")
+
+
+async def _run_prompt(prompt: str, model: str, script: str | None, cwd: str | None, mode: str | None, *,
+                      session_dir: str | None = None, decision_trail: bool = True, ask: Any = "auto",
+                      console: Any = None) -> int:
+    """One standalone session. `ask`: "auto" (a terminal question when a person can answer),
+    None (headless: asks are unavailable → refused), or a prompt function for `TerminalAsker`."""
     from rich.console import Console
 
+    from .permission_gate import engine_gate_factory, standalone_session_dir
     from .session import StartError, open_session
-    from .terminal import TerminalSink
+    from .terminal import TerminalAsker, TerminalSink
 
-    console = Console(highlight=False, soft_wrap=False)
+    console = console or Console(highlight=False, soft_wrap=False)
     sink = TerminalSink(console)
+    if ask == "auto":
+        asker = TerminalAsker(console) if can_ask_here() else None
+    else:
+        asker = TerminalAsker(console, ask) if ask is not None else None
+    notices = Console(stderr=True, highlight=False) if console.file is sys.stdout else console
+    factory = engine_gate_factory(asker=asker, notify=lambda text: notices.print(f"[yellow]{_escape(text)}[/yellow]"))
+    session_dir = session_dir or standalone_session_dir()
     try:
-        session = await open_session(model=model, script=script, cwd=cwd, mode=mode, sink=sink)
+        session = await open_session(model=model, script=script, cwd=cwd, mode=mode, sink=sink,
+                                     gate_factory=factory, session_dir=session_dir, decision_trail=decision_trail)
     except StartError as exc:
         click.echo(f"oharness: {exc}", err=True)
         return 2

@@ -1,10 +1,10 @@
 """The permission gate: the one seam every tool call passes before it runs.
 
 What belongs here: the small interface the loop calls (`Gate.check`), the external
-decision as metaharness delivers it (`ExternalDecision`), and `ExternalOnlyGate`, the
-default that applies only the external decision. The permission engine
-(`oharness.permissions`, permissions.md § 17.5) replaces the default behind the same
-interface; no rules are implemented here.
+decision as metaharness delivers it (`ExternalDecision`), and `ExternalOnlyGate`, a gate
+that applies only the external decision (kept for tests of the loop). Sessions use the
+permission engine's gate behind the same interface (`oharness.permission_gate`,
+permissions.md § 17.5); no rules are implemented here.
 
 Rules it keeps: deny → refused with the decider's reason; replace → run with the
 replaced input; allow / abstain / no decision → run.

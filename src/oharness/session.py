@@ -2,7 +2,8 @@
 and every start-up refusal as one `StartError` sentence before any turn runs.
 
 Used by both front ends (`oharness --stdio` and `oharness -p`). The gate comes from
-`gate_factory` (default `ExternalOnlyGate`); the permission engine plugs in there.
+`gate_factory`; the default is the permission engine's gate with nobody to ask (headless:
+an ask is `unavailable` → refused). A factory raising ValueError refuses the start.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import os
 from dataclasses import dataclass
 from typing import Protocol
 
-from .gate import DEFAULT_MODE, MODES, ExternalOnlyGate, Gate
+from .gate import MODES, Gate
 from .loop import Agent, Seam, Shared, Sink
 from .model import Provider, ProviderError
 from .tools import Tool, ToolContext, builtin_tools
@@ -33,8 +34,13 @@ class Session:
     _hub: object | None = None
 
     async def close(self) -> None:
-        if self._hub is not None:
-            await self._hub.close()  # type: ignore[attr-defined]
+        try:
+            if self._hub is not None:
+                await self._hub.close()  # type: ignore[attr-defined]
+        finally:
+            close_gate = getattr(self.gate, "close", None)
+            if close_gate is not None:
+                close_gate()  # drains the decision trail (bounded, § 14.5)
 
 
 class GateFactory(Protocol):
@@ -44,7 +50,10 @@ class GateFactory(Protocol):
 
 
 def default_gate(*, mode: str | None, cwd: str, session_dir: str | None, decision_trail: bool) -> Gate:
-    return ExternalOnlyGate(mode or DEFAULT_MODE)
+    """The permission engine with nobody to ask (permissions.md § 12.2, § 17.5)."""
+    from .permission_gate import engine_gate_factory
+
+    return engine_gate_factory()(mode=mode, cwd=cwd, session_dir=session_dir, decision_trail=decision_trail)
 
 
 async def open_session(
@@ -107,5 +116,8 @@ async def open_session(
             await hub.close()
         raise StartError(str(exc)) from None
     ctx = ToolContext(cwd=workdir, skills_dirs=config.skills_dirs)
+    attach = getattr(gate, "attach", None)
+    if attach is not None:
+        attach(ctx, tools)  # glob/grep skip unreadable paths; fetch vets redirects
     agent = Agent(provider, tools, sink, gate, ctx, seam=seam, shared=Shared())
     return Session(agent, provider, tools, gate, list_skills(config.skills_dirs), statuses, workdir, hub)

@@ -2,6 +2,8 @@
 
 Rules it keeps: everything the model or a tool produced is escaped before it reaches
 rich markup; long tool output is shortened on screen (the model still sees it whole).
+The permission question (`TerminalAsker`) is asked here, outside the engine, through an
+injectable prompt function.
 """
 
 from __future__ import annotations
@@ -23,8 +25,11 @@ class TerminalSink:
         self.console = console
 
     def header(self, model: str, session: Any) -> None:
+        trail = getattr(getattr(session.gate, "trail", None), "path", None)
+        enabled = getattr(getattr(session.gate, "trail", None), "enabled", False)
+        where = f" · trail {escape(trail)}" if trail and enabled else ""
         self.console.print(
-            f"[dim]oharness · {escape(model)} · {escape(session.cwd)} · mode {escape(session.gate.mode)}[/dim]"
+            f"[dim]oharness · {escape(model)} · {escape(session.cwd)} · mode {escape(session.gate.mode)}{where}[/dim]"
         )
 
     def _who(self, agent: str | None) -> str:
@@ -65,3 +70,56 @@ class TerminalSink:
         status = outcome.stop_reason + (f": {outcome.error}" if outcome.error else "")
         style = "red" if outcome.stop_reason == "error" else "dim"
         self.console.print(f"[{style}]{escape(status)}{' · ' + escape(counts) if counts else ''}[/{style}]")
+
+
+class TerminalAsker:
+    """Asks a person in the terminal (permissions.md § 12.1): allow once, always allow in a
+    chosen scope (the exact rule and file shown), or deny with an optional note.
+
+    `prompt(text, choices, default)` is injectable; the default is rich's `Prompt.ask`.
+    Ctrl-C or end of input at the prompt is a deny (the gate records `note: interrupted`).
+    """
+
+    SCOPE_WORDS = {"local": "in this checkout", "project": "in this project", "user": "for all my projects"}
+
+    def __init__(self, console: Console, prompt: Any = None) -> None:
+        self.console = console
+        self.prompt = prompt or self._rich_prompt
+
+    def _rich_prompt(self, text: str, choices: list[str], default: str) -> str:
+        from rich.prompt import Prompt
+
+        return Prompt.ask(text, choices=choices or None, default=default, console=self.console,
+                          show_default=bool(default))
+
+    def __call__(self, question: Any) -> Any:
+        from .permission_gate import Answer
+
+        c = self.console
+        who = f"[magenta]{escape(question.agent)}[/magenta] " if question.agent else ""
+        c.print(f"{who}[bold yellow]permission needed[/bold yellow] {escape(question.tool)} "
+                f"[bold]{escape(question.principal)}[/bold]")
+        cause = f"reason {escape(question.reason)} · mode {escape(question.mode)}"
+        if question.rule:
+            cause += f" · rule {escape(question.rule)} ({escape(question.scope or '')}"
+            cause += f" {escape(question.file)})" if question.file else ")"
+        c.print(f"  [dim]{cause}[/dim]")
+        for need in question.needs:
+            c.print(f"  • {escape(need)}")
+        options: list[tuple[str, Any]] = [("allow once", Answer("once"))]
+        for scope in ("local", "project", "user"):
+            if scope in question.remember:
+                rule, file = question.remember[scope]
+                options.append((f"always allow {rule} {self.SCOPE_WORDS[scope]} ({file})", Answer("always", scope)))
+        options.append(("deny", Answer("deny")))
+        if not question.remember and question.remember_why_not:
+            c.print(f"  [dim]always allow: not offered ({escape(question.remember_why_not)})[/dim]")
+        for number, (label, _) in enumerate(options, 1):
+            c.print(f"  {number}. {escape(label)}")
+        choices = [str(n) for n in range(1, len(options) + 1)]
+        default = "2" if len(options) > 2 else "1"  # "always allow in this checkout" when offered
+        picked = options[int(self.prompt("choose", choices, default)) - 1][1]
+        if picked.choice == "deny":
+            note = self.prompt("note for the model (optional)", [], "")
+            return Answer("deny", note=note or None)
+        return picked

@@ -31,7 +31,9 @@ async def test_mcp_tools_are_offered_and_called(tmp_path, sink):
                    {"op": "mcp.call", "input": {"server": "echo", "tool": "fail", "arguments": {"text": "x"}}}]},
         {"text": "done"},
     ])
-    session = await open_session(model="scripted:default", script=script, cwd=str(tmp_path), mode=None, sink=sink)
+    # bypass: this test is about MCP wiring; the permission engine would otherwise refuse the
+    # calls headless (manual mode, no allow rule → ask → unavailable).
+    session = await open_session(model="scripted:default", script=script, cwd=str(tmp_path), mode="bypass", sink=sink)
     try:
         names = [tool.name for tool in session.tools]
         assert "mcp__echo__echo" in names and "mcp__echo__fail" in names

@@ -237,7 +237,8 @@ def _section(data: dict, path: str, warnings: list[LoadIssue], errors: list[Load
             top = data[key]
             merged[key] = list(merged.get(key, []) or []) + (top if isinstance(top, list) else [top])
     for key in data:
-        if key not in ("permissions", "allow", "ask", "deny", "hooks", "$schema"):
+        # `mcpServers` and `skillsDirs` are the session's other keys (oharness.config reads them).
+        if key not in ("permissions", "allow", "ask", "deny", "hooks", "$schema", "mcpServers", "skillsDirs"):
             warnings.append(LoadIssue("warning", f"unknown key {key!r} ignored", path))
     for key in perms:
         if key not in _KNOWN_KEYS and key != "hooks":

@@ -36,13 +36,17 @@ class ToolFailure(Exception):
 class ToolContext:
     """What a running tool may use. `hidden(path)` says whether a listing or search must
     skip a path (the permission engine sets it from its Read deny/ask rules, permissions.md
-    § 7.1); `admit_url(url)` vets each redirect target of a fetch (§ 6.3)."""
+    § 7.1); `admit_url(url)` vets each redirect target of a fetch (§ 6.3); `decided_path(p)` is the
+    path as the engine decided it for the running call (§ 7.3)."""
 
     cwd: str
     skills_dirs: list[str] = field(default_factory=list)
     todos: list[dict[str, Any]] = field(default_factory=list)
     hidden: Callable[[str], bool] = lambda path: False
     admit_url: Callable[[str], Awaitable[str | None]] | None = None  # None → every URL admitted
+    # The canonical path (lexical, real) the permission engine decided for a lexical path of the
+    # call being run, or None (permissions.md § 7.3: the executor opens what was decided).
+    decided_path: Callable[[str], Any] = lambda lexical: None
     spawn_agent: Callable[[str, str | None], Awaitable[str]] | None = None
     agent: "Agent | None" = None
 

@@ -1,6 +1,9 @@
 """File tools: read, write, edit, glob, grep (protocol.md § 8.2, oharness column).
 
-Rules they keep: paths are relative to the session's working directory; edit is an
+Rules they keep: paths are relative to the session's working directory and are resolved
+with the permission engine's `canonical()` and opened with `open_decided()` (permissions.md
+§ 7.3: no following a symlink that was not there when the path was decided, and a file whose
+real path changed since is refused), so the checker and the executor agree; edit is an
 exact string replacement that refuses a missing or ambiguous match; glob and grep skip
 `.git`, skip whatever `ctx.hidden` names (and say how many they skipped), and grep
 honours `.gitignore` files (pathspec's gitignore semantics) at every directory level.
@@ -10,6 +13,7 @@ Blocking file work runs in a worker thread so the loop keeps reading its stdin.
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import re
 from typing import Any
@@ -22,9 +26,41 @@ GREP_MATCH_CAP = 500
 BINARY_SNIFF = 8192
 
 
-def _read_text(path: str) -> str:
+def _canonical(path: str, ctx: ToolContext) -> Any:
+    """The path as the engine decided it; refused when it resolves differently now (§ 7.3)."""
+    from ..permissions import canonical
+    from ..permissions.paths import PathError
+
     try:
-        with open(path, "rb") as handle:
+        now = canonical(path, ctx.cwd)
+    except PathError as exc:
+        raise ToolFailure(f"{path!r} cannot be used: {exc}") from None
+    decided = ctx.decided_path(now.lexical)
+    if decided is None:
+        return now
+    if decided.real != now.real:
+        raise ToolFailure(f"{now.lexical} changed between the decision and its use (now {now.real}); nothing was done")
+    return decided
+
+
+def _open(canon: Any, flags: int) -> Any:
+    from ..permissions import PathChanged, open_decided
+
+    try:
+        fd = open_decided(canon, flags)
+    except PathChanged as exc:
+        raise ToolFailure(str(exc)) from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ToolFailure(f"{canon.lexical} became a symbolic link after the call was decided; nothing was done") from None
+        raise
+    return os.fdopen(fd, "rb" if flags & (os.O_WRONLY | os.O_RDWR) == 0 else "wb")
+
+
+def _read_text(canon: Any) -> str:
+    path = canon.lexical
+    try:
+        with _open(canon, os.O_RDONLY) as handle:
             data = handle.read()
     except FileNotFoundError:
         raise ToolFailure(f"{path} does not exist") from None
@@ -37,13 +73,14 @@ def _read_text(path: str) -> str:
     return data.decode("utf-8", errors="replace")
 
 
-def _write_text(path: str, content: str) -> int:
+def _write_text(canon: Any, content: str) -> int:
+    path = canon.lexical
     data = content.encode("utf-8")
     try:
         parent = os.path.dirname(path)
         if parent:
             os.makedirs(parent, exist_ok=True)
-        with open(path, "wb") as handle:
+        with _open(canon, os.O_WRONLY | os.O_CREAT | os.O_TRUNC) as handle:
             handle.write(data)
     except IsADirectoryError:
         raise ToolFailure(f"{path} is a directory") from None
@@ -66,8 +103,8 @@ class ReadTool(Tool):
     }
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-        path = ctx.resolve(args["path"])
-        text = await asyncio.to_thread(_read_text, path)
+        canon = _canonical(args["path"], ctx)
+        text = await asyncio.to_thread(_read_text, canon)
         offset, limit = args.get("offset"), args.get("limit")
         if offset is not None or limit is not None:
             lines = text.splitlines(keepends=True)
@@ -86,8 +123,8 @@ class WriteTool(Tool):
     }
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-        path = ctx.resolve(args["path"])
-        size = await asyncio.to_thread(_write_text, path, args["content"])
+        canon = _canonical(args["path"], ctx)
+        size = await asyncio.to_thread(_write_text, canon, args["content"])
         return ToolOutput(f"wrote {size} bytes to {args['path']}")
 
 
@@ -109,8 +146,8 @@ class EditTool(Tool):
             raise ToolFailure("`old` is empty; give the exact text to replace")
         if old == new:
             raise ToolFailure("`old` and `new` are the same; nothing to change")
-        path = ctx.resolve(args["path"])
-        text = await asyncio.to_thread(_read_text, path)
+        canon = _canonical(args["path"], ctx)
+        text = await asyncio.to_thread(_read_text, canon)
         count = text.count(old)
         if count == 0:
             raise ToolFailure(f"`old` does not occur in {args['path']}; nothing was changed")
@@ -118,7 +155,7 @@ class EditTool(Tool):
             raise ToolFailure(
                 f"`old` occurs {count} times in {args['path']}; include more context so it matches once"
             )
-        await asyncio.to_thread(_write_text, path, text.replace(old, new, 1))
+        await asyncio.to_thread(_write_text, canon, text.replace(old, new, 1))
         return ToolOutput(f"edited {args['path']}: replaced 1 occurrence")
 
 

@@ -141,6 +141,9 @@ class McpTool(Tool):
         self.name = f"mcp__{connection.config.name}__{tool.name}"  # type: ignore[misc]
         self.description = tool.description or f"{tool.name} (MCP server {connection.config.name})"  # type: ignore[misc]
         self.input_schema = dict(tool.input_schema or {"type": "object"})  # type: ignore[misc]
+        # The server's own readOnlyHint: Plan admits an allowed MCP call only with it (permissions.md § 3.3).
+        notes = getattr(tool, "annotations", None)
+        self.read_only_hint = bool(getattr(notes, "read_only_hint", None) or getattr(notes, "readOnlyHint", None))
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         result = await self.connection.call(self.tool_name, args)
