@@ -193,3 +193,18 @@ def test_capabilities_cli():
     assert "mcp.call         -> (no vendor tool)" in rendered
     bad = subprocess.run([PY, "-m", "metaharness", "capabilities", "nope"], capture_output=True, timeout=30)
     assert bad.returncode == 2
+
+
+def test_session_directory_is_deleted_with_the_run_unless_retained(tmp_path):
+    script = scenario(tmp_path, [{"text": "hello"}])
+    for retain in (None, tmp_path / "kept"):
+        args = [PY, "-m", "metaharness", "run", "oharness", "--script", script, "-p", "x", "--cwd", str(tmp_path)]
+        if retain is not None:
+            args += ["--retain-dir", str(retain)]
+        proc = subprocess.run(args, capture_output=True, timeout=30)
+        assert proc.returncode == 0
+        started = json.loads(proc.stdout.splitlines()[0])
+        transcript = started["transcript"]["path"]
+        assert transcript and not os.path.exists(os.path.dirname(transcript))
+        if retain is not None:
+            assert (retain / "oharness-session" / "transcript.jsonl").exists()

@@ -169,6 +169,9 @@ class Adapter(abc.ABC):
     async def wait(self) -> ProcessTermination:
         """Wait until the child's output has been read to the end and it exited."""
 
+    def cleanup(self) -> None:
+        """After the stream closed (and retain ran): remove the run's scratch files."""
+
     def retain(self, directory: str) -> list[str]:
         """Copy the raw transcript (and vendor files) into `directory`; return one
         message per failure."""

@@ -693,6 +693,7 @@ class Run:
             return self._wind_up(termination)
         finally:
             worker.cancel()
+            self.adapter.cleanup()
 
     async def _stop_child(self) -> None:
         try:

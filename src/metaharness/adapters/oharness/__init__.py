@@ -198,6 +198,13 @@ class OHarnessAdapter(Adapter):
     def stderr_tail(self) -> str:
         return self.child.stderr_tail() if self.child else ""
 
+    def cleanup(self) -> None:
+        # The session (transcript and decision trail) is deleted with the run; --retain-dir keeps a copy.
+        import shutil
+
+        if self._session_dir:
+            shutil.rmtree(self._session_dir, ignore_errors=True)
+
     def retain(self, directory: str) -> list[str]:
         import os
         import shutil
