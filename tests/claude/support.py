@@ -85,7 +85,7 @@ class ClaudeRun:
             json.dump(scen, handle)
         self.args = ["claude", "-p", prompt, "--cwd", self.work, "--vendor-dir", VENDOR_DIR,
                      "--decision-timeout-ms", "2000", "--retain-dir", os.path.join(tmp, "retained"), *args]
-        self.env = dict(os.environ, MH_TEST_WORKDIR=self.work, METAHARNESS_SCRATCH_DIR=SCRATCH_BASE, **(env or {}))
+        self.env = {**os.environ, "MH_TEST_WORKDIR": self.work, "METAHARNESS_SCRATCH_DIR": SCRATCH_BASE, **(env or {})}
         self.namespace = namespace and namespace_available()
         self.events: list[dict[str, Any]] = []
         self.raw_lines: list[bytes] = []

@@ -509,6 +509,7 @@ async def test_c33_loopback_credentials_never_reach_the_child(tmp_path):
     assert key.encode() not in seen_env and key.encode() not in seen_argv
     assert b"ANTHROPIC_API_KEY=sk-ant-metaharness-run-" in seen_env
     root = os.path.dirname(scratch[0].split(b"=", 1)[1].decode())
+    assert os.path.isdir(root) and any(files for _, _, files in os.walk(root)), "the scratch was not kept to inspect"
     for folder, _dirs, files in os.walk(root):
         for name in files:
             with open(os.path.join(folder, name), "rb") as handle:
@@ -540,3 +541,12 @@ async def test_c36_read_then_edit_subjects_normalised(tmp_path):
     assert [r["name"] for r in reqs] == ["Read", "Edit"]
     assert all(r["subjects"] == ["file:notes.txt"] and r["input"]["file_path"] == run.path("notes.txt") for r in reqs)
     assert open(run.path("notes.txt")).read() == "one\nTWO\nthree\n"
+
+
+async def test_default_scratch_is_deleted_with_the_run(tmp_path):
+    """Without an operator-chosen scratch base, the run's scratch homes die with it."""
+    run, rc = await run_to_end(tmp_path, scenario({"text": "hi"}), [],
+                               env={"METAHARNESS_SCRATCH_DIR": ""})  # empty = not chosen
+    assert rc == 0
+    seen = [p for p in run.events if p["event"] == "session.started"][0]["transcript"]["path"]
+    assert seen and not os.path.exists(os.path.dirname(seen))

@@ -512,6 +512,12 @@ class ClaudeAdapter(Adapter):
                 except Exception:
                     pass
 
+    def cleanup(self) -> None:
+        # Scratch homes die with the run (--retain-dir keeps the transcript); a scratch base the
+        # operator chose (METAHARNESS_SCRATCH_DIR) is kept for inspection.
+        if self.plan_ is not None and not os.environ.get("METAHARNESS_SCRATCH_DIR"):
+            shutil.rmtree(self.plan_.scratch.root, ignore_errors=True)
+
     def retain(self, directory: str) -> list[str]:
         if self.plan_ is None:
             return []

@@ -677,6 +677,13 @@ class CodexAdapter(Adapter):
             return ""
         return ("; stderr: " + " | ".join(tail)) if tail else ""
 
+    def cleanup(self) -> None:
+        # Scratch homes die with the run (--retain-dir keeps transcript and rollout); a scratch
+        # base the operator chose (METAHARNESS_SCRATCH) is kept for inspection.
+        scratch = getattr(self, "scratch", None)
+        if scratch is not None and not os.environ.get("METAHARNESS_SCRATCH"):
+            shutil.rmtree(scratch.root, ignore_errors=True)
+
     def retain(self, directory: str) -> list[str]:
         failures: list[str] = []
         if self.scratch is None:
