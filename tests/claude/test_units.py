@@ -326,3 +326,97 @@ async def test_loop_serves_a_turn_the_harness_starts_itself_and_passes_blocks(tm
     assert [e["outcome"] for e in events if e["event"] == "command.result"] == [{"result": "ok", "applies_at": None}]
     assert [e["turn"] for e in events if e["event"] == "turn.started"] == [1, 2]
     assert events[-1]["event"] == "stream.closed" and events[-1]["reason"] == "completed"
+
+
+# --- credential mode api-key (vendors.md § 2.8): the launch plan, no model, no network ----------
+
+REAL_ANTHROPIC_KEY = "sk-ant-api03-REALKEY-" + "k" * 40
+RECORDING_CLAUDE = """#!/usr/bin/env python3
+import json, os, sys
+here = os.path.dirname(os.path.abspath(__file__))
+if "--version" in sys.argv:
+    print("2.1.328 (Claude Code)"); sys.exit(0)
+with open(os.path.join(here, "child-env.json"), "w") as handle:
+    json.dump(dict(os.environ), handle)
+for line in sys.stdin:
+    msg = json.loads(line)
+    if msg.get("type") == "control_request" and msg["request"]["subtype"] == "initialize":
+        print(json.dumps({"type": "control_response", "response": {"subtype": "success", "request_id": msg["request_id"],
+              "response": {"claude_code_version": "2.1.328", "hooks_applied": True, "hook_on_failure_supported": True}}}),
+              flush=True)
+"""
+
+
+class _QuietContext:
+    """Just enough RunContext for start(): records every report by name."""
+
+    def __init__(self, run_cwd: str) -> None:
+        self.run_cwd = run_cwd
+        self.reports: list[str] = []
+
+    def __getattr__(self, name):
+        return lambda *args, **kwargs: self.reports.append(name)
+
+
+def _recording_claude(tmp_path):
+    vendor = tmp_path / "vendor"
+    vendor.mkdir()
+    (vendor / "claude").write_text(RECORDING_CLAUDE)
+    (vendor / "claude").chmod(0o755)
+    work = tmp_path / "work"
+    work.mkdir()
+    return vendor, work
+
+
+async def test_api_key_mode_child_gets_the_callers_key_and_no_base_url(tmp_path, monkeypatch):
+    import asyncio
+    from metaharness.run.spec import RunSpec
+
+    vendor, work = _recording_claude(tmp_path)
+    monkeypatch.setenv("METAHARNESS_SCRATCH_DIR", str(tmp_path / "scratch"))
+    monkeypatch.setenv("ANTHROPIC_API_KEY", REAL_ANTHROPIC_KEY)
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")  # the caller's own: never inherited
+    adapter = ClaudeAdapter(RunSpec(kind="claude", prompt="go", credentials="api-key", cwd=str(work),
+                                    vendor_dir=str(vendor)))
+    adapter.plan()
+    await adapter.start(_QuietContext(str(work)))
+    try:
+        planned = adapter.plan_.env
+        assert adapter.plan_.placeholder is None and adapter.proxy is None
+    finally:
+        await adapter.halt()
+        await asyncio.wait_for(adapter.wait(), 10)
+    seen = json.loads((vendor / "child-env.json").read_text())
+    for env in (planned, seen):
+        assert env["ANTHROPIC_API_KEY"] == REAL_ANTHROPIC_KEY
+        assert "ANTHROPIC_BASE_URL" not in env  # the default endpoint
+        # § 2.2 without the base URL: nothing else of the caller's environment.
+        assert set(env) == {"PATH", "HOME", "CLAUDE_CONFIG_DIR", "TMPDIR", "LANG", "ANTHROPIC_API_KEY",
+                            *launch.PHONE_HOME_SWITCHES} | ({"IS_SANDBOX"} if "IS_SANDBOX" in env else set())
+    assert REAL_ANTHROPIC_KEY not in " ".join(adapter.plan_.argv)
+
+
+@pytest.mark.parametrize("mode", ["api-key", "loopback"])
+def test_missing_anthropic_key_refuses_the_start_by_name(tmp_path, monkeypatch, mode):
+    import os
+    import subprocess
+    import sys
+
+    from metaharness.run.spec import RunSpec
+
+    vendor, work = _recording_claude(tmp_path)
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    adapter = ClaudeAdapter(RunSpec(kind="claude", prompt="go", credentials=mode, cwd=str(work), vendor_dir=str(vendor)))
+    with pytest.raises(StartRefusal) as refusal:
+        adapter.plan()
+    assert refusal.value.name == "NoApiKey" and "ANTHROPIC_API_KEY" in refusal.value.sentence
+    env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
+    done = subprocess.run([sys.executable, "-m", "metaharness", "run", "claude", "--credentials", mode, "-p", "go",
+                           "--cwd", str(work), "--vendor-dir", str(vendor)],
+                          capture_output=True, text=True, timeout=60, env=env, stdin=subprocess.DEVNULL)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("metaharness: NoApiKey: "), done.stderr
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    assert len(lines) == 1 and lines[0]["event"] == "stream.closed" and lines[0]["reason"] == "error", lines
+    assert lines[0]["events"] == 0
+    assert not (vendor / "child-env.json").exists()
