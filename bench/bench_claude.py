@@ -130,6 +130,8 @@ async def main() -> None:
     parser.add_argument("--calls", type=int, default=20)
     args = parser.parse_args()
     base = tempfile.mkdtemp(prefix="bench-claude-", dir="/var/tmp")
+    # Keep each run's scratch (the transcript the gaps are read from) instead of deleting it.
+    os.environ["METAHARNESS_SCRATCH_DIR"] = os.path.join(base, "scratch")
     gaps = {m: [] for m in ("observe", "frame", "ask")}
     shares = {m: [] for m in gaps}
     for _ in range(args.runs):
