@@ -20,11 +20,7 @@ from oharness.permissions import (
     Context, ExternalDecision, Verdict, decide, load_settings, notation_call, trust_workspace,
 )
 
-R = {
-    "allow": ["Bash(npm run test:*)", "mcp__github__get_*"],
-    "ask": ["Bash(git push*)"],
-    "deny": ["Bash(rm -rf *)", "write(.env*)"],
-}
+from permissions_rules import R  # noqa: E402  (the § 19 rules; a module of its own so tests can import it)
 
 
 @dataclass

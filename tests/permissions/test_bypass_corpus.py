@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import R
+from permissions_rules import R
 
 # Forbidden payloads: (id, shell text). Rules: R + deny Read(.env) + deny Read(~/.ssh/**).
 RM = [

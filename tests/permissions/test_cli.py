@@ -7,7 +7,7 @@ import os
 
 from click.testing import CliRunner
 
-from conftest import R
+from permissions_rules import R
 from oharness.cli_permissions import permissions
 
 

@@ -8,7 +8,7 @@ import os
 
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from conftest import R
+from permissions_rules import R
 from oharness.permissions import Context, RuleSet, decide, notation_call, parse_rule
 from oharness.permissions.engine import MODES
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import R
+from permissions_rules import R
 from oharness.permissions import settle
 
 # (case, call, mode, workspace_mode, behavior, reason, rule, scope)

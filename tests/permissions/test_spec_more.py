@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import R
+from permissions_rules import R
 from oharness.permissions import (
     ExternalDecision, TrailWriter, decide, load_settings, notation_call, parse_rule, policy_answer,
     policy_decision, remember_rule, settle, vendor_call,

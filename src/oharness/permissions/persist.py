@@ -58,21 +58,7 @@ def _atomic_write(path: str, data: dict) -> None:
 def locked_json_update(path: str, update: Callable[[dict], dict], *, lock_path: str | None = None) -> dict:
     """Read `path` (missing = {}), apply `update`, write it back atomically under the lock."""
     with file_lock(lock_path or path):
-        try:
-            with open(path, "rb") as f:
-                raw = f.read()
-        except FileNotFoundError:
-            raw = b""
-        if raw.strip():
-            try:
-                data = json.loads(raw.decode("utf-8"))
-            except (UnicodeDecodeError, json.JSONDecodeError) as e:
-                raise PersistError(f"{path} cannot be parsed ({e}); nothing was written") from None
-            if not isinstance(data, dict):
-                raise PersistError(f"{path} is not a JSON object; nothing was written")
-        else:
-            data = {}
-        data = update(data)
+        data = update(_read_object(path))
         _atomic_write(path, data)
         return data
 
@@ -149,21 +135,26 @@ def remember_rule(settings_file: str, rule: str, *, scope: str, project_root: st
         _exclude_local_file(settings_file, project_root)
 
 
-def _update_unlocked(path: str, update: Callable[[dict], dict]) -> None:
+def _read_object(path: str) -> dict:
+    """A settings file's JSON object; a missing or empty file is {}; anything else refuses the write."""
     try:
         with open(path, "rb") as f:
             raw = f.read()
     except FileNotFoundError:
-        raw = b""
-    if raw.strip():
-        try:
-            data = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise PersistError(f"{path} cannot be parsed ({e}); nothing was written") from None
-        if not isinstance(data, dict):
-            raise PersistError(f"{path} is not a JSON object; nothing was written")
-    else:
-        data = {}
+        return {}
+    if not raw.strip():
+        return {}
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise PersistError(f"{path} cannot be parsed ({e}); nothing was written") from None
+    if not isinstance(data, dict):
+        raise PersistError(f"{path} is not a JSON object; nothing was written")
+    return data
+
+
+def _update_unlocked(path: str, update: Callable[[dict], dict]) -> None:
+    data = _read_object(path)
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     _atomic_write(path, update(data))
 

@@ -151,9 +151,8 @@ def _decode_ansi_c(body: str) -> str:
     return "".join(out)
 
 
-def _skip_balanced(text: str, i: int, open_: str, close: str) -> int:
-    """Index just past the `close` matching the `open_` at text[i] (quote-aware, approximate)."""
-    depth = 0
+def _unquoted(text: str, i: int = 0):
+    """(index, character) of each character from `i` that is outside quotes and not escaped."""
     quote: str | None = None
     while i < len(text):
         c = text[i]
@@ -168,13 +167,21 @@ def _skip_balanced(text: str, i: int, open_: str, close: str) -> int:
                 quote = None
         elif c in "'\"":
             quote = c
-        elif c == open_:
+        else:
+            yield i, c
+        i += 1
+
+
+def _skip_balanced(text: str, i: int, open_: str, close: str) -> int:
+    """Index just past the `close` matching the `open_` at text[i] (quote-aware, approximate)."""
+    depth = 0
+    for j, c in _unquoted(text, i):
+        if c == open_:
             depth += 1
         elif c == close:
             depth -= 1
             if depth == 0:
-                return i + 1
-        i += 1
+                return j + 1
     return len(text)
 
 
@@ -530,27 +537,7 @@ def _prepass(text: str) -> tuple[str, bool]:
 
 
 def _has_unquoted_cr(text: str) -> bool:
-    if "\r" not in text:
-        return False
-    quote: str | None = None
-    i = 0
-    while i < len(text):
-        c = text[i]
-        if quote == "'":
-            if c == "'":
-                quote = None
-        elif c == "\\":
-            i += 2
-            continue
-        elif quote == '"':
-            if c == '"':
-                quote = None
-        elif c in "'\"":
-            quote = c
-        elif c == "\r":
-            return True
-        i += 1
-    return False
+    return "\r" in text and any(c == "\r" for _, c in _unquoted(text))
 
 
 # --------------------------------------------------------------------------------------------

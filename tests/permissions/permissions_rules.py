@@ -1,0 +1,7 @@
+"""R, the project-scope rules of permissions.md § 19, shared by the permission tests."""
+
+R = {
+    "allow": ["Bash(npm run test:*)", "mcp__github__get_*"],
+    "ask": ["Bash(git push*)"],
+    "deny": ["Bash(rm -rf *)", "write(.env*)"],
+}
