@@ -546,3 +546,22 @@ async def test_held_vendor_lines_written_after_session_started():
     s = spec()
     events, *_ = await drive(s, Late(s, [Turn([])]))
     assert names(events)[:2] == ["session.started", "warning"]
+
+
+async def test_interrupt_result_precedes_turn_end_even_when_the_harness_reports_it_first():
+    class EagerEnd(FakeAdapter):
+        async def interrupt(self):
+            # Codex can send turn/completed before its reply to turn/interrupt.
+            self._turn_task.cancel()
+            await asyncio.sleep(0.05)
+            assert self._turn_task.done()
+
+    def embedder(run, event):
+        if event["event"] == "tool.requested":
+            run.feed_line(cmd("interrupt", id="i1", reason="enough"))
+
+    s = spec(decisions="ask")
+    events, *_ = await drive(s, EagerEnd(s, [Turn([BASH])]), on_event=embedder)
+    order = [(e["event"], e.get("id")) for e in events]
+    assert order.index(("command.result", "i1")) < order.index(("turn.ended", None))
+    assert [e["stop_reason"] for e in by(events, "turn.ended")] == ["interrupted"]

@@ -149,6 +149,8 @@ class Run:
         self._child_done: asyncio.Task | None = None
         self._commands: asyncio.Queue = asyncio.Queue()
         self._policy = None
+        self._interrupting = False
+        self._deferred_turn_end: tuple[str | None, str | None] | None = None
 
     # ------------------------------------------------------------------ lines
     def _line(self, event: Any, at: str | None = None) -> None:
@@ -321,6 +323,11 @@ class Run:
         self.emit(event, at=at)
 
     def turn_ended(self, stop_reason: str | None, *, at: str | None = None) -> None:
+        if self._interrupting:
+            # § 4.2 rule 8: the interrupt's command.result precedes the turn.ended it causes,
+            # whichever the harness reports first.
+            self._deferred_turn_end = (stop_reason, at)
+            return
         self.emit(TurnEnded(turn=self.turn, stop_reason=stop_reason), at=at)
         self.turn_running = False
         self._abandon_all("the turn ended")
@@ -587,7 +594,15 @@ class Run:
             await self._control(cid, self.adapter.set_posture(item.posture))
         elif isinstance(item, Interrupt):
             self._abandon_all("the run was interrupted")
-            await self._control(cid, self.adapter.interrupt())
+            self._interrupting = True
+            try:
+                await self._control(cid, self.adapter.interrupt())
+            finally:
+                self._interrupting = False
+                if self._deferred_turn_end is not None:
+                    stop_reason, at = self._deferred_turn_end
+                    self._deferred_turn_end = None
+                    self.turn_ended(stop_reason, at=at)
         elif isinstance(item, Halt):
             self._abandon_all("the run was halted")
             self._halt_id = cid
