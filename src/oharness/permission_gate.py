@@ -183,9 +183,13 @@ class EngineGate:
 
     async def check(self, call: ToolCall, external: ExternalDecision | None) -> GateResult:
         ext = _engine_external(external)
-        engine_call = oharness_call(call.name, call.input if isinstance(call.input, dict) else {},
-                                    call.cwd or self.ctx.cwd, read_only_hint=self._hints.get(call.name, False))
-        verdict = decide(engine_call, self.ctx, ext)
+        try:
+            engine_call = oharness_call(call.name, call.input if isinstance(call.input, dict) else {},
+                                        call.cwd or self.ctx.cwd, read_only_hint=self._hints.get(call.name, False))
+            verdict = decide(engine_call, self.ctx, ext)
+        except Exception as exc:  # noqa: BLE001 - a seam that fails must fail closed
+            return GateResult(False, f"the permission engine could not decide this call ({type(exc).__name__}: "
+                                     f"{exc}); refused fail-closed", call.input)
         run_input = external.input if external is not None and external.decision == "replace" else call.input
         settlement = settle(verdict, can_ask=self.can_ask, external=ext)
         decided_by = external.decided_by if external is not None else None

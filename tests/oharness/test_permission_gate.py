@@ -385,3 +385,19 @@ async def test_interactive_print_session_asks_and_remembers(project, tmp_path):
     lines = trail_lines(tmp_path / "session")
     assert [l["kind"] for l in lines] == ["decision", "answer"] * 3
     assert [l.get("remembered") for l in lines[1::2]] == ["Bash(touch made.txt)", None, None]
+
+
+async def test_an_engine_failure_refuses_the_call(monkeypatch, tmp_path):
+    """A seam that fails must fail closed: an exception inside decide() is a refusal, not a crash or a run."""
+    import oharness.permission_gate as pg
+    from oharness.model import ToolCall
+    from oharness.session import default_gate
+
+    gate = default_gate(mode="bypass", cwd=str(tmp_path), session_dir=None, decision_trail=False)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("tree-sitter is missing")
+
+    monkeypatch.setattr(pg, "decide", broken)
+    result = await gate.check(ToolCall(id="c1", name="bash", input={"command": "ls"}), None)
+    assert result.allowed is False and "refused fail-closed" in result.reason

@@ -195,6 +195,18 @@ def test_capabilities_cli():
     assert bad.returncode == 2
 
 
+def test_pinned_version_is_the_installed_distribution_version():
+    # The descriptor reads oharness.__version__ (cheap) for the distribution's version
+    # (importlib.metadata is slow to import): the two must never drift apart.
+    from importlib.metadata import version
+
+    import oharness
+    from metaharness.adapters.oharness import OHarnessAdapter
+
+    assert oharness.__version__ == version("metaharness")
+    assert OHarnessAdapter.descriptor()["versions_pinned"] == [f"oharness {version('metaharness')}"]
+
+
 def test_session_directory_is_deleted_with_the_run_unless_retained(tmp_path):
     script = scenario(tmp_path, [{"text": "hello"}])
     for retain in (None, tmp_path / "kept"):

@@ -7,23 +7,21 @@ in `data/*.toml`; this module only interprets them.
 
 from __future__ import annotations
 
-import tomllib
-from importlib import resources
-
+from . import shell as _shell
 from .shell import Cmd, SAFE_ASSIGNMENTS
+from .tables import lazy_attributes, load_table
 
 __all__ = ["is_read_only", "is_edit_command", "risky_feature", "is_routine", "READONLY", "ROUTINE", "RISKY"]
 
-
-def _load(name: str) -> dict:
-    with resources.files("oharness.permissions.data").joinpath(name).open("rb") as f:
-        return tomllib.load(f)
-
-
-READONLY = _load("readonly.toml")
-ROUTINE = _load("routine.toml")["entry"]
-RISKY = _load("risky.toml")["feature"]
 EDIT_COMMANDS = {"mkdir", "touch", "cp", "mv"}
+
+# The tables are built on first use, not at import (see tables.py); they stay module attributes
+# (`classifier.RISKY`); read them here through `_lazy`.
+__getattr__, _lazy = lazy_attributes(globals(), {
+    "READONLY": lambda: load_table("readonly.toml"),
+    "ROUTINE": lambda: load_table("routine.toml")["entry"],
+    "RISKY": lambda: load_table("risky.toml")["feature"],
+})
 
 
 def _vals(cmd: Cmd) -> list[str | None]:
@@ -54,10 +52,10 @@ def is_read_only(cmd: Cmd, *, trusted: bool) -> bool:
         return False
     vals = _vals(cmd)
     if prog == "command":
-        return len(vals) >= 1 and vals[0] in READONLY["command"]["lookup_options"]
+        return len(vals) >= 1 and vals[0] in _lazy("READONLY")["command"]["lookup_options"]
     if prog == "git":
         return trusted and _git_read_only(vals)
-    entry = READONLY["programs"].get(prog)
+    entry = _lazy("READONLY")["programs"].get(prog)
     if entry is None:
         return False
     forbidden = entry.get("forbidden", [])
@@ -79,7 +77,7 @@ def is_read_only(cmd: Cmd, *, trusted: bool) -> bool:
 
 
 def _git_read_only(vals: list[str | None]) -> bool:
-    spec = READONLY["git"]
+    spec = _lazy("READONLY")["git"]
     if any(v is None for v in vals):
         return False
     if any(v in spec["forbidden"] or any(v.startswith(f + "=") for f in spec["forbidden"] if f.startswith("--")) for v in vals):
@@ -104,11 +102,9 @@ def is_edit_command(cmd: Cmd) -> bool:
 
 
 def _sub_and_rest(cmd: Cmd) -> tuple[str | None, list[str | None]]:
-    from .shell import OPTIONS
-
     vals = [w.deny_value for w in cmd.words[1:]]
     base = cmd.basename or ""
-    spec = OPTIONS.get(base, {})
+    spec = _shell._lazy("OPTIONS").get(base, {})
     gval = set(spec.get("global_value", []))
     glob_ = set(spec.get("global", []))
     i = 0
@@ -138,7 +134,7 @@ def risky_feature(cmd: Cmd) -> str | None:
         return "sudo"
     sub, rest = _sub_and_rest(cmd)
     all_vals = [w.deny_value for w in cmd.words[1:]]
-    for f in RISKY:
+    for f in _lazy("RISKY"):
         progs = _programs(f)
         hit = base in progs or any(base.startswith(p) for p in f.get("prefix", []))
         if not hit:
@@ -170,7 +166,7 @@ def is_routine(cmd: Cmd) -> bool:
     vals = _vals(cmd)
     if any(v is None for v in vals):
         return False
-    for e in ROUTINE:
+    for e in _lazy("ROUTINE"):
         if base not in _programs(e):
             continue
         if "targets" in e:

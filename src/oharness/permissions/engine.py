@@ -18,12 +18,16 @@ import os
 import shlex
 import urllib.parse
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterable, Literal, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Literal, Mapping, Sequence
 
-from . import classifier
 from .paths import CanonicalPath, PathError, canonical, compile_path_pattern, escape_glob, is_inside
 from .rules import MATCH, MAYBE, NO, Rule, parse_rule, shell_allow_match, shell_broad_match
-from .shell import Analysis, Cmd, PathRef, Word, analyse, static_word
+from .tables import lazy_attributes, load_table
+
+if TYPE_CHECKING:
+    # The shell analyser and the classifier are imported where a call needs them, not at import:
+    # a session opens (and answers `init`) before its first tool call.
+    from .shell import Analysis, Cmd, PathRef
 
 __all__ = [
     "Call", "Context", "Verdict", "SubjectResult", "ExternalDecision", "Settlement", "RuleSet",
@@ -36,7 +40,6 @@ BYPASS_NOTICE = ("Bypass: every call runs unless a deny rule or workspaceMode st
                  "or a deny rule cannot be ruled out")
 MODES = ("plan", "manual", "accept-edits", "auto", "bypass")
 WORKSPACE_MODES = ("read-only", "workspace-write", "full-access")
-INERT_TOOLS: frozenset[str] = frozenset()  # filled from data/inert.toml below
 FORCED_ORDER = ("ask-rule", "maybe-deny", "ask-rule-maybe", "protected-path", "secret-path", "critical-removal", "dynamic-write", "opaque")
 GRANT_ORDER = ("bypass", "hook-allow", "allow-rule", "auto-routine", "edit-grant", "read-only", "inert")
 DANGEROUS_ASSIGNMENT_PREFIXES = ("LD_", "DYLD_", "GIT_")
@@ -46,14 +49,17 @@ DANGEROUS_ASSIGNMENTS = {"PATH", "PYTHONPATH", "PYTHONSTARTUP", "NODE_OPTIONS", 
 
 
 def _load_inert() -> frozenset[str]:
-    import tomllib
-    from importlib import resources
-
-    with resources.files("oharness.permissions.data").joinpath("inert.toml").open("rb") as f:
-        return frozenset(t.casefold() for t in tomllib.load(f)["tools"])
+    tools = frozenset(t.casefold() for t in load_table("inert.toml")["tools"])
+    return tools | {"todowrite", "update_plan", "request_user_input"}
 
 
-INERT_TOOLS = _load_inert() | {"todowrite", "update_plan", "request_user_input"}
+def _load_protected() -> dict:
+    return load_table("protected.toml")
+
+
+# `INERT_TOOLS` (data/inert.toml) and `PROTECTED` (data/protected.toml) are built on first use,
+# not at import (see tables.py); they stay module attributes; read them here through `_lazy`.
+__getattr__, _lazy = lazy_attributes(globals(), {"INERT_TOOLS": _load_inert, "PROTECTED": _load_protected})
 
 
 # --------------------------------------------------------------------------------------------
@@ -128,7 +134,7 @@ def oharness_call(tool: str, input: Mapping[str, Any], cwd: str | None = None, *
         return Call(tool, "Skill", inp, name=field_str("name", "skill") or "", cwd=cwd)
     if tool.startswith("mcp__"):
         return Call(tool, tool, inp, cwd=cwd, read_only_hint=read_only_hint)
-    if t in INERT_TOOLS:
+    if t in _lazy("INERT_TOOLS"):
         return Call(tool, tool, inp, cwd=cwd, inert=True)
     return Call(tool, tool, inp, cwd=cwd)
 
@@ -376,6 +382,8 @@ def _host_of(url: str) -> str | None:
 
 
 def _subjects(call: Call, ctx: Context) -> tuple[list[_Subj], Analysis | None]:
+    from .shell import Cmd, PathRef, Word, analyse, static_word
+
     cwd = call.cwd or ctx.cwd
     subs: list[_Subj] = []
     analysis: Analysis | None = None
@@ -731,17 +739,6 @@ def _inside_workspace_or_tmp(c: CanonicalPath, ctx: Context) -> bool:
     return _inside_roots(c, ctx)
 
 
-def _load_protected() -> dict:
-    import tomllib
-    from importlib import resources
-
-    with resources.files("oharness.permissions.data").joinpath("protected.toml").open("rb") as f:
-        return tomllib.load(f)
-
-
-PROTECTED = _load_protected()
-
-
 def _matches_any(patterns: Sequence[str], c: CanonicalPath, ctx: Context) -> str | None:
     key = ("patterns", id(patterns))
     compiled = ctx._cache.get(key)
@@ -877,9 +874,9 @@ def decide(call: Call, ctx: Context, external: ExternalDecision | None = None) -
     for s in subs:
         if s.deny_only:
             continue
-        if s.kind == "write" and s.canon is not None and _matches_any(PROTECTED["paths"], s.canon, ctx):
+        if s.kind == "write" and s.canon is not None and _matches_any(_lazy("PROTECTED")["paths"], s.canon, ctx):
             forced.append(("protected-path", s, None))
-        if s.kind == "read" and s.canon is not None and _matches_any(PROTECTED["secret"], s.canon, ctx):
+        if s.kind == "read" and s.canon is not None and _matches_any(_lazy("PROTECTED")["secret"], s.canon, ctx):
             if not _exact_path_allow(s, ctx):
                 forced.append(("secret-path", s, None))
         if s.kind == "write" and s.ref is not None and s.ref.removal:
@@ -978,6 +975,8 @@ def _deny_rules_for(call: Call, ctx: Context) -> Rule | None:
 
 
 def _cmd_read_only(s: _Subj, ctx: Context) -> bool:
+    from . import classifier
+
     return s.cmd is not None and classifier.is_read_only(s.cmd, trusted=ctx.trusted)
 
 
@@ -1073,6 +1072,8 @@ def subagent_context(parent: Context, *, child_mode: str | None = None, child_al
 
 def _fill_grants(subs: list[_Subj], call: Call, ctx: Context, only_display: bool = False) -> list[_Subj]:
     """Step 6: mark each subject granted or pending; returns the pending ones in call order."""
+    from . import classifier
+
     mode = ctx.mode
     pending: list[_Subj] = []
     group_exact: set[int] = set()
@@ -1160,11 +1161,11 @@ def _edit_ok(p: PathRef, ctx: Context) -> bool:
         c = canonical(v, p.cwd or "/", ctx.home)
     except PathError:
         return False
-    return _inside_roots(c, ctx) and not _matches_any(PROTECTED["paths"], c, ctx)
+    return _inside_roots(c, ctx) and not _matches_any(_lazy("PROTECTED")["paths"], c, ctx)
 
 
 def _edit_ok_subject(s: _Subj, ctx: Context) -> bool:
-    return _inside_roots(s.canon, ctx) and not _matches_any(PROTECTED["paths"], s.canon, ctx)
+    return _inside_roots(s.canon, ctx) and not _matches_any(_lazy("PROTECTED")["paths"], s.canon, ctx)
 
 
 def _grant_reason(subs: list[_Subj]) -> tuple[str, tuple | None]:

@@ -15,8 +15,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
-from .shell import OPTIONS, Cmd, Word, SAFE_ASSIGNMENTS, static_word
+if TYPE_CHECKING:
+    from .shell import Cmd, Word
 
 __all__ = [
     "Rule",
@@ -34,6 +36,17 @@ __all__ = [
 ]
 
 MATCH, MAYBE, NO = 2, 1, 0
+
+
+def __getattr__(name: str):
+    # `rules.OPTIONS`, `Cmd`, `Word`, `SAFE_ASSIGNMENTS` and `static_word` were shell's names
+    # re-exported; they still are. The shell analyser itself is imported by the matchers, when a
+    # Bash rule is first matched, not at import: a session opens before its first shell command.
+    if name in ("OPTIONS", "Cmd", "Word", "SAFE_ASSIGNMENTS", "static_word"):
+        from . import shell
+
+        return getattr(shell, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 # Canonical rule tool names (§ 3.1), keyed by their case-folded spelling.
 _CANONICAL = {
@@ -403,6 +416,8 @@ def _broad_cmp(t: Token, w: Word) -> int:
 
 def shell_allow_match(pattern: ShellPattern, cmd: Cmd) -> bool:
     """Strict allow matching (§ 6.1.3) of one simple command."""
+    from .shell import SAFE_ASSIGNMENTS, Word
+
     if cmd.program_unknown or cmd.opaque:
         return False
     if cmd.unprovable and not pattern.exact:
@@ -420,7 +435,9 @@ def shell_allow_match(pattern: ShellPattern, cmd: Cmd) -> bool:
 
 
 def _normalise(base: str, words: list[Word]) -> tuple[frozenset[str], list[Word], bool]:
-    spec = OPTIONS.get(base, {})
+    from .shell import _lazy
+
+    spec = _lazy("OPTIONS").get(base, {})
     glob_ = set(spec.get("global", []))
     gval = set(spec.get("global_value", []))
     aliases = spec.get("aliases", {})
@@ -531,6 +548,8 @@ _REQUIRED: dict[int, tuple[ShellPattern, frozenset[str]]] = {}
 
 
 def _pattern_normalised_uncached(pattern: ShellPattern) -> tuple[str, frozenset[str], tuple[Token, ...]] | None:
+    from .shell import Word, static_word
+
     first = pattern.tokens[0]
     if first.kind != LITERAL:
         return None
@@ -556,6 +575,8 @@ def _pattern_normalised_uncached(pattern: ShellPattern) -> tuple[str, frozenset[
 
 def shell_broad_match(pattern: ShellPattern, cmd: Cmd) -> int:
     """Broad deny/ask matching (§ 6.1.4): the best of all variants."""
+    from .shell import static_word
+
     if cmd.program_unknown:
         return MAYBE
     wordset = cmd.norm_cache.get("wordset")

@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import os
 import re
-import tomllib
 from dataclasses import dataclass, field
 from functools import lru_cache
-from importlib import resources
-from typing import Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
-import tree_sitter
-import tree_sitter_bash
+from .tables import lazy_attributes, load_table
+
+if TYPE_CHECKING:
+    import tree_sitter
 
 __all__ = [
     "Word",
@@ -55,21 +55,29 @@ def SAFE_ASSIGNMENTS(name: str) -> bool:  # noqa: N802 - reads as a set
     return name in _SAFE_EXACT or name.startswith("LC_")
 
 
-def _load(name: str) -> dict:
-    with resources.files("oharness.permissions.data").joinpath(name).open("rb") as f:
-        return tomllib.load(f)
+def _language() -> Any:
+    import tree_sitter
+    import tree_sitter_bash
+
+    return tree_sitter.Language(tree_sitter_bash.language())
 
 
-WRAPPERS: dict = _load("wrappers.toml")
-OPTIONS: dict = _load("options.toml")
-FILECOMMANDS: dict = _load("filecommands.toml")
-
-_LANGUAGE = tree_sitter.Language(tree_sitter_bash.language())
+# Built on first use, not at import (see tables.py): the wrapper, option and file-command tables
+# and the tree-sitter language. They stay module attributes (`shell.WRAPPERS`, `from .shell
+# import OPTIONS`); read them here through `_lazy`.
+__getattr__, _lazy = lazy_attributes(globals(), {
+    "WRAPPERS": lambda: load_table("wrappers.toml"),
+    "OPTIONS": lambda: load_table("options.toml"),
+    "FILECOMMANDS": lambda: load_table("filecommands.toml"),
+    "_LANGUAGE": _language,
+})
 
 
 @lru_cache(maxsize=1)
 def _parser() -> tree_sitter.Parser:
-    return tree_sitter.Parser(_LANGUAGE)
+    import tree_sitter
+
+    return tree_sitter.Parser(_lazy("_LANGUAGE"))
 
 
 # --------------------------------------------------------------------------------------------
@@ -985,8 +993,9 @@ def _unwrap(cmd: Cmd, st: _State, env: _Env, stdin_script: str | None, stdin_dyn
             current.opaque = "dynamic program name"
             st.result.opaque.append("dynamic program name")
         base = prog.deny_value.rsplit("/", 1)[-1]
-        key = base if base in WRAPPERS else base.lower()
-        spec = WRAPPERS.get(key)
+        wrappers = _lazy("WRAPPERS")
+        key = base if base in wrappers else base.lower()
+        spec = wrappers.get(key)
         if spec is None:
             _maybe_source(current, st, env, stdin_script, stdin_dynamic, walker)
             break
@@ -1360,7 +1369,7 @@ def _file_operands(cmd: Cmd, st: _State) -> None:
     base = cmd.basename
     if base is None:
         return
-    spec = FILECOMMANDS.get(base)
+    spec = _lazy("FILECOMMANDS").get(base)
     if spec is None:
         if base == "find":
             _find_paths(cmd)
@@ -1441,7 +1450,7 @@ def _git_paths(cmd: Cmd) -> None:
     words = [w for w in cmd.words[1:]]
     # skip global options
     i = 0
-    gv = set(OPTIONS["git"]["global_value"])
+    gv = set(_lazy("OPTIONS")["git"]["global_value"])
     while i < len(words) and (words[i].deny_value or "").startswith("-"):
         i += 2 if words[i].deny_value in gv else 1
     if i >= len(words):

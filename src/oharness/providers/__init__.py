@@ -7,15 +7,33 @@ run starts.
 
 from __future__ import annotations
 
-from ..model import Provider, ProviderError
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..model import Provider
+
+# `oharness.model` is imported when a provider is made or a spelling refused, not here:
+# metaharness checks a run's model spelling with `split_model` before it spawns oharness,
+# and its start-up time is benchmarked.
 
 PROVIDERS = ("scripted", "anthropic", "openai")
 DEFAULT_MODEL = "scripted:default"
 
 
+def __getattr__(name: str) -> Any:
+    # `Provider` and `ProviderError` were importable from here; they still are.
+    if name in ("Provider", "ProviderError"):
+        from .. import model
+
+        return getattr(model, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def split_model(spelling: str) -> tuple[str, str]:
     provider, sep, model = spelling.partition(":")
     if not sep or not model or provider not in PROVIDERS:
+        from ..model import ProviderError
+
         raise ProviderError(
             f"the model {spelling!r} is not spelled PROVIDER:MODEL with PROVIDER one of {', '.join(PROVIDERS)}"
         )
@@ -23,6 +41,8 @@ def split_model(spelling: str) -> tuple[str, str]:
 
 
 def make_provider(spelling: str, script: str | None = None) -> Provider:
+    from ..model import ProviderError
+
     provider, model = split_model(spelling)
     if script is not None and provider != "scripted":
         raise ProviderError(f"--script drives the scripted model only, not {spelling!r}")
