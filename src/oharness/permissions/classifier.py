@@ -127,18 +127,34 @@ def _programs(entry: dict) -> list[str]:
     return [p] if isinstance(p, str) else list(p)
 
 
+_RISKY_BY_PROGRAM: list = [None, {}]  # [the RISKY table it was built from, {program: features}]
+
+
+def _risky_for(base: str) -> list[dict]:
+    """The RISKY features whose program (or program prefix) is `base`, in table order. Memoised
+    per program for the table object in use (a table replaced in the module starts afresh)."""
+    table = _lazy("RISKY")
+    if _RISKY_BY_PROGRAM[0] is not table:
+        _RISKY_BY_PROGRAM[:] = [table, {}]
+    memo = _RISKY_BY_PROGRAM[1]
+    got = memo.get(base)
+    if got is None:
+        got = memo[base] = [f for f in table
+                            if base in _programs(f) or any(base.startswith(p) for p in f.get("prefix", []))]
+    return got
+
+
 def risky_feature(cmd: Cmd) -> str | None:
     """The id of the first risky feature of a command (§ 10 step 1), or None."""
     base = (cmd.basename or "").lower()
     if cmd.wrapper in ("sudo", "doas", "su", "pkexec", "runuser"):
         return "sudo"
+    features = _risky_for(base)
+    if not features:
+        return None
     sub, rest = _sub_and_rest(cmd)
     all_vals = [w.deny_value for w in cmd.words[1:]]
-    for f in _lazy("RISKY"):
-        progs = _programs(f)
-        hit = base in progs or any(base.startswith(p) for p in f.get("prefix", []))
-        if not hit:
-            continue
+    for f in features:
         if f.get("any"):
             return f["id"]
         if "sub" in f and sub not in f["sub"]:

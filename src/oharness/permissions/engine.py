@@ -27,7 +27,7 @@ from .tables import lazy_attributes, load_table
 if TYPE_CHECKING:
     # The shell analyser and the classifier are imported where a call needs them, not at import:
     # a session opens (and answers `init`) before its first tool call.
-    from .shell import Analysis, Cmd, PathRef
+    from .shell import Analysis, Cmd, PathRef, Word
 
 __all__ = [
     "Call", "Context", "Verdict", "SubjectResult", "ExternalDecision", "Settlement", "RuleSet",
@@ -437,9 +437,20 @@ def _subjects(call: Call, ctx: Context) -> tuple[list[_Subj], Analysis | None]:
 class _RuleIndex:
     """One behavior's rules, indexed so a subject is compared only with rules that can match it.
 
-    Shell rules are keyed by the basename of their first literal token (case-folded): every
-    variant of § 6.1.4 compares that token with the program or its basename, so a rule keyed
-    `git` can never match a command whose program is `rm`. Candidates keep list order.
+    Every list handed out keeps list order (the first matching rule is the one reported), and
+    leaves out only rules the matcher would answer `NO` for:
+
+    * broad (deny/ask) shell rules are keyed by the basename of their first literal token
+      (case-folded): every variant of § 6.1.4 compares that token with the program or its
+      basename, so a rule keyed `git` can never match a command whose program is `rm`. Within a
+      program, a rule with required words (`rules.required_words`) is filed under one of them
+      (the rarest): when every word of the command is static, `shell_broad_match` answers `NO`
+      unless the command contains all of them, so only the buckets of its own words are read;
+    * allow shell rules are filed under one of their LITERAL tokens (the rarest): strict
+      matching aligns each literal with a whole word of equal value (`rules.strict_values`,
+      assignments included), so only the buckets of the command's own word values are read;
+    * path rules are keyed by anchor and first literal component; a path subject of unknown
+      target meets every applicable path rule with the same answer, so that is precomputed.
     """
 
     def __init__(self, rules: list[Rule], ctx: "Context") -> None:
@@ -451,16 +462,19 @@ class _RuleIndex:
         self.path: list[Rule] = []
         self.other: list[Rule] = []
         self.bash_all: list[Rule] = []
+        self.bash_plain: list[Rule] = []  # Bash rules that are neither shell patterns nor builtin-rm
         self.path_always: list[Rule] = []
         self.path_by_first: dict[tuple[str, str], list[Rule]] = {}
         self.patterns: dict[tuple[int, bool], object] = {}
         self._memo: dict[str | None, list[Rule]] = {}
+        self._dynamic: dict[str, tuple[int, Rule | None]] = {}
         self.ctx = ctx
-        from .rules import LITERAL
+        from .rules import LITERAL, literal_texts, required_words
 
         # Rules that can match at call level (`_call_level`): tool-part globs, bare tool rules.
         self.call_level = [r for r in rules if r.kind in ("any", "param") and r.tool_regex is not None
                            or (r.kind == "any" and r.tool in ("Bash", "WebFetch", "WebSearch", "Agent", "Skill", "Glob", "Grep"))]
+        shell_rules: list[Rule] = []
         for r in rules:
             if r.tool == "Bash" and r.kind == "shell":
                 first = r.shell.tokens[0]
@@ -469,12 +483,14 @@ class _RuleIndex:
                 else:
                     self.unkeyed.append(r)
                 self.bash_all.append(r)
+                shell_rules.append(r)
             elif r.kind == "builtin-rm":
                 self.rm.append(r)
                 self.bash_all.append(r)
             elif r.tool == "Bash":
                 self.unkeyed.append(r)
                 self.bash_all.append(r)
+                self.bash_plain.append(r)
             elif r.tool in ("Read", "Write") and r.kind in ("path", "any"):
                 self.path.append(r)
                 pat = compile_path_pattern(r.path, project_root=ctx.project_root, home=ctx.home, broad=True) \
@@ -486,6 +502,39 @@ class _RuleIndex:
             else:
                 self.other.append(r)
 
+        # Broad: within each program key, file a rule under its rarest required word.
+        self.broad_free: dict[str, list[Rule]] = {}
+        self.broad_by_word: dict[str, dict[str, list[Rule]]] = {}
+        for key, group in self.by_key.items():
+            req = {id(r): required_words(r.shell) for r in group}
+            freq: dict[str, int] = {}
+            for words in req.values():
+                for w in words:
+                    freq[w] = freq.get(w, 0) + 1
+            by_word = self.broad_by_word[key] = {}
+            free = self.broad_free[key] = []
+            for r in group:
+                words = req[id(r)]
+                if words:
+                    by_word.setdefault(min(words, key=lambda w: (freq[w], w)), []).append(r)
+                else:
+                    free.append(r)
+        # Strict: every shell rule under its rarest LITERAL token (case-sensitive).
+        lits = {id(r): literal_texts(r.shell) for r in shell_rules}
+        lfreq: dict[str, int] = {}
+        for texts in lits.values():
+            for t in texts:
+                lfreq[t] = lfreq.get(t, 0) + 1
+        self.strict_free: list[Rule] = []
+        self.strict_by_lit: dict[str, list[Rule]] = {}
+        for r in shell_rules:
+            texts = lits[id(r)]
+            if texts:
+                self.strict_by_lit.setdefault(min(texts, key=lambda t: (lfreq[t], t)), []).append(r)
+            else:
+                self.strict_free.append(r)
+        self._strict_base = self.strict_free + self.bash_plain + self.rm
+
     def pattern(self, rule: Rule, broad: bool):
         key = (id(rule), broad)
         pat = self.patterns.get(key)
@@ -494,15 +543,68 @@ class _RuleIndex:
                                                             home=self.ctx.home, broad=broad)
         return pat
 
+    def _ordered(self, rules: list[Rule]) -> list[Rule]:
+        pos = self.pos
+        return sorted(rules, key=lambda r: pos[id(r)])
+
     def for_cmd(self, cmd: Cmd) -> list[Rule]:
+        """Every rule whose broad (deny/ask) match of `cmd` is not certainly `NO`, in list order."""
         if cmd.program_unknown:
             return self.bash_all
         key = cmd.basename.casefold() if cmd.basename is not None else None
         got = self._memo.get(key)
         if got is None:
             cands = self.by_key.get(key, []) + self.unkeyed + (self.rm if key == "rm" else [])
-            got = self._memo[key] = sorted(cands, key=lambda r: self.pos[id(r)])
+            got = self._memo[key] = self._ordered(cands)
+        by_word = self.broad_by_word.get(key)
+        if not by_word:
+            return got
+        from .rules import broad_wordset
+
+        wordset = broad_wordset(cmd)
+        if wordset is False:
+            return got  # a dynamic word: required words are not used (see shell_broad_match)
+        cands = self.broad_free[key] + self.unkeyed + (self.rm if key == "rm" else [])
+        for w in wordset:
+            hit = by_word.get(w)
+            if hit is not None:
+                cands += hit
+        return self._ordered(cands)
+
+    def for_cmd_strict(self, cmd: Cmd) -> list[Rule]:
+        """Every rule whose allow match of `cmd` is not certainly false, in list order."""
+        if cmd.program_unknown:
+            return self.bash_all
+        from .rules import strict_values
+
+        cands = list(self._strict_base)
+        by_lit = self.strict_by_lit
+        for v in strict_values(cmd):
+            hit = by_lit.get(v)
+            if hit is not None:
+                cands += hit
+        return self._ordered(cands)
+
+    def dynamic_path(self, access: str) -> tuple[int, Rule | None]:
+        """`_per_subject` for a read/write subject of unknown target: a `Read`/`Write` rule with no
+        specifier matches it, any other applicable path rule may."""
+        got = self._dynamic.get(access)
+        if got is None:
+            applicable = [r for r in self.path if _path_rule_applies(r, access)]
+            first_any = next((r for r in applicable if r.kind == "any"), None)
+            if first_any is not None:
+                got = (MATCH, first_any)
+            elif applicable:
+                got = (MAYBE, applicable[0])
+            else:
+                got = (NO, None)
+            self._dynamic[access] = got
         return got
+
+    def first_any(self, tool: str) -> Rule | None:
+        """The first `Read`/`Write` rule (of `tool`) with no specifier: the only allow rule that
+        covers a path subject of unknown target."""
+        return next((r for r in self.path if r.tool == tool and r.kind == "any"), None)
 
     def for_subject(self, s: "_Subj") -> list[Rule]:
         if s.kind == "cmd":
@@ -580,30 +682,66 @@ def _rm_builtin(rule: Rule, cmd: Cmd, ctx: Context) -> int:
     base = cmd.basename
     if base is None or base.casefold() != "rm":
         return NO
-    from .rules import _normalise
-
     best = NO
-    for words in cmd.word_variants():
-        opts, operands, dash = _normalise("rm", words[1:])
+    for opts, dash, operands, could_be in _rm_facts(cmd, ctx):
         cap = MATCH if rule.rm_flag in opts else (MAYBE if dash else NO)
         if cap == NO:
             continue
+        for what, w in operands:
+            if what == "dynamic":
+                if any(could_be(w, x) for x in (rule.rm_path, rule.rm_path + "/", ".", "..", "/")):
+                    best = max(best, MAYBE)
+            elif what == "unknown-cwd":
+                best = max(best, MAYBE)
+            elif rule.rm_path in w:
+                best = max(best, cap)
+    return best
+
+
+def _rm_facts(cmd: Cmd, ctx: Context) -> list:
+    """What every built-in rm rule asks of one `rm` command, worked out once per command (one
+    analysis) instead of once per rule: per word variant, its options, whether a dynamic word
+    may be an option, and its operands as ("dynamic", word), ("unknown-cwd", None) or
+    ("path", (lexical, real)) — an operand that cannot be canonicalised is left out."""
+    key = ("rm-facts", ctx.home)
+    facts = cmd.norm_cache.get(key)
+    if facts is not None:
+        return facts
+    from .rules import _normalise
+
+    shapes: dict[tuple[int, str], bool] = {}
+
+    def could_be(w: Word, literal: str) -> bool:
+        k = (id(w), literal)
+        hit = shapes.get(k)
+        if hit is None:
+            hit = shapes[k] = w.could_be(literal)
+        return hit
+
+    facts = []
+    for words in cmd.word_variants():
+        memo_key = (id(words), "rm")  # shared with shell_broad_match's option normalisation
+        normed = cmd.norm_cache.get(memo_key)
+        if normed is None:
+            normed = cmd.norm_cache[memo_key] = _normalise("rm", words[1:])
+        opts, operands, dash = normed
+        ops: list[tuple[str, Any]] = []
         for w in operands:
             v = w.deny_value
             if v is None:
-                if any(w.could_be(x) for x in (rule.rm_path, rule.rm_path + "/", ".", "..", "/")):
-                    best = max(best, MAYBE)
+                ops.append(("dynamic", w))
                 continue
             if cmd.cwd is None and not v.startswith("/"):
-                best = max(best, MAYBE)
+                ops.append(("unknown-cwd", None))
                 continue
             try:
                 c = canonical(v, cmd.cwd or "/", ctx.home)
             except PathError:
                 continue
-            if rule.rm_path in (c.lexical, c.real):
-                best = max(best, cap)
-    return best
+            ops.append(("path", (c.lexical, c.real)))
+        facts.append((opts, dash, ops, could_be))
+    cmd.norm_cache[key] = facts
+    return facts
 
 
 def _name_match(glob: str, name: str, *, broad: bool) -> bool:
@@ -712,8 +850,11 @@ def _best(rules: Iterable[Rule], subs: Sequence[_Subj], call: Call, ctx: Context
 
 
 def _per_subject(rules: list[Rule], s: _Subj, call: Call, ctx: Context) -> tuple[int, Rule | None]:
+    idx = _index_of(rules, ctx)
+    if s.canon is None and s.kind in ("read", "write"):
+        return idx.dynamic_path(s.kind)  # what the loop below would find, precomputed
     best, best_rule = NO, None
-    for rule in _index_of(rules, ctx).for_subject(s):
+    for rule in idx.for_subject(s):
         r = _broad(rule, s, call, ctx)
         if r > best:
             best, best_rule = r, rule
@@ -1081,7 +1222,7 @@ def _fill_grants(subs: list[_Subj], call: Call, ctx: Context, only_display: bool
     cmd_rule: dict[int, Rule] = {}
     for s in subs:
         if s.kind == "cmd":
-            for rule in _index_of(ctx.rules.allow, ctx).for_cmd(s.cmd):
+            for rule in _index_of(ctx.rules.allow, ctx).for_cmd_strict(s.cmd):
                 if rule.tool != "Bash":
                     continue
                 if rule.kind == "any":
@@ -1121,7 +1262,11 @@ def _fill_grants(subs: list[_Subj], call: Call, ctx: Context, only_display: bool
         elif s.kind == "read":
             grant = ("read-only", None)
         elif s.kind == "write":
-            rule = next((r for r in _index_of(ctx.rules.allow, ctx).for_subject(s) if _allow_covers(r, s, call, ctx)), None)
+            idx = _index_of(ctx.rules.allow, ctx)
+            if s.canon is None:
+                rule = idx.first_any("Write")  # an unknown target: only `Write` with no specifier covers it
+            else:
+                rule = next((r for r in idx.for_subject(s) if _allow_covers(r, s, call, ctx)), None)
             owner = s.ref.owner if s.ref is not None else None
             if rule is not None:
                 grant = ("allow-rule", rule)

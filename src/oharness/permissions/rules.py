@@ -416,19 +416,44 @@ def _broad_cmp(t: Token, w: Word) -> int:
 
 def shell_allow_match(pattern: ShellPattern, cmd: Cmd) -> bool:
     """Strict allow matching (§ 6.1.3) of one simple command."""
-    from .shell import SAFE_ASSIGNMENTS, Word
-
     if cmd.program_unknown or cmd.opaque:
         return False
     if cmd.unprovable and not pattern.exact:
         return False
-    words: list[Word] = []
-    for name, w in cmd.assigns:
-        if SAFE_ASSIGNMENTS(name) and w.static:
-            continue
-        words.append(Word(f"{name}={w.text}", f"{name}={w.value}" if w.value is not None else None, None, ".*", False))
-    words.extend(cmd.words)
-    return _seq(pattern.tokens, words, _strict_cmp, {}) == MATCH
+    return _seq(pattern.tokens, strict_words(cmd), _strict_cmp, {}) == MATCH
+
+
+def strict_words(cmd: Cmd) -> list[Word]:
+    """The word list allow matching sees (§ 6.1.3): assignments not on the safe list (or not
+    static) as `NAME=value` words, then the command's words. Cached on the Cmd (one analysis)."""
+    words = cmd.norm_cache.get("strict_words")
+    if words is None:
+        from .shell import SAFE_ASSIGNMENTS, Word
+
+        words = []
+        for name, w in cmd.assigns:
+            if SAFE_ASSIGNMENTS(name) and w.static:
+                continue
+            words.append(Word(f"{name}={w.text}", f"{name}={w.value}" if w.value is not None else None, None, ".*", False))
+        words.extend(cmd.words)
+        cmd.norm_cache["strict_words"] = words
+    return words
+
+
+def strict_values(cmd: Cmd) -> frozenset[str]:
+    """The static values of `strict_words(cmd)`: a LITERAL token of an allow pattern can only be
+    aligned with a word whose value equals it, so a pattern with a literal outside this set
+    cannot match (used to index allow rules)."""
+    values = cmd.norm_cache.get("strict_values")
+    if values is None:
+        values = cmd.norm_cache["strict_values"] = frozenset(
+            w.value for w in strict_words(cmd) if w.value is not None)
+    return values
+
+
+def literal_texts(pattern: ShellPattern) -> frozenset[str]:
+    """The texts of a pattern's LITERAL tokens (each must equal a whole word for an allow match)."""
+    return frozenset(t.text for t in pattern.tokens if t.kind == LITERAL)
 
 
 # -- option normalisation (§ 6.1.4 variant 3) ---------------------------------------------------
@@ -547,6 +572,25 @@ def _required_words(pattern: ShellPattern) -> frozenset[str]:
 _REQUIRED: dict[int, tuple[ShellPattern, frozenset[str]]] = {}
 
 
+def required_words(pattern: ShellPattern) -> frozenset[str]:
+    """`_required_words`, memoised by pattern identity (the entry keeps the pattern alive)."""
+    hit = _REQUIRED.get(id(pattern))
+    if hit is None or hit[0] is not pattern:
+        hit = _REQUIRED[id(pattern)] = (pattern, _required_words(pattern))
+    return hit[1]
+
+
+def broad_wordset(cmd: Cmd) -> frozenset[str] | bool:
+    """Case-folded deny values of every word of every variant of `cmd`, or False when a word is
+    dynamic (then no word is required). Cached on the Cmd (one analysis)."""
+    wordset = cmd.norm_cache.get("wordset")
+    if wordset is None:
+        static = all(w.deny_value is not None for ws in cmd.word_variants() for w in ws)
+        wordset = cmd.norm_cache["wordset"] = (
+            frozenset(w.deny_value.casefold() for ws in cmd.word_variants() for w in ws) if static else False)
+    return wordset
+
+
 def _pattern_normalised_uncached(pattern: ShellPattern) -> tuple[str, frozenset[str], tuple[Token, ...]] | None:
     from .shell import Word, static_word
 
@@ -579,17 +623,9 @@ def shell_broad_match(pattern: ShellPattern, cmd: Cmd) -> int:
 
     if cmd.program_unknown:
         return MAYBE
-    wordset = cmd.norm_cache.get("wordset")
-    if wordset is None:
-        static = all(w.deny_value is not None for ws in cmd.word_variants() for w in ws)
-        wordset = cmd.norm_cache["wordset"] = (
-            frozenset(w.deny_value.casefold() for ws in cmd.word_variants() for w in ws) if static else False)
-    if wordset is not False:
-        hit = _REQUIRED.get(id(pattern))
-        if hit is None or hit[0] is not pattern:
-            hit = _REQUIRED[id(pattern)] = (pattern, _required_words(pattern))
-        if not hit[1] <= wordset:
-            return NO
+    wordset = broad_wordset(cmd)
+    if wordset is not False and not required_words(pattern) <= wordset:
+        return NO
     best = NO
     for words in cmd.word_variants():
         if not words:

@@ -435,9 +435,16 @@ class Cmd:
         return " ".join(parts)
 
     def word_variants(self) -> list[list[Word]]:
-        if self.alt_tails and self.words and self.words[-1] is DYNAMIC_ITEM:
-            return [self.words, self.words[:-1]]
-        return [self.words]
+        # Built once and kept: the matchers memoise per variant by the list's id, which must
+        # therefore stay alive (a fresh slice per call could reuse a freed list's id).
+        variants = self.norm_cache.get("variants")
+        if variants is None:
+            if self.alt_tails and self.words and self.words[-1] is DYNAMIC_ITEM:
+                variants = [self.words, self.words[:-1]]
+            else:
+                variants = [self.words]
+            self.norm_cache["variants"] = variants
+        return variants
 
 
 @dataclass(slots=True)
