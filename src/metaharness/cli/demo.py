@@ -47,6 +47,10 @@ def demo(as_json: bool, workspace: str | None, events_path: str | None) -> None:
     if os.path.exists(summary):
         console.print(f"summary.md (written in step 2):\n[dim]{open(summary, encoding='utf-8').read().rstrip()}[/]")
     console.print(f"raw stream: {events_path}")
-    console.print(f"next: [bold]metaharness check {events_path}[/]   "
-                  f"[bold]metaharness project --html demo.html {events_path}[/]")
+    # Name the command as this shell can run it (after `make demo` it lives in .venv/bin).
+    import shutil
+
+    exe = "metaharness" if shutil.which("metaharness") else os.path.relpath(sys.argv[0])
+    console.print(f"next: [bold]{exe} check {events_path}[/]   "
+                  f"[bold]{exe} project --html demo.html {events_path}[/]")
     sys.exit(code)
