@@ -259,17 +259,23 @@ class LoopbackServer(LocalService):
             self._unrenderable[key] = str(exc)
             raise _Refusal(400, str(exc)) from None
 
-    async def _answer_messages(self, request: Request, responder: Responder, entry: LoggedRequest) -> None:
+    async def _prepare(self, entry: LoggedRequest, api: str, wire: Any, render: Any, client: str,
+                       default_model: str) -> tuple[dict, str | None, list[RenderedCall], str]:
+        """What both APIs do before answering: pick the turn, render its calls into the client's
+        tools, log the answer, honour the turn's delay."""
         body = entry.body
         if not isinstance(body, dict):
-            raise _Refusal(400, "the Messages request body is not a JSON object")
-        text, neutral, delay = self._select(body, wire_anthropic.model_responses_in_history(body),
-                                            wire_anthropic.offers_tools(body), entry)
-        calls = self._render(render_anthropic, "anthropic", body, neutral, entry)
-        model = str(body.get("model") or "claude-loopback")
+            raise _Refusal(400, f"the {api} request body is not a JSON object")
+        text, neutral, delay = self._select(body, wire.model_responses_in_history(body), wire.offers_tools(body), entry)
+        calls = self._render(render, client, body, neutral, entry)
         entry.status, entry.delay_ms, entry.answer = 200, delay, _answer_summary(text, calls)
         self._record(entry)
         await _sleep_ms(delay)
+        return body, text, calls, str(body.get("model") or default_model)
+
+    async def _answer_messages(self, request: Request, responder: Responder, entry: LoggedRequest) -> None:
+        body, text, calls, model = await self._prepare(entry, "Messages", wire_anthropic, render_anthropic,
+                                                       "anthropic", "claude-loopback")
         request_id = f"req_{os.urandom(12).hex()}"
         if body.get("stream") is not True:
             await responder.send(200, [("content-type", "application/json"), ("request-id", request_id)],
@@ -282,16 +288,8 @@ class LoopbackServer(LocalService):
         await responder.end()
 
     async def _answer_responses(self, request: Request, responder: Responder, entry: LoggedRequest) -> None:
-        body = entry.body
-        if not isinstance(body, dict):
-            raise _Refusal(400, "the Responses request body is not a JSON object")
-        text, neutral, delay = self._select(body, wire_responses.model_responses_in_history(body),
-                                            wire_responses.offers_tools(body), entry)
-        calls = self._render(render_responses, "openai", body, neutral, entry)
-        model = str(body.get("model") or "gpt-loopback")
-        entry.status, entry.delay_ms, entry.answer = 200, delay, _answer_summary(text, calls)
-        self._record(entry)
-        await _sleep_ms(delay)
+        body, text, calls, model = await self._prepare(entry, "Responses", wire_responses, render_responses,
+                                                       "openai", "gpt-loopback")
         events = wire_responses.sse_events(model, text, calls, minimal=self.minimal)
         if body.get("stream") is not True:
             await responder.send(200, [("content-type", "application/json")], json.dumps(events[-1]["response"]).encode())

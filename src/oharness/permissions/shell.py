@@ -1037,6 +1037,14 @@ def _unwrap(cmd: Cmd, st: _State, env: _Env, stdin_script: str | None, stdin_dyn
     return chain
 
 
+
+def _recurse_string(s: "Word | None", st, env, cmd, what: str) -> None:
+    """A `-c STRING` argument: analysed as a command line when static, else the call is unknown."""
+    if s is None or s.deny_value is None:
+        _unknown(st, cmd, what)
+    else:
+        _recurse(s.deny_value, st, env, outer=cmd)
+
 def _recurse(text: str, st: _State, env: _Env, *, deny_only: bool = False, unprovable: str | None = None,
              outer: Cmd | None = None) -> None:
     before = len(st.result.cmds)
@@ -1131,10 +1139,7 @@ def _inner_of(key: str, spec: dict, cmd: Cmd, st: _State, env: _Env, stdin_scrip
                 opts["-c"] = static_word(v.split("=", 1)[1])
         s = opts.get("-c") or opts.get("--command")
         if "-c" in opts or "--command" in opts:
-            if s is None or s.deny_value is None:
-                _unknown(st, cmd, f"dynamic {key} -c string")
-            else:
-                _recurse(s.deny_value, st, env, outer=cmd)
+            _recurse_string(s, st, env, cmd, f"dynamic {key} -c string")
             return None, False, extra
         if "-u" in opts or "--user" in opts:
             return rest, False, extra
@@ -1168,26 +1173,17 @@ def _inner_of(key: str, spec: dict, cmd: Cmd, st: _State, env: _Env, stdin_scrip
         opts, rest, dyn = _split_options(args, {"value_opts": spec.get("value_opts", []) + ["-c", "--command"]})
         if "-c" in opts or "--command" in opts:
             s = opts.get("-c") or opts.get("--command")
-            if s is None or s.deny_value is None:
-                _unknown(st, cmd, "dynamic script -c string")
-            else:
-                _recurse(s.deny_value, st, env, outer=cmd)
+            _recurse_string(s, st, env, cmd, "dynamic script -c string")
         return None, False, extra
     if kind == "flock":
         opts, rest, dyn = _split_options(args, {"value_opts": spec.get("value_opts", []) + ["-c", "--command"]})
         if "-c" in opts or "--command" in opts:
             s = opts.get("-c") or opts.get("--command")
-            if s is None or s.deny_value is None:
-                _unknown(st, cmd, "dynamic flock -c string")
-            else:
-                _recurse(s.deny_value, st, env, outer=cmd)
+            _recurse_string(s, st, env, cmd, "dynamic flock -c string")
             return None, False, extra
         if rest and rest[0].deny_value is not None and rest[1:2] and rest[1].deny_value in ("-c", "--command"):
             s = rest[2] if len(rest) > 2 else None
-            if s is None or s.deny_value is None:
-                _unknown(st, cmd, "dynamic flock -c string")
-            else:
-                _recurse(s.deny_value, st, env, outer=cmd)
+            _recurse_string(s, st, env, cmd, "dynamic flock -c string")
             return None, False, extra
         return rest[1:], False, extra
     if kind in ("trap", "alias"):
