@@ -21,7 +21,10 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Iterable, Literal, Mapping, Sequence
 
 from .paths import CanonicalPath, PathError, canonical, compile_path_pattern, escape_glob, is_inside
-from .rules import MATCH, MAYBE, NO, Rule, parse_rule, shell_allow_match, shell_broad_match
+from .rules import (
+    LITERAL, MATCH, MAYBE, NO, Rule, _normalise, broad_wordset, literal_texts, parse_rule, required_words,
+    shell_allow_match, shell_broad_match, strict_values,
+)
 from .tables import lazy_attributes, load_table
 
 if TYPE_CHECKING:
@@ -469,7 +472,6 @@ class _RuleIndex:
         self._memo: dict[str | None, list[Rule]] = {}
         self._dynamic: dict[str, tuple[int, Rule | None]] = {}
         self.ctx = ctx
-        from .rules import LITERAL, literal_texts, required_words
 
         # Rules that can match at call level (`_call_level`): tool-part globs, bare tool rules.
         self.call_level = [r for r in rules if r.kind in ("any", "param") and r.tool_regex is not None
@@ -559,8 +561,6 @@ class _RuleIndex:
         by_word = self.broad_by_word.get(key)
         if not by_word:
             return got
-        from .rules import broad_wordset
-
         wordset = broad_wordset(cmd)
         if wordset is False:
             return got  # a dynamic word: required words are not used (see shell_broad_match)
@@ -575,8 +575,6 @@ class _RuleIndex:
         """Every rule whose allow match of `cmd` is not certainly false, in list order."""
         if cmd.program_unknown:
             return self.bash_all
-        from .rules import strict_values
-
         cands = list(self._strict_base)
         by_lit = self.strict_by_lit
         for v in strict_values(cmd):
@@ -707,8 +705,6 @@ def _rm_facts(cmd: Cmd, ctx: Context) -> list:
     facts = cmd.norm_cache.get(key)
     if facts is not None:
         return facts
-    from .rules import _normalise
-
     shapes: dict[tuple[int, str], bool] = {}
 
     def could_be(w: Word, literal: str) -> bool:
@@ -1075,7 +1071,8 @@ def _fill_subject(s: _Subj) -> None:
     o = s.out
     if s.kind == "cmd":
         o.words = [w.deny_value if w.deny_value is not None else w.text for w in s.cmd.words]
-        o.label = s.cmd.display()
+        if not s.cmd.words:
+            o.label = s.cmd.display()  # the stand-in for a program that cannot be determined
         if s.cmd.opaque:
             o.why = s.cmd.opaque
     elif s.kind in ("read", "write"):
@@ -1115,10 +1112,20 @@ def _deny_rules_for(call: Call, ctx: Context) -> Rule | None:
     return None
 
 
-def _cmd_read_only(s: _Subj, ctx: Context) -> bool:
-    from . import classifier
+_classifier = None  # bound by `_cls()` on first use, like the shell analyser (see the imports)
 
-    return s.cmd is not None and classifier.is_read_only(s.cmd, trusted=ctx.trusted)
+
+def _cls():
+    global _classifier
+    if _classifier is None:
+        from . import classifier
+
+        _classifier = classifier
+    return _classifier
+
+
+def _cmd_read_only(s: _Subj, ctx: Context) -> bool:
+    return s.cmd is not None and _cls().is_read_only(s.cmd, trusted=ctx.trusted)
 
 
 def _gate_refuses(s: _Subj, ctx: Context) -> bool:
@@ -1213,8 +1220,7 @@ def subagent_context(parent: Context, *, child_mode: str | None = None, child_al
 
 def _fill_grants(subs: list[_Subj], call: Call, ctx: Context, only_display: bool = False) -> list[_Subj]:
     """Step 6: mark each subject granted or pending; returns the pending ones in call order."""
-    from . import classifier
-
+    classifier = _cls()
     mode = ctx.mode
     pending: list[_Subj] = []
     group_exact: set[int] = set()

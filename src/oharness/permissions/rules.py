@@ -36,6 +36,19 @@ __all__ = [
 ]
 
 MATCH, MAYBE, NO = 2, 1, 0
+_shell = None  # the shell analyser module, bound by `_sh()` on first use
+
+
+def _sh():
+    """The shell analyser, imported when a Bash rule is first matched (a session opens before its
+    first shell command); kept in a global because matchers run many times per decision."""
+    global _shell
+    if _shell is None:
+        from . import shell
+
+        _shell = shell
+    return _shell
+
 
 
 def __getattr__(name: str):
@@ -428,13 +441,12 @@ def strict_words(cmd: Cmd) -> list[Word]:
     static) as `NAME=value` words, then the command's words. Cached on the Cmd (one analysis)."""
     words = cmd.norm_cache.get("strict_words")
     if words is None:
-        from .shell import SAFE_ASSIGNMENTS, Word
-
+        sh = _sh()
         words = []
         for name, w in cmd.assigns:
-            if SAFE_ASSIGNMENTS(name) and w.static:
+            if sh.SAFE_ASSIGNMENTS(name) and w.static:
                 continue
-            words.append(Word(f"{name}={w.text}", f"{name}={w.value}" if w.value is not None else None, None, ".*", False))
+            words.append(sh.Word(f"{name}={w.text}", f"{name}={w.value}" if w.value is not None else None, None, ".*", False))
         words.extend(cmd.words)
         cmd.norm_cache["strict_words"] = words
     return words
@@ -460,9 +472,7 @@ def literal_texts(pattern: ShellPattern) -> frozenset[str]:
 
 
 def _normalise(base: str, words: list[Word]) -> tuple[frozenset[str], list[Word], bool]:
-    from .shell import _lazy
-
-    spec = _lazy("OPTIONS").get(base, {})
+    spec = _sh()._lazy("OPTIONS").get(base, {})
     glob_ = set(spec.get("global", []))
     gval = set(spec.get("global_value", []))
     aliases = spec.get("aliases", {})
@@ -592,8 +602,7 @@ def broad_wordset(cmd: Cmd) -> frozenset[str] | bool:
 
 
 def _pattern_normalised_uncached(pattern: ShellPattern) -> tuple[str, frozenset[str], tuple[Token, ...]] | None:
-    from .shell import Word, static_word
-
+    Word, static_word = _sh().Word, _sh().static_word
     first = pattern.tokens[0]
     if first.kind != LITERAL:
         return None
@@ -619,8 +628,6 @@ def _pattern_normalised_uncached(pattern: ShellPattern) -> tuple[str, frozenset[
 
 def shell_broad_match(pattern: ShellPattern, cmd: Cmd) -> int:
     """Broad deny/ask matching (§ 6.1.4): the best of all variants."""
-    from .shell import static_word
-
     if cmd.program_unknown:
         return MAYBE
     wordset = broad_wordset(cmd)
@@ -635,7 +642,7 @@ def shell_broad_match(pattern: ShellPattern, cmd: Cmd) -> int:
             return best
         prog = words[0]
         if prog.deny_value is not None and "/" in prog.deny_value:
-            based = [static_word(prog.deny_value.rsplit("/", 1)[-1])] + words[1:]
+            based = [_sh().static_word(prog.deny_value.rsplit("/", 1)[-1])] + words[1:]
             best = max(best, _seq(pattern.tokens, based, _broad_cmp, {}))
             if best == MATCH:
                 return best

@@ -19,7 +19,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, NamedTuple
 
 from .tables import lazy_attributes, load_table
 
@@ -84,24 +84,29 @@ def _parser() -> tree_sitter.Parser:
 # Words
 
 
-@dataclass(frozen=True, slots=True)
-class Word:
+class Word(NamedTuple):
     """One word of a simple command (§ 6.1.2).
 
     `value` is the exact runtime value when static, else None. `deny_value` is the value used for
-    deny/ask matching (ANSI-C strings are decoded there but count as dynamic for allow). `shape`
-    is a regular expression over the possible values.
+    deny/ask matching (ANSI-C strings are decoded there but count as dynamic for allow).
+    `pattern` is a regular expression over the possible values, or None for a static word (whose
+    pattern, `re.escape(value)`, is built only if asked for: most words never are). A tuple,
+    because a command line makes dozens of these per decision.
     """
 
     text: str
     value: str | None
     deny_value: str | None
-    shape: str
+    pattern: str | None
     may_dash: bool
 
     @property
     def static(self) -> bool:
         return self.value is not None
+
+    @property
+    def shape(self) -> str:
+        return self.pattern if self.pattern is not None else re.escape(self.deny_value or "")
 
     def could_be(self, literal: str, *, fold: bool = True) -> bool:
         flags = re.IGNORECASE | re.DOTALL if fold else re.DOTALL
@@ -115,7 +120,7 @@ class Word:
 
 
 def static_word(value: str) -> Word:
-    return Word(value, value, value, re.escape(value), value.startswith("-"))
+    return Word(value, value, value, None, value.startswith("-"))
 
 
 DYNAMIC_ITEM = Word("<item>", None, None, ".*", True)
@@ -398,37 +403,45 @@ class PathRef:
         return v is not None and v.startswith("/")
 
 
-@dataclass(slots=True)
 class Cmd:
-    """One simple command (a layer of a wrapped command, or an inner command) — a `cmd` subject."""
+    """One simple command (a layer of a wrapped command, or an inner command) — a `cmd` subject.
 
-    words: list[Word]
-    assigns: list[tuple[str, Word]] = field(default_factory=list)
-    group: int = 0  # id of the outermost simple command this layer belongs to
-    layer: int = 0  # 0 = outermost
-    wrapper: str | None = None  # wrapper kind when this layer wraps an inner command
-    transparent: bool = False
-    inner: "Cmd | None" = None
-    alt_tails: bool = False  # xargs: matching also tries the words without the appended item
-    unprovable: list[str] = field(default_factory=list)
-    opaque: str | None = None
-    program_unknown: bool = False
-    deny_only: bool = False
-    in_body: bool = False
-    cwd: str | None = None
-    paths: list[PathRef] = field(default_factory=list)
-    norm_cache: dict = field(default_factory=dict, repr=False, compare=False)  # rules.py memo
+    A plain slotted class with a hand-written constructor: a command line makes one or more per
+    simple command on every decision, and a dataclass constructor is several times slower."""
+
+    __slots__ = ("words", "basename", "assigns", "group", "layer", "wrapper", "transparent", "inner", "alt_tails",
+                 "unprovable", "opaque", "program_unknown", "deny_only", "in_body", "cwd", "paths",
+                 "norm_cache")
+
+    def __init__(self, words: list[Word], assigns: list[tuple[str, Word]] | None = None, group: int = 0,
+                 layer: int = 0, in_body: bool = False, cwd: str | None = None, deny_only: bool = False,
+                 unprovable: list[str] | None = None, program_unknown: bool = False,
+                 opaque: str | None = None) -> None:
+        self.words = words  # never rebound: `basename` is worked out once, here
+        program = words[0].deny_value if words else None
+        self.basename = program.rsplit("/", 1)[-1] if program is not None else None
+        self.assigns = assigns if assigns is not None else []
+        self.group = group  # id of the outermost simple command this layer belongs to
+        self.layer = layer  # 0 = outermost
+        self.wrapper: str | None = None  # wrapper kind when this layer wraps an inner command
+        self.transparent = False
+        self.inner: Cmd | None = None
+        self.alt_tails = False  # xargs: matching also tries the words without the appended item
+        self.unprovable = unprovable if unprovable is not None else []
+        self.opaque = opaque
+        self.program_unknown = program_unknown
+        self.deny_only = deny_only
+        self.in_body = in_body
+        self.cwd = cwd
+        self.paths: list[PathRef] = []
+        self.norm_cache: dict = {}  # rules.py / engine.py memo, per analysis
+
+    def __repr__(self) -> str:
+        return f"Cmd({self.display()!r}, group={self.group}, layer={self.layer})"
 
     @property
     def program(self) -> Word | None:
         return self.words[0] if self.words else None
-
-    @property
-    def basename(self) -> str | None:
-        p = self.program
-        if p is None or p.deny_value is None:
-            return None
-        return p.deny_value.rsplit("/", 1)[-1]
 
     def display(self) -> str:
         parts = [f"{k}={w.text}" for k, w in self.assigns] + [w.text for w in self.words]
@@ -571,8 +584,7 @@ class _State:
     limit_hit: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class _Env:
+class _Env(NamedTuple):  # a tuple: the walk makes one per nesting level
     depth: int = 0
     in_body: bool = False
     top_level: bool = True
@@ -583,6 +595,10 @@ class _Env:
 _BODY_TYPES = {"for_statement", "c_style_for_statement", "while_statement", "case_statement",
                "function_definition", "test_command", "arithmetic_expansion"}
 _NESTING_TYPES = {"command_substitution", "process_substitution"}
+# Node types the walk acts on even when the parser gave them no children.
+_LEAF_FACTS = {"command", "redirected_statement", "pipeline", "variable_assignment", "declaration_command",
+               "unset_command", "function_definition", "file_redirect", "heredoc_redirect", "herestring_redirect"}
+_MAY_NEST = re.compile(rb"[$`(]")
 _WORDISH = {"word", "string", "raw_string", "concatenation", "simple_expansion", "expansion",
             "command_substitution", "process_substitution", "ansi_c_string", "translated_string",
             "number", "arithmetic_expansion", "brace_expression", "$"}
@@ -686,6 +702,8 @@ class _Walker:
     # The walk visits every node; specific node types add facts, all of them recurse.
     def walk(self, node: tree_sitter.Node, env: _Env) -> None:
         t = node.type
+        if not node.child_count and t not in _LEAF_FACTS:
+            return  # a token: nothing below it, no fact of its own
         if t == "command":
             self.command(node, env, [])
             return
@@ -783,7 +801,8 @@ class _Walker:
         redirects: list[tree_sitter.Node] = []
         seen_name = False
         for child in node.children:
-            if child.type == "variable_assignment" and not seen_name:
+            ct = child.type
+            if ct == "variable_assignment" and not seen_name:
                 name_node = child.child_by_field_name("name") or child.children[0]
                 name = self.text(name_node)
                 value_text = self.text(child)[len(name) :]
@@ -793,40 +812,43 @@ class _Walker:
                 for sub in child.children[1:]:
                     self._walk_nested(sub, env)
                 assigns.append((name, parse_word(value_text, self._home())))
-            elif child.type.endswith("_redirect"):
+            elif ct.endswith("_redirect"):
                 redirects.append(child)
-            elif child.type == "command_name":
+            elif ct == "command_name":
                 seen_name = True
                 arg_nodes.append(child)
-            elif child.type == "comment":
-                continue
-            else:
+            elif ct != "comment":
                 arg_nodes.append(child)
         # Substitutions inside the words run before the command itself.
         for a in arg_nodes:
             self._walk_nested(a, env)
-        words = [parse_word(text, self._home()) for text in self._group_words(arg_nodes)]
+        home = self._home()
+        words = [parse_word(text, home) for text in self._group_words(arg_nodes)]
         self.state.groups += 1
-        cmd = Cmd(words=words, assigns=assigns, group=self.state.groups, in_body=env.in_body,
-                  cwd=self.state.cwd, deny_only=env.deny_only)
-        all_redirects = redirects + list(outer_redirects)
-        self._register(cmd, env, all_redirects)
+        cmd = Cmd(words, assigns, self.state.groups, 0, env.in_body, self.state.cwd, env.deny_only)
+        self._register(cmd, env, redirects + outer_redirects if outer_redirects else redirects)
         self._track_cd(cmd, env)
 
     def _group_words(self, nodes: list[tree_sitter.Node]) -> list[str]:
         """Adjacent nodes with no space between them form one word (`$"x"`, `a"b"`)."""
         out: list[str] = []
         last_end = -1
+        src = self.src
         for n in nodes:
-            txt = self.text(n)
-            if n.start_byte == last_end and out:
+            start, end = n.start_byte, n.end_byte
+            if start == end:
+                continue
+            txt = src[start:end].decode("utf-8", "replace")
+            if start == last_end and out:
                 out[-1] += txt
             else:
                 out.append(txt)
-            last_end = n.end_byte
-        return [w for w in out if w != ""]
+            last_end = end
+        return out
 
     def _walk_nested(self, node: tree_sitter.Node, env: _Env) -> None:
+        if not _MAY_NEST.search(self.src, node.start_byte, node.end_byte):
+            return  # no `$`, backquote or `(` in its text: no substitution can be inside
         if node.type in _NESTING_TYPES:
             self.walk(node, env)
             return
@@ -1530,13 +1552,29 @@ def _tar_paths(cmd: Cmd, words: list[Word]) -> None:
 _SED_EXEC = re.compile(r"(^|[;{}\n])\s*[0-9,$/\\!]*\s*[ewW]\b|s(.).*?\2.*?\2[gpiImM0-9]*[ewW]")
 
 
+_PYTHON = re.compile(r"python[0-9.]*")
+_CODE_RUNNERS = {"deno", "awk", "gawk", "mawk", "nawk", "sed", "git"}
+
+
 def _mark_unprovable(cmd: Cmd) -> None:
     base = cmd.basename
     words = cmd.words
     if base is None:
         return
-    vals = [w.deny_value for w in words[1:]]
-    flags = INTERPRETER_CODE_FLAGS.get(base) or (INTERPRETER_CODE_FLAGS["python"] if re.fullmatch(r"python[0-9.]*", base) else None)
+    flags = INTERPRETER_CODE_FLAGS.get(base)
+    if flags is None and base.startswith("python") and _PYTHON.fullmatch(base):
+        flags = INTERPRETER_CODE_FLAGS["python"]
+    if flags or base in _CODE_RUNNERS:
+        _mark_code_runner(cmd, base, flags, [w.deny_value for w in words[1:]])
+    for w in words[1:]:
+        if w.deny_value == "--":
+            break
+        if w.deny_value is None and w.may_dash:
+            cmd.unprovable.append("dynamic word may be an option")
+            break
+
+
+def _mark_code_runner(cmd: Cmd, base: str, flags: set[str] | None, vals: list[str | None]) -> None:
     if flags and any(v in flags or (v and v[:2] in flags and len(v) > 2 and not v.startswith("--")) for v in vals):
         cmd.unprovable.append("interpreter runs code from an argument")
     if base == "deno" and vals[:1] == ["eval"]:
@@ -1550,9 +1588,3 @@ def _mark_unprovable(cmd: Cmd) -> None:
             cmd.unprovable.append("sed script may execute or write")
     if base == "git" and any(v is not None and (v in ("-c", "--exec-path", "--upload-pack", "--receive-pack", "-u") or v.startswith(("--exec-path=", "--upload-pack=", "--receive-pack=", "--config-env"))) for v in vals):
         cmd.unprovable.append("git option runs a program")
-    for w in words[1:]:
-        if w.deny_value == "--":
-            break
-        if w.deny_value is None and w.may_dash:
-            cmd.unprovable.append("dynamic word may be an option")
-            break
