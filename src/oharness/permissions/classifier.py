@@ -144,6 +144,21 @@ def _risky_for(base: str) -> list[dict]:
     return got
 
 
+_ROUTINE_BY_PROGRAM: list = [None, {}]  # [the ROUTINE table it was built from, {program: entries}]
+
+
+def _routine_for(base: str) -> list[dict]:
+    """The ROUTINE entries listing `base` as a program, in table order (memoised like `_risky_for`)."""
+    table = _lazy("ROUTINE")
+    if _ROUTINE_BY_PROGRAM[0] is not table:
+        _ROUTINE_BY_PROGRAM[:] = [table, {}]
+    memo = _ROUTINE_BY_PROGRAM[1]
+    got = memo.get(base)
+    if got is None:
+        got = memo[base] = [e for e in table if base in _programs(e)]
+    return got
+
+
 def risky_feature(cmd: Cmd) -> str | None:
     """The id of the first risky feature of a command (§ 10 step 1), or None."""
     base = (cmd.basename or "").lower()
@@ -182,9 +197,7 @@ def is_routine(cmd: Cmd) -> bool:
     vals = _vals(cmd)
     if any(v is None for v in vals):
         return False
-    for e in _lazy("ROUTINE"):
-        if base not in _programs(e):
-            continue
+    for e in _routine_for(base):
         if "targets" in e:
             if not vals or (len(vals) == 1 and vals[0] in e["targets"]):
                 return True

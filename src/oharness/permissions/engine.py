@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shlex
 import urllib.parse
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Iterable, Literal, Mapping, Sequence
 
-from .paths import CanonicalPath, PathError, canonical, compile_path_pattern, escape_glob, is_inside
+from .paths import CanonicalPath, PathError, PathPattern, canonical, compile_path_pattern, escape_glob, is_inside
 from .rules import (
     LITERAL, MATCH, MAYBE, NO, Rule, _normalise, broad_wordset, literal_texts, parse_rule, required_words,
     shell_allow_match, shell_broad_match, strict_values,
@@ -876,16 +877,44 @@ def _inside_workspace_or_tmp(c: CanonicalPath, ctx: Context) -> bool:
     return _inside_roots(c, ctx)
 
 
-def _matches_any(patterns: Sequence[str], c: CanonicalPath, ctx: Context) -> str | None:
+class _PatternSet:
+    """Broad path patterns (the protected and secret lists) compiled to answer "does any of them
+    match?" with few regex calls: the any-depth names are one alternation over the path's
+    components; an anchored pattern with a literal first component is tried only on paths under
+    its anchor with that component (the same necessary condition `PathPattern.matches` checks
+    first); the rest are tried one by one."""
+
+    def __init__(self, patterns: Sequence[str], ctx: Context) -> None:
+        compiled = [compile_path_pattern(p, project_root=ctx.project_root, home=ctx.home, broad=True) for p in patterns]
+        names = [pat.regex.pattern for pat in compiled if pat.anchor is None]
+        self.names = re.compile("|".join(f"(?:{n})" for n in names), re.IGNORECASE) if names else None
+        self.by_first: dict[str, dict[str, list[PathPattern]]] = {}
+        self.rest: list[PathPattern] = []
+        for pat in compiled:
+            if pat.anchor is None:
+                continue
+            if pat.first is not None and pat.anchor != "/":
+                self.by_first.setdefault(pat.anchor + "/", {}).setdefault(pat.first, []).append(pat)
+            else:
+                self.rest.append(pat)
+
+    def matches(self, path: str) -> bool:
+        if self.names is not None and any(self.names.fullmatch(part) for part in path.split("/") if part):
+            return True
+        for prefix, by_first in self.by_first.items():
+            if path.startswith(prefix):
+                head = path[len(prefix):].split("/", 1)[0].casefold()
+                if any(pat.matches(path) for pat in by_first.get(head, ())):
+                    return True
+        return any(pat.matches(path) for pat in self.rest)
+
+
+def _matches_any(patterns: Sequence[str], c: CanonicalPath, ctx: Context) -> bool:
     key = ("patterns", id(patterns))
     compiled = ctx._cache.get(key)
     if compiled is None:
-        compiled = ctx._cache[key] = [
-            (p, compile_path_pattern(p, project_root=ctx.project_root, home=ctx.home, broad=True)) for p in patterns]
-    for p, pat in compiled:
-        if pat.matches(c.lexical) or (c.real != c.lexical and pat.matches(c.real)):
-            return p
-    return None
+        compiled = ctx._cache[key] = _PatternSet(patterns, ctx)
+    return compiled.matches(c.lexical) or (c.real != c.lexical and compiled.matches(c.real))
 
 
 def _critical(c: CanonicalPath, ctx: Context, cwd: str | None) -> bool:
@@ -1226,9 +1255,10 @@ def _fill_grants(subs: list[_Subj], call: Call, ctx: Context, only_display: bool
     group_exact: set[int] = set()
     allowed_cmds: dict[int, Rule] = {}
     cmd_rule: dict[int, Rule] = {}
+    idx = _index_of(ctx.rules.allow, ctx)
     for s in subs:
         if s.kind == "cmd":
-            for rule in _index_of(ctx.rules.allow, ctx).for_cmd_strict(s.cmd):
+            for rule in idx.for_cmd_strict(s.cmd):
                 if rule.tool != "Bash":
                     continue
                 if rule.kind == "any":
@@ -1268,7 +1298,6 @@ def _fill_grants(subs: list[_Subj], call: Call, ctx: Context, only_display: bool
         elif s.kind == "read":
             grant = ("read-only", None)
         elif s.kind == "write":
-            idx = _index_of(ctx.rules.allow, ctx)
             if s.canon is None:
                 rule = idx.first_any("Write")  # an unknown target: only `Write` with no specifier covers it
             else:
@@ -1291,7 +1320,7 @@ def _fill_grants(subs: list[_Subj], call: Call, ctx: Context, only_display: bool
             rule = next((r for r in ctx.rules.allow if _allow_covers(r, s, call, ctx)), None)
             if rule is not None:
                 grant = ("allow-rule", rule)
-        if grant is not None and grant[0] == "allow-rule" and not _child_allows(s, call, ctx):
+        if grant is not None and ctx.child_allow and grant[0] == "allow-rule" and not _child_allows(s, call, ctx):
             grant = None
         if grant is not None:
             _mark(s, "allow", grant[0], grant[1])

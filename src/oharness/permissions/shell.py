@@ -109,14 +109,18 @@ class Word(NamedTuple):
         return self.pattern if self.pattern is not None else re.escape(self.deny_value or "")
 
     def could_be(self, literal: str, *, fold: bool = True) -> bool:
-        flags = re.IGNORECASE | re.DOTALL if fold else re.DOTALL
-        return re.fullmatch(self.shape, literal, flags) is not None
+        return _shape_regex(self.shape, fold).fullmatch(literal) is not None
 
     def shape_prefix(self) -> str:
         """The literal text every possible value starts with."""
         m = re.match(r"((?:\\.|[^\\.\[(*?+{|^$])*)", self.shape)
         raw = m.group(1) if m else ""
         return re.sub(r"\\(.)", r"\1", raw)
+
+
+@lru_cache(maxsize=4096)
+def _shape_regex(shape: str, fold: bool) -> re.Pattern[str]:
+    return re.compile(shape, re.IGNORECASE | re.DOTALL if fold else re.DOTALL)
 
 
 def static_word(value: str) -> Word:
@@ -820,10 +824,13 @@ class _Walker:
             elif ct != "comment":
                 arg_nodes.append(child)
         # Substitutions inside the words run before the command itself.
-        for a in arg_nodes:
-            self._walk_nested(a, env)
+        if _MAY_NEST.search(self.src, node.start_byte, node.end_byte):
+            for a in arg_nodes:
+                self._walk_nested(a, env)
         home = self._home()
-        words = [parse_word(text, home) for text in self._group_words(arg_nodes)]
+        plain = _PLAIN.fullmatch
+        words = [Word(text, text, text, None, text[0] == "-") if plain(text) else parse_word(text, home)
+                 for text in self._group_words(arg_nodes)]
         self.state.groups += 1
         cmd = Cmd(words, assigns, self.state.groups, 0, env.in_body, self.state.cwd, env.deny_only)
         self._register(cmd, env, redirects + outer_redirects if outer_redirects else redirects)
