@@ -17,6 +17,7 @@ import tree_sitter_bash
 
 from oharness.permissions import Context, RuleSet, decide, oharness_call, parse_rule
 from oharness.permissions.engine import builtin_rules
+from oharness.permissions.shell import analyse
 
 COMMAND = ("cd src && git status --short && npm run test -- --watch=false 2>&1 | tee /tmp/test.log; "
            "FOO=1 timeout 60 make -j4 build > build.log && echo \"done $(date +%s)\" || "
@@ -64,19 +65,23 @@ def main() -> None:
     for _ in range(200):  # warm caches (compiled patterns) and the allocator
         decide(call, ctx)
         parser.parse(source)
-    parse_t, decide_t = [], []
+    parse_t, analyse_t, decide_t = [], [], []
     for _ in range(N):
         t0 = time.perf_counter_ns()
         parser.parse(source)
         t1 = time.perf_counter_ns()
-        v = decide(call, ctx)
+        analyse(COMMAND, root, home)  # the shell analysis alone (parse + walk), no rules
         t2 = time.perf_counter_ns()
+        v = decide(call, ctx)
+        t3 = time.perf_counter_ns()
         parse_t.append((t1 - t0) / 1000)
-        decide_t.append((t2 - t1) / 1000)
+        analyse_t.append((t2 - t1) / 1000)
+        decide_t.append((t3 - t2) / 1000)
     print(f"rules: {len(rules.all())}   command: {len(COMMAND)} chars, "
           f"{sum(1 for s in v.subjects if s.kind == 'cmd')} cmd subjects, {len(v.subjects)} subjects")
     print(f"verdict: {v.behavior} [{v.reason}{'; ' + v.rule if v.rule else ''}]")
     print(f"bare tree-sitter parse   p50 {statistics.median(parse_t):8.1f} µs   p99 {pct(parse_t, 0.99):8.1f} µs")
+    print(f"shell analysis alone     p50 {statistics.median(analyse_t):8.1f} µs   p99 {pct(analyse_t, 0.99):8.1f} µs")
     print(f"decide() (1,000 rules)   p50 {statistics.median(decide_t):8.1f} µs   p99 {pct(decide_t, 0.99):8.1f} µs")
     print(f"ratio decide/parse       p50 {statistics.median(decide_t) / statistics.median(parse_t):8.1f}x     "
           f"p99 {pct(decide_t, 0.99) / pct(parse_t, 0.99):8.1f}x")

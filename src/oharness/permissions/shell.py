@@ -1342,11 +1342,23 @@ def _find_inner(cmd: Cmd, st: _State, extra: dict) -> tuple[list[Word] | None, b
 # File operands (§ 7.2.7) and unprovable marks (§ 7.2.3)
 
 
+_OPTION_SETS: dict[int, tuple[dict, dict[str, set[str]], set[str]]] = {}
+
+
+def _option_sets(spec: dict) -> tuple[dict[str, set[str]], set[str]]:
+    """(path options by kind, every option that takes a value) of a file-command entry, built once
+    per entry object (the entry is kept in the memo so its id cannot be reused)."""
+    got = _OPTION_SETS.get(id(spec))
+    if got is None or got[0] is not spec:
+        path_opts = {k: set(spec.get(k, [])) for k in ("read_opts", "write_opts", "target_opts", "at_read_opts")}
+        value_opts = set(spec.get("value_opts", [])) | set(spec.get("pattern_opts", []))
+        got = _OPTION_SETS[id(spec)] = (spec, path_opts, value_opts.union(*path_opts.values()))
+    return got[1], got[2]
+
+
 def _operands(words: list[Word], spec: dict) -> tuple[list[Word], dict[str, list[Word]], set[str]]:
     """Split into operands and option values, per the file-command table entry."""
-    value_opts = set(spec.get("value_opts", [])) | set(spec.get("pattern_opts", []))
-    path_opts = {k: set(spec.get(k, [])) for k in ("read_opts", "write_opts", "target_opts", "at_read_opts")}
-    all_value = value_opts.union(*path_opts.values())
+    path_opts, all_value = _option_sets(spec)
     operands: list[Word] = []
     values: dict[str, list[Word]] = {k: [] for k in path_opts}
     values["pattern"] = []
