@@ -7,6 +7,8 @@ in `data/*.toml`; this module only interprets them.
 
 from __future__ import annotations
 
+from typing import Callable
+
 from . import shell as _shell
 from .shell import Cmd, SAFE_ASSIGNMENTS
 from .tables import lazy_attributes, load_table
@@ -127,36 +129,30 @@ def _programs(entry: dict) -> list[str]:
     return [p] if isinstance(p, str) else list(p)
 
 
-_RISKY_BY_PROGRAM: list = [None, {}]  # [the RISKY table it was built from, {program: features}]
+_BY_PROGRAM: dict[str, tuple[list, dict[str, list[dict]]]] = {}  # table name -> (table, {program: entries})
+
+
+def _entries_for(name: str, base: str, applies: Callable[[dict, str], bool]) -> list[dict]:
+    """The entries of table `name` that apply to program `base`, in table order. Memoised per
+    program for the table object in use (a table replaced in the module starts afresh)."""
+    table = _lazy(name)
+    memo = _BY_PROGRAM.get(name)
+    if memo is None or memo[0] is not table:
+        memo = _BY_PROGRAM[name] = (table, {})
+    got = memo[1].get(base)
+    if got is None:
+        got = memo[1][base] = [e for e in table if applies(e, base)]
+    return got
 
 
 def _risky_for(base: str) -> list[dict]:
-    """The RISKY features whose program (or program prefix) is `base`, in table order. Memoised
-    per program for the table object in use (a table replaced in the module starts afresh)."""
-    table = _lazy("RISKY")
-    if _RISKY_BY_PROGRAM[0] is not table:
-        _RISKY_BY_PROGRAM[:] = [table, {}]
-    memo = _RISKY_BY_PROGRAM[1]
-    got = memo.get(base)
-    if got is None:
-        got = memo[base] = [f for f in table
-                            if base in _programs(f) or any(base.startswith(p) for p in f.get("prefix", []))]
-    return got
-
-
-_ROUTINE_BY_PROGRAM: list = [None, {}]  # [the ROUTINE table it was built from, {program: entries}]
+    """The RISKY features whose program (or program prefix) is `base`."""
+    return _entries_for("RISKY", base, lambda f, b: b in _programs(f) or any(b.startswith(p) for p in f.get("prefix", [])))
 
 
 def _routine_for(base: str) -> list[dict]:
-    """The ROUTINE entries listing `base` as a program, in table order (memoised like `_risky_for`)."""
-    table = _lazy("ROUTINE")
-    if _ROUTINE_BY_PROGRAM[0] is not table:
-        _ROUTINE_BY_PROGRAM[:] = [table, {}]
-    memo = _ROUTINE_BY_PROGRAM[1]
-    got = memo.get(base)
-    if got is None:
-        got = memo[base] = [e for e in table if base in _programs(e)]
-    return got
+    """The ROUTINE entries listing `base` as a program."""
+    return _entries_for("ROUTINE", base, lambda e, b: b in _programs(e))
 
 
 def risky_feature(cmd: Cmd) -> str | None:
