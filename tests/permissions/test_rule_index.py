@@ -188,3 +188,26 @@ def test_each_rule_alone_is_found_for_every_command(dirs, text):
                     assert engine._per_subject(rs.deny, s, call, ctx) == _brute_per_subject(rs.deny, s, call, ctx), (command, s.label)
                 elif s.kind == "cmd":
                     assert _indexed_cmd_allow(rs.allow, s.cmd, ctx) is _brute_cmd_allow(rs.allow, s.cmd), (command, s.label)
+
+
+# -- the protected/secret pattern set (engine._PatternSet) --------------------------------------
+
+_COMPONENTS = [".git", ".GIT", ".ssh", ".Ssh", ".config", "git", "fish", ".cargo", "config.toml", "config",
+               ".github", "workflows", "src", "a.py", ".env", ".envrc", "pip.conf", ".vscode", "x", "ſ", "K"]
+_CTX = Context(rules=RuleSet(), project_root="/w/proj", home="/home/u", cwd="/w/proj", mode="auto")
+
+
+@SETTINGS
+@given(anchor=st.sampled_from(["root", "home", "/", "/tmp"]),
+       parts=st.lists(st.sampled_from(_COMPONENTS), min_size=0, max_size=5))
+def test_pattern_set_equals_a_scan_of_every_pattern(anchor, parts):
+    from oharness.permissions.paths import compile_path_pattern
+
+    ctx = _CTX
+    base = {"root": ctx.project_root, "home": ctx.home, "/": "", "/tmp": "/tmp"}[anchor]
+    path = base + "/" + "/".join(parts) if parts else (base or "/")
+    for name in ("paths", "secret"):
+        patterns = engine._lazy("PROTECTED")[name]
+        scan = any(compile_path_pattern(p, project_root=ctx.project_root, home=ctx.home, broad=True).matches(path)
+                   for p in patterns)
+        assert engine._PatternSet(patterns, ctx).matches(path) == scan, (name, path)
