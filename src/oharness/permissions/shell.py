@@ -829,7 +829,7 @@ class _Walker:
                 self._walk_nested(a, env)
         home = self._home()
         plain = _PLAIN.fullmatch
-        words = [Word(text, text, text, None, text[0] == "-") if plain(text) else parse_word(text, home)
+        words = [static_word(text) if plain(text) else parse_word(text, home)
                  for text in self._group_words(arg_nodes)]
         self.state.groups += 1
         cmd = Cmd(words, assigns, self.state.groups, 0, env.in_body, self.state.cwd, env.deny_only)
