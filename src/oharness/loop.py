@@ -159,8 +159,11 @@ class Agent:
                     return TurnOutcome("max_tokens" if stop == "max_tokens" else "end_turn", None, final_text)
                 results = self._results_message()
                 for block in calls:
-                    call = ToolCall(block.id, block.name, block.input, self.ctx.cwd, self.name)
+                    cwd = self.ctx.bash_cwd() if block.name == "bash" else self.ctx.cwd
+                    call = ToolCall(block.id, block.name, block.input, cwd, self.name)
                     output = await self._handle_call(call)
+                    if output.cwd is not None:
+                        self.ctx.shell_cwd = output.cwd  # decided with, and run in, from the next call on
                     results["content"].append(
                         {"type": "tool_result", "call_id": call.id, "content": output.content, "is_error": output.is_error}
                     )

@@ -117,6 +117,29 @@ async def test_bash_output_and_exit_code(ctx, tmp_path):
     assert out.exit_code == 3 and "[exit code 3]" in out.content
 
 
+async def test_bash_reports_where_it_ended_and_starts_there_next(ctx, tmp_path):
+    (tmp_path / "sub").mkdir()
+    out = await BashTool().call({"command": 'echo "$#:$0"; cd sub && exit 4'}, ctx)
+    assert out.content.splitlines()[0] == "0:bash"  # positional parameters as under `bash -c`
+    assert out.exit_code == 4 and out.cwd == str(tmp_path / "sub")
+    assert f"[working directory now {tmp_path / 'sub'}]" in out.content
+    ctx.shell_cwd = out.cwd  # what the agent loop does with the report
+    out = await BashTool().call({"command": "pwd"}, ctx)
+    assert out.content == f"{tmp_path / 'sub'}\n" and out.cwd == str(tmp_path / "sub")
+
+
+@pytest.mark.parametrize("command", ["cd sub; trap 'echo own' EXIT", "cd sub; exec true", "cd sub; kill -9 $$"])
+async def test_bash_reports_no_directory_when_its_exit_trap_cannot_run(ctx, tmp_path, command):
+    (tmp_path / "sub").mkdir()
+    out = await BashTool().call({"command": command}, ctx)
+    assert out.cwd is None and "working directory now" not in out.content
+
+
+def test_bash_starts_in_the_session_directory_once_the_carried_one_is_gone(ctx, tmp_path):
+    ctx.shell_cwd = str(tmp_path / "gone")
+    assert ctx.bash_cwd() == str(tmp_path) and ctx.shell_cwd is None
+
+
 async def test_bash_scrubs_environment(ctx, monkeypatch):
     monkeypatch.setenv("BASH_ENV", "/nonexistent/should-not-load")
     monkeypatch.setenv("KEEP_ME", "yes")

@@ -243,3 +243,28 @@ def test_under_metaharness_observe_oharness_rules_still_hold(project, tmp_path):
     assert results[1]["is_error"] and "ask-rule" in results[1]["content"] and "nobody to ask" in results[1]["content"]
     assert not results[2]["is_error"] and "keep.txt" in results[2]["content"]
     assert (project / "build" / "keep.txt").exists()
+
+
+def test_bash_carries_its_working_directory_and_the_next_call_is_decided_there(project, tmp_path, isolated_home):
+    # § 7.2.9: only the working directory survives a bash call, and the next analysis uses it:
+    # `echo x > secret.txt` after `cd sub` writes sub/secret.txt, which the deny rule covers.
+    (project / ".oharness" / "settings.json").write_text(json.dumps({"deny": ["write(sub/secret*)"]}))
+    script = scenario(tmp_path / "s.json", [
+        {"calls": [shell("mkdir sub && cd sub"), shell("pwd"), shell("echo x > secret.txt"),
+                   shell("cd .. && echo x > secret.txt")]},
+        {"text": "done"},
+    ])
+    session_dir = tmp_path / "session"
+    run = oharness("-p", "go", "--mode", "bypass", "--script", script, "--cwd", str(project),
+                   "--session-dir", str(session_dir), cwd=project)
+    assert run.returncode == 0, run.stderr
+    assert f"[working directory now {project / 'sub'}]" in run.stdout.replace("\n", "")
+    assert not (project / "sub" / "secret.txt").exists()
+    assert (project / "secret.txt").read_text() == "x\n"  # back in the root: not covered
+    lines = [json.loads(l) for l in (session_dir / "decisions.jsonl").read_text().splitlines()]
+    answers = {l["id"]: l["outcome"] for l in lines if l["kind"] == "answer"}
+    outcome = {d["principal"]: answers[d["id"]] for d in lines if d["kind"] == "decision"}
+    assert outcome["Bash(echo x > secret.txt)"] == "denied"
+    assert outcome["Bash(cd .. && echo x > secret.txt)"] == "allowed"
+    denied = next(d for d in lines if d.get("principal") == "Bash(echo x > secret.txt)")
+    assert {"kind": "write", "path": str(project / "sub" / "secret.txt")}.items() <= denied["subjects"][1].items()

@@ -26,6 +26,7 @@ class ToolOutput:
     content: str
     is_error: bool = False
     exit_code: int | None = None  # measured, for bash
+    cwd: str | None = None  # bash: the working directory the shell ended in, when it reported one
 
 
 class ToolFailure(Exception):
@@ -49,9 +50,19 @@ class ToolContext:
     decided_path: Callable[[str], Any] = lambda lexical: None
     spawn_agent: Callable[[str, str | None], Awaitable[str]] | None = None
     agent: "Agent | None" = None
+    # The bash tool's working directory, carried from one bash call to the next (permissions.md
+    # § 7.2.9); None = `cwd`. The agent loop sets it from what each call reports and decides the
+    # next call with it, so the analysis and the shell agree on where relative paths point.
+    shell_cwd: str | None = None
 
     def resolve(self, path: str) -> str:
         return os.path.normpath(os.path.join(self.cwd, os.path.expanduser(path)))
+
+    def bash_cwd(self) -> str:
+        """Where the next bash call starts: the carried directory, or `cwd` once it is gone."""
+        if self.shell_cwd is not None and not os.path.isdir(self.shell_cwd):
+            self.shell_cwd = None
+        return self.shell_cwd or self.cwd
 
 
 class Tool:

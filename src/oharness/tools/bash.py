@@ -1,19 +1,28 @@
 """The bash tool: one fresh shell per call (permissions.md § 7.2.9).
 
-Rules it keeps: runs exactly the given string as `bash --noprofile --norc -c <command>`
+Rules it keeps: runs exactly the given string, in a fresh `bash --noprofile --norc -c`
 with BASH_ENV, ENV, SHELLOPTS and BASHOPTS removed from the environment, stdin closed,
 in its own process group (session); stdout and stderr merged; output capped (the rest
 is drained and counted, never buffered); the whole process group is killed on timeout,
 on interrupt (cancellation), and when the shell exits while a background child still
 holds the output open. The exit code is measured (128+N for death by signal N).
-Each call starts in the session's working directory; shell state never carries over.
+
+Shell state never carries over, except the working directory: each call starts where the
+last one ended (`ToolContext.shell_cwd`) and reports where it ended (`ToolOutput.cwd`). To
+learn that without changing the command, the shell's EXIT trap writes `pwd` to a file
+and the command runs verbatim as `eval`'s argument, with `$0` = bash and no positional
+parameters, as under `bash -c`. A command that sets its own EXIT trap, `exec`s, or is
+killed reports nothing: the next call then starts where this one started, which is also
+where it is decided.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import shlex
 import signal
+import tempfile
 from typing import Any
 
 from .base import OUTPUT_CAP_CHARS, Tool, ToolContext, ToolFailure, ToolOutput
@@ -92,13 +101,28 @@ class BashTool(Tool):
         if "\0" in command:
             raise ToolFailure("the command contains a NUL character")
         env = {key: value for key, value in os.environ.items() if key not in SCRUBBED_ENV}
+        start_cwd = ctx.shell_cwd or ctx.cwd
+        env["PWD"] = start_cwd  # bash keeps it as the logical directory, so `pwd` names it as the analysis does
+        fd, cwd_file = tempfile.mkstemp(prefix="oharness-cwd-")
+        os.close(fd)
+        try:
+            return await self._run(command, timeout_ms, env, start_cwd, cwd_file)
+        finally:
+            try:
+                os.unlink(cwd_file)
+            except OSError:
+                pass
+
+    async def _run(self, command: str, timeout_ms: int, env: dict[str, str], start_cwd: str, cwd_file: str) -> ToolOutput:
+        report = f"builtin pwd >| {shlex.quote(cwd_file)} 2>/dev/null"
+        script = f"trap {shlex.quote(report)} EXIT\neval \"set --\"$'\\n'\"$1\""
         try:
             process = await asyncio.create_subprocess_exec(
-                "bash", "--noprofile", "--norc", "-c", command,
+                "bash", "--noprofile", "--norc", "-c", script, "bash", command,
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.STDOUT,
-                cwd=ctx.cwd,
+                cwd=start_cwd,
                 env=env,
                 start_new_session=True,  # own session → own process group, killed as one
             )
@@ -137,4 +161,18 @@ class BashTool(Tool):
             return ToolOutput(text.lstrip("\n"), is_error=True, exit_code=exit_code)
         if exit_code != 0:
             text += f"\n[exit code {exit_code}]"
-        return ToolOutput(text if text else "(no output)", exit_code=exit_code)
+        end_cwd = _reported_cwd(cwd_file)
+        if end_cwd is not None and end_cwd != start_cwd:
+            text += f"\n[working directory now {end_cwd}]"
+        return ToolOutput(text if text else "(no output)", exit_code=exit_code, cwd=end_cwd)
+
+
+def _reported_cwd(path: str) -> str | None:
+    """The directory the shell's EXIT trap wrote, if it wrote one that still exists."""
+    try:
+        with open(path, encoding="utf-8", errors="surrogateescape") as handle:
+            reported = handle.read()
+    except OSError:
+        return None
+    reported = reported[:-1] if reported.endswith("\n") else reported
+    return reported if reported.startswith("/") and "\n" not in reported and os.path.isdir(reported) else None
