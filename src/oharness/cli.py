@@ -101,6 +101,8 @@ async def _run_prompt(prompt: str, model: str, script: str | None, cwd: str | No
     notices = Console(stderr=True, highlight=False) if console.file is sys.stdout else console
     factory = engine_gate_factory(asker=asker, notify=lambda text: notices.print(f"[yellow]{_escape(text)}[/yellow]"))
     session_dir = session_dir or standalone_session_dir()
+    if asker is not None:
+        _offer_trust(cwd, asker, console)
     try:
         session = await open_session(model=model, script=script, cwd=cwd, mode=mode, sink=sink,
                                      gate_factory=factory, session_dir=session_dir, decision_trail=decision_trail)
@@ -118,6 +120,22 @@ async def _run_prompt(prompt: str, model: str, script: str | None, cwd: str | No
         await session.close()
     sink.footer(outcome, session.agent.shared.usage)
     return 1 if outcome.stop_reason == "error" else 0
+
+
+def _offer_trust(cwd: str | None, asker: Any, console: Any) -> None:
+    """Interactive first start in an untrusted workspace whose project settings trust would turn
+    on (permissions.md § 4.4): show them and ask. A headless start never grants trust."""
+    import os
+
+    from .cli_permissions import trust_summary
+    from .permissions import load_settings, trust_workspace
+
+    settings = load_settings(os.path.abspath(cwd or os.getcwd()))
+    if not settings.ok or settings.trusted or not settings.untrusted_grants:
+        return  # load errors are reported by the session start itself
+    if asker.confirm_trust(trust_summary(settings)):
+        trust_workspace(settings.project_root, settings.home)
+        console.print(f"[green]trusted[/green] {_escape(settings.project_root)}")
 
 
 def _escape(text: Any) -> str:

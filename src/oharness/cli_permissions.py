@@ -31,6 +31,21 @@ def _load(cwd: str | None, **kw) -> Settings:
     return load_settings(os.path.abspath(cwd or os.getcwd()), **kw)
 
 
+def trust_summary(s: Settings) -> str:
+    """What trusting this workspace would turn on (§ 4.4): shown by `permissions trust` and by
+    the first-start question of an interactive session."""
+    lines = [f"project: {s.project_root}"]
+    if s.trusted:
+        lines.append("already trusted; trusting again records the project settings as they are now")
+    elif s.untrusted_grants:
+        lines.append("trusting it turns on these project settings:")
+        lines += [f"  {grant}" for grant in s.untrusted_grants]
+    else:
+        lines.append("trusting it turns on no project allow rule, writableRoots or defaultMode accept-edits")
+    lines.append("(project deny and ask rules apply whether or not it is trusted)")
+    return "\n".join(lines)
+
+
 def _print_issues(s: Settings) -> None:
     for e in s.errors:
         click.echo(f"error: {e}", err=True)
@@ -150,12 +165,7 @@ def trust(revoke: bool, yes: bool, cwd: str | None) -> None:
     if not s.ok:
         _print_issues(s)
         sys.exit(1)
-    allows = [r for r in s.listed if r.scope == "project" and r.behavior == "allow"]
-    click.echo(f"project: {s.project_root}")
-    click.echo("project allow rules:" if allows else "project allow rules: (none)")
-    for r in allows:
-        click.echo(f"  allow  {r.text}" + (f"   {'; '.join(r.notes)}" if r.notes else ""))
-    click.echo("trusting also applies the project's writableRoots and defaultMode accept-edits.")
+    click.echo(trust_summary(s))
     if not yes and not click.confirm("Trust this workspace?", default=False):
         click.echo("not trusted")
         sys.exit(1)

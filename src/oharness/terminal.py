@@ -92,6 +92,16 @@ class TerminalAsker:
         return Prompt.ask(text, choices=choices or None, default=default, console=self.console,
                           show_default=bool(default))
 
+    def confirm_trust(self, summary: str) -> bool:
+        """The first-start question (§ 4.4): trust this workspace? Anything but yes is no."""
+        self.console.print("[bold yellow]this workspace is not trusted[/bold yellow]")
+        for line in summary.splitlines():
+            self.console.print(f"  {escape(line)}")
+        try:
+            return self.prompt("trust this workspace?", ["y", "n"], "n") == "y"
+        except (KeyboardInterrupt, EOFError):
+            return False
+
     def __call__(self, question: Any) -> Any:
         from .permission_gate import Answer
 

@@ -387,6 +387,43 @@ async def test_interactive_print_session_asks_and_remembers(project, tmp_path):
     assert [l.get("remembered") for l in lines[1::2]] == ["Bash(touch made.txt)", None, None]
 
 
+@pytest.mark.parametrize("answer", ["y", "n"])
+async def test_interactive_first_start_offers_trust_and_only_yes_grants_it(tmp_path, isolated_home, answer):
+    from oharness.cli import _run_prompt
+    from oharness.permissions import load_settings
+
+    root = tmp_path / "cloned"
+    (root / ".oharness").mkdir(parents=True)
+    (root / ".oharness" / "settings.json").write_text(json.dumps({"allow": ["Bash(touch made.txt)"]}))
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps({"format": "metaharness.scenario/1", "turns": [
+        {"calls": [{"op": "shell", "input": {"command": "touch made.txt"}}]}, {"text": "done"}]}))
+    out = io.StringIO()
+    prompt = Answers(answer, "5", "")  # the trust question; then, if the call asks, deny it (option 5)
+    code = await _run_prompt("go", "scripted:default", str(script), str(root), None,
+                             session_dir=str(tmp_path / "session"), ask=prompt,
+                             console=Console(file=out, width=200, highlight=False))
+    assert code == 0
+    assert prompt.asked[0][0] == "trust this workspace?"
+    assert "allow Bash(touch made.txt)" in out.getvalue()  # what trust would turn on is shown
+    trusted = load_settings(str(root), home=str(isolated_home)).trusted
+    assert trusted == (answer == "y") and (root / "made.txt").exists() == (answer == "y")
+    assert len(prompt.asked) == (1 if answer == "y" else 3)  # trusted: the allow rule answers the call
+
+
+async def test_no_trust_question_when_trust_would_turn_nothing_on(project, tmp_path):
+    from oharness.cli import _run_prompt
+
+    (project / ".oharness" / "settings.json").write_text(json.dumps({"deny": ["Bash(rm -rf *)"]}))
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps({"format": "metaharness.scenario/1", "turns": [{"text": "hi"}]}))
+    prompt = Answers()
+    code = await _run_prompt("go", "scripted:default", str(script), str(project), None,
+                             session_dir=str(tmp_path / "session"), ask=prompt,
+                             console=Console(file=io.StringIO(), width=200, highlight=False))
+    assert code == 0 and prompt.asked == []
+
+
 async def test_an_engine_failure_refuses_the_call(monkeypatch, tmp_path):
     """A seam that fails must fail closed: an exception inside decide() is a refusal, not a crash or a run."""
     import oharness.permission_gate as pg

@@ -78,6 +78,9 @@ class Settings:
     errors: list[LoadIssue] = field(default_factory=list)
     warnings: list[LoadIssue] = field(default_factory=list)
     files: list[tuple[str, str, bool]] = field(default_factory=list)  # (scope, path, exists)
+    # What trusting the workspace would turn on (§ 4.4), one line each: the project-scope allow
+    # rules, writableRoots and defaultMode "accept-edits" that are ignored until it is trusted.
+    untrusted_grants: list[str] = field(default_factory=list)
     project_hash: str = ""
 
     @property
@@ -283,6 +286,7 @@ def load_settings(
 
     rules = RuleSet()
     listed: list[ListedRule] = []
+    untrusted_grants: list[str] = []
     for r in builtin_rules(project_root, home):
         rules.add(r)
         listed.append(ListedRule(r.text, "deny", "builtin", None))
@@ -324,6 +328,7 @@ def load_settings(
                     warnings.append(LoadIssue("warning", w, path, behavior, text))
                 if behavior == "allow" and scope == "project" and not trusted:
                     listed.append(ListedRule(text, behavior, scope, path, "ignored (workspace not trusted)", rule.warnings))
+                    untrusted_grants.append(f"allow {text}")
                     continue
                 rules.add(rule)
                 listed.append(ListedRule(text, behavior, scope, path, "active", rule.warnings))
@@ -333,6 +338,8 @@ def load_settings(
                 warnings.append(LoadIssue("warning", f"defaultMode {dm!r} is not a mode; ignored", path))
             else:
                 mode_votes[scope] = (dm, path)
+                if dm == "accept-edits" and scope == "project" and not trusted:
+                    untrusted_grants.append("defaultMode accept-edits")
         wm = sec.get("workspaceMode")
         if wm is not None:
             if wm not in WORKSPACE_MODES:
@@ -345,6 +352,7 @@ def load_settings(
                 warnings.append(LoadIssue("warning", "writableRoots is not a list of strings; ignored", path))
             elif scope == "project" and not trusted:
                 warnings.append(LoadIssue("warning", "writableRoots ignored (workspace not trusted)", path))
+                untrusted_grants.extend(f"writableRoots {entry_}" for entry_ in wr)
             else:
                 for entry_ in wr:
                     expanded = home + entry_[1:] if entry_.startswith("~/") or entry_ == "~" else entry_
@@ -366,7 +374,8 @@ def load_settings(
 
     settings = Settings(project_root=project_root, home=home, cwd=cwd, rules=rules, listed=listed,
                         trusted=trusted, errors=errors, warnings=warnings, files=file_info, project_hash=digest,
-                        writable_roots=tuple(dict.fromkeys(roots)), disable_bypass_file=disable_bypass_file)
+                        writable_roots=tuple(dict.fromkeys(roots)), disable_bypass_file=disable_bypass_file,
+                        untrusted_grants=untrusted_grants)
 
     # workspaceMode: the most restrictive of every scope and the command line (§ 4.3).
     candidates = list(ws_votes)
