@@ -1,9 +1,11 @@
 """Added latency per tool call through Codex's app-server approval seam (issue 6 item 5).
 
-Two modes, 20 `exec_command` calls × 5 runs each, measured the same way in the same run:
+Three modes, 20 `exec_command` calls × 5 runs each, measured the same way in the same run:
   * bare      — `codex app-server` driven directly, approval policy `never` (no approvals);
   * seam      — `metaharness run codex` with a frame admitting shell (every call asked
-                under `untrusted`, decided by the frame, answered `accept`).
+                under `untrusted`, decided by the frame, answered `accept`);
+  * relay     — the same with `--codex-replace-relay` (vendors.md § 4.6): each call first
+                through the PreToolUse hook program and the run's socket, then its approval.
 Per call: the rollout's gap from `function_call` to `function_call_output` (ms); the
 seam mode also reports metaharness's own share (approval request read → answer written).
 Prints median and p90 and the ratio seam/bare. No timed assertions: figures only.
@@ -54,7 +56,7 @@ def rollout_gaps(path: Path) -> list[float]:
     return gaps
 
 
-def run_seam(root: Path, calls: int) -> tuple[list[float], list[float]]:
+def run_seam(root: Path, calls: int, *extra: str) -> tuple[list[float], list[float]]:
     work = root / "work"
     work.mkdir(parents=True)
     (root / "s.json").write_text(json.dumps(scenario(calls)))
@@ -63,7 +65,7 @@ def run_seam(root: Path, calls: int) -> tuple[list[float], list[float]]:
                   "reaching": [], "next": [], "handoff": {"handoff": "none"}, "operations": [{"op": "shell"}]})
     (root / "f.json").write_bytes(document_bytes(frame))
     done = subprocess.run([METAHARNESS, "run", "codex", "--vendor-dir", VENDOR, "--script", str(root / "s.json"),
-                           "--frame", str(root / "f.json"), "-p", "go", "--cwd", str(work)],
+                           "--frame", str(root / "f.json"), "-p", "go", "--cwd", str(work), *extra],
                           capture_output=True, timeout=600, env=dict(os.environ, METAHARNESS_SCRATCH=str(root / "scratch")))
     started = next(json.loads(l) for l in done.stdout.splitlines() if b'"session.started"' in l)
     scratch = Path(started["transcript"]["path"]).parent
@@ -126,6 +128,7 @@ def main() -> None:
     bare: list[float] = []
     seam: list[float] = []
     share: list[float] = []
+    relay: list[float] = []
     base = Path(os.path.expanduser("~")) / ".cache" / "metaharness" / "bench"
     base.mkdir(parents=True, exist_ok=True)
     for _ in range(args.runs):
@@ -134,13 +137,19 @@ def main() -> None:
             gaps, shares = run_seam(Path(root), args.calls)
         seam += gaps
         share += shares
+        with tempfile.TemporaryDirectory(dir=base) as root:
+            relay += run_seam(Path(root), args.calls, "--codex-replace-relay")[0]
     print(f"codex {args.calls} calls x {args.runs} runs, rollout gap function_call -> function_call_output")
     print(f"  bare app-server, policy never : {summary(bare)}")
     print(f"  metaharness seam, untrusted   : {summary(seam)}")
     print(f"  metaharness's own share       : {summary(share)}  (approval read -> answer written)")
+    print(f"  relay run (hook, then approval): {summary(relay)}")
     if bare and seam:
         print(f"  ratio seam/bare (median)      : {statistics.median(seam) / statistics.median(bare):.2f}")
         print(f"  added per call (median)       : {statistics.median(seam) - statistics.median(bare):+.2f} ms")
+    if bare and relay:
+        print(f"  ratio relay/bare (median)     : {statistics.median(relay) / statistics.median(bare):.2f}")
+        print(f"  added per call, relay (median): {statistics.median(relay) - statistics.median(bare):+.2f} ms")
 
 
 if __name__ == "__main__":

@@ -3,9 +3,8 @@ JSON-RPC client drives `codex app-server` launched exactly as the adapter launch
 to pin the vendor behaviour the adapter's design rests on — how malformed approval
 answers fail closed (X12), that unreadable or unmatched answers leave the request pending
 (X13), that `turn/interrupt` alone does not stop an accepted command (X16), and the
-PreToolUse-hook facts a future replace relay would rest on (X29, X33; the relay itself is
-not implemented and `replace` is refused by name). X31 (`codex exec` hook outcomes) is not
-covered here.
+PreToolUse-hook facts the replace relay rests on (X29, X33; the relay itself, X30, is in
+test_e2e_relay.py). X31 (`codex exec` hook outcomes) is in test_e2e_exec_hook.py.
 
 Every refused effect is asserted on disk. Each case runs inside the loopback-only network
 namespace when the machine allows it, and the DNS sink's log must stay empty.
@@ -185,9 +184,9 @@ def test_x16_turn_interrupt_alone_leaves_the_command_running(case):
         server.close()
 
 
-# --- X29 / X33 VC: PreToolUse hooks inside app-server (what a replace relay would rest on) ---
-# The relay of vendors.md § 4.6 is not implemented (replace is refused by name); these pin the
-# hook facts it would depend on, so a pin move that breaks them is seen.
+# --- X29 / X33 VC: PreToolUse hooks inside app-server (what the replace relay rests on) ---
+# These pin the hook facts the relay of vendors.md § 4.6 depends on, so a pin move that breaks
+# them is seen here as well as in the relay's own cases.
 
 HOOK_OUTPUTS = {
     "deny": "printf '%s' '{\"hookSpecificOutput\":{\"hookEventName\":\"PreToolUse\",\"permissionDecision\":\"deny\","
@@ -263,7 +262,7 @@ def test_x29_pretooluse_hook_inside_app_server(case, behaviour):
 
 
 def test_x33_hook_timeout_inside_app_server(case):
-    """A hook that outlives its timeout: the relay of § 4.6 may ship only if the approval still follows."""
+    """A hook that outlives its timeout: the relay of § 4.6 may ship only because the approval still follows."""
     server = AppServer(case, [{"calls": [shell("echo hi > out.txt")]}, {"text": "done"}],
                        config_extra=hook_config(case, "slow", timeout=2))
     try:

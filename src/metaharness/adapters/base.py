@@ -73,6 +73,8 @@ class PresentedCall:
     cwd: str | None = None  # the call's own working directory, when the vendor said
     at: str | None = None  # vendor timestamp of the record
     can_replace: bool = True  # False where this call cannot carry an updated input
+    # Given a replacement input: why this call cannot carry it (refused by name), or None.
+    replace_refusal: Callable[[Any], str | None] | None = None
 
 
 class RunContext(Protocol):

@@ -562,6 +562,10 @@ class Run:
                     f"the {self.spec.kind} adapter cannot deliver replace for this call; deny with a reason instead",
                 ))
                 return
+            why = pending.call.replace_refusal(item.decision.input) if pending is not None and pending.call.replace_refusal else None
+            if why is not None:
+                self._result(cid, refused("UNSUPPORTED_CONTROL", why))
+                return
         if isinstance(item, PermissionSet) and item.posture not in self.adapter.postures:
             self._result(cid, refused(
                 "UNSUPPORTED_CONTROL",

@@ -11,8 +11,9 @@ Rules kept:
   is refused by name before any user line is written;
 * the sandbox follows the frame in force (read-only when it admits no writing
   operation), the posture winning where it is stricter, and is sent on every turn;
-* `replace` is refused by name (`--codex-replace-relay` is refused at plan time: the
-  relay is not part of this build);
+* `replace` is refused by name, except in a relay run (`--codex-replace-relay`): there a
+  PreToolUse hook forwards each call to a per-run socket (`relay.py`) before its approval,
+  and the seam verifies that the approval carries what was decided (`seam.py`);
 * interrupt = decline pending approvals, `turn/interrupt`, then kill every descendant
   process group but the app-server's own — `turn/interrupt` alone leaves a running
   command alive;
@@ -43,6 +44,7 @@ from metaharness.protocol.values import (
 from metaharness.run.subjects import file_subject
 
 from . import launch
+from .relay import RelayServer, hook_timing, hook_toml, patch_changes
 from .rpc import RpcChannel, RpcClosed, RpcError
 from .seam import REPLACE_REASON, Seam
 from .translate import Translator
@@ -51,10 +53,6 @@ SHELL: OpKey = ("shell", "", "")
 FILE_WRITE: OpKey = ("file.write", "", "")
 FILE_EDIT: OpKey = ("file.edit", "", "")
 TOO_LATE_STEER = "no turn is running, so there is nothing to steer; message.inject reaches the next turn"
-RELAY_REFUSAL = (
-    "--codex-replace-relay is not available in this build of the codex adapter (vendors.md § 4.6's "
-    "relay is not implemented); replace is refused by name, deny with a reason instead"
-)
 RENDERING: dict[str, str | None] = {
     "dir.list": None,
     "file.edit": "apply_patch",
@@ -206,6 +204,8 @@ class CodexAdapter(Adapter):
             return Resolution(operations=[SHELL])
         if name == "apply_patch":
             changes = input.get("changes") if isinstance(input, dict) else None
+            if changes is None and isinstance(input, dict):
+                changes = patch_changes(input.get("command"))  # a relay presentation: the patch text
             return apply_patch_resolution(changes, cwd, run_cwd)
         if name.startswith("mcp__"):
             server, _, tool = name[len("mcp__"):].partition("__")
@@ -216,8 +216,6 @@ class CodexAdapter(Adapter):
     # --- planning -----------------------------------------------------------------------
     def plan(self) -> None:
         spec = self.spec
-        if spec.codex_replace_relay:
-            raise StartRefusal("ReplaceRelayUnavailable", RELAY_REFUSAL)
         if self.posture not in self.postures:
             raise StartRefusal(
                 "PostureRefused",
@@ -311,7 +309,14 @@ class CodexAdapter(Adapter):
         self._stubs_before = launch.existing_stubs(self.work)
         await self._start_endpoint()
         model = spec.model
-        (self.scratch.codex_home / "config.toml").write_text(launch.config_toml(self._base_url, model=model))
+        config = launch.config_toml(self._base_url, model=model)
+        if spec.codex_replace_relay:
+            self.relay = RelayServer(self.scratch.root, lambda payload, reply: self.seam.on_hook(payload, reply))
+            await self.relay.start()
+            self._services.append(self.relay)
+            budget = spec.decision_timeout_ms
+            config += hook_toml(self.scratch.root, self.relay.secret, *hook_timing(budget, self.vendor_timeout_ms(budget)))
+        (self.scratch.codex_home / "config.toml").write_text(config)
         assert self._key is not None
         env = launch.child_env(self.scratch, self.child_path, *self._key)
         self._transcript = open(self.scratch.transcript, "wb")
@@ -329,7 +334,7 @@ class CodexAdapter(Adapter):
             on_notification=self.translator.notification,
             on_wire=self._record_sent,
         )
-        self.seam = Seam(self.rpc, self.translator, ctx, lambda: self.thread_id, ceiling)
+        self.seam = Seam(self.rpc, self.translator, ctx, lambda: self.thread_id, ceiling, resolve=self.resolve)
         self._reader = asyncio.get_running_loop().create_task(self.rpc.read_forever())
         try:
             await self._handshake()
@@ -396,6 +401,9 @@ class CodexAdapter(Adapter):
         }
         if self.spec.model:
             params["model"] = self.spec.model
+        if self.spec.codex_replace_relay:
+            # Hooks run only when trusted; app-server takes the bypass per thread (§ 4.6).
+            params["config"] = {"bypass_hook_trust": True}
         result = await self.rpc.request("thread/start", params, timeout=60)
         if not isinstance(result, dict) or result.get("approvalPolicy") != "untrusted":
             got = result.get("approvalPolicy") if isinstance(result, dict) else None
@@ -424,7 +432,10 @@ class CodexAdapter(Adapter):
             ImposedRow(row="h5", how="no MCP servers are configured in the per-run config.toml"),
             ImposedRow(row="h6", how=f"provider base_url {self._base_url or 'default'}, env_key {self._key[0] if self._key else None}"),
             ImposedRow(row="h7", how=f"cwd {self.work}"),
-            ImposedRow(row="h8", how="CODEX_DISABLE_HOOKS unset; no hooks declared"),
+            ImposedRow(row="h8", how=(
+                "one PreToolUse command hook, the replace relay to a 0600 socket in the scratch directory; "
+                "hook trust bypassed for this thread only" if self.spec.codex_replace_relay
+                else "CODEX_DISABLE_HOOKS unset; no hooks declared")),
         ]
         unavailable = []
         if version == launch.PIN:

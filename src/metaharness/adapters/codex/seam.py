@@ -11,7 +11,16 @@ Rules kept:
   its result awaited, then `{"decision":"decline"}` (a decline carries no reason);
 * never `acceptForSession`, `acceptWithExecpolicyAmendment` or `cancel` — nothing that
   persists a rule in CODEX_HOME or removes the per-call decision;
-* `replace` is refused by name; the call stays pending;
+* `replace` is refused by name; the call stays pending — except in a relay run
+  (`--codex-replace-relay`, vendors.md § 4.6), where the PreToolUse hook presents each
+  call first (`on_hook`): deny → the hook's deny with the reason; allow/abstain → no
+  output; replace (a Bash command only) → `allow` + `updatedInput`. The approval that
+  follows for that call is then answered here, never presented again: `accept` only if
+  it carries exactly what was decided (the original command, or the replacement as
+  `/bin/bash -lc '<new>'`; for a patch, the same file entries), `decline` after a deny;
+  anything else is presented under the same call id, so the loop's mutated-request
+  rule declines it (REQUEST_MUTATED). An approval with no hook presentation before it
+  (the relay failed) is presented and decided as in any run;
 * every server request gets exactly one answer; the server waits forever, so a call
   still unanswered at the adapter's ceiling (`vendor_ms`, above the run's deadline)
   is declined here;
@@ -28,6 +37,7 @@ from typing import Any, Callable
 from metaharness.adapters.base import ControlRefused, PresentedCall
 from metaharness.protocol.values import Abstain, Allow, Deny, Replace
 
+from .relay import deny_output, rewrite_output, unwrap_shell
 from .rpc import RpcChannel, RpcError
 from .translate import Translator, rfc3339_ms
 
@@ -36,6 +46,11 @@ REPLACE_REASON = (
 )
 DENY_TEMPLATE = "metaharness refused the previous tool call {call_id}: {reason}"
 STEER_WAIT_S = 5.0
+RELAY_REPLACE_REASON = (
+    "the codex relay can replace only a Bash call's command: answer replace with {\"command\": \"<new command>\"}, "
+    "or deny with a reason instead"
+)
+HOOK_DENY_FALLBACK = "metaharness refused this call"
 NOT_SUPPORTED = {"code": -32601, "message": "metaharness: method not supported"}
 APPROVAL_METHODS = ("item/commandExecution/requestApproval", "item/fileChange/requestApproval")
 
@@ -54,6 +69,20 @@ class Pending:
 
 
 @dataclass
+class HookCall:
+    """A call the relay presented from its PreToolUse hook (relay runs only)."""
+
+    call_id: str
+    name: str  # Bash | apply_patch
+    input: dict  # {"command": …} as the hook gave it
+    cwd: str | None
+    reply: Callable[[bytes], None]  # the hook's stdout
+    verdict: str | None = None  # accept / decline, once decided
+    expected: str | None = None  # Bash: the command the approval must carry
+    approval: tuple[Pending, str, dict] | None = None  # an approval waiting for the verdict
+
+
+@dataclass
 class Seam:
     rpc: RpcChannel
     translator: Translator
@@ -63,6 +92,8 @@ class Seam:
     pending: dict[str, Pending] = field(default_factory=dict)
     wire_decisions: list[tuple[str, str]] = field(default_factory=list)  # (call_id, word) for tests/bench
     timings: list[tuple[str, int, int]] = field(default_factory=list)  # (call_id, request read ns, answer written ns)
+    resolve: Callable[[str, Any, str | None], Any] | None = None  # the adapter's resolver (patch comparison)
+    hook_calls: dict[str, HookCall] = field(default_factory=dict)
 
     # --- server requests --------------------------------------------------------------
     def on_request(self, message: dict, raw: bytes, line: int) -> None:
@@ -70,6 +101,10 @@ class Seam:
         params = message.get("params") if isinstance(message.get("params"), dict) else {}
         request_id = message.get("id")
         if method in APPROVAL_METHODS:
+            hook_call = self.hook_calls.get(params.get("itemId"))  # type: ignore[arg-type]
+            if hook_call is not None:
+                self._approval_after_hook(hook_call, method, params, request_id)
+                return
             try:
                 call = self._presentation(method, params, request_id)
             except (KeyError, TypeError, ValueError):
@@ -92,12 +127,13 @@ class Seam:
         else:
             self.rpc.answer(request_id, error=NOT_SUPPORTED)
 
-    def _presentation(self, method: str, params: dict, request_id: Any) -> PresentedCall:
+    def _presentation(self, method: str, params: dict, request_id: Any, call_id: str | None = None) -> PresentedCall:
         item_id = params["itemId"]
         if not isinstance(item_id, str):
             raise TypeError("itemId")
         approval_id = params.get("approvalId")
-        call_id = item_id if approval_id is None else f"{item_id}#{approval_id}"
+        if call_id is None:
+            call_id = item_id if approval_id is None else f"{item_id}#{approval_id}"
         cwd = params.get("cwd") if isinstance(params.get("cwd"), str) else None
         if method == "item/commandExecution/requestApproval":
             name = "Bash"
@@ -127,6 +163,90 @@ class Seam:
             at=rfc3339_ms(params.get("startedAtMs")),
             can_replace=False,
         )
+
+    # --- the relay's hook presentations (relay runs only) ------------------------------
+    def on_hook(self, payload: dict, reply: Callable[[bytes], None]) -> None:
+        """One PreToolUse payload from the relay: present the call it describes."""
+        name = payload.get("tool_name")
+        tool_input = payload.get("tool_input")
+        call_id = payload.get("tool_use_id")
+        if (payload.get("hook_event_name") != "PreToolUse" or name not in ("Bash", "apply_patch")
+                or not isinstance(call_id, str) or not call_id or not isinstance(tool_input, dict)
+                or not isinstance(tool_input.get("command"), str)):
+            reply(b"")  # not a call this seam presents: the approval request (if any) decides
+            return
+        cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) else None
+        hook_call = HookCall(call_id, name, {"command": tool_input["command"]}, cwd, reply)
+        self.hook_calls[call_id] = hook_call
+        self.translator.presented.add(call_id)
+        self.ctx.present(PresentedCall(
+            call_id=call_id, name=name, input=hook_call.input, seam="hook",
+            deliver=lambda decision, decided_by: self._deliver_hook(hook_call, decision),
+            cwd=cwd, can_replace=name == "Bash",
+            replace_refusal=lambda new_input: None if _command_only(new_input) else RELAY_REPLACE_REASON,
+        ))
+
+    def _deliver_hook(self, hook_call: HookCall, decision: Any) -> None:
+        if hook_call.verdict is not None:
+            return  # never a second answer
+        if isinstance(decision, Replace) and hook_call.name == "Bash" and _command_only(decision.input):
+            hook_call.verdict, hook_call.expected = "accept", decision.input["command"]
+            hook_call.reply(rewrite_output(hook_call.expected))
+        elif isinstance(decision, (Allow, Abstain)):
+            hook_call.verdict, hook_call.expected = "accept", hook_call.input["command"]
+            hook_call.reply(b"")
+        else:  # deny, or anything this seam cannot carry: fail closed
+            reason = decision.reason if isinstance(decision, Deny) and decision.reason.strip() else HOOK_DENY_FALLBACK
+            hook_call.verdict = "decline"
+            hook_call.reply(deny_output(reason))
+        if hook_call.approval is not None:
+            self._settle_approval(hook_call)
+
+    def _approval_after_hook(self, hook_call: HookCall, method: str, params: dict, request_id: Any) -> None:
+        pending = Pending(request_id=request_id, call_id=hook_call.call_id, item_id=hook_call.call_id,
+                          turn_id=params.get("turnId"), received_ns=time.monotonic_ns())
+        hook_call.approval = (pending, method, params)
+        if hook_call.verdict is None:
+            # The hook's call is still undecided (its relay gave up early): wait for the verdict.
+            self.pending[hook_call.call_id] = pending
+            pending.ceiling = asyncio.get_running_loop().call_later(
+                self.ceiling_ms / 1000, self._ceiling_expired, hook_call.call_id)
+            return
+        self._settle_approval(hook_call)
+
+    def _settle_approval(self, hook_call: HookCall) -> None:
+        assert hook_call.approval is not None
+        pending, method, params = hook_call.approval
+        hook_call.approval = None
+        if pending.answered or pending.deny_task is not None:
+            return
+        self.pending.pop(hook_call.call_id, None)
+        if hook_call.verdict == "decline":
+            self._answer(pending, "decline")
+        elif self._carries(hook_call, method, params):
+            self._answer(pending, "accept")
+        else:
+            if pending.ceiling is not None:
+                pending.ceiling.cancel()
+            # Not what was decided: presented under the same call id, the loop's
+            # mutated-request rule denies it (REQUEST_MUTATED) and the approval is declined.
+            try:
+                call = self._presentation(method, params, pending.request_id, call_id=hook_call.call_id)
+            except (KeyError, TypeError, ValueError):
+                self._answer(pending, "decline")
+                return
+            self.ctx.present(call)
+
+    def _carries(self, hook_call: HookCall, method: str, params: dict) -> bool:
+        """Does the approval ask for exactly what the hook's call was decided on?"""
+        if hook_call.name == "Bash":
+            return method == APPROVAL_METHODS[0] and unwrap_shell(params.get("command")) == hook_call.expected
+        if method != APPROVAL_METHODS[1] or self.resolve is None:
+            return False
+        item = self.translator.items.get(hook_call.call_id) or {}
+        asked = self.resolve("apply_patch", {"changes": item.get("changes")}, params.get("cwd") or hook_call.cwd)
+        decided = self.resolve("apply_patch", hook_call.input, hook_call.cwd)
+        return bool(decided.operations) and (sorted(asked.subjects), asked.operations) == (sorted(decided.subjects), decided.operations)
 
     # --- decisions --------------------------------------------------------------------
     def deliver(self, call_id: str, decision: Any, decided_by: str) -> None:
@@ -210,3 +330,9 @@ class Seam:
         tasks = [p.deny_task for p in self.pending.values() if p.deny_task is not None]
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _command_only(new_input: Any) -> bool:
+    """A replacement the relay can carry: `{"command": "<non-empty text>"}`, nothing else."""
+    return (isinstance(new_input, dict) and set(new_input) == {"command"}
+            and isinstance(new_input["command"], str) and bool(new_input["command"].strip()))

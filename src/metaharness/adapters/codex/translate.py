@@ -308,6 +308,16 @@ class Translator:
 
     def _hook_completed(self, params: dict, raw: bytes, line: int, at: str | None) -> bool:
         run = params.get("run") or {}
+        if run.get("status") == "blocked":
+            # The relay's deny (vendors.md § 4.6): no item follows, so this is the call's result.
+            # The run id ends with the call id: `pre-tool-use:<index>:<source path>:<call_id>`.
+            call_id = str(run.get("id", "")).rsplit(":", 1)[-1]
+            if call_id not in self.presented:
+                return False
+            texts = [e.get("text") for e in run.get("entries") or [] if isinstance(e, dict) and isinstance(e.get("text"), str)]
+            self.emit(ToolResult(exit_code=None, outcome_source="hook/completed", call_id=call_id, is_error=True,
+                                 content="\n".join(texts) or None, tool_use_result=run), at)
+            return True
         if run.get("status") != "failed":
             return False
         entries = "; ".join(e.get("text", "") for e in run.get("entries") or [] if isinstance(e, dict))

@@ -1,0 +1,48 @@
+"""The replace relay's hook program (vendors.md § 4.6), run by Codex once per tool call.
+
+What belongs here: only what the PreToolUse hook process does. Codex starts it as
+`python -I -S relay_program.py DIR SECRET TIMEOUT_S`; it forwards the hook's stdin JSON
+to the run's socket `DIR/relay.sock`, prints the answer it gets back and exits 0.
+
+Rules kept:
+* standard library only, and nothing of metaharness: it starts in a bare interpreter;
+* every failure (no socket, a refused secret, a timeout, a broken answer) prints nothing
+  and exits 0, which leaves the call to the approval request that follows (the fail-closed
+  backstop of § 4.6), never to a guess;
+* it waits at most TIMEOUT_S, which the adapter sets below the hook's own `timeout`.
+"""
+
+import os
+import socket
+import sys
+
+LIMIT = 64 * 1024 * 1024
+
+
+def main(argv: list[str]) -> None:
+    directory, secret, timeout_s = argv[1], argv[2], float(argv[3])
+    payload = sys.stdin.buffer.read(LIMIT)
+    os.chdir(directory)  # a relative address: socket paths are limited to 108 bytes
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.settimeout(timeout_s)
+        conn.connect("relay.sock")
+        conn.sendall(secret.encode() + b"\n" + payload)
+        conn.shutdown(socket.SHUT_WR)
+        chunks = []
+        while True:
+            chunk = conn.recv(65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    answer = b"".join(chunks)
+    if answer.startswith(b"ok\n"):  # the server's mark that the answer is whole
+        sys.stdout.buffer.write(answer[3:])
+        sys.stdout.buffer.flush()
+
+
+if __name__ == "__main__":
+    try:
+        main(sys.argv)
+    except BaseException:  # noqa: BLE001 — any failure: print nothing, leave it to the approval
+        pass
+    os._exit(0)
