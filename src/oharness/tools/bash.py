@@ -147,10 +147,21 @@ class BashTool(Tool):
         except asyncio.CancelledError:
             _kill_group(process)
             drain.cancel()
+            try:  # reap the killed shell so its transport closes with this loop, not after it
+                await asyncio.wait_for(process.wait(), 1.0)
+            except (asyncio.TimeoutError, asyncio.CancelledError):
+                pass
             raise
         finally:
             if not drain.done():
                 drain.cancel()
+        if drain.done() and process.returncode is not None:
+            # Output ended and the shell exited: let the transport finish closing now rather
+            # than when it is collected (after the caller's event loop may be gone).
+            try:
+                await asyncio.wait_for(process.wait(), 1.0)
+            except asyncio.TimeoutError:
+                pass
         code = process.returncode if process.returncode is not None else -1
         exit_code = 128 - code if code < 0 else code
         text = reader.kept.decode("utf-8", errors="replace")
