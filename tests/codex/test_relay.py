@@ -151,7 +151,11 @@ def test_patch_changes_and_unwrap():
     assert patch_changes("*** Begin Patch\n*** Delete File: gone.txt\n*** End Patch") == [
         {"path": "gone.txt", "kind": {"type": "delete", "move_path": None}}]
     assert patch_changes("no patch here") is None
-    assert patch_changes("*** Move to: x\n") is None
+    assert patch_changes("*** Begin Patch\n*** Move to: x\n*** End Patch\n") is None
+    assert patch_changes("*** Begin Patch\n*** Add File: a\n+x\n") is None  # no end marker
+    assert patch_changes("*** Begin Patch\n*** Copy File: a\n*** End Patch") is None  # unknown header
+    assert patch_changes("*** Begin Patch\n*** Update File: a\n@@\n-x\n+y\n*** End of File\n*** End Patch\n") == [
+        {"path": "a", "kind": {"type": "update", "move_path": None}}]
     assert unwrap_shell("/bin/bash -lc 'echo hi > out.txt'") == "echo hi > out.txt"
     assert unwrap_shell("/usr/bin/zsh -c 'echo hi'") == "echo hi"
     assert unwrap_shell("bash -lc 'echo hi'") is None  # not a resolved shell

@@ -92,21 +92,31 @@ def patch_changes(text: Any) -> list[dict] | None:
     `changes` (`{"path", "kind": {"type", "move_path"}}`); None when it cannot be read."""
     if not isinstance(text, str):
         return None
+    lines = [line.rstrip("\r") for line in text.splitlines()]
+    while lines and not lines[-1].strip():
+        lines.pop()
+    if len(lines) < 2 or lines[0].strip() != "*** Begin Patch" or lines[-1].strip() != "*** End Patch":
+        return None
     changes: list[dict] = []
-    for line in text.splitlines():
-        for header, kind in (("*** Add File: ", "add"), ("*** Update File: ", "update"), ("*** Delete File: ", "delete")):
-            if line.startswith(header):
-                path = line[len(header):].strip()
-                if not path:
-                    return None
-                changes.append({"path": path, "kind": {"type": kind, "move_path": None}})
-                break
+    for line in lines[1:-1]:
+        if not line.startswith("*** ") or line == "*** End of File":
+            continue  # hunk lines
+        header, _, path = line.partition(": ")
+        path = path.strip()
+        if not path:
+            return None
+        if header == "*** Move to":
+            if not changes or changes[-1]["kind"]["type"] != "update":
+                return None
+            changes[-1]["kind"]["move_path"] = path
+        elif header in _PATCH_HEADERS:
+            changes.append({"path": path, "kind": {"type": _PATCH_HEADERS[header], "move_path": None}})
         else:
-            if line.startswith("*** Move to: "):
-                if not changes or changes[-1]["kind"]["type"] != "update":
-                    return None
-                changes[-1]["kind"]["move_path"] = line[len("*** Move to: "):].strip()
+            return None  # a header this reading does not know: resolve to nothing rather than guess
     return changes or None
+
+
+_PATCH_HEADERS = {"*** Add File": "add", "*** Update File": "update", "*** Delete File": "delete"}
 
 
 class RelayServer:
