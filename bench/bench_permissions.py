@@ -1,7 +1,9 @@
 """Decision time for a compound shell command against 1,000 rules (permissions.md issue 4, item 6).
 
 Prints p50/p99 of `decide()` beside a bare tree-sitter-bash parse of the same command, measured in
-the same run, and their ratio. Figures only; no assertion. Run: .venv/bin/python bench/bench_permissions.py
+the same run, and their ratio; also the floor of any Python analysis over tree-sitter (the parse plus
+a visit of every node that reads its type, nothing else) and the shell analysis alone. Figures only;
+no assertion. Run: .venv/bin/python bench/bench_permissions.py
 """
 
 from __future__ import annotations
@@ -46,6 +48,13 @@ def rules_1000(root: str, home: str) -> RuleSet:
     return rs
 
 
+def visit(node) -> None:
+    """The least a Python analysis must do: touch every node once."""
+    node.type
+    for child in node.children:
+        visit(child)
+
+
 def pct(samples: list[float], q: float) -> float:
     s = sorted(samples)
     return s[min(len(s) - 1, int(q * len(s)))]
@@ -65,8 +74,11 @@ def main() -> None:
     for _ in range(200):  # warm caches (compiled patterns) and the allocator
         decide(call, ctx)
         parser.parse(source)
-    parse_t, analyse_t, decide_t = [], [], []
+    parse_t, floor_t, analyse_t, decide_t = [], [], [], []
     for _ in range(N):
+        t = time.perf_counter_ns()
+        visit(parser.parse(source).root_node)
+        floor_t.append((time.perf_counter_ns() - t) / 1000)
         t0 = time.perf_counter_ns()
         parser.parse(source)
         t1 = time.perf_counter_ns()
@@ -81,6 +93,8 @@ def main() -> None:
           f"{sum(1 for s in v.subjects if s.kind == 'cmd')} cmd subjects, {len(v.subjects)} subjects")
     print(f"verdict: {v.behavior} [{v.reason}{'; ' + v.rule if v.rule else ''}]")
     print(f"bare tree-sitter parse   p50 {statistics.median(parse_t):8.1f} µs   p99 {pct(parse_t, 0.99):8.1f} µs")
+    print(f"parse + visit every node p50 {statistics.median(floor_t):8.1f} µs   p99 {pct(floor_t, 0.99):8.1f} µs"
+          "   (the floor of a Python walk)")
     print(f"shell analysis alone     p50 {statistics.median(analyse_t):8.1f} µs   p99 {pct(analyse_t, 0.99):8.1f} µs")
     print(f"decide() (1,000 rules)   p50 {statistics.median(decide_t):8.1f} µs   p99 {pct(decide_t, 0.99):8.1f} µs")
     print(f"ratio decide/parse       p50 {statistics.median(decide_t) / statistics.median(parse_t):8.1f}x     "
