@@ -191,3 +191,25 @@ def test_interrupt_with_a_hook_call_pending(case):
     assert run.finish() == 0
     run.assert_complete()
     assert answers(run) == [] and files(case) == []
+
+
+@pytest.mark.parametrize("relay", [False, True], ids=["approval-seam", "relay"])
+def test_policy_mode_decides_codex_calls(case, relay):
+    """`--decisions policy` on the real binary: a deny rule holds (bypass mode included), its reason
+    names the rule and reaches the model; an allowed command runs."""
+    policy = case / "policy.json"
+    policy.write_text(json.dumps({"permissions": {"deny": ["Bash(echo gone*)"], "allow": ["Bash(echo ok*)"]}}))
+    s = scenario(case / "s.json", [{"calls": [shell("echo ok > ok.txt")]}, {"calls": [shell("echo gone > gone.txt")]},
+                                   {"text": "done"}])
+    args = ["--script", str(s), "-p", "go", "--cwd", str(case / "work"), "--decisions", "policy", "--policy", str(policy),
+            "--policy-scopes", "none", "--policy-mode", "bypass"] + (["--codex-replace-relay"] if relay else [])
+    run = CodexRun(case, args)
+    assert run.finish() == 0
+    run.assert_complete()
+    decided = run.of("tool.decided")
+    assert [(d["decision"]["decision"], d["decided_by"], d["seam"]) for d in decided] == [
+        ("allow", "policy", "hook" if relay else "control_request"), ("deny", "policy", "hook" if relay else "control_request")]
+    assert "Bash(echo gone*)" in decided[1]["decision"]["reason"]
+    assert files(case) == ["ok.txt"]
+    seen = "\n".join(tool_outputs(run)) + json.dumps([e["body"]["input"] for e in run.loopback_log() if e["main"]])
+    assert "Bash(echo gone*)" in seen  # the model is told which rule refused it
