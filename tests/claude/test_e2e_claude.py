@@ -550,3 +550,22 @@ async def test_default_scratch_is_deleted_with_the_run(tmp_path):
     assert rc == 0
     seen = [p for p in run.events if p["event"] == "session.started"][0]["transcript"]["path"]
     assert seen and not os.path.exists(os.path.dirname(seen))
+
+
+async def test_policy_mode_decides_claude_calls(tmp_path):
+    """`--decisions policy` on the real binary: a deny rule holds (bypass mode included) and its reason,
+    naming the rule, reaches the model; an allowed command runs."""
+    policy = tmp_path / "policy.json"
+    policy.write_text(json.dumps({"permissions": {"deny": ["Bash(echo gone*)"], "allow": ["Bash(echo ok*)"]}}))
+    scen = scenario({"calls": [shell("echo ok > ok.txt")]}, {"calls": [shell("echo gone > gone.txt")]}, {"text": "done"})
+    run, rc = await run_to_end(tmp_path, scen, ["--decisions", "policy", "--policy", str(policy),
+                                                "--policy-scopes", "none", "--policy-mode", "bypass"])
+    assert rc == 0
+    decided = run.of("tool.decided")
+    assert [(d["decision"]["decision"], d["decided_by"], d["seam"]) for d in decided] == [
+        ("allow", "policy", "hook"), ("deny", "policy", "hook")]
+    assert "Bash(echo gone*)" in decided[1]["decision"]["reason"]
+    assert os.path.exists(run.path("ok.txt"))
+    await absent_after(run.path("gone.txt"))
+    results = tool_results_in(run.main_requests()[2])
+    assert results[-1]["is_error"] is True and "Bash(echo gone*)" in result_text(results[-1])
