@@ -15,6 +15,8 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from metaharness.adapters.codex import CodexAdapter
 from metaharness.adapters.codex.relay import (
@@ -195,7 +197,7 @@ def make_seam(tmp_path):
 
 def hook(seam, payload=None) -> list[bytes]:
     replies: list[bytes] = []
-    seam.on_hook(payload or hook_payload(), replies.append)
+    seam.on_hook(hook_payload() if payload is None else payload, replies.append)
     return replies
 
 
@@ -330,3 +332,32 @@ def test_a_blocked_hook_is_the_result_of_its_call(tmp_path):
     # A blocked hook for a call the seam never presented is not ours to explain: opaque.
     translator.notification({"method": "hook/completed", "params": {"run": {**run, "id": "pre-tool-use:0:x:other"}}}, b"{}", 4)
     assert len(ctx.of("tool.result")) == 1 and ctx.of("opaque")[0][0] == "hook/completed"
+
+
+
+JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=10), inner, max_size=3),
+                    max_leaves=10)
+FIELDS = st.fixed_dictionaries({}, optional={
+    "hook_event_name": st.sampled_from(["PreToolUse", "PostToolUse"]) | JSON,
+    "tool_name": st.sampled_from(["Bash", "apply_patch", "web_search"]) | JSON,
+    "tool_input": st.fixed_dictionaries({}, optional={"command": st.text(max_size=30) | JSON}) | JSON,
+    "tool_use_id": st.text(max_size=12) | JSON,
+    "cwd": st.text(max_size=12) | JSON,
+})
+
+
+@settings(max_examples=300, deadline=None)
+@given(FIELDS)
+def test_any_hook_payload_is_presented_or_answered_once(tmp_path_factory, payload):
+    """Whatever the hook forwards: no exception, and either one presentation (answered later by its
+    decision) or an empty answer at once (the approval decides) — never both, never neither."""
+    seam, ctx = make_seam(tmp_path_factory.mktemp("h"))
+    replies = hook(seam, payload)
+    if ctx.calls:
+        [call] = ctx.calls
+        assert replies == [] and call.seam == "hook" and call.input == {"command": payload["tool_input"]["command"]}
+        call.deliver(Deny(reason="no"), "frame")
+        assert len(replies) == 1 and json.loads(replies[0])["hookSpecificOutput"]["permissionDecision"] == "deny"
+    else:
+        assert replies == [b""]
