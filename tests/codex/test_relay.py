@@ -361,3 +361,21 @@ def test_any_hook_payload_is_presented_or_answered_once(tmp_path_factory, payloa
         assert len(replies) == 1 and json.loads(replies[0])["hookSpecificOutput"]["permissionDecision"] == "deny"
     else:
         assert replies == [b""]
+
+
+async def test_a_relay_socket_that_cannot_open_refuses_the_start(tmp_path, monkeypatch, stub_vendor):
+    from metaharness.adapters.base import StartRefusal
+    from metaharness.adapters.codex import relay as relay_module
+
+    async def refuse(self):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(relay_module.RelayServer, "start", refuse)
+    work = tmp_path / "work"
+    work.mkdir()
+    adapter = CodexAdapter(make_spec(work, stub_vendor({}), codex_replace_relay=True))
+    with pytest.raises(StartRefusal) as refused:
+        await adapter.start(FakeContext(str(work)))
+    assert refused.value.name == "ReplaceRelayUnavailable" and "Permission denied" in refused.value.sentence
+    assert adapter.proc is None  # refused before Codex was started
+    adapter.cleanup()

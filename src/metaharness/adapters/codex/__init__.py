@@ -312,7 +312,12 @@ class CodexAdapter(Adapter):
         config = launch.config_toml(self._base_url, model=model)
         if spec.codex_replace_relay:
             self.relay = RelayServer(self.scratch.root, lambda payload, reply: self.seam.on_hook(payload, reply))
-            await self.relay.start()
+            try:
+                await self.relay.start()
+            except OSError as exc:
+                await self._stop_services()
+                raise StartRefusal("ReplaceRelayUnavailable",
+                                   f"the replace relay's socket could not be opened: {exc.strerror or exc}") from None
             self._services.append(self.relay)
             budget = spec.decision_timeout_ms
             config += hook_toml(self.scratch.root, self.relay.secret, *hook_timing(budget, self.vendor_timeout_ms(budget)))
