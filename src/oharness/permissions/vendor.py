@@ -14,14 +14,15 @@ from typing import Any, Mapping
 from .engine import Call, oharness_call
 from .rules import canonical_tool
 
-__all__ = ["vendor_call", "patch_paths", "notation_call", "NotationError"]
+__all__ = ["vendor_call", "patch_entries", "patch_paths", "notation_call", "NotationError"]
 
 _INERT_VENDOR = {"TodoWrite", "update_plan", "request_user_input"}
 _PATCH_LINE = re.compile(r"^\*\*\* (Add File|Update File|Delete File|Move to): (.+?)\s*$")
 
 
-def patch_paths(text: str) -> list[str] | None:
-    """Paths a Codex `apply_patch` text touches, or None if it does not parse."""
+def patch_entries(text: str) -> list[tuple[str, str]] | None:
+    """The file headers of a Codex `apply_patch` text, in order, as (header, path) with header one of
+    `Add File`, `Update File`, `Delete File`, `Move to`; None if it does not parse."""
     lines = text.splitlines()
     try:
         start = next(i for i, l in enumerate(lines) if l.strip() == "*** Begin Patch")
@@ -30,14 +31,20 @@ def patch_paths(text: str) -> list[str] | None:
         return None
     if end <= start:
         return None
-    paths: list[str] = []
+    entries: list[tuple[str, str]] = []
     for line in lines[start + 1 : end]:
         m = _PATCH_LINE.match(line)
         if m:
-            paths.append(m.group(2))
+            entries.append((m.group(1), m.group(2)))
         elif line.startswith("*** ") and not line.startswith("*** End of File"):
             return None
-    return paths if paths else None
+    return entries if entries else None
+
+
+def patch_paths(text: str) -> list[str] | None:
+    """Paths a Codex `apply_patch` text touches, or None if it does not parse."""
+    entries = patch_entries(text)
+    return [path for _, path in entries] if entries is not None else None
 
 
 def vendor_call(tool_name: str, input: Any, cwd: str | None) -> Call:

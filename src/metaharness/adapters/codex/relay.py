@@ -89,34 +89,26 @@ def unwrap_shell(command: Any) -> str | None:
 
 def patch_changes(text: Any) -> list[dict] | None:
     """The file entries of an `apply_patch` text, in the shape of a `fileChange` item's
-    `changes` (`{"path", "kind": {"type", "move_path"}}`); None when it cannot be read."""
-    if not isinstance(text, str):
-        return None
-    lines = [line.rstrip("\r") for line in text.splitlines()]
-    while lines and not lines[-1].strip():
-        lines.pop()
-    if len(lines) < 2 or lines[0].strip() != "*** Begin Patch" or lines[-1].strip() != "*** End Patch":
+    `changes` (`{"path", "kind": {"type", "move_path"}}`); None when it cannot be read.
+    The headers are read as the permission engine reads them (`patch_entries`), so a policy
+    and a frame see the same entries."""
+    from oharness.permissions.vendor import patch_entries  # on first use: only relay runs read patch text
+
+    entries = patch_entries(text) if isinstance(text, str) else None
+    if entries is None:
         return None
     changes: list[dict] = []
-    for line in lines[1:-1]:
-        if not line.startswith("*** ") or line == "*** End of File":
-            continue  # hunk lines
-        header, _, path = line.partition(": ")
-        path = path.strip()
-        if not path:
-            return None
-        if header == "*** Move to":
-            if not changes or changes[-1]["kind"]["type"] != "update":
+    for header, path in entries:
+        if header == "Move to":
+            if not changes or changes[-1]["kind"]["type"] != "update" or changes[-1]["kind"]["move_path"]:
                 return None
             changes[-1]["kind"]["move_path"] = path
-        elif header in _PATCH_HEADERS:
-            changes.append({"path": path, "kind": {"type": _PATCH_HEADERS[header], "move_path": None}})
         else:
-            return None  # a header this reading does not know: resolve to nothing rather than guess
-    return changes or None
+            changes.append({"path": path, "kind": {"type": _PATCH_KINDS[header], "move_path": None}})
+    return changes
 
 
-_PATCH_HEADERS = {"*** Add File": "add", "*** Update File": "update", "*** Delete File": "delete"}
+_PATCH_KINDS = {"Add File": "add", "Update File": "update", "Delete File": "delete"}
 
 
 class RelayServer:
