@@ -292,7 +292,7 @@ async def test_patch_presentation_resolves_per_entry_and_is_verified(tmp_path):
     hook(seam, hook_payload(name="apply_patch", command=PATCH, cwd=str(tmp_path)))
     [call] = ctx.calls
     assert call.can_replace is False
-    resolution = CodexAdapter.resolve(seam_adapter(tmp_path), "apply_patch", call.input, str(tmp_path))
+    resolution = seam.resolve("apply_patch", call.input, str(tmp_path))
     assert resolution.subjects == [("file:notes/new.txt", [("file.write", "", "")]),
                                    ("file:b.txt", [("file.write", "", "")]), ("file:a.txt", [("file.write", "", "")])]
     call.deliver(Allow(), "frame")
@@ -311,12 +311,6 @@ async def test_patch_presentation_resolves_per_entry_and_is_verified(tmp_path):
     seam.on_request({"id": 9, "method": "item/fileChange/requestApproval",
                      "params": {"itemId": CALL, "turnId": "t", "cwd": str(tmp_path)}}, b"{}", 1)
     assert seam.rpc.answers == [] and len(ctx.calls) == 2
-
-
-def seam_adapter(tmp_path):
-    adapter = CodexAdapter(make_spec(tmp_path, None))
-    adapter.work = str(tmp_path)
-    return adapter
 
 
 def test_a_blocked_hook_is_the_result_of_its_call(tmp_path):
