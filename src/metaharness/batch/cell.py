@@ -156,6 +156,7 @@ async def run_cell(job: CellJob) -> CellResult:
     events = os.path.join(job.out_dir, "events.jsonl")
     stderr_path = os.path.join(job.out_dir, "stderr.txt")
     started = time.monotonic()
+    started_at = round(time.time(), 3)
     timed_out = False
     try:
         if job.task.workspace is not None:
@@ -202,7 +203,7 @@ async def run_cell(job: CellJob) -> CellResult:
         return CellResult(
             task=job.task.id, harness=job.harness.name, kind=job.harness.kind, repeat=job.repeat,
             exit_code=proc.returncode, check=verdict, check_exit_code=check_code,
-            passed=passed and infra is None, timed_out=timed_out, refusal=refusal, wall_ms=wall_ms,
+            passed=passed and infra is None, timed_out=timed_out, refusal=refusal, wall_ms=wall_ms, started_at=started_at,
             attempts=job.attempt, infra=infra, **summary)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

@@ -58,6 +58,7 @@ class CellResult(Struct, kw_only=True):
     input_tokens: int | None = None
     output_tokens: int | None = None
     wall_ms: int | None = None
+    started_at: float | None = None  # seconds since the epoch, when the last attempt's run started
     attempts: int = 0
     retried_for: list[str] = msgspec.field(default_factory=list)
     infra: str | None = None  # an infrastructure failure the last attempt ended in
@@ -68,7 +69,7 @@ class CellResult(Struct, kw_only=True):
 
 
 # Fields that differ from one execution of the same plan to the next.
-TIMING_FIELDS = ("wall_ms",)
+TIMING_FIELDS = ("wall_ms", "started_at")
 
 _DECISION_COUNTER = {"allow": "allowed", "deny": "denied", "replace": "replaced", "abstain": "abstained"}
 
