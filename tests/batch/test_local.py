@@ -12,7 +12,7 @@ from metaharness.batch import BatchOptions, load_plan, run_batch
 from metaharness.batch.results import CellResult
 from metaharness.protocol.stream import check_stream
 
-from .conftest import last_by_cell, results_of, shell, write_plan, write_scenario
+from .conftest import REPO, last_by_cell, results_of, shell, write_plan, write_scenario
 
 
 def run(plan_path: str, out: Path, **options) -> list[CellResult]:
@@ -141,6 +141,8 @@ class _FakeBackend:
 
     async def execute(self, job):
         self.seen.append(job.task.id)
+        os.makedirs(job.out_dir, exist_ok=True)  # a complete stream, as a real cell leaves
+        Path(job.out_dir, "events.jsonl").write_bytes((REPO / "tests/view/fixtures/compare_codex.jsonl").read_bytes())
         return CellResult(task=job.task.id, harness=job.harness.name, kind=job.harness.kind, repeat=job.repeat,
                           exit_code=0, close_reason="completed", stream="complete", passed=True,
                           cost_usd=self.cost, attempts=job.attempt)
