@@ -65,6 +65,10 @@ def table(out: Path) -> list[dict]:
 
 @pytest.fixture
 def suite(tmp_path: Path) -> dict[str, Any]:
+    return make_suite(tmp_path)
+
+
+def make_suite(tmp_path: Path) -> dict[str, Any]:
     """A plan of three tasks on oharness under two harness configurations.
 
     * notes: a frame admits file.write/file.edit; the shell call is denied; check passes;

@@ -111,7 +111,7 @@ def build_matrix(plan: Plan, results: dict[tuple[str, str, int], CellResult]) ->
 def cell_text(entry: Entry) -> str:
     parts = [f"pass {entry.pass_rate}"]
     if entry.ran:
-        parts.append(format_cost(entry.median_cost))
+        parts.append(f"cost {format_cost(entry.median_cost)}")
         parts.append(format_duration(entry.median_wall_ms))
         parts.append(f"{entry.denied} denied")
     if entry.skipped:
