@@ -169,3 +169,41 @@ def test_max_cost_counts_reported_costs_over_the_batch(tmp_path):
         return [r async for r in run_batch(plan, str(out), BatchOptions(max_cost_usd=2.5), backend=backend2)]
 
     assert [r.status for r in asyncio.run(again())] == ["skipped"] * 3 and backend2.seen == []
+
+
+def test_a_vendor_binary_missing_where_the_cell_runs_is_refused_by_name(tmp_path):
+    script = write_scenario(tmp_path / "s.json", {"text": "done"})
+    empty = tmp_path / "no-vendor"
+    empty.mkdir()
+    plan = write_plan(tmp_path / "plan.json", [{"id": "a", "prompt": "go", "script": script}],
+                      [{"kind": "codex", "vendor_dir": str(empty), "decisions": "observe"}])
+    [result] = run(plan, tmp_path / "out", jobs=1, retries=2)
+    assert result.refusal is not None and result.refusal.startswith("VendorMissing: "), result
+    assert result.exit_code == 2 and result.attempts == 1 and not result.passed
+
+
+def test_the_live_display_and_the_plain_lines(tmp_path):
+    import io
+
+    from rich.console import Console
+
+    from metaharness.batch.progress import Display
+    from metaharness.batch.runner import Progress
+
+    done = CellResult(task="notes", harness="claude", kind="claude", repeat=2, exit_code=0, close_reason="completed",
+                      stream="complete", check="pass", passed=True, cost_usd=0.25, wall_ms=1500)
+    buffer = io.StringIO()
+    live = Display(Console(file=buffer, force_terminal=True, width=120), live=True, slots=2)
+    progress = Progress(total=4, done=1, passed=1, running={"notes/codex/1"}, cost_usd=0.25, last=done)
+    live.update(progress)
+    live.close()
+    text = buffer.getvalue()
+    assert "1/4 done" in text and "notes/codex/1" in text and "$0.2500" in text and "eta" in text
+    plain_buffer = io.StringIO()
+    plain = Display(Console(file=plain_buffer, force_terminal=False, width=200), live=False, slots=2)
+    plain.update(progress)  # nothing: plain output is one line per finished cell
+    plain.result(done)
+    plain.result(CellResult(task="x", harness="h", kind="oharness", repeat=1, status="skipped", skipped="budget"))
+    assert plain_buffer.getvalue().splitlines() == [
+        "notes/claude/2: pass (exit 0, closed completed, check pass, 0 denied, $0.2500, 1.5 s)",
+        "x/h/1: skipped: budget"]
