@@ -42,6 +42,20 @@ def write_plan(path: Path, tasks: list[dict], harnesses: list[dict], repeats: in
     return str(path)
 
 
+def runs_matching(marker: str) -> list[int]:
+    """Pids of the `metaharness run` processes whose command line mentions `marker`."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                argv = Path("/proc", entry, "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if argv[1:4] == [b"-m", b"metaharness", b"run"] and any(marker.encode() in a for a in argv):
+                found.append(int(entry))
+    return found
+
+
 def results_of(out: Path) -> list[dict]:
     return [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines() if line.strip()]
 

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from metaharness.cli.main import cli
 from metaharness.protocol.stream import check_stream
 
-from .conftest import METAHARNESS, last_by_cell, results_of, write_plan, write_scenario
+from .conftest import METAHARNESS, last_by_cell, results_of, runs_matching, write_plan, write_scenario
 
 
 def invoke(*args: str):
@@ -153,19 +153,6 @@ def _wait_for(predicate, timeout: float = 60.0) -> None:
         time.sleep(0.05)
 
 
-def _pids_of_runs(out: Path) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                argv = Path("/proc", entry, "cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if b"run" in argv and any(str(out).encode() in a for a in argv):
-                found.append(int(entry))
-    return found
-
-
 def test_resume_after_the_batch_process_is_killed(tmp_path):
     plan, out = _slow_plan(tmp_path, 4), tmp_path / "out"
     proc = _start(plan, out, "--jobs", "1")
@@ -174,7 +161,7 @@ def test_resume_after_the_batch_process_is_killed(tmp_path):
     proc.kill()
     proc.wait()
     # the running cell's run dies with the batch, and still closes its stream
-    _wait_for(lambda: not _pids_of_runs(out), timeout=30)
+    _wait_for(lambda: not runs_matching(str(out)), timeout=30)
     assert check_stream((out / "t1" / "oharness" / "1" / "events.jsonl").read_bytes()).status == "complete"
     first = last_by_cell(out)
     assert set(first) <= {("t0", "oharness", 1), ("t1", "oharness", 1)}
@@ -195,7 +182,7 @@ def test_ctrl_c_halts_running_cells_closes_every_stream_and_leaves_a_resumable_d
     proc.send_signal(signal.SIGINT)
     assert proc.wait(60) == 130
     assert b"resumes" in proc.stderr.read()
-    assert not _pids_of_runs(out)
+    assert not runs_matching(str(out))
     for i in (0, 1):
         data = (out / f"t{i}" / "oharness" / "1" / "events.jsonl").read_bytes()
         assert check_stream(data).status == "complete"

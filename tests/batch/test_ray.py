@@ -9,7 +9,6 @@ import os
 import threading
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 
@@ -23,7 +22,7 @@ from metaharness.batch import load_plan, run_batch  # noqa: E402
 from metaharness.batch.ray_backend import RayBackend  # noqa: E402
 from metaharness.protocol.stream import check_stream  # noqa: E402
 
-from .conftest import last_by_cell, table, write_plan, write_scenario  # noqa: E402
+from .conftest import last_by_cell, runs_matching, table, write_plan, write_scenario  # noqa: E402
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -67,19 +66,6 @@ def test_the_same_plan_gives_the_same_table_on_ray_and_locally(cluster, suite, m
     assert str(tmp) not in events
 
 
-def _runs_named(marker: str) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                argv = Path("/proc", entry, "cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if argv[1:4] == [b"-m", b"metaharness", b"run"] and any(marker.encode() in a for a in argv):
-                found.append(int(entry))
-    return found
-
-
 def test_a_node_removed_mid_batch_has_its_cells_run_again(cluster, tmp_path):
     head, worker = cluster
     marker = f"slow-{uuid.uuid4().hex}.json"  # names this test's runs among the machine's processes
@@ -92,7 +78,7 @@ def test_a_node_removed_mid_batch_has_its_cells_run_again(cluster, tmp_path):
     def remove_when_both_runs_are_up():
         # Both nodes' runs are alive (not merely submitted): then the worker node goes away.
         deadline = time.monotonic() + 60
-        while len(_runs_named(marker)) < 2 and time.monotonic() < deadline:
+        while len(runs_matching(marker)) < 2 and time.monotonic() < deadline:
             time.sleep(0.05)
         time.sleep(1.0)
         head.remove_node(worker, allow_graceful=False)

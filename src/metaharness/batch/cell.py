@@ -53,19 +53,25 @@ class CellJob(Struct, kw_only=True):
 
 
 def run_argv(job: CellJob, workspace: str, events: str) -> list[str]:
-    """The `metaharness …` argv of the cell (a workflow task runs `metaharness workflow run`)."""
+    """The `metaharness …` argv of the cell: `run <kind> …`, or `workflow run FILE …` for a workflow task."""
     from metaharness.api import spec_to_argv
     from metaharness.run.spec import RunSpec
 
     task, harness = job.task, job.harness
     options = {name: getattr(harness, name) for name in RUN_OPTIONS if getattr(harness, name) is not None}
-    spec = RunSpec(kind=harness.kind, prompt=task.prompt, script=task.script, frame=task.frame, cwd=workspace,
-                   events=events, policy_files=list(task.policy), **options)
-    argv = spec_to_argv(spec)
-    if task.workflow is not None:
-        # `metaharness workflow run FILE <the run options>`: the workflow brings its own frames and prompts.
-        argv = ["workflow", "run", task.workflow, *argv[1:]]
-    return argv
+    if task.workflow is None:
+        spec = RunSpec(kind=harness.kind, prompt=task.prompt, script=task.script, frame=task.frame, cwd=workspace,
+                       events=events, policy_files=list(task.policy), **options)
+        return spec_to_argv(spec)
+    # The workflow brings its own frames; its stream lands in its --out directory (see workflow_events).
+    spec = RunSpec(kind=harness.kind, script=task.script, policy_files=list(task.policy), **options)
+    argv = ["workflow", "run", task.workflow, "--harness", harness.kind, "--out", workflow_dir(job),
+            "--cwd", workspace, *spec_to_argv(spec)[2:]]
+    return argv + (["-p", task.prompt] if task.prompt else [])
+
+
+def workflow_dir(job: CellJob) -> str:
+    return os.path.join(job.out_dir, "workflow")
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
@@ -87,16 +93,22 @@ def _scratch_env(home: str) -> dict[str, str]:
     return env
 
 
-async def _stop(proc: asyncio.subprocess.Process, reason: str) -> None:
-    """Halt the run through its command channel; signal it only if it does not close."""
-    line = {"format": "metaharness.command/1", "id": "batch-halt", "command": "halt", "reason": reason}
-    try:
-        assert proc.stdin is not None
-        proc.stdin.write((json.dumps(line) + "\n").encode())
-        await proc.stdin.drain()
-    except (BrokenPipeError, ConnectionResetError, AssertionError):
-        pass
-    for sig, grace in ((None, HALT_GRACE_S), (signal.SIGTERM, TERM_GRACE_S), (signal.SIGKILL, None)):
+async def _stop(proc: asyncio.subprocess.Process, reason: str, *, by_command: bool = True) -> None:
+    """Halt the run through its command channel; signal it only if it does not close.
+
+    A workflow run reads no commands: SIGTERM is its clean stop."""
+    steps = ((None, HALT_GRACE_S), (signal.SIGTERM, TERM_GRACE_S), (signal.SIGKILL, None))
+    if by_command:
+        line = {"format": "metaharness.command/1", "id": "batch-halt", "command": "halt", "reason": reason}
+        try:
+            assert proc.stdin is not None
+            proc.stdin.write((json.dumps(line) + "\n").encode())
+            await proc.stdin.drain()
+        except (BrokenPipeError, ConnectionResetError, AssertionError):
+            pass
+    else:
+        steps = steps[1:]
+    for sig, grace in steps:
         if sig is not None and proc.returncode is None:
             try:
                 proc.send_signal(sig)
@@ -164,6 +176,8 @@ async def run_cell(job: CellJob) -> CellResult:
         else:
             os.makedirs(workspace)
         env = _scratch_env(os.path.join(scratch, "home"))
+        by_command = job.task.workflow is None
+        shutil.rmtree(workflow_dir(job), ignore_errors=True)
         with open(stderr_path, "wb") as stderr:
             proc = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "metaharness", *run_argv(job, workspace, events),
@@ -173,14 +187,16 @@ async def run_cell(job: CellJob) -> CellResult:
                 await asyncio.wait_for(proc.wait(), job.timeout_s)
             except asyncio.TimeoutError:
                 timed_out = True
-                await _stop(proc, f"the cell's time limit of {job.timeout_s:g} s was reached")
+                await _stop(proc, f"the cell's time limit of {job.timeout_s:g} s was reached", by_command=by_command)
             except asyncio.CancelledError:
-                await asyncio.shield(_stop(proc, "the batch was interrupted"))
+                await asyncio.shield(_stop(proc, "the batch was interrupted", by_command=by_command))
                 raise
             finally:
                 if proc.stdin is not None:
                     proc.stdin.close()
         wall_ms = int((time.monotonic() - started) * 1000)
+        if not by_command and os.path.exists(os.path.join(workflow_dir(job), "events.jsonl")):
+            shutil.copyfile(os.path.join(workflow_dir(job), "events.jsonl"), events)
         try:
             with open(events, "rb") as handle:
                 data = handle.read()
