@@ -12,6 +12,11 @@ import pytest
 
 from metaharness.protocol.frame import document_bytes, seal
 
+# Ray, when a test starts it, binds every process to 127.0.0.1 and reports nothing anywhere
+# (read when ray is first imported, so set before any test module imports it).
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+
 REPO = Path(__file__).resolve().parents[2]
 METAHARNESS = [sys.executable, "-m", "metaharness"]
 

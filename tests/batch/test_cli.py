@@ -194,3 +194,9 @@ def test_ctrl_c_halts_running_cells_closes_every_stream_and_leaves_a_resumable_d
     assert resumed.wait(120) == 0
     cells = last_by_cell(out)
     assert len(cells) == 4 and all(c["status"] == "ran" and c["passed"] for c in cells.values())
+
+
+def test_the_bundled_example_plan_is_valid():
+    result = invoke("batch", "check", str(Path(__file__).resolve().parents[2] / "examples" / "batch.toml"))
+    assert result.exit_code == 0, result.stderr
+    assert "1 task(s) × 3 harness(es) × 3 repeat(s) = 9 cell(s)" in result.output

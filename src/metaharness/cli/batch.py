@@ -99,7 +99,10 @@ def run(plan: str, out: str, **options) -> None:
         console.print(f"interrupted: running cells were halted; `metaharness batch run {plan} --out {out}` resumes")
         sys.exit(130)
     display.close()
-    console.print(f"done: results in {out}/results.jsonl; `metaharness batch report {out}` shows the matrix")
+    from metaharness.batch.report import build_matrix, load_dir, render_text
+
+    render_text(build_matrix(*load_dir(out)), Console(highlight=False))
+    console.print(f"done: results in {out}/results.jsonl; `metaharness batch report {out} --html PAGE` writes the page")
 
 
 @batch.command("report")
