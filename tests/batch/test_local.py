@@ -205,5 +205,5 @@ def test_the_live_display_and_the_plain_lines(tmp_path):
     plain.result(done)
     plain.result(CellResult(task="x", harness="h", kind="oharness", repeat=1, status="skipped", skipped="budget"))
     assert plain_buffer.getvalue().splitlines() == [
-        "notes/claude/2: pass (exit 0, closed completed, check pass, 0 denied, $0.2500, 1.5 s)",
+        "notes/claude/2: pass (exit 0, closed completed, check pass, 0 denied, cost $0.2500, 1.5 s)",
         "x/h/1: skipped: budget"]

@@ -26,7 +26,7 @@ def result_line(result: CellResult) -> str:
         return f"{where}: interrupted (a resume runs it again)"
     verdict = "pass" if result.passed else "FAIL"
     detail = [f"exit {result.exit_code}", f"closed {result.close_reason}", f"check {result.check}",
-              f"{result.calls.denied} denied", format_cost(result.cost_usd), format_duration(result.wall_ms)]
+              f"{result.calls.denied} denied", f"cost {format_cost(result.cost_usd)}", format_duration(result.wall_ms)]
     if result.timed_out:
         detail.append("timed out")
     if result.attempts > 1:
