@@ -64,6 +64,37 @@ def test_the_same_plan_gives_the_same_table_on_ray_and_locally(cluster, suite, m
     assert str(tmp) not in events
 
 
+def test_cancelling_a_ray_batch_halts_its_cells_and_leaves_a_resumable_dir(cluster, tmp_path):
+    head, _ = cluster
+    marker = f"slow-{uuid.uuid4().hex}.json"
+    script = write_scenario(tmp_path / marker, {"text": "thinking", "delay_ms": 20000}, {"text": "done"})
+    plan = load_plan(write_plan(tmp_path / "plan.json", [{"id": "t0", "prompt": "go", "script": script}],
+                                [{"kind": "oharness", "decisions": "observe"}]))
+    out = tmp_path / "out"
+
+    async def go():
+        backend = RayBackend(plan, address=head.address, jobs=1)
+        consumer = asyncio.ensure_future(_drain(run_batch(plan, str(out), backend=backend)))
+        deadline = time.monotonic() + 60
+        while not runs_matching(marker) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert runs_matching(marker), "the cell's run never started"
+        consumer.cancel()  # what Ctrl-C does to the CLI's task
+        with pytest.raises(asyncio.CancelledError):
+            await consumer
+
+    asyncio.run(go())
+    assert last_by_cell(out)[("t0", "oharness", 1)]["status"] == "interrupted"
+    deadline = time.monotonic() + 30
+    while runs_matching(marker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not runs_matching(marker), "the cell's run outlived the cancelled batch"
+
+
+async def _drain(results):
+    return [r async for r in results]
+
+
 def test_a_node_removed_mid_batch_has_its_cells_run_again(cluster, tmp_path):
     head, worker = cluster
     marker = f"slow-{uuid.uuid4().hex}.json"  # names this test's runs among the machine's processes

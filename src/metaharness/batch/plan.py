@@ -176,6 +176,8 @@ def parse_plan(raw: Any, *, base: str) -> Plan:
             raise PlanError(f"the plan needs a non-empty list of {key}")
     tasks = [_convert(t, Task, _where("task", i, t)) for i, t in enumerate(raw["tasks"])]
     harnesses = [_convert(h, Harness, _where("harness", i, h)) for i, h in enumerate(raw["harnesses"])]
+    # The top-level keys are checked with one task and one harness (already checked above,
+    # each under its own name), then the full lists are put in.
     rest = {k: v for k, v in raw.items() if k not in ("tasks", "harnesses")}
     plan = _convert({**rest, "tasks": raw["tasks"][:1], "harnesses": raw["harnesses"][:1]}, Plan, "the plan")
     plan.tasks = [_resolve_task(t, base) for t in tasks]
