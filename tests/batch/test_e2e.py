@@ -84,6 +84,7 @@ def test_a_suite_on_oharness_claude_and_codex(tmp_path):
             assert f'"adapter":"{kind}"'.encode() in data
     assert cells[("notes", "claude", 1)]["cost_usd"] is not None  # Claude Code reports a cost from the usage
     assert sorted(os.listdir(template)) == ["README.txt"]
+    assert not (out / ".scratch").exists()  # every cell's workspace and home (vendor scratch included) is gone
     report = batch("report", str(out), "--html", str(tmp_path / "report.html"))
     assert report.returncode == 0, report.stderr.decode()
     assert (tmp_path / "report-runs" / "notes" / "oharness-vs-claude.html").exists()
