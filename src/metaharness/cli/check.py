@@ -42,13 +42,15 @@ SCHEMA_NAMES = ("event", "command", "frame", "batch")
 @click.command()
 @click.argument("name", type=click.Choice(SCHEMA_NAMES))
 def schema(name: str) -> None:
-    """Print the JSON Schema of metaharness.event/1, command/1, frame/1 or batch/1."""
+    """Print the JSON Schema of metaharness.event/1, .command/1, .frame/1 or .batch/1."""
     import json
 
-    if name == "batch":  # the batch plan sits above the wire; its schema comes from its own structs
-        from metaharness.batch.plan import plan_schema as json_schema_of
+    if name == "batch":  # the batch plan sits above the wire formats
+        from metaharness.batch.plan import plan_schema
+
+        document = plan_schema()
     else:
         from metaharness.protocol.schema import json_schema
 
-        json_schema_of = lambda: json_schema(name)  # noqa: E731
-    write_bytes((json.dumps(json_schema_of(), indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
+        document = json_schema(name)
+    write_bytes((json.dumps(document, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
