@@ -6,7 +6,6 @@ import asyncio
 import os
 from pathlib import Path
 
-import pytest
 
 from metaharness.batch import BatchOptions, load_plan, run_batch
 from metaharness.batch.results import CellResult
