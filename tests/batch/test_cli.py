@@ -29,6 +29,10 @@ def test_check_accepts_a_toml_plan_and_counts_its_cells(suite):
     toml.write_text(f'''format = "metaharness.batch/1"
 repeats = 3
 
+[defaults]
+vendor_dir = "vendor"
+max_turns = 4
+
 [[tasks]]
 id = "notes"
 prompt = "write notes"
@@ -42,7 +46,7 @@ kind = "oharness"
 
 [[harnesses]]
 kind = "claude"
-vendor_dir = "vendor"
+vendor_dir = "own-vendor"
 ''')
     result = invoke("batch", "check", str(toml))
     assert result.exit_code == 0, result.output
@@ -50,7 +54,10 @@ vendor_dir = "vendor"
     from metaharness.batch import load_plan
 
     plan = load_plan(str(toml))  # relative paths resolve against the plan's own directory
-    assert plan.tasks[0].workspace == str(suite["template"]) and plan.harnesses[1].vendor_dir == str(tmp / "vendor")
+    assert plan.tasks[0].workspace == str(suite["template"])
+    # a harness's own option wins over the plan's defaults; one it leaves out comes from them
+    assert plan.harnesses[0].vendor_dir == str(tmp / "vendor") and plan.harnesses[1].vendor_dir == str(tmp / "own-vendor")
+    assert plan.harnesses[0].max_turns == plan.harnesses[1].max_turns == 4
 
 
 @pytest.mark.parametrize("change, message", [

@@ -51,10 +51,8 @@ class Task(Struct, kw_only=True, forbid_unknown_fields=True):
     timeout_s: Seconds | None = None  # wall-clock limit of one cell's run
 
 
-class Harness(Struct, kw_only=True, forbid_unknown_fields=True):
-    """A harness and the `metaharness run` options that apply to it (each spelled as its flag)."""
-    kind: Literal[KINDS]  # type: ignore[valid-type]
-    id: Ident | None = None  # defaults to the kind
+class RunOptions(Struct, kw_only=True, forbid_unknown_fields=True):
+    """The `metaharness run` options that are about a harness, each spelled as its flag."""
     model: str | None = None
     decisions: Literal[DECISION_MODES] | None = None  # type: ignore[valid-type]
     deny_only: bool | None = None
@@ -74,16 +72,22 @@ class Harness(Struct, kw_only=True, forbid_unknown_fields=True):
     policy_ask: Literal["none", "embedder"] | None = None
     no_decision_trail: bool | None = None
 
+
+RUN_OPTIONS: tuple[str, ...] = RunOptions.__struct_fields__
+
+
+class Harness(RunOptions, kw_only=True, forbid_unknown_fields=True):
+    """A harness kind and its run options (an option it leaves out comes from the plan's defaults)."""
+    kind: Literal[KINDS]  # type: ignore[valid-type]
+    id: Ident | None = None  # defaults to the kind
+
     @property
     def name(self) -> str:
         return self.id or self.kind
 
 
-# The harness fields that are `metaharness run` options (all but kind and id).
-RUN_OPTIONS: tuple[str, ...] = tuple(f for f in Harness.__struct_fields__ if f not in ("kind", "id"))
-
-
-class Defaults(Struct, kw_only=True, forbid_unknown_fields=True):
+class Defaults(RunOptions, kw_only=True, forbid_unknown_fields=True):
+    """Run options for every harness that does not give its own, and the batch's own defaults."""
     timeout_s: Seconds | None = None  # a task's timeout_s when it gives none
     retries: Annotated[int, Meta(ge=0)] = 0  # the --retries of `batch run` when it gives none
 
@@ -181,7 +185,8 @@ def parse_plan(raw: Any, *, base: str) -> Plan:
     rest = {k: v for k, v in raw.items() if k not in ("tasks", "harnesses")}
     plan = _convert({**rest, "tasks": raw["tasks"][:1], "harnesses": raw["harnesses"][:1]}, Plan, "the plan")
     plan.tasks = [_resolve_task(t, base) for t in tasks]
-    plan.harnesses = [_resolve_harness(h, base) for h in harnesses]
+    plan.defaults = msgspec.structs.replace(plan.defaults, vendor_dir=_abs(base, plan.defaults.vendor_dir))
+    plan.harnesses = [_with_defaults(_resolve_harness(h, base), plan.defaults) for h in harnesses]
     _check_unique([t.id for t in plan.tasks], "task")
     _check_unique([h.name for h in plan.harnesses], "harness")
     for task in plan.tasks:
@@ -210,6 +215,12 @@ def _resolve_task(task: Task, base: str) -> Task:
 
 def _resolve_harness(harness: Harness, base: str) -> Harness:
     return msgspec.structs.replace(harness, vendor_dir=_abs(base, harness.vendor_dir))
+
+
+def _with_defaults(harness: Harness, defaults: Defaults) -> Harness:
+    inherited = {name: getattr(defaults, name) for name in RUN_OPTIONS
+                 if getattr(harness, name) is None and getattr(defaults, name) is not None}
+    return msgspec.structs.replace(harness, **inherited)
 
 
 def _check_task(task: Task) -> None:
