@@ -206,3 +206,14 @@ def test_the_live_display_and_the_plain_lines(tmp_path):
     assert plain_buffer.getvalue().splitlines() == [
         "notes/claude/2: pass (exit 0, closed completed, check pass, 0 denied, cost $0.2500, 1.5 s)",
         "x/h/1: skipped: budget"]
+
+
+def test_a_check_over_its_time_limit_is_killed_and_fails_the_cell(tmp_path):
+    script = write_scenario(tmp_path / "s.json", {"text": "done"})
+    plan = write_plan(tmp_path / "plan.json", [{"id": "slow-check", "prompt": "go", "script": script,
+                                               "check": {"command": "sleep 60", "timeout_s": 1}}],
+                      [{"kind": "oharness", "decisions": "observe"}])
+    [result] = run(plan, tmp_path / "out", jobs=1, retries=2)
+    assert result.check == "timeout" and result.check_exit_code is None and not result.passed
+    assert result.attempts == 1 and result.wall_ms < 20000 and not result.timed_out
+    assert "exceeded 1 s" in (tmp_path / "out" / "slow-check" / "oharness" / "1" / "check.txt").read_text()
