@@ -49,6 +49,8 @@ def test_the_matrix_in_the_terminal(batch_dir):
     assert "pass 2/2" in text and "pass 0/2" in text and "2 denied" in text
     assert "cost not reported" in text  # scripted runs report no cost: shown as unknown, not $0
     assert "2 skipped" in text  # the budget's unscheduled cells (isolate × oh-policy)
+    # which calls were refused, and why: the frame's shell denial, once per repeat
+    assert "refused in notes on oh-frame (×2): bash command=echo hi > shell.txt — this step admits" in text
 
 
 def test_report_of_a_dir_that_is_not_a_batch_is_refused(tmp_path):
@@ -82,6 +84,10 @@ def test_the_report_page_in_chromium(batch_dir, tmp_path):
             assert "2 denied" in cell.inner_text()
             assert "all-pass" in cell.get_attribute("class")
             assert "none-pass" in page.locator('td.cell[data-task="fails"][data-harness="oh-policy"]').get_attribute("class")
+            refused = cell.locator("details.refused")
+            assert "refused calls (1)" in refused.inner_text()
+            refused.locator("summary").click()
+            assert "echo hi > shell.txt" in refused.inner_text() and "which it does not" in refused.inner_text()
             assert "2 skipped: budget" in page.locator('td.cell[data-task="isolate"][data-harness="oh-policy"]').inner_text()
             page.screenshot(path=str(ARTIFACTS / "batch-report.png"), full_page=True)
             # a cell's link opens that run's own page (the single-run view)

@@ -64,6 +64,16 @@ class Entry:
     def denied(self) -> int:
         return sum(r.calls.denied for r in self.ran)
 
+    @property
+    def refused(self) -> list[tuple[str, str, str, int]]:
+        """Distinct refused calls over the repeats: (tool, subject, reason, how many times)."""
+        counts: dict[tuple[str, str, str], int] = {}
+        for result in self.ran:
+            for call in result.refused:
+                key = (call.name, call.subject, call.reason or "no reason given")
+                counts[key] = counts.get(key, 0) + 1
+        return [(*key, n) for key, n in counts.items()]
+
 
 @dataclass
 class Matrix:
@@ -129,6 +139,12 @@ def render_text(matrix: Matrix, console: Any) -> None:
     for task in matrix.tasks:
         table.add_row(task, *[cell_text(matrix.entry(task, h)) for h in matrix.harnesses])
     console.print(table)
+    for task in matrix.tasks:
+        for harness in matrix.harnesses:
+            for tool, subject, reason, count in matrix.entry(task, harness).refused:
+                times = f" (×{count})" if count > 1 else ""
+                console.print(f"refused in {task} on {harness}{times}: {tool} {subject} — {reason}",
+                              markup=False, highlight=False, soft_wrap=True)
     if matrix.missing:
         console.print(f"{matrix.missing} cell(s) have no result yet; `metaharness batch run` on this DIR runs them")
 

@@ -36,6 +36,17 @@ class Calls(Struct, kw_only=True):
     by_decider: dict[str, dict[str, int]] = msgspec.field(default_factory=dict)
 
 
+class Refused(Struct, kw_only=True):
+    """A call that was denied: what it was, and why."""
+    name: str
+    subject: str  # the call's input, summarised as the run views summarise it
+    reason: str | None = None
+    decided_by: str | None = None
+
+
+MAX_REFUSED = 20  # refused calls kept per cell (the count in `calls.denied` is always complete)
+
+
 class CellResult(Struct, kw_only=True):
     format: str = RESULT_FORMAT
     task: str
@@ -54,6 +65,7 @@ class CellResult(Struct, kw_only=True):
     refusal: str | None = None  # the run's own refusal sentence, when it refused to start
     turns: int = 0
     calls: Calls = msgspec.field(default_factory=Calls)
+    refused: list[Refused] = msgspec.field(default_factory=list)
     cost_usd: float | None = None
     input_tokens: int | None = None
     output_tokens: int | None = None
@@ -86,9 +98,12 @@ def cell_dir(out: str, key: tuple[str, str, int]) -> str:
 def summarise_stream(data: bytes) -> dict[str, Any]:
     """The result fields that the cell's event stream decides."""
     from metaharness.protocol.stream import check_stream
+    from metaharness.view.summarise import input_summary
 
     verdict = check_stream(data).status if data else "missing"
     calls = Calls()
+    requested: dict[str, tuple[str, str]] = {}
+    refused: list[Refused] = []
     turns = 0
     ended: dict[str, Any] | None = None
     closed: dict[str, Any] | None = None
@@ -104,9 +119,16 @@ def summarise_stream(data: bytes) -> dict[str, Any]:
         if name == "turn.started":
             turns += 1
         elif name == "tool.requested":
-            calls.requested += 1
+            if line.get("call_id") not in requested:  # a call presented again is still one call
+                calls.requested += 1
+            requested[str(line.get("call_id"))] = (str(line.get("name")), input_summary(line.get("input"), 160))
         elif name == "tool.decided":
-            counter = _DECISION_COUNTER.get((line.get("decision") or {}).get("decision"))
+            decision = line.get("decision") or {}
+            counter = _DECISION_COUNTER.get(decision.get("decision"))
+            if counter == "denied" and len(refused) < MAX_REFUSED:
+                tool, subject = requested.get(str(line.get("call_id")), ("?", ""))
+                refused.append(Refused(name=tool, subject=subject, reason=decision.get("reason"),
+                                       decided_by=line.get("decided_by")))
             if counter:
                 setattr(calls, counter, getattr(calls, counter) + 1)
                 per = calls.by_decider.setdefault(str(line.get("decided_by")), {})
@@ -127,6 +149,7 @@ def summarise_stream(data: bytes) -> dict[str, Any]:
         "close_reason": (closed or {}).get("reason"),
         "turns": turns,
         "calls": calls,
+        "refused": refused,
         "cost_usd": cost if cost is not None else usage_cost,
         "input_tokens": _first(ended_usage.get("input_tokens"), usage_in),
         "output_tokens": _first(ended_usage.get("output_tokens"), usage_out),
