@@ -163,7 +163,8 @@ def test_resume_after_the_batch_process_is_killed(tmp_path):
     plan, out = _slow_plan(tmp_path, 4), tmp_path / "out"
     proc = _start(plan, out, "--jobs", "1")
     _wait_for(lambda: (out / "results.jsonl").exists() and len(results_of(out)) >= 1)
-    _wait_for(lambda: (out / "t1" / "oharness" / "1" / "events.jsonl").exists())
+    running = out / "t1" / "oharness" / "1" / "events.jsonl"
+    _wait_for(lambda: running.exists() and running.stat().st_size > 0)  # the run is up (its first line written)
     proc.kill()
     proc.wait()
     # the running cell's run dies with the batch, and still closes its stream
