@@ -1,0 +1,378 @@
+"""The workflow host: one harness session driven step by step through the library API.
+
+What belongs here: `run_workflow()` and `resume_workflow()` — mint and seal each
+step's frame, set it at the step boundary with the node's prompt as the turn's
+text, judge the step when its turn ends, retry or move on, keep the budgets, and
+write the ledger as it goes. The host is an embedder: it uses `metaharness.api`
+(`start_run`, `RunHandle`) and `RunSpec`, nothing else of `run/`.
+
+Rules kept:
+* One session for the whole workflow (`keep_open`): a step boundary is a
+  `message.inject` (the prompt) and a `frame.set` (the new frame) queued together,
+  so they open the same turn.
+* Every record is in the ledger before the next thing happens: `step.entered`
+  before the frame is sent, the verdict and `step.ended` before the next frame is
+  minted, `workflow.ended` before the session is let go.
+* Transitions are the table in `_after()`: pass → the chosen or only way out
+  (attempt 1), fail → the same node (attempt + 1) until `max_attempts`, then the
+  workflow fails.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import inspect
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable
+
+from metaharness.protocol import frame as frames
+from metaharness.protocol.events import SessionEnded, Text, ToolRequested, ToolResult, TurnEnded, TurnStarted, Usage as UsageEvent
+from metaharness.protocol.values import Completed, Failed, StepRef
+from metaharness.run.spec import RunSpec
+
+from . import ledger as ledgers
+from .admit import WorkflowRefused, refusal
+from .document import END, LoadedWorkflow, load
+from .mint import Position, mint
+from .verdict import Verdict, judge
+
+# Exit codes of `metaharness workflow run|resume` (stable; batch runners rely on them).
+EXIT_CODES = {"completed": 0, "failed": 1, "budget": 1, "refused": 2, "stopped": 3}
+
+
+@dataclass
+class StepResult:
+    index: int
+    node: str
+    attempt: int
+    frame_digest: str
+    outcome: str  # passed | failed | stopped
+    reason: str | None
+    verdict: Verdict | None
+    then: Position | None
+    cost_usd: float | None
+    duration_ms: int
+
+
+@dataclass
+class WorkflowResult:
+    outcome: str  # completed | failed | budget | refused | stopped
+    reason_name: str | None
+    reason: str | None
+    out_dir: str | None
+    steps: list[StepResult] = field(default_factory=list)
+    cost_usd: float | None = None
+    run_exit_code: int | None = None
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES[self.outcome]
+
+
+Callback = Callable[..., Any]
+
+
+async def _call(callback: Callback | None, *args: Any) -> Any:
+    if callback is None:
+        return None
+    value = callback(*args)
+    return await value if inspect.isawaitable(value) else value
+
+
+@dataclass
+class _Budgets:
+    max_steps: int | None = None
+    max_turns: int | None = None  # per step
+    max_cost_usd: float | None = None
+
+
+class _Host:
+    def __init__(self, loaded: LoadedWorkflow, kind: str, out_dir: str, base: RunSpec, budgets: _Budgets,
+                 task: str | None, on_step: Callback | None, on_event: Callback | None,
+                 decide: Callable[..., Awaitable[Any] | Any] | None) -> None:
+        self.loaded, self.wf, self.kind, self.out = loaded, loaded.workflow, kind, out_dir
+        self.base, self.budgets, self.task = base, budgets, task
+        self.on_step, self.on_event, self.decide = on_step, on_event, decide
+        self.workspace = os.path.abspath(base.cwd or os.getcwd())
+        self.steps: list[StepResult] = []
+        self.cost: float | None = None
+        self.session_cost_base: float | None = None
+
+    # ------------------------------------------------------------------ helpers
+    def _frame_file(self, index: int, position: Position) -> str:
+        return os.path.join("frames", f"step-{index:04d}-{position.node}-attempt-{position.attempt}.frame.json")
+
+    def _enter(self, ledger: ledgers.Ledger, index: int, position: Position, prior: list[frames.PriorLine]) -> frames.Frame:
+        frame = mint(self.wf, position, index=index, prior=prior)
+        rel = self._frame_file(index, position)
+        with open(os.path.join(self.out, rel), "wb") as handle:
+            handle.write(frames.document_bytes(frame))
+        ledger.write("step.entered", step={"index": index, "node": position.node, "attempt": position.attempt},
+                     failure=position.failure, failed_by=position.failed_by, frame_digest=frame.digest, frame=rel)
+        return frame
+
+    def _after(self, position: Position, verdict: Verdict) -> tuple[Position | None, str | None, str | None]:
+        """(next position or None, outcome name if the workflow ends, its reason)."""
+        node = self.wf.nodes[position.node]
+        if verdict.passed:
+            way = verdict.choice if node.routing else node.ways_out[0]
+            if way == END:
+                return None, None, None
+            return Position(node=way), None, None
+        if position.attempt >= node.max_attempts:
+            return None, "AttemptsExhausted", (f"node {position.node} failed {position.attempt} of "
+                                               f"{node.max_attempts} attempt(s); the last: {verdict.failure}")
+        return Position(node=position.node, attempt=position.attempt + 1, failure=verdict.failure,
+                        failed_by=verdict.failed_by), None, None
+
+    def _budget_stop(self, index: int) -> tuple[str, str] | None:
+        b = self.budgets
+        if b.max_steps is not None and index > b.max_steps:
+            return "MaxStepsReached", f"--max-steps {b.max_steps}: step {index} would exceed it"
+        if b.max_cost_usd is not None and self.cost is not None and self.cost > b.max_cost_usd:
+            return "CostBudgetExceeded", f"--max-cost-usd {b.max_cost_usd}: the harness reported ${self.cost:.4f}"
+        return None
+
+    # ------------------------------------------------------------------ the drive
+    async def drive(self, ledger: ledgers.Ledger, *, position: Position, index: int,
+                    prior: list[frames.PriorLine], session: int) -> WorkflowResult:
+        from metaharness.api import start_run
+
+        def end(outcome: str, name: str | None, reason: str | None) -> WorkflowResult:
+            ledger.write("workflow.ended", outcome=outcome, reason_name=name, reason=reason,
+                         steps=len(self.steps), cost_usd=self.cost)
+            return WorkflowResult(outcome, name, reason, self.out, self.steps, self.cost)
+
+        stop = self._budget_stop(index)
+        if stop:
+            return end("budget", *stop)
+        frame = self._enter(ledger, index, position, prior)
+        events_name = "events.jsonl" if session == 1 else f"events-{session}.jsonl"
+        spec = dataclasses.replace(
+            self.base, kind=self.kind, prompt=self.wf.nodes[position.node].prompt, frame=None, library_frame=frame,
+            keep_open=True, cwd=self.workspace, events=os.path.join(self.out, events_name), max_turns=None,
+            required_commands=sorted({*self.base.required_commands, "frame.set", "message.inject"}))
+        run = await start_run(spec)
+        result: WorkflowResult | None = None
+        answer: list[str] = []
+        turns = 0
+        over_turns = False
+        started = time.monotonic()
+        step_ref = frame.step
+        async with run:
+            async for envelope, event in run:
+                await _call(self.on_event, envelope, event)
+                if result is not None:
+                    continue  # the workflow has ended; let the session wind up
+                if isinstance(event, ToolRequested):
+                    answer = []
+                    if event.decision_required and self.decide is not None:
+                        decision = await _call(self.decide, event, step_ref)
+                        await run.decide(event.call_id, decision)
+                elif isinstance(event, ToolResult):
+                    answer = []
+                elif isinstance(event, Text):
+                    answer.append(event.text)
+                elif isinstance(event, UsageEvent) and event.usage.cost_usd is not None:
+                    self.cost = (self.cost or 0.0) + event.usage.cost_usd
+                elif isinstance(event, SessionEnded) and event.total_cost_usd is not None:
+                    self.cost = (self.session_cost_base or 0.0) + event.total_cost_usd
+                elif isinstance(event, TurnStarted):
+                    turns += 1
+                    if self.budgets.max_turns is not None and turns > self.budgets.max_turns:
+                        over_turns = True
+                        await run.interrupt(f"--max-turns {self.budgets.max_turns} per step reached")
+                elif isinstance(event, TurnEnded):
+                    node = self.wf.nodes[position.node]
+                    duration = int((time.monotonic() - started) * 1000)
+                    if over_turns:
+                        reason = f"--max-turns {self.budgets.max_turns}: step {index} began turn {turns}"
+                        await _call(self.on_step, self._record(ledger, run, index, position, frame, None,
+                                                               "stopped", reason, None, duration))
+                        result = end("budget", "MaxTurnsReached", reason)
+                        await run.close_input()
+                        continue
+                    verdict = await judge(position.node, node, self.loaded, self.workspace, "\n".join(answer))
+                    then, failed_name, failed_reason = self._after(position, verdict)
+                    ledger.write("step.verdict", step=_step(index, position), passed=verdict.passed,
+                                 handoff=verdict.handoff, choice=verdict.choice,
+                                 check=verdict.check.record() if verdict.check else None, failure=verdict.failure,
+                                 answer_tail=("\n".join(answer))[-2000:])
+                    prior = ledgers.merge_prior(prior, verdict.established)
+                    await _call(self.on_step, self._record(ledger, run, index, position, frame, verdict,
+                                                           "passed" if verdict.passed else "failed",
+                                                           verdict.failure, then, duration))
+                    if failed_name is not None:
+                        result = end("failed", failed_name, failed_reason)
+                    elif then is None:
+                        result = end("completed", None, None)
+                    elif stop := self._budget_stop(index + 1):
+                        result = end("budget", *stop)
+                    if result is not None:
+                        await run.close_input()
+                        continue
+                    assert then is not None
+                    index, position = index + 1, then
+                    frame = self._enter(ledger, index, position, prior)
+                    step_ref, answer, turns, started = frame.step, [], 0, time.monotonic()
+                    # Queued back to back with no suspension between: one boundary, one turn.
+                    await run.inject(self.wf.nodes[position.node].prompt)
+                    await run.set_frame(msgspec_builtins(frame))
+        if result is None:
+            stderr = "; ".join(line.strip() for line in getattr(run, "stderr", []) if line.strip())
+            if not self.steps and run.exit_code == 2:
+                reason = "the run was refused at start" + (f": {stderr}" if stderr else "")
+                result = end("refused", "RunRefused", reason)
+            else:
+                reason = (f"the harness session ended (exit code {run.exit_code}) before the workflow did"
+                          + (f": {stderr}" if stderr else ""))
+                result = end("stopped", "HarnessEnded", reason)
+        result.run_exit_code = run.exit_code
+        return result
+
+    def _record(self, ledger: ledgers.Ledger, run: Any, index: int, position: Position, frame: frames.Frame,
+                verdict: Verdict | None, outcome: str, reason: str | None, then: Position | None,
+                duration: int) -> StepResult:
+        ledger.write("step.ended", step=_step(index, position), outcome=outcome, reason=reason,
+                     then=None if then is None else {"node": then.node, "attempt": then.attempt,
+                                                     "failure": then.failure, "failed_by": then.failed_by},
+                     established=[{"text": p.text, "source": p.source} for p in (verdict.established if verdict else [])],
+                     cost_usd=self.cost, duration_ms=duration)
+        run.report_step_left(frame.step, Completed() if outcome == "passed" else Failed(reason=reason or outcome))
+        step = StepResult(index, position.node, position.attempt, frame.digest, outcome, reason, verdict, then,
+                          self.cost, duration)
+        self.steps.append(step)
+        return step
+
+
+def _step(index: int, position: Position) -> dict[str, Any]:
+    return {"index": index, "node": position.node, "attempt": position.attempt}
+
+
+def msgspec_builtins(frame: frames.Frame) -> dict:
+    import msgspec
+
+    return msgspec.to_builtins(frame)
+
+
+# --- the library face ------------------------------------------------------------------
+
+
+def _prepare_out(out_dir: str) -> str:
+    out_dir = os.path.abspath(out_dir)
+    if os.path.exists(out_dir) and (not os.path.isdir(out_dir) or os.listdir(out_dir)):
+        raise WorkflowRefused("OutNotEmpty", f"{out_dir} already exists and is not an empty directory; "
+                              "a workflow run writes its ledger into a directory of its own")
+    return out_dir
+
+
+def _admit(loaded: LoadedWorkflow, kind: str, base: RunSpec, budgets: _Budgets, decide: Any) -> None:
+    from metaharness.api import describe
+
+    if kind not in ("oharness", "claude", "codex"):
+        raise WorkflowRefused("UnknownHarness", f"{kind!r} is not a harness (oharness, claude, codex)")
+    found = refusal(loaded, kind, decisions=base.decisions, workspace=os.path.abspath(base.cwd or os.getcwd()),
+                    max_cost_usd=budgets.max_cost_usd, has_decider=decide is not None, descriptor=describe(kind))
+    if found is not None:
+        raise found
+
+
+async def run_workflow(
+    workflow: str | LoadedWorkflow,
+    *,
+    harness: str,
+    out: str,
+    task: str | None = None,
+    spec: RunSpec | None = None,
+    max_steps: int | None = None,
+    max_turns: int | None = None,
+    max_cost_usd: float | None = None,
+    on_step: Callback | None = None,
+    on_event: Callback | None = None,
+    decide: Callable[..., Any] | None = None,
+) -> WorkflowResult:
+    """Run a workflow file on one harness session; the ledger and streams go to `out`.
+
+    `spec` carries every run option that applies (script, model, cwd as the
+    workspace, vendor_dir, decisions, hermetic, …); its kind, prompt, frame and
+    keep_open are the host's. `on_step(StepResult)` is called as each step ends,
+    `on_event(envelope, event)` for every event line; with `decisions="ask"`,
+    `decide(tool_requested, step_ref)` answers each call (sync or async).
+    Raises `WorkflowRefused` (before any model request) or `WorkflowError`."""
+    loaded = workflow if isinstance(workflow, LoadedWorkflow) else load(workflow)
+    base = spec or RunSpec(kind=harness)
+    budgets = _Budgets(max_steps, max_turns, max_cost_usd)
+    _admit(loaded, harness, base, budgets, decide)
+    out_dir = _prepare_out(out)
+    os.makedirs(os.path.join(out_dir, "frames"), exist_ok=True)
+    host = _Host(loaded, harness, out_dir, base, budgets, task, on_step, on_event, decide)
+    prior = [frames.PriorLine(text=task, source="the task given to the workflow")] if task else []
+    ledger = ledgers.Ledger(out_dir)
+    try:
+        ledger.write("workflow.started", workflow={"id": loaded.workflow.id, "version": loaded.workflow.version},
+                     file=loaded.path, digest=loaded.digest, harness=harness, task=task, session=1,
+                     start_node=loaded.workflow.start, first_index=1,
+                     prior=[{"text": p.text, "source": p.source} for p in prior],
+                     events="events.jsonl", workspace=host.workspace,
+                     options={"max_steps": max_steps, "max_turns": max_turns, "max_cost_usd": max_cost_usd})
+        return await host.drive(ledger, position=Position(node=loaded.workflow.start), index=1, prior=prior, session=1)
+    finally:
+        ledger.close()
+
+
+async def resume_workflow(
+    out: str,
+    *,
+    spec: RunSpec | None = None,
+    harness: str | None = None,
+    max_steps: int | None = None,
+    max_turns: int | None = None,
+    max_cost_usd: float | None = None,
+    on_step: Callback | None = None,
+    on_event: Callback | None = None,
+    decide: Callable[..., Any] | None = None,
+) -> WorkflowResult:
+    """Continue the workflow run in `out` after its last completed step, in a new session.
+
+    The workflow file must be unchanged (same digest) — `WorkflowChanged` otherwise.
+    Budgets not given are the ones the run started with."""
+    out_dir = os.path.abspath(out)
+    try:
+        records = ledgers.read(out_dir)
+        point = ledgers.resume_point(records)
+    except ledgers.LedgerError as exc:
+        name, _, sentence = str(exc).partition(": ")
+        raise WorkflowRefused(name, sentence) from None
+    started = point.started
+    loaded = load(started["file"])
+    if loaded.digest != started["digest"]:
+        raise WorkflowRefused("WorkflowChanged", f"{loaded.path} changed since the run started (digest "
+                              f"{started['digest'][:12]}… then, {loaded.digest[:12]}… now); resume the file it ran")
+    kind = harness or started["harness"]
+    options = started.get("options", {})
+    budgets = _Budgets(max_steps if max_steps is not None else options.get("max_steps"),
+                       max_turns if max_turns is not None else options.get("max_turns"),
+                       max_cost_usd if max_cost_usd is not None else options.get("max_cost_usd"))
+    base = spec or RunSpec(kind=kind, cwd=started.get("workspace"))
+    if base.cwd is None:
+        base = dataclasses.replace(base, cwd=started.get("workspace"))
+    _admit(loaded, kind, base, budgets, decide)
+    host = _Host(loaded, kind, out_dir, base, budgets, started.get("task"), on_step, on_event, decide)
+    host.cost = host.session_cost_base = point.cost_usd
+    ledger = ledgers.Ledger(out_dir)
+    try:
+        ledger.write("workflow.started", workflow={"id": loaded.workflow.id, "version": loaded.workflow.version},
+                     file=loaded.path, digest=loaded.digest, harness=kind, task=started.get("task"),
+                     session=point.session, resumed_at={"index": point.next_index, "node": point.position.node,
+                                                        "attempt": point.position.attempt},
+                     interrupted_step=point.interrupted_step, events=f"events-{point.session}.jsonl",
+                     workspace=host.workspace,
+                     options={"max_steps": budgets.max_steps, "max_turns": budgets.max_turns,
+                              "max_cost_usd": budgets.max_cost_usd})
+        return await host.drive(ledger, position=point.position, index=point.next_index, prior=point.prior,
+                                session=point.session)
+    finally:
+        ledger.close()
