@@ -100,6 +100,7 @@ class _Host:
         self.steps: list[StepResult] = []
         self.cost: float | None = None
         self.session_cost_base: float | None = None
+        self.stop: asyncio.Event | None = None
 
     # ------------------------------------------------------------------ helpers
     def _frame_file(self, index: int, position: Position) -> str:
@@ -142,13 +143,14 @@ class _Host:
         from metaharness.api import start_run
 
         def end(outcome: str, name: str | None, reason: str | None) -> WorkflowResult:
-            ledger.write("workflow.ended", outcome=outcome, reason_name=name, reason=reason,
-                         steps=len(self.steps), cost_usd=self.cost)
+            # A stopped run (host stopped, harness gone) is not ended: `resume` continues it.
+            ledger.write("workflow.stopped" if outcome == "stopped" else "workflow.ended", outcome=outcome,
+                         reason_name=name, reason=reason, steps=len(self.steps), cost_usd=self.cost)
             return WorkflowResult(outcome, name, reason, self.out, self.steps, self.cost)
 
-        stop = self._budget_stop(index)
-        if stop:
-            return end("budget", *stop)
+        over = self._budget_stop(index)
+        if over:
+            return end("budget", *over)
         frame = self._enter(ledger, index, position, prior)
         events_name = "events.jsonl" if session == 1 else f"events-{session}.jsonl"
         spec = dataclasses.replace(
@@ -156,6 +158,7 @@ class _Host:
             keep_open=True, cwd=self.workspace, events=os.path.join(self.out, events_name), max_turns=None,
             required_commands=sorted({*self.base.required_commands, "frame.set", "message.inject"}))
         run = await start_run(spec)
+        stopper = asyncio.ensure_future(self._halt_on_stop(run))
         result: WorkflowResult | None = None
         answer: list[str] = []
         turns = 0
@@ -209,8 +212,8 @@ class _Host:
                         result = end("failed", failed_name, failed_reason)
                     elif then is None:
                         result = end("completed", None, None)
-                    elif stop := self._budget_stop(index + 1):
-                        result = end("budget", *stop)
+                    elif over := self._budget_stop(index + 1):
+                        result = end("budget", *over)
                     if result is not None:
                         await run.close_input()
                         continue
@@ -221,6 +224,10 @@ class _Host:
                     # Queued back to back with no suspension between: one boundary, one turn.
                     await run.inject(self.wf.nodes[position.node].prompt)
                     await run.set_frame(msgspec_builtins(frame))
+        stopper.cancel()
+        if result is None and self.stop is not None and self.stop.is_set():
+            result = end("stopped", "Stopped", f"the workflow host was stopped during step {index}; "
+                         "`metaharness workflow resume` continues it")
         if result is None:
             stderr = "; ".join(line.strip() for line in getattr(run, "stderr", []) if line.strip())
             if not self.steps and run.exit_code == 2:
@@ -232,6 +239,12 @@ class _Host:
                 result = end("stopped", "HarnessEnded", reason)
         result.run_exit_code = run.exit_code
         return result
+
+    async def _halt_on_stop(self, run: Any) -> None:
+        if self.stop is None:
+            return
+        await self.stop.wait()
+        await run.halt("the workflow host was stopped")
 
     def _record(self, ledger: ledgers.Ledger, run: Any, index: int, position: Position, frame: frames.Frame,
                 verdict: Verdict | None, outcome: str, reason: str | None, then: Position | None,
@@ -293,6 +306,7 @@ async def run_workflow(
     on_step: Callback | None = None,
     on_event: Callback | None = None,
     decide: Callable[..., Any] | None = None,
+    stop: asyncio.Event | None = None,
 ) -> WorkflowResult:
     """Run a workflow file on one harness session; the ledger and streams go to `out`.
 
@@ -300,7 +314,8 @@ async def run_workflow(
     workspace, vendor_dir, decisions, hermetic, …); its kind, prompt, frame and
     keep_open are the host's. `on_step(StepResult)` is called as each step ends,
     `on_event(envelope, event)` for every event line; with `decisions="ask"`,
-    `decide(tool_requested, step_ref)` answers each call (sync or async).
+    `decide(tool_requested, step_ref)` answers each call (sync or async). Setting
+    `stop` halts the session and leaves the run resumable (outcome `stopped`).
     Raises `WorkflowRefused` (before any model request) or `WorkflowError`."""
     loaded = workflow if isinstance(workflow, LoadedWorkflow) else load(workflow)
     base = spec or RunSpec(kind=harness)
@@ -309,6 +324,7 @@ async def run_workflow(
     out_dir = _prepare_out(out)
     os.makedirs(os.path.join(out_dir, "frames"), exist_ok=True)
     host = _Host(loaded, harness, out_dir, base, budgets, task, on_step, on_event, decide)
+    host.stop = stop
     prior = [frames.PriorLine(text=task, source="the task given to the workflow")] if task else []
     ledger = ledgers.Ledger(out_dir)
     try:
@@ -334,6 +350,7 @@ async def resume_workflow(
     on_step: Callback | None = None,
     on_event: Callback | None = None,
     decide: Callable[..., Any] | None = None,
+    stop: asyncio.Event | None = None,
 ) -> WorkflowResult:
     """Continue the workflow run in `out` after its last completed step, in a new session.
 
@@ -356,12 +373,13 @@ async def resume_workflow(
     budgets = _Budgets(max_steps if max_steps is not None else options.get("max_steps"),
                        max_turns if max_turns is not None else options.get("max_turns"),
                        max_cost_usd if max_cost_usd is not None else options.get("max_cost_usd"))
-    base = spec or RunSpec(kind=kind, cwd=started.get("workspace"))
+    base = spec or RunSpec(kind=kind)
     if base.cwd is None:
         base = dataclasses.replace(base, cwd=started.get("workspace"))
     _admit(loaded, kind, base, budgets, decide)
     host = _Host(loaded, kind, out_dir, base, budgets, started.get("task"), on_step, on_event, decide)
     host.cost = host.session_cost_base = point.cost_usd
+    host.stop = stop
     ledger = ledgers.Ledger(out_dir)
     try:
         ledger.write("workflow.started", workflow={"id": loaded.workflow.id, "version": loaded.workflow.version},
