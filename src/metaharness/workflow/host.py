@@ -13,9 +13,8 @@ Rules kept:
 * Every record is in the ledger before the next thing happens: `step.entered`
   before the frame is sent, the verdict and `step.ended` before the next frame is
   minted, `workflow.ended` before the session is let go.
-* Transitions are the table in `_after()`: pass → the chosen or only way out
-  (attempt 1), fail → the same node (attempt + 1) until `max_attempts`, then the
-  workflow fails.
+* The step rules (index, attempt, where a verdict leads) are `mint.Walk`'s; the host
+  only feeds it verdicts.
 """
 
 from __future__ import annotations
@@ -28,6 +27,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
+import msgspec
+
 from metaharness.protocol import frame as frames
 from metaharness.protocol.events import SessionEnded, Text, ToolRequested, ToolResult, TurnEnded, TurnStarted, Usage as UsageEvent
 from metaharness.protocol.values import Completed, Failed, StepRef
@@ -36,7 +37,7 @@ from metaharness.run.spec import RunSpec
 from . import ledger as ledgers
 from .admit import WorkflowRefused, refusal
 from .document import END, LoadedWorkflow, load
-from .mint import Position, mint
+from .mint import Position, Walk
 from .verdict import Verdict, judge
 
 # Exit codes of `metaharness workflow run|resume` (stable; batch runners rely on them).
@@ -106,28 +107,16 @@ class _Host:
     def _frame_file(self, index: int, position: Position) -> str:
         return os.path.join("frames", f"step-{index:04d}-{position.node}-attempt-{position.attempt}.frame.json")
 
-    def _enter(self, ledger: ledgers.Ledger, index: int, position: Position, prior: list[frames.PriorLine]) -> frames.Frame:
-        frame = mint(self.wf, position, index=index, prior=prior)
-        rel = self._frame_file(index, position)
+    def _enter(self, ledger: ledgers.Ledger, walk: Walk) -> frames.Frame:
+        """Mint and seal the next step's frame, write its file, and record the step as entered."""
+        frame = walk.enter()
+        position = walk.position
+        rel = self._frame_file(walk.index, position)
         with open(os.path.join(self.out, rel), "wb") as handle:
             handle.write(frames.document_bytes(frame))
-        ledger.write("step.entered", step={"index": index, "node": position.node, "attempt": position.attempt},
-                     failure=position.failure, failed_by=position.failed_by, frame_digest=frame.digest, frame=rel)
+        ledger.write("step.entered", step=_step(walk.index, position), failure=position.failure,
+                     failed_by=position.failed_by, frame_digest=frame.digest, frame=rel)
         return frame
-
-    def _after(self, position: Position, verdict: Verdict) -> tuple[Position | None, str | None, str | None]:
-        """(next position or None, outcome name if the workflow ends, its reason)."""
-        node = self.wf.nodes[position.node]
-        if verdict.passed:
-            way = verdict.choice if node.routing else node.ways_out[0]
-            if way == END:
-                return None, None, None
-            return Position(node=way), None, None
-        if position.attempt >= node.max_attempts:
-            return None, "AttemptsExhausted", (f"node {position.node} failed {position.attempt} of "
-                                               f"{node.max_attempts} attempt(s); the last: {verdict.failure}")
-        return Position(node=position.node, attempt=position.attempt + 1, failure=verdict.failure,
-                        failed_by=verdict.failed_by), None, None
 
     def _budget_stop(self, index: int) -> tuple[str, str] | None:
         b = self.budgets
@@ -138,8 +127,7 @@ class _Host:
         return None
 
     # ------------------------------------------------------------------ the drive
-    async def drive(self, ledger: ledgers.Ledger, *, position: Position, index: int,
-                    prior: list[frames.PriorLine], session: int) -> WorkflowResult:
+    async def drive(self, ledger: ledgers.Ledger, walk: Walk, *, session: int) -> WorkflowResult:
         from metaharness.api import start_run
 
         def end(outcome: str, name: str | None, reason: str | None) -> WorkflowResult:
@@ -148,23 +136,22 @@ class _Host:
                          reason_name=name, reason=reason, steps=len(self.steps), cost_usd=self.cost)
             return WorkflowResult(outcome, name, reason, self.out, self.steps, self.cost)
 
-        over = self._budget_stop(index)
+        over = self._budget_stop(walk.index)
         if over:
             return end("budget", *over)
-        frame = self._enter(ledger, index, position, prior)
+        frame = self._enter(ledger, walk)
         events_name = "events.jsonl" if session == 1 else f"events-{session}.jsonl"
         spec = dataclasses.replace(
-            self.base, kind=self.kind, prompt=self.wf.nodes[position.node].prompt, frame=None, library_frame=frame,
-            keep_open=True, cwd=self.workspace, events=os.path.join(self.out, events_name), max_turns=None,
-            required_commands=sorted({*self.base.required_commands, "frame.set", "message.inject"}))
+            self.base, kind=self.kind, prompt=self.wf.nodes[walk.position.node].prompt, frame=None,
+            library_frame=frame, keep_open=True, cwd=self.workspace, events=os.path.join(self.out, events_name),
+            max_turns=None, required_commands=sorted({*self.base.required_commands, "frame.set", "message.inject"}))
         run = await start_run(spec)
         stopper = asyncio.ensure_future(self._halt_on_stop(run))
         result: WorkflowResult | None = None
-        answer: list[str] = []
+        answer: list[str] = []  # the model's text since its last tool call: the step's final answer
         turns = 0
         over_turns = False
         started = time.monotonic()
-        step_ref = frame.step
         async with run:
             async for envelope, event in run:
                 await _call(self.on_event, envelope, event)
@@ -173,7 +160,7 @@ class _Host:
                 if isinstance(event, ToolRequested):
                     answer = []
                     if event.decision_required and self.decide is not None:
-                        decision = await _call(self.decide, event, step_ref)
+                        decision = await _call(self.decide, event, frame.step)
                         await run.decide(event.call_id, decision)
                 elif isinstance(event, ToolResult):
                     answer = []
@@ -189,50 +176,47 @@ class _Host:
                         over_turns = True
                         await run.interrupt(f"--max-turns {self.budgets.max_turns} per step reached")
                 elif isinstance(event, TurnEnded):
-                    node = self.wf.nodes[position.node]
-                    duration = int((time.monotonic() - started) * 1000)
+                    index, position = walk.index, walk.position
                     if over_turns:
                         reason = f"--max-turns {self.budgets.max_turns}: step {index} began turn {turns}"
-                        await _call(self.on_step, self._record(ledger, run, index, position, frame, None,
-                                                               "stopped", reason, None, duration))
+                        await _call(self.on_step, self._record(ledger, run, walk, frame, None, "stopped", reason,
+                                                               None, started))
                         result = end("budget", "MaxTurnsReached", reason)
                         await run.close_input()
                         continue
-                    verdict = await judge(position.node, node, self.loaded, self.workspace, "\n".join(answer))
-                    then, failed_name, failed_reason = self._after(position, verdict)
+                    text = "\n".join(answer)
+                    verdict = await judge(position.node, self.wf.nodes[position.node], self.loaded, self.workspace, text)
                     ledger.write("step.verdict", step=_step(index, position), passed=verdict.passed,
                                  handoff=verdict.handoff, choice=verdict.choice,
                                  check=verdict.check.record() if verdict.check else None, failure=verdict.failure,
-                                 answer_tail=("\n".join(answer))[-2000:])
-                    prior = ledgers.merge_prior(prior, verdict.established)
-                    await _call(self.on_step, self._record(ledger, run, index, position, frame, verdict,
-                                                           "passed" if verdict.passed else "failed",
-                                                           verdict.failure, then, duration))
-                    if failed_name is not None:
-                        result = end("failed", failed_name, failed_reason)
-                    elif then is None:
+                                 answer_tail=text[-2000:])
+                    then = walk.judged(passed=verdict.passed, choice=verdict.choice, failure=verdict.failure,
+                                       failed_by=verdict.failed_by, established=verdict.established)
+                    await _call(self.on_step, self._record(
+                        ledger, run, walk, frame, verdict, "passed" if verdict.passed else "failed",
+                        verdict.failure, then, started, index=index, position=position))
+                    if walk.ending is not None:
+                        result = end("failed", walk.ending.name, walk.ending.reason)
+                    elif walk.done:
                         result = end("completed", None, None)
-                    elif over := self._budget_stop(index + 1):
+                    elif over := self._budget_stop(walk.index):
                         result = end("budget", *over)
                     if result is not None:
                         await run.close_input()
                         continue
-                    assert then is not None
-                    index, position = index + 1, then
-                    frame = self._enter(ledger, index, position, prior)
-                    step_ref, answer, turns, started = frame.step, [], 0, time.monotonic()
+                    frame = self._enter(ledger, walk)
+                    answer, turns, started = [], 0, time.monotonic()
                     # Queued back to back with no suspension between: one boundary, one turn.
-                    await run.inject(self.wf.nodes[position.node].prompt)
-                    await run.set_frame(msgspec_builtins(frame))
+                    await run.inject(self.wf.nodes[walk.position.node].prompt)
+                    await run.set_frame(msgspec.to_builtins(frame))
         stopper.cancel()
         if result is None and self.stop is not None and self.stop.is_set():
-            result = end("stopped", "Stopped", f"the workflow host was stopped during step {index}; "
+            result = end("stopped", "Stopped", f"the workflow host was stopped during step {walk.index}; "
                          "`metaharness workflow resume` continues it")
         if result is None:
             stderr = "; ".join(line.strip() for line in getattr(run, "stderr", []) if line.strip())
             if not self.steps and run.exit_code == 2:
-                reason = "the run was refused at start" + (f": {stderr}" if stderr else "")
-                result = end("refused", "RunRefused", reason)
+                result = end("refused", "RunRefused", "the run was refused at start" + (f": {stderr}" if stderr else ""))
             else:
                 reason = (f"the harness session ended (exit code {run.exit_code}) before the workflow did"
                           + (f": {stderr}" if stderr else ""))
@@ -246,9 +230,12 @@ class _Host:
         await self.stop.wait()
         await run.halt("the workflow host was stopped")
 
-    def _record(self, ledger: ledgers.Ledger, run: Any, index: int, position: Position, frame: frames.Frame,
-                verdict: Verdict | None, outcome: str, reason: str | None, then: Position | None,
-                duration: int) -> StepResult:
+    def _record(self, ledger: ledgers.Ledger, run: Any, walk: Walk, frame: frames.Frame, verdict: Verdict | None,
+                outcome: str, reason: str | None, then: Position | None, started: float, *,
+                index: int | None = None, position: Position | None = None) -> StepResult:
+        index = walk.index if index is None else index
+        position = walk.position if position is None else position
+        duration = int((time.monotonic() - started) * 1000)
         ledger.write("step.ended", step=_step(index, position), outcome=outcome, reason=reason,
                      then=None if then is None else {"node": then.node, "attempt": then.attempt,
                                                      "failure": then.failure, "failed_by": then.failed_by},
@@ -264,11 +251,6 @@ class _Host:
 def _step(index: int, position: Position) -> dict[str, Any]:
     return {"index": index, "node": position.node, "attempt": position.attempt}
 
-
-def msgspec_builtins(frame: frames.Frame) -> dict:
-    import msgspec
-
-    return msgspec.to_builtins(frame)
 
 
 # --- the library face ------------------------------------------------------------------
@@ -334,7 +316,7 @@ async def run_workflow(
                      prior=[{"text": p.text, "source": p.source} for p in prior],
                      events="events.jsonl", workspace=host.workspace,
                      options={"max_steps": max_steps, "max_turns": max_turns, "max_cost_usd": max_cost_usd})
-        return await host.drive(ledger, position=Position(node=loaded.workflow.start), index=1, prior=prior, session=1)
+        return await host.drive(ledger, Walk(loaded.workflow, Position(node=loaded.workflow.start), 1, prior), session=1)
     finally:
         ledger.close()
 
@@ -390,7 +372,7 @@ async def resume_workflow(
                      workspace=host.workspace,
                      options={"max_steps": budgets.max_steps, "max_turns": budgets.max_turns,
                               "max_cost_usd": budgets.max_cost_usd})
-        return await host.drive(ledger, position=point.position, index=point.next_index, prior=point.prior,
+        return await host.drive(ledger, Walk(loaded.workflow, point.position, point.next_index, point.prior),
                                 session=point.session)
     finally:
         ledger.close()

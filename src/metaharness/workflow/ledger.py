@@ -25,7 +25,7 @@ from typing import Any
 
 from metaharness.protocol.frame import PriorLine
 
-from .mint import Position
+from .mint import Position, merge_prior
 
 LEDGER_FORMAT = "metaharness.workflow-run/1"
 LEDGER_NAME = "workflow.jsonl"
@@ -128,14 +128,3 @@ def resume_point(records: list[dict[str, Any]]) -> ResumePoint:
     return ResumePoint(started=started, position=position, next_index=next_index, prior=prior,
                        session=len(sessions) + 1, cost_usd=cost,
                        interrupted_step=open_step["step"]["index"] if open_step else None)
-
-
-def merge_prior(prior: list[PriorLine], added: list[PriorLine]) -> list[PriorLine]:
-    """Prior lines in the order established, each (text, source) once."""
-    seen = {(p.text, p.source) for p in prior}
-    out = list(prior)
-    for line in added:
-        if (line.text, line.source) not in seen:
-            seen.add((line.text, line.source))
-            out.append(line)
-    return out

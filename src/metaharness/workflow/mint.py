@@ -103,3 +103,66 @@ def mint(wf: Workflow, position: Position, *, index: int, prior: list[frames.Pri
     if node.entities is not None:
         body["entities"] = {"source": f"the ways out of {position.node}", "members": list(node.entities)}
     return frames.seal(body)
+
+
+# --- walking the workflow: the one place the step rules live --------------------------
+
+
+@dataclass(frozen=True)
+class Ending:
+    name: str  # AttemptsExhausted
+    reason: str
+
+
+class Walk:
+    """Where a workflow run is: the position, the next step's index, the prior lines.
+
+    `enter()` mints the frame of the step about to be taken; `judged(...)` applies a
+    verdict: a pass moves to the chosen (or only) way out at attempt 1, `end` ends
+    the walk; a failure stays at the node with attempt + 1 and the failure quoted,
+    until the node's `max_attempts` is used up, which ends the walk with an `Ending`.
+    """
+
+    def __init__(self, wf: Workflow, position: Position, index: int, prior: list[frames.PriorLine]) -> None:
+        self.wf, self.position, self.index, self.prior = wf, position, index, list(prior)
+        self.done = False
+        self.ending: Ending | None = None
+
+    def enter(self) -> frames.Frame:
+        return mint(self.wf, self.position, index=self.index, prior=self.prior)
+
+    def judged(self, *, passed: bool, choice: str | None = None, failure: str | None = None,
+               failed_by: str | None = None, established: list[frames.PriorLine] = ()) -> Position | None:
+        """Apply the verdict of the step just taken; return the next position (None: the walk ended)."""
+        node = self.wf.nodes[self.position.node]
+        self.index += 1
+        if passed:
+            self.prior = _merge(self.prior, list(established))
+            way = choice if node.routing else node.ways_out[0]
+            if way is None or way == END:
+                self.done = True
+                return None
+            self.position = Position(node=way)
+            return self.position
+        if self.position.attempt >= node.max_attempts:
+            self.done = True
+            self.ending = Ending("AttemptsExhausted", f"node {self.position.node} failed {self.position.attempt} "
+                                 f"of {node.max_attempts} attempt(s); the last: {failure}")
+            return None
+        self.position = Position(node=self.position.node, attempt=self.position.attempt + 1,
+                                 failure=failure, failed_by=failed_by)
+        return self.position
+
+
+def _merge(prior: list[frames.PriorLine], added: list[frames.PriorLine]) -> list[frames.PriorLine]:
+    """Prior lines in the order established, each (text, source) once."""
+    seen = {(p.text, p.source) for p in prior}
+    out = list(prior)
+    for line in added:
+        if (line.text, line.source) not in seen:
+            seen.add((line.text, line.source))
+            out.append(line)
+    return out
+
+
+merge_prior = _merge
