@@ -20,6 +20,8 @@ KINDS = [
 def done(case: Case, proc, code: int) -> None:
     assert proc.returncode == code, f"exit {proc.returncode}\nstdout: {proc.stdout}\nstderr: {proc.stderr[-3000:]}"
     case.assert_sound()
+    started = [e for e in case.events() if e["event"] == "session.started"]
+    assert [e["adapter"] for e in started] == [case.kind]
 
 
 @pytest.mark.parametrize("kind", KINDS)
