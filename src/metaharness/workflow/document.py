@@ -158,24 +158,32 @@ def shape(obj: Any) -> Workflow:
     if obj.get("format") != WORKFLOW_FORMAT:
         got = "no format tag" if "format" not in obj else f"the format tag {obj.get('format')!r}"
         raise WorkflowError(f"{got}; a workflow document says format = {WORKFLOW_FORMAT!r}")
+    raw_nodes = obj.get("nodes")
+    nodes: dict[str, Node] = {}
+    if isinstance(raw_nodes, dict):  # node by node, so that an error can name its node
+        for name, raw in raw_nodes.items():
+            try:
+                nodes[name] = msgspec.convert(raw, Node, strict=True)
+            except msgspec.ValidationError as exc:
+                raise WorkflowError(_where(str(exc), node=name)) from None
+        obj = {**obj, "nodes": {}}
     try:
-        return msgspec.convert(obj, Workflow, strict=True)
+        workflow = msgspec.convert(obj, Workflow, strict=True)
     except msgspec.ValidationError as exc:
         raise WorkflowError(_where(str(exc))) from None
+    workflow.nodes = nodes
+    return workflow
 
 
-def _where(message: str) -> str:
-    """msgspec's `… - at `$.nodes.fix.next[0]`` → `node 'fix', field 'next[0]': …`."""
+def _where(message: str, node: str | None = None) -> str:
+    """msgspec's `… - at `$.next[0]`` → `node 'fix', field 'next[0]': …`."""
     text, sep, at = message.rpartition(" - at `")
+    path = at.rstrip("`")[2:] if sep else ""
     if not sep:
-        return message
-    path = at.rstrip("`")
-    parts = path[2:].split(".", 2) if path.startswith("$.") else []
-    if len(parts) >= 3 and parts[0] == "nodes":
-        return f"node {parts[1]!r}, field {parts[2]!r}: {text}"
-    if len(parts) == 2 and parts[0] == "nodes":
-        return f"node {parts[1]!r}: {text}"
-    return f"field {path[2:]!r}: {text}" if path.startswith("$.") else text
+        text = message
+    if node is not None:
+        return f"node {node!r}, field {path!r}: {text}" if path else f"node {node!r}: {text}"
+    return f"field {path!r}: {text}" if path else text
 
 
 # --- problems: what `workflow check` reports -------------------------------------------
