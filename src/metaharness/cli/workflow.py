@@ -36,7 +36,9 @@ _RUN_OPTIONS = [
     click.option("--codex-replace-relay", is_flag=True, help="codex only: deliver replace through the hook relay."),
     click.option("--retain-dir", type=click.Path(file_okay=False), help="Copy the raw vendor transcript here."),
     click.option("--max-steps", type=click.IntRange(1), help="Stop the workflow before step N+1 (counts every step)."),
-    click.option("--max-turns", type=click.IntRange(1), help="Stop a step that begins more than N turns."),
+    click.option("--max-turns", type=click.IntRange(1),
+                 help="Turns one step may take: a failing step is told why and gets another turn, up to N "
+                      "(default 1), before its attempt fails."),
     click.option("--max-cost-usd", type=click.FloatRange(0, min_open=True),
                  help="Stop once the harness reports more cost than this (refused where no cost is reported)."),
 ]

@@ -14,7 +14,9 @@ Rules kept:
   before the frame is sent, the verdict and `step.ended` before the next frame is
   minted, `workflow.ended` before the session is let go.
 * The step rules (index, attempt, where a verdict leads) are `mint.Walk`'s; the host
-  only feeds it verdicts.
+  only feeds it verdicts. A step is judged at the end of each of its turns; with
+  `max_turns` N > 1 a failing step gets up to N turns (the failure sent as the next
+  turn's text, the frame unchanged) before its attempt counts as failed.
 """
 
 from __future__ import annotations
@@ -30,7 +32,9 @@ from typing import Any, Awaitable, Callable
 import msgspec
 
 from metaharness.protocol import frame as frames
-from metaharness.protocol.events import SessionEnded, Text, ToolRequested, ToolResult, TurnEnded, TurnStarted, Usage as UsageEvent
+from metaharness.protocol.events import (
+    SessionEnded, Text, ToolRequested, ToolResult, TurnEnded, TurnStarted, UsageReport,
+)
 from metaharness.protocol.values import Completed, Failed, StepRef
 from metaharness.run.spec import RunSpec
 
@@ -50,7 +54,7 @@ class StepResult:
     node: str
     attempt: int
     frame_digest: str
-    outcome: str  # passed | failed | stopped
+    outcome: str  # passed | failed
     reason: str | None
     verdict: Verdict | None
     then: Position | None
@@ -86,7 +90,7 @@ async def _call(callback: Callback | None, *args: Any) -> Any:
 @dataclass
 class _Budgets:
     max_steps: int | None = None
-    max_turns: int | None = None  # per step
+    max_turns: int | None = None  # turns one step may take before its attempt fails (default 1)
     max_cost_usd: float | None = None
 
 
@@ -149,8 +153,7 @@ class _Host:
         stopper = asyncio.ensure_future(self._halt_on_stop(run))
         result: WorkflowResult | None = None
         answer: list[str] = []  # the model's text since its last tool call: the step's final answer
-        turns = 0
-        over_turns = False
+        turns = 0  # turns begun in this step
         started = time.monotonic()
         async with run:
             async for envelope, event in run:
@@ -160,36 +163,31 @@ class _Host:
                 if isinstance(event, ToolRequested):
                     answer = []
                     if event.decision_required and self.decide is not None:
-                        decision = await _call(self.decide, event, frame.step)
+                        decision = await _call(self.decide, event, frame)
                         await run.decide(event.call_id, decision)
                 elif isinstance(event, ToolResult):
                     answer = []
                 elif isinstance(event, Text):
                     answer.append(event.text)
-                elif isinstance(event, UsageEvent) and event.usage.cost_usd is not None:
+                elif isinstance(event, UsageReport) and event.usage.cost_usd is not None:
                     self.cost = (self.cost or 0.0) + event.usage.cost_usd
                 elif isinstance(event, SessionEnded) and event.total_cost_usd is not None:
                     self.cost = (self.session_cost_base or 0.0) + event.total_cost_usd
                 elif isinstance(event, TurnStarted):
                     turns += 1
-                    if self.budgets.max_turns is not None and turns > self.budgets.max_turns:
-                        over_turns = True
-                        await run.interrupt(f"--max-turns {self.budgets.max_turns} per step reached")
                 elif isinstance(event, TurnEnded):
                     index, position = walk.index, walk.position
-                    if over_turns:
-                        reason = f"--max-turns {self.budgets.max_turns}: step {index} began turn {turns}"
-                        await _call(self.on_step, self._record(ledger, run, walk, frame, None, "stopped", reason,
-                                                               None, started))
-                        result = end("budget", "MaxTurnsReached", reason)
-                        await run.close_input()
-                        continue
                     text = "\n".join(answer)
                     verdict = await judge(position.node, self.wf.nodes[position.node], self.loaded, self.workspace, text)
-                    ledger.write("step.verdict", step=_step(index, position), passed=verdict.passed,
+                    ledger.write("step.verdict", step=_step(index, position), turn=turns, passed=verdict.passed,
                                  handoff=verdict.handoff, choice=verdict.choice,
                                  check=verdict.check.record() if verdict.check else None, failure=verdict.failure,
                                  answer_tail=text[-2000:])
+                    if not verdict.passed and turns < (self.budgets.max_turns or 1):
+                        # The step has turns left: the same frame, one more turn, the failure said.
+                        answer = []
+                        await run.inject(f"This step is not done yet: {verdict.failure}")
+                        continue
                     then = walk.judged(passed=verdict.passed, choice=verdict.choice, failure=verdict.failure,
                                        failed_by=verdict.failed_by, established=verdict.established)
                     await _call(self.on_step, self._record(
@@ -296,7 +294,8 @@ async def run_workflow(
     workspace, vendor_dir, decisions, hermetic, …); its kind, prompt, frame and
     keep_open are the host's. `on_step(StepResult)` is called as each step ends,
     `on_event(envelope, event)` for every event line; with `decisions="ask"`,
-    `decide(tool_requested, step_ref)` answers each call (sync or async). Setting
+    `decide(tool_requested, frame)` answers each call (sync or async) with a Decision;
+    `frame` is the sealed frame of the step the call belongs to. Setting
     `stop` halts the session and leaves the run resumable (outcome `stopped`).
     Raises `WorkflowRefused` (before any model request) or `WorkflowError`."""
     loaded = workflow if isinstance(workflow, LoadedWorkflow) else load(workflow)

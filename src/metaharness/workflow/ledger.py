@@ -8,7 +8,7 @@ the records alone.
 Records, in the order a run writes them:
   workflow.started  {workflow, file, digest, harness, task, session, events, options}
   step.entered      {step: {index, node, attempt}, failure, frame_digest, frame}
-  step.verdict      {step, passed, handoff, choice, check, failure}
+  step.verdict      {step, turn, passed, handoff, choice, check, failure, answer_tail}  (one per turn judged)
   step.ended        {step, outcome, reason, then, established, cost_usd, duration_ms}
   workflow.ended    {outcome, reason_name, reason, steps, cost_usd}
 `then` is where the workflow goes next: {node, attempt, failure, failed_by}, or null
