@@ -106,6 +106,7 @@ class _Host:
         self.cost: float | None = None
         self.session_cost_base: float | None = None
         self.stop: asyncio.Event | None = None
+        self.on_line: Callable[[bytes], None] | None = None
 
     # ------------------------------------------------------------------ helpers
     def _frame_file(self, index: int, position: Position) -> str:
@@ -156,7 +157,12 @@ class _Host:
         turns = 0  # turns begun in this step
         started = time.monotonic()
         async with run:
+            seen = 0
             async for envelope, event in run:
+                if self.on_line is not None:  # the raw lines, exactly as the run wrote them
+                    for line in run.lines[seen:]:
+                        self.on_line(line)
+                    seen = len(run.lines)
                 await _call(self.on_event, envelope, event)
                 if result is not None:
                     continue  # the workflow has ended; let the session wind up
@@ -208,6 +214,9 @@ class _Host:
                     await run.inject(self.wf.nodes[walk.position.node].prompt)
                     await run.set_frame(msgspec.to_builtins(frame))
         stopper.cancel()
+        if self.on_line is not None:
+            for line in run.lines[seen:]:
+                self.on_line(line)
         if result is None and self.stop is not None and self.stop.is_set():
             result = end("stopped", "Stopped", f"the workflow host was stopped during step {walk.index}; "
                          "`metaharness workflow resume` continues it")
@@ -287,13 +296,15 @@ async def run_workflow(
     on_event: Callback | None = None,
     decide: Callable[..., Any] | None = None,
     stop: asyncio.Event | None = None,
+    on_line: Callable[[bytes], None] | None = None,
 ) -> WorkflowResult:
     """Run a workflow file on one harness session; the ledger and streams go to `out`.
 
     `spec` carries every run option that applies (script, model, cwd as the
     workspace, vendor_dir, decisions, hermetic, …); its kind, prompt, frame and
     keep_open are the host's. `on_step(StepResult)` is called as each step ends,
-    `on_event(envelope, event)` for every event line; with `decisions="ask"`,
+    `on_event(envelope, event)` for every event line (`on_line(bytes)` for the line as
+    written); with `decisions="ask"`,
     `decide(tool_requested, frame)` answers each call (sync or async) with a Decision;
     `frame` is the sealed frame of the step the call belongs to. Setting
     `stop` halts the session and leaves the run resumable (outcome `stopped`).
@@ -305,7 +316,7 @@ async def run_workflow(
     out_dir = _prepare_out(out)
     os.makedirs(os.path.join(out_dir, "frames"), exist_ok=True)
     host = _Host(loaded, harness, out_dir, base, budgets, task, on_step, on_event, decide)
-    host.stop = stop
+    host.stop, host.on_line = stop, on_line
     prior = [frames.PriorLine(text=task, source="the task given to the workflow")] if task else []
     ledger = ledgers.Ledger(out_dir)
     try:
