@@ -186,3 +186,34 @@ prompt = "a"
     assert case.steps() == [(1, "pick", 1, "failed"), (2, "pick", 2, "passed"), (3, "a", 1, "passed")]
     assert case.records("step.verdict")[0]["failure"] == (
         "routing: the last non-empty line of the final answer is 'maybe a?', not exactly one of a, end")
+
+
+def test_a_check_that_outlives_its_timeout_is_killed_and_fails_the_step(tmp_path):
+    case = Case(tmp_path, '''start = "s"
+[nodes.s]
+prompt = "Wait."
+check = { name = "slow", command = "echo started; sleep 30; echo never", timeout_s = 1 }
+''', {"text": "waiting"})
+    proc = cli_run(case)
+    done(case, proc, 1)
+    check = case.records("step.verdict")[0]["check"]
+    assert check == {"name": "slow", "exit": None, "timed_out": True, "output_tail": "started\n", "passed": False,
+                     "error": None}
+    assert case.records("workflow.ended")[0]["reason"].endswith(
+        "the last: check slow timed out (killed); the tail of its output:\nstarted")
+
+
+def test_policy_mode_decides_within_what_the_frame_admits(tmp_path):
+    case = Case(tmp_path, '''start = "w"
+[nodes.w]
+prompt = "Write out.md."
+operations = ["file.write"]
+handoff = { kind = "artifact", path = "out.md" }
+''', {"calls": [shell("touch shell.txt")]}, {"calls": [write("out.md", "ok\n")]}, {"text": "done"})
+    proc = cli_run(case, "--decisions", "policy", "--policy-mode", "bypass")
+    done(case, proc, 0)
+    decided = [(d["decision"]["decision"], d["decided_by"]) for d in case.events() if d["event"] == "tool.decided"]
+    assert decided == [("deny", "frame"), ("allow", "policy")]
+    assert not (case.work / "shell.txt").exists()
+    usage = cli_run(Case(tmp_path / "other", "start = \"w\"\n[nodes.w]\nprompt = \"x\"\n"), "--policy-mode", "bypass")
+    assert usage.returncode == 2 and "need --decisions policy" in usage.stderr

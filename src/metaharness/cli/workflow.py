@@ -35,6 +35,15 @@ _RUN_OPTIONS = [
     click.option("--decision-timeout-ms", type=click.IntRange(1, 2**32 - 1), default=55000, show_default=True),
     click.option("--codex-replace-relay", is_flag=True, help="codex only: deliver replace through the hook relay."),
     click.option("--retain-dir", type=click.Path(file_okay=False), help="Copy the raw vendor transcript here."),
+    click.option("--decisions", type=click.Choice(["frame", "policy"]), default="frame", show_default=True,
+                 help="frame: each step's frame decides every call; policy: OHarness permission rules decide "
+                      "within what the frame admits."),
+    click.option("--policy", "policy_files", multiple=True, type=click.Path(dir_okay=False),
+                 help="policy mode: an extra settings document (repeatable)."),
+    click.option("--policy-scopes", type=click.Choice(["all", "none"]), default="all", show_default=True),
+    click.option("--policy-mode", type=click.Choice(["manual", "accept-edits", "plan", "auto", "bypass"])),
+    click.option("--policy-workspace-mode", type=click.Choice(["read-only", "workspace-write", "full-access"])),
+    click.option("--no-decision-trail", is_flag=True, help="policy mode: do not write the decision trail."),
     click.option("--max-steps", type=click.IntRange(1), help="Stop the workflow before step N+1 (counts every step)."),
     click.option("--max-turns", type=click.IntRange(1),
                  help="Turns one step may take: a failing step is told why and gets another turn, up to N "
@@ -53,6 +62,13 @@ def _run_options(func):
 def _spec(kind: str, options: dict):
     from metaharness.run.spec import RunSpec
 
+    ctx = click.get_current_context()
+    policy_flags = [name for name in ("policy_files", "policy_mode", "policy_workspace_mode", "policy_scopes",
+                                      "no_decision_trail")
+                    if (source := ctx.get_parameter_source(name)) is not None and source.name == "COMMANDLINE"]
+    if policy_flags and options["decisions"] != "policy":
+        raise click.UsageError("the --policy… flags need --decisions policy")
+    options["policy_files"] = list(options["policy_files"])
     workspace = options.pop("workspace")
     return RunSpec(kind=kind, cwd=os.path.abspath(workspace) if workspace else None, **options)
 
