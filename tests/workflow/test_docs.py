@@ -7,7 +7,7 @@ import shutil
 import subprocess
 import sys
 
-from support import BUGFIX, REPO, cli
+from workflow_support import BUGFIX, REPO, cli
 
 
 def test_docs_python_example_runs(tmp_path):

@@ -16,7 +16,7 @@ from metaharness.protocol.values import Allow, Deny, Usage
 from metaharness.run.spec import RunSpec
 from metaharness.workflow import run_workflow
 
-from support import Case, shell, write
+from workflow_support import Case, shell, write
 
 TWO = '''start = "a"
 [nodes.a]

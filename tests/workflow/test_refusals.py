@@ -13,7 +13,7 @@ import metaharness.api
 from metaharness.run.spec import RunSpec
 from metaharness.workflow import WorkflowRefused, run_workflow
 
-from support import HEAD, cli
+from workflow_support import HEAD, cli
 
 ONE = '''start = "a"
 [nodes.a]
@@ -160,7 +160,7 @@ def test_json_and_toml_are_the_same_document_and_the_schema_accepts_both(tmp_pat
     import jsonschema
 
     from metaharness.workflow import load
-    from support import BUGFIX
+    from workflow_support import BUGFIX
 
     toml_path = BUGFIX / "bugfix.workflow.toml"
     obj = tomllib.loads(toml_path.read_text())
@@ -169,7 +169,7 @@ def test_json_and_toml_are_the_same_document_and_the_schema_accepts_both(tmp_pat
     assert load(str(json_path)).workflow == load(str(toml_path)).workflow
     import subprocess
 
-    from support import METAHARNESS
+    from workflow_support import METAHARNESS
 
     schema = json.loads(subprocess.run([str(METAHARNESS), "schema", "workflow"], capture_output=True, text=True,
                                        check=True).stdout)

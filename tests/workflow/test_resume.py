@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from support import METAHARNESS, NETNS, VENDOR, Case, cli, netns_ok, scenario, write
+from workflow_support import METAHARNESS, NETNS, VENDOR, Case, cli, netns_ok, scenario, write
 
 KINDS = ["oharness", pytest.param("claude", marks=pytest.mark.e2e), pytest.param("codex", marks=pytest.mark.e2e)]
 

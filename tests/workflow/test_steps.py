@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from support import Case, cli_run, copy_bugfix_workspace, edit, shell, write, BUGFIX
+from workflow_support import Case, cli_run, copy_bugfix_workspace, edit, shell, write, BUGFIX
 
 KINDS = [
     "oharness",
@@ -132,7 +132,7 @@ def test_bugfix_example_routes_back_to_fix_then_ends(tmp_path, kind):
     assert ("fix: check test-passes passed (exit 0)", "check test-passes") in review_prior
     assert frames[1].reaching[0].text.startswith("review: the check test-passes")
     # the ledger reads as a table
-    show = __import__("support").cli(["show", str(case.out)], cwd=tmp_path)
+    show = __import__("workflow_support").cli(["show", str(case.out)], cwd=tmp_path)
     assert show.returncode == 0 and "passed → fix" in show.stdout and "passed → end" in show.stdout
 
 

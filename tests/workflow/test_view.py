@@ -12,7 +12,7 @@ from rich.console import Console
 
 from metaharness.view import EventRenderer, decode_stream, render_page
 
-from support import Case, write
+from workflow_support import Case, write
 
 FAILING_THEN_OK = '''start = "w"
 [nodes.w]

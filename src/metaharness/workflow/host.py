@@ -343,6 +343,7 @@ async def resume_workflow(
     on_event: Callback | None = None,
     decide: Callable[..., Any] | None = None,
     stop: asyncio.Event | None = None,
+    on_line: Callable[[bytes], None] | None = None,
 ) -> WorkflowResult:
     """Continue the workflow run in `out` after its last completed step, in a new session.
 
@@ -371,7 +372,7 @@ async def resume_workflow(
     _admit(loaded, kind, base, budgets, decide)
     host = _Host(loaded, kind, out_dir, base, budgets, started.get("task"), on_step, on_event, decide)
     host.cost = host.session_cost_base = point.cost_usd
-    host.stop = stop
+    host.stop, host.on_line = stop, on_line
     ledger = ledgers.Ledger(out_dir)
     try:
         ledger.write("workflow.started", workflow={"id": loaded.workflow.id, "version": loaded.workflow.version},

@@ -21,6 +21,8 @@ REPO = Path(__file__).resolve().parents[2]
 METAHARNESS = REPO / ".venv" / "bin" / "metaharness"
 VENDOR = REPO / ".vendor" / "node_modules" / ".bin"
 NETNS = REPO / "tests" / "fixtures" / "codex" / "netns_run.py"
+sys.path.insert(0, str(REPO / "tests" / "codex"))
+from e2e_support import NETNS_OK  # noqa: E402  (the loopback-only namespace probe, shared)
 BUGFIX = REPO / "examples" / "bugfix"
 
 
@@ -97,12 +99,7 @@ class Case:
 
 
 def netns_ok() -> bool:
-    try:
-        done = subprocess.run(["unshare", "--user", "--map-root-user", "--net", "--mount", "true"],
-                              capture_output=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return done.returncode == 0
+    return NETNS_OK
 
 
 def cli(args: list[str], *, cwd: Path, timeout: float = 300, namespace: bool = False,
