@@ -49,21 +49,23 @@ def test_operation_the_adapter_cannot_enforce(tmp_path, no_run, kind, op):
 
 def test_schema_that_does_not_load(tmp_path, no_run):
     (tmp_path / "bad.json").write_text('{"type": 12}')
-    body = ONE + 'handoff = { kind = "structured_answer", schema = "bad.json" }\n'
-    refusal = refuse(tmp_path, body)
-    # workflow check reports it too, so the run refuses the whole file as invalid first
-    assert refusal.name == "WorkflowInvalid" and "node 'a', field 'handoff.schema'" in refusal.sentence
-    assert "is not a valid JSON Schema" in refusal.sentence
+    refusal = refuse(tmp_path, ONE + 'handoff = { kind = "structured_answer", schema = "bad.json" }\n')
+    assert refusal.name == "SchemaUnloadable"
+    assert refusal.sentence.startswith("node 'a': the schema ") and "is not a valid JSON Schema" in refusal.sentence
+    (tmp_path / "bad.json").write_text("not json")
+    assert "is not JSON" in refuse(tmp_path, ONE + 'handoff = { kind = "structured_answer", schema = "bad.json" }\n').sentence
+    missing = refuse(tmp_path, ONE + 'handoff = { kind = "structured_answer", schema = "gone.json" }\n')
+    assert missing.name == "SchemaUnloadable" and "could not be read" in missing.sentence
+    # workflow check reports it too, with node and field
+    done = cli(["check", str(tmp_path / "wf.toml")], cwd=tmp_path)
+    assert done.returncode == 1 and "node 'a', field 'handoff.schema': the schema" in done.stdout
 
 
-def test_schema_that_disappears_before_the_run_is_refused_by_name(tmp_path, no_run, monkeypatch):
-    import metaharness.workflow.admit as admit
-
-    (tmp_path / "s.json").write_text('{"type": "object"}')
-    monkeypatch.setattr(admit, "problems", lambda loaded: [])  # as if checked earlier, then the file went bad
-    (tmp_path / "s.json").write_text('not json')
-    refusal = refuse(tmp_path, ONE + 'handoff = { kind = "structured_answer", schema = "s.json" }\n')
-    assert refusal.name == "SchemaUnloadable" and refusal.sentence.startswith("node 'a': the schema")
+def test_invalid_workflow_is_refused_with_every_problem(tmp_path, no_run):
+    refusal = refuse(tmp_path, ONE + 'next = ["nowhere"]\n[nodes."x/y"]\nprompt = "p"\n')
+    assert refusal.name == "WorkflowInvalid"
+    assert "node 'a', field 'next[0]': names 'nowhere', which is not a node" in refusal.sentence
+    assert "node 'x/y', field 'nodes': a node id is letters" in refusal.sentence
 
 
 def test_check_without_a_reachable_workspace(tmp_path, no_run):

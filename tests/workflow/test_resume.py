@@ -135,3 +135,17 @@ def test_sigterm_stops_the_host_resumably(tmp_path):
     done = cli(["resume", str(case.out), "--script", str(case.script)], cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert case.steps() == [(1, "a", 1, "passed"), (3, "b", 1, "passed")]
+
+
+def test_a_ledger_line_cut_by_a_kill_is_dropped_and_a_corrupt_one_refused(tmp_path):
+    from metaharness.workflow.ledger import LedgerError, read, resume_point
+
+    case = Case(tmp_path, TWO, {"calls": [write("a.md", "first\n")]}, {"text": "a done"}, {"text": "no b.md"})
+    assert case.run().outcome == "failed"
+    lines = (case.out / "workflow.jsonl").read_text().splitlines(keepends=True)
+    (case.out / "workflow.jsonl").write_text("".join(lines[:5]) + lines[5][:17])  # cut mid-write
+    point = resume_point(read(str(case.out)))
+    assert (point.position.node, point.next_index, point.interrupted_step) == ("b", 3, 2)
+    (case.out / "workflow.jsonl").write_text("".join(lines[:2]) + "{not json\n" + "".join(lines[2:5]))
+    with pytest.raises(LedgerError, match="LedgerInvalid: .* line 3 is not JSON"):
+        read(str(case.out))

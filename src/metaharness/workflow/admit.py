@@ -39,6 +39,13 @@ class WorkflowRefused(Exception):
 
 def refusal(loaded: LoadedWorkflow, kind: str, *, decisions: str, workspace: str, max_cost_usd: float | None,
             has_decider: bool, descriptor: dict[str, Any]) -> WorkflowRefused | None:
+    for name, node in loaded.workflow.nodes.items():  # named on its own, ahead of the other problems
+        handoff = node.handoff_value
+        if isinstance(handoff, AnswerHandoff):
+            try:
+                load_schema(loaded.schema_path(handoff))
+            except ValueError as exc:
+                return WorkflowRefused("SchemaUnloadable", f"node {name!r}: {exc}")
     found = problems(loaded)
     if found:
         return WorkflowRefused("WorkflowInvalid", f"{loaded.path} has {len(found)} problem(s): "
@@ -62,13 +69,6 @@ def refusal(loaded: LoadedWorkflow, kind: str, *, decisions: str, workspace: str
             if word != "mcp.call" and rendering.get(word) is None:
                 return WorkflowRefused("OperationNotEnforceable", f"node {name!r} admits {word}, which the {kind} "
                                        "adapter renders to no tool of its own, so its frame cannot be enforced as written")
-    for name, node in loaded.workflow.nodes.items():
-        handoff = node.handoff_value
-        if isinstance(handoff, AnswerHandoff):
-            try:
-                load_schema(loaded.schema_path(handoff))
-            except ValueError as exc:
-                return WorkflowRefused("SchemaUnloadable", f"node {name!r}: {exc}")
     for name, node in loaded.workflow.nodes.items():
         needs = "a check" if node.check is not None else (
             "an artifact handoff" if isinstance(node.handoff_value, ArtifactHandoff) else None)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from dataclasses import dataclass
 from typing import Any, Literal, Union
 
@@ -30,6 +31,7 @@ from metaharness.protocol.frame import OPERATION_WORDS
 
 WORKFLOW_FORMAT = "metaharness.workflow/1"
 END = "end"
+_NODE_ID = re.compile(r"[A-Za-z0-9._-]+")
 
 
 class McpOperation(Struct, forbid_unknown_fields=True):
@@ -201,6 +203,8 @@ def problems(loaded: LoadedWorkflow) -> list[Problem]:
     if wf.start not in wf.nodes:
         add(None, "start", f"names {wf.start!r}, which is not a node (nodes: {', '.join(sorted(wf.nodes)) or 'none'})")
     for name, node in wf.nodes.items():
+        if not _NODE_ID.fullmatch(name) or name in (".", ".."):
+            add(name, "nodes", "a node id is letters, digits, '.', '_' and '-' (it names the step's frame file)")
         if not node.prompt.strip():
             add(name, "prompt", "must not be empty: it is the step's instruction")
         for i, op in enumerate(node.operations):

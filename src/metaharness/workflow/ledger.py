@@ -70,8 +70,8 @@ def read(out_dir: str) -> list[dict[str, Any]]:
         try:
             record = json.loads(line)
         except ValueError:
-            if number == len(lines) or (number == len(lines) - 1 and not lines[-1]):
-                break  # a line cut short by a kill: everything before it stands
+            if number == len(lines):
+                break  # a last line cut short by a kill (no newline yet): everything before it stands
             raise LedgerError(f"LedgerInvalid: {path} line {number} is not JSON") from None
         if not isinstance(record, dict) or record.get("format") != LEDGER_FORMAT:
             raise LedgerError(f"LedgerInvalid: {path} line {number} is not a {LEDGER_FORMAT} record")

@@ -85,10 +85,15 @@ def judge_handoff(node: Node, loaded: LoadedWorkflow, workspace: str, answer: st
     handoff = node.handoff_value
     if isinstance(handoff, ArtifactHandoff):
         target = os.path.join(workspace, handoff.path)
-        if not os.path.isfile(target):
+        if not os.path.lexists(target):
             return {"kind": "artifact", "passed": False, "path": handoff.path,
                     "reason": f"the artifact {handoff.path} does not exist in the workspace"}
-        data = open(target, "rb").read()
+        try:
+            with open(target, "rb") as handle:
+                data = handle.read()
+        except OSError as exc:
+            return {"kind": "artifact", "passed": False, "path": handoff.path,
+                    "reason": f"the artifact {handoff.path} could not be read: {exc.strerror or exc}"}
         if handoff.non_empty and not data.strip():
             return {"kind": "artifact", "passed": False, "path": handoff.path,
                     "reason": f"the artifact {handoff.path} is empty"}
