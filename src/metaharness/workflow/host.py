@@ -96,17 +96,17 @@ class _Budgets:
 
 class _Host:
     def __init__(self, loaded: LoadedWorkflow, kind: str, out_dir: str, base: RunSpec, budgets: _Budgets,
-                 task: str | None, on_step: Callback | None, on_event: Callback | None,
-                 decide: Callable[..., Awaitable[Any] | Any] | None) -> None:
+                 *, on_step: Callback | None, on_event: Callback | None,
+                 decide: Callable[..., Awaitable[Any] | Any] | None, stop: asyncio.Event | None,
+                 on_line: Callable[[bytes], None] | None) -> None:
         self.loaded, self.wf, self.kind, self.out = loaded, loaded.workflow, kind, out_dir
-        self.base, self.budgets, self.task = base, budgets, task
-        self.on_step, self.on_event, self.decide = on_step, on_event, decide
+        self.base, self.budgets = base, budgets
+        self.on_step, self.on_event, self.decide, self.on_line = on_step, on_event, decide, on_line
+        self.stop = stop  # set: halt the session, leave the run resumable
         self.workspace = os.path.abspath(base.cwd or os.getcwd())
         self.steps: list[StepResult] = []
         self.cost: float | None = None
         self.session_cost_base: float | None = None
-        self.stop: asyncio.Event | None = None
-        self.on_line: Callable[[bytes], None] | None = None
 
     # ------------------------------------------------------------------ helpers
     def _frame_file(self, index: int, position: Position) -> str:
@@ -315,8 +315,8 @@ async def run_workflow(
     _admit(loaded, harness, base, budgets, decide)
     out_dir = _prepare_out(out)
     os.makedirs(os.path.join(out_dir, "frames"), exist_ok=True)
-    host = _Host(loaded, harness, out_dir, base, budgets, task, on_step, on_event, decide)
-    host.stop, host.on_line = stop, on_line
+    host = _Host(loaded, harness, out_dir, base, budgets, on_step=on_step, on_event=on_event, decide=decide,
+                 stop=stop, on_line=on_line)
     prior = [frames.PriorLine(text=task, source="the task given to the workflow")] if task else []
     ledger = ledgers.Ledger(out_dir)
     try:
@@ -370,9 +370,9 @@ async def resume_workflow(
     if base.cwd is None:
         base = dataclasses.replace(base, cwd=started.get("workspace"))
     _admit(loaded, kind, base, budgets, decide)
-    host = _Host(loaded, kind, out_dir, base, budgets, started.get("task"), on_step, on_event, decide)
+    host = _Host(loaded, kind, out_dir, base, budgets, on_step=on_step, on_event=on_event, decide=decide,
+                 stop=stop, on_line=on_line)
     host.cost = host.session_cost_base = point.cost_usd
-    host.stop, host.on_line = stop, on_line
     ledger = ledgers.Ledger(out_dir)
     try:
         ledger.write("workflow.started", workflow={"id": loaded.workflow.id, "version": loaded.workflow.version},
