@@ -50,19 +50,6 @@ def test_callbacks_and_ask_mode_decisions(tmp_path):
     case.assert_sound()
 
 
-def test_a_step_with_turns_left_is_told_why_and_continues_in_the_same_attempt(tmp_path):
-    case = Case(tmp_path, TWO, {"text": "done, I think"}, {"calls": [write("a.md", "a\n")]}, {"text": "now really"},
-                {"text": "done"})
-    result = case.run(max_turns=2)
-    assert result.outcome == "completed"
-    assert case.steps() == [(1, "a", 1, "passed"), (2, "b", 1, "passed")]
-    verdicts = [(r["step"]["index"], r["turn"], r["passed"]) for r in case.records("step.verdict")]
-    assert verdicts == [(1, 1, False), (1, 2, True), (2, 1, True)]
-    injected = [e["text"] for e in case.events() if e["event"] == "injection" and e["origin"] == "message.inject"]
-    assert injected[0] == "This step is not done yet: handoff: the artifact a.md does not exist in the workspace"
-    assert len(case.frames()) == 2  # no new frame inside a step
-
-
 # --- a stand-in session that reports costs --------------------------------------------------
 
 

@@ -217,3 +217,25 @@ handoff = { kind = "artifact", path = "out.md" }
     assert not (case.work / "shell.txt").exists()
     usage = cli_run(Case(tmp_path / "other", "start = \"w\"\n[nodes.w]\nprompt = \"x\"\n"), "--policy-mode", "bypass")
     assert usage.returncode == 2 and "need --decisions policy" in usage.stderr
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_max_turns_gives_a_failing_step_another_turn_in_the_same_attempt(tmp_path, kind):
+    case = Case(tmp_path, '''start = "a"
+[nodes.a]
+prompt = "Write a.md."
+operations = ["file.write"]
+handoff = { kind = "artifact", path = "a.md" }
+next = ["b"]
+[nodes.b]
+prompt = "Say done."
+''', {"text": "done, I think"}, {"calls": [write("a.md", "a\n")]}, {"text": "now really"}, {"text": "done"},
+        kind=kind)
+    proc = cli_run(case, "--max-turns", "2")
+    done(case, proc, 0)
+    assert case.steps() == [(1, "a", 1, "passed"), (2, "b", 1, "passed")]
+    verdicts = [(r["step"]["index"], r["turn"], r["passed"]) for r in case.records("step.verdict")]
+    assert verdicts == [(1, 1, False), (1, 2, True), (2, 1, True)]
+    injected = [e["text"] for e in case.events() if e["event"] == "injection" and e["origin"] == "message.inject"]
+    assert injected[0] == "This step is not done yet: handoff: the artifact a.md does not exist in the workspace"
+    assert len(case.frames()) == 2  # no new frame inside a step

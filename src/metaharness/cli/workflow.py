@@ -134,7 +134,12 @@ def check(file: str) -> None:
     click.echo(f"{file}: valid — workflow {wf.id} ({wf.version}), {len(wf.nodes)} node(s), start {wf.start}")
 
 
-@workflow.command()
+EXIT_EPILOG = ("Exit codes: 0 the workflow completed; 1 it failed or a budget stopped it; 2 nothing ran "
+               "(usage error, invalid workflow file, refusal at start); 3 stopped unfinished — "
+               "`metaharness workflow resume DIR` continues it.")
+
+
+@workflow.command(epilog=EXIT_EPILOG)
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--harness", type=click.Choice(KINDS), required=True)
 @click.option("-p", "--task", help="The task, carried to every step as an established line.")
@@ -151,7 +156,7 @@ def run(file: str, harness: str, task: str | None, out_dir: str, **options) -> N
                                      stop=stop, **budgets))
 
 
-@workflow.command()
+@workflow.command(epilog=EXIT_EPILOG)
 @click.argument("out_dir", type=click.Path(file_okay=False))
 @_run_options
 def resume(out_dir: str, **options) -> None:
