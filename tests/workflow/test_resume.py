@@ -75,7 +75,7 @@ def test_resume_after_the_host_is_killed_mid_step(tmp_path, kind):
                                              "step.entered"]
     assert before[-1]["step"] == {"index": 2, "node": "b", "attempt": 1}
     show = cli(["show", str(case.out)], cwd=tmp_path, env={"COLUMNS": "160"})
-    assert show.returncode == 0 and "unfinished" in show.stdout and "`workflow resume` continues it" in show.stdout
+    assert show.returncode == 0 and "unfinished" in show.stdout and "resume` continues it" in show.stdout
     # the resumed session gets a script of its own: it answers step 2 afresh
     scenario(case.script, {"calls": [write("b.md", "second\n")]}, {"text": "b done"})
     resume = ["resume", str(case.out), "--script", str(case.script)]
