@@ -56,16 +56,17 @@ def test_callbacks_and_ask_mode_decisions(tmp_path):
 class CostlyRun:
     """Plays a harness through the RunHandle surface the host uses: each turn costs $0.6."""
 
-    def __init__(self, spec: RunSpec) -> None:
-        self.spec, self.queue, self.turn = spec, asyncio.Queue(), 0
+    def __init__(self, spec: RunSpec, stray: bool = False) -> None:
+        self.spec, self.queue, self.turn, self.stray = spec, asyncio.Queue(), 0, stray
+        self.digest = spec.library_frame.digest
         self.exit_code: int | None = None
         self.stderr: list[str] = []
         self.sent: list[tuple[str, Any]] = []
-        self._turn()
+        self._turn(spec.library_frame.digest)
 
-    def _turn(self) -> None:
+    def _turn(self, digest: str, text: str = "worked") -> None:
         self.turn += 1
-        for event in (TurnStarted(turn=self.turn), UsageReport(usage=Usage(cost_usd=0.6)), Text(text="worked"),
+        for event in (TurnStarted(turn=self.turn, frame_digest=digest), UsageReport(usage=Usage(cost_usd=0.6)), Text(text=text),
                       TurnEnded(turn=self.turn)):
             self.queue.put_nowait((None, event))
 
@@ -74,7 +75,10 @@ class CostlyRun:
 
     async def set_frame(self, frame: dict) -> None:
         self.sent.append(("frame.set", frame["step"]["index"]))
-        self._turn()
+        if self.stray:  # a turn the harness begins on its own, still under the previous frame
+            self._turn(self.digest, text="end")
+        self.digest = frame["digest"]
+        self._turn(frame["digest"])
 
     async def decide(self, *args) -> None:
         raise AssertionError("nothing to decide")
@@ -135,3 +139,24 @@ def test_a_run_the_harness_refuses_is_reported_refused(tmp_path):
     result = case.run(spec={"script": str(tmp_path / "missing.json")})
     assert result.outcome == "refused" and result.exit_code == 2 and result.reason_name == "RunRefused"
     assert "missing.json" in result.reason
+
+
+def test_a_turn_begun_under_an_earlier_frame_is_not_judged_as_the_new_step(tmp_path, monkeypatch):
+    async def start_run(spec):
+        return CostlyRun(spec, stray=True)
+
+    monkeypatch.setattr(metaharness.api, "start_run", start_run)
+    case = Case(tmp_path, '''start = "w"
+[nodes.w]
+prompt = "work"
+next = ["pick"]
+[nodes.pick]
+prompt = "pick end or w"
+entities = ["end", "w"]
+next = ["end", "w"]
+''')
+    result = case.run()
+    # the stray turn said "end"; the step's own turn said "worked", which names no member
+    assert (result.outcome, result.reason_name) == ("failed", "AttemptsExhausted")
+    assert [r["turn"] for r in case.records("step.verdict")] == [1, 1]
+    assert case.records("step.verdict")[1]["answer_tail"] == "worked"

@@ -155,6 +155,7 @@ class _Host:
         result: WorkflowResult | None = None
         answer: list[str] = []  # the model's text since its last tool call: the step's final answer
         turns = 0  # turns begun in this step
+        ours = False  # whether the running turn is this step's (began under its frame)
         started = time.monotonic()
         async with run:
             seen = 0
@@ -180,8 +181,12 @@ class _Host:
                 elif isinstance(event, SessionEnded) and event.total_cost_usd is not None:
                     self.cost = (self.session_cost_base or 0.0) + event.total_cost_usd
                 elif isinstance(event, TurnStarted):
-                    turns += 1
-                elif isinstance(event, TurnEnded):
+                    # A turn the harness begins on its own under an earlier frame is not this step's.
+                    ours = event.frame_digest == frame.digest
+                    if ours:
+                        turns += 1
+                        answer = []
+                elif isinstance(event, TurnEnded) and ours:
                     index, position = walk.index, walk.position
                     text = "\n".join(answer)
                     verdict = await judge(position.node, self.wf.nodes[position.node], self.loaded, self.workspace, text)
