@@ -42,10 +42,6 @@ def handoff_need(node: Node) -> str | None:
     return None
 
 
-def routing_need(node: Node) -> str:
-    return "the last non-empty line of the final answer is exactly one of: " + ", ".join(node.entities or [])
-
-
 def check_need(node: Node) -> str | None:
     if node.check is None:
         return None
@@ -58,7 +54,7 @@ def reaching(wf: Workflow, node: Node) -> list[frames.Requirement]:
     for way in node.ways_out:
         needs = list(own)
         if node.routing:
-            needs.append(f"the answer's last line is {way}")
+            needs.append(f"the last non-empty line of the final answer is {way}")
         if way != END:
             needs += wf.nodes[way].requires
         lines += [frames.Requirement(text=f"{way}: {need}") for need in needs]
