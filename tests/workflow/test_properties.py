@@ -25,7 +25,7 @@ def workflows(draw):
         chain = [names[i + 1]] if i + 1 < n else [END]  # keeps every node reachable
         extra = draw(st.lists(st.sampled_from(names + [END]), max_size=2, unique=True))
         ways = list(dict.fromkeys(chain + extra))
-        node = {"prompt": draw(line), "obligations": draw(st.lists(line, max_size=2)),
+        node = {"prompt": draw(line.filter(str.strip)), "obligations": draw(st.lists(line, max_size=2)),
                 "operations": draw(st.lists(st.sampled_from(OPS), max_size=3, unique=True))
                 + draw(st.lists(st.builds(lambda s, t: {"op": "mcp.call", "server": s, "tool": t},
                                           st.sampled_from(["a", "b"]), st.sampled_from(["x", "y"])), max_size=1)),
