@@ -42,7 +42,7 @@ from metaharness.protocol.decode import decode_event_line, encode_command_line
 from metaharness.protocol.values import Decision
 from metaharness.run.spec import REPEATABLE, RunSpec
 
-__all__ = ["RunHandle", "start_run", "spec_to_argv"]
+__all__ = ["RunHandle", "start_run", "spec_to_argv", "describe"]
 
 
 def spec_to_argv(spec: RunSpec) -> list[str]:
@@ -111,6 +111,10 @@ class RunHandle:
     async def _send(self, command: Any) -> None:  # pragma: no cover - per transport
         raise NotImplementedError
 
+    def report_step_left(self, step: Any, outcome: Any) -> None:
+        """Write `step.left{step, outcome}`: how the embedder judged a step (in-process runs only)."""
+        raise NotImplementedError("step.left can be reported only on an in-process run")
+
     async def close_input(self) -> None:
         """End of input: no more commands will come (ends a --keep-open run at its boundary)."""
 
@@ -171,6 +175,11 @@ class _InProcessRun(RunHandle):
     async def close_input(self) -> None:
         self._run.stdin_ended()
 
+    def report_step_left(self, step: Any, outcome: Any) -> None:
+        from metaharness.protocol.events import StepLeft
+
+        self._run.emit(StepLeft(step=step, outcome=outcome))
+
     async def wait(self) -> int:
         await self._task
         assert self.exit_code is not None
@@ -228,6 +237,13 @@ class _SubprocessRun(RunHandle):
         await self._reader
         assert self.exit_code is not None
         return self.exit_code
+
+
+def describe(kind: str) -> dict:
+    """The capability descriptor of an adapter kind (what `metaharness capabilities KIND` prints)."""
+    from metaharness.adapters import adapter_class
+
+    return adapter_class(kind).descriptor()
 
 
 async def start_run(spec: RunSpec, *, subprocess: bool = False) -> RunHandle:

@@ -106,6 +106,7 @@ class RunView:
     warnings: list[tuple[str, str]]
     calls: list[Call] = field(default_factory=list)
     has_steps: bool = False
+    steps: list[tuple[tuple, str]] = field(default_factory=list)  # (step key, label with its verdict), in order
 
 
 def extract_run(lines: list[StreamLine], source: str, label: str) -> RunView:
@@ -123,6 +124,8 @@ def extract_run(lines: list[StreamLine], source: str, label: str) -> RunView:
     has_steps = False
     turns_counted = 0
     warnings: list[tuple[str, str]] = []
+    steps: dict[tuple, str] = {}  # step key → label, in the order the steps were entered
+    verdicts: dict[tuple, str] = {}  # step key → how the embedder judged it (step.left)
 
     for line in lines:
         name, e = line.name, line.event
@@ -131,6 +134,10 @@ def extract_run(lines: list[StreamLine], source: str, label: str) -> RunView:
             s = e.step
             step_key = (s.workflow, s.state, s.index, s.attempt)
             step_text = step_label(s)
+            steps.setdefault(step_key, step_text)
+        elif name == "step.left":
+            s = e.step
+            verdicts[(s.workflow, s.state, s.index, s.attempt)] = step_verdict(e.outcome)
         elif name == "turn.started":
             turn = e.turn
             turns_counted += 1
@@ -195,6 +202,9 @@ def extract_run(lines: list[StreamLine], source: str, label: str) -> RunView:
                 target.last_seq = line.seq
                 target.cost_so_far = cost if cost_reports else None
 
+    for call in calls:
+        if call.step_key in verdicts:
+            call.step_text = f"{call.step_text} — {verdicts[call.step_key]}"
     hermetic = started.hermetic if started is not None else None
     return RunView(
         label=label,
@@ -221,7 +231,15 @@ def extract_run(lines: list[StreamLine], source: str, label: str) -> RunView:
         warnings=warnings,
         calls=calls,
         has_steps=has_steps,
+        steps=[(key, f"{text} — {verdicts[key]}" if key in verdicts else text) for key, text in steps.items()],
     )
+
+
+def step_verdict(outcome: Any) -> str:
+    """A step.left outcome in words: `completed`, `failed: <reason>`, `no verdict: <reason>`."""
+    word = type(outcome).__struct_config__.tag.replace("_", " ")
+    reason = getattr(outcome, "reason", None)
+    return f"{word}: {one_line(reason, 300)}" if reason else word
 
 
 def _open_call(by_id: dict[str, list[Call]], call_id: str, slot: str) -> Call | None:
@@ -323,12 +341,20 @@ def align_runs(runs: list[RunView]) -> tuple[list[Row], str]:
     """Rows for one run (as is) or two runs (aligned); also says how they were aligned."""
     if len(runs) == 1:
         rows: list[Row] = []
-        current: Any = object()
-        for call in runs[0].calls:
-            if runs[0].has_steps and call.step_key != current:
-                current = call.step_key
-                rows.append(Row("step", call.step_text or "before the first step", None))
-            rows.append(Row("call", call, None))
+        run = runs[0]
+        if not run.has_steps:
+            rows = [Row("call", call, None) for call in run.calls]
+        else:  # every step boundary with its verdict, a step without calls included
+            early = [call for call in run.calls if call.step_key is None]
+            if early:
+                rows.append(Row("step", "before the first step", None))
+                rows += [Row("call", call, None) for call in early]
+            by_step: dict[Any, list[Call]] = {}
+            for call in run.calls:
+                by_step.setdefault(call.step_key, []).append(call)
+            for key, text in run.steps:
+                rows.append(Row("step", text, None))
+                rows += [Row("call", call, None) for call in by_step.get(key, [])]
         _number(rows)
         return rows, "one run"
 
