@@ -42,7 +42,7 @@ def seal(in_path: str, out_path: str | None) -> None:
     try:
         data = read_input(in_path)
     except OSError as exc:
-        fail(f"FrameUnreadable: {FrameRefusal('FrameUnreadable', exc.strerror or str(exc)).sentence(in_path)}")
+        fail(f"FrameUnreadable: {FrameRefusal('FrameUnreadable', exc.strerror or str(exc)).seal_sentence(in_path)}")
     try:
         try:
             obj = msgspec.json.decode(data)
@@ -52,7 +52,7 @@ def seal(in_path: str, out_path: str | None) -> None:
             raise FrameRefusal("FrameInvalid", f"not a JSON object: {exc}") from None
         sealed = seal_frame(obj)
     except FrameRefusal as refusal:
-        fail(f"{refusal.name}: {refusal.sentence(in_path)}")
+        fail(f"{refusal.name}: {refusal.seal_sentence(in_path)}")
     document = document_bytes(sealed)
     if out_path is None or out_path == "-":
         write_bytes(document)

@@ -242,10 +242,16 @@ class FrameRefusal(Exception):
         self.detail = detail
 
     def sentence(self, path: str) -> str:
-        """The run refusal sentence of § 7.2 step 3 for a document at `path`."""
+        """The refusal sentence for a document at `path` (the run refusal and `frame verify`)."""
         if self.name == "FrameUnreadable":
             return f"the frame document {path} could not be read: {self.detail}"
         return f"the frame document {path} is not a sealed metaharness.frame/1 document: {self.detail}"
+
+    def seal_sentence(self, path: str) -> str:
+        """The refusal sentence of `frame seal`, whose input is not yet sealed."""
+        if self.name == "FrameUnreadable":
+            return f"the frame object {path} could not be read: {self.detail}"
+        return f"the frame object {path} cannot be sealed: {self.detail}"
 
     def __str__(self) -> str:
         return f"{self.name}: {self.detail}"
@@ -327,6 +333,38 @@ def document_bytes(frame: Frame) -> bytes:
     return (json.dumps(doc, sort_keys=True, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
 
 
+def missing_fields(obj: Any, struct: type = None) -> list[str]:  # type: ignore[assignment]
+    """Every required key missing from `obj` read as `struct` (default Frame), as JSON paths.
+
+    Walks nested objects, lists and tagged unions (by their tag), so a producer sees
+    every gap of a hand-written frame at once instead of one per attempt."""
+    import msgspec.inspect as mi
+
+    found: list[str] = []
+
+    def walk(value: Any, info: Any, where: str) -> None:
+        if isinstance(info, mi.UnionType):
+            for member in info.types:
+                if isinstance(member, mi.StructType) and isinstance(value, dict):
+                    if member.tag_field is None or value.get(member.tag_field) == member.tag:
+                        walk(value, member, where)
+                        return
+            return
+        if isinstance(info, mi.ListType) and isinstance(value, list):
+            for index, item in enumerate(value):
+                walk(item, info.item_type, f"{where}[{index}]")
+        elif isinstance(info, mi.StructType) and isinstance(value, dict):
+            for field in info.fields:
+                path = f"{where}.{field.encode_name}" if where else field.encode_name
+                if field.encode_name in value:
+                    walk(value[field.encode_name], field.type, path)
+                elif field.required:
+                    found.append(path)
+
+    walk(obj, mi.type_info(struct or Frame), "")
+    return found
+
+
 def _shape(obj: dict[str, Any]) -> Frame:
     try:
         return msgspec.convert(obj, Frame, strict=True)
@@ -398,6 +436,10 @@ def seal(obj: Any) -> Frame:
         raise FrameRefusal("FrameInvalid", "not a JSON object: the document is JSON but not an object")
     if "format" in obj and (detail := _format_detail(obj["format"], present=True)):
         raise FrameRefusal("FrameInvalid", detail)
+    missing = [path for path in missing_fields(obj) if path != "digest"]
+    if missing:
+        fields = ", ".join(f"`{path}`" for path in missing)
+        raise FrameRefusal("FrameInvalid", f"missing field{'s' if len(missing) > 1 else ''} {fields}")
     if "digest" in obj:
         frame = _shape(obj)
         computed = compute_digest(frame)

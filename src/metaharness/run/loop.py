@@ -205,12 +205,7 @@ class Run:
             try:
                 launch_frame = frames.load_frame(spec.frame)
             except frames.FrameRefusal as exc:
-                if exc.name == "FrameUnreadable":
-                    raise RunRefused(f"FrameUnreadable: {exc.detail}") from None
-                raise RunRefused(
-                    f"FrameInvalid: the frame document {spec.frame} is not a sealed metaharness.frame/1 "
-                    f"document: {exc.detail}"
-                ) from None
+                raise RunRefused(f"{exc.name}: {exc.sentence(spec.frame)}") from None
         elif spec.library_frame is not None:
             launch_frame = spec.library_frame
             if not isinstance(launch_frame, frames.Frame):
