@@ -809,8 +809,8 @@ class Run:
             self._commands.task_done()
         if self._halt_id is not None:
             self._result(self._halt_id, Ok(applies_at=None))
-        if self._policy is not None:
-            self._policy.close()
+        if self._policy is not None and (kept := self._policy.close()):
+            self._stderr(f"metaharness: the policy decision trail is in {kept}")
         reason = self.close_reason()
         self.writer.close(reason, termination if termination is not None else UnknownTermination())
         return 0 if self._session_ended is not None else 3
