@@ -6,6 +6,7 @@ tests/run/test_spec_flags.py fails if they drift. This module only parses.
 
 from __future__ import annotations
 
+import os
 import sys
 
 import click
@@ -65,6 +66,10 @@ def run(ctx: click.Context, **options) -> None:
     options["required_commands"] = list(options["required_commands"])
     options["policy_files"] = list(options["policy_files"])
     spec = RunSpec(**options)
+    if spec.cwd is None:
+        # Every harness works in --cwd, else here; say so, since files may be written here.
+        click.echo(f"metaharness: {spec.kind} works in {os.getcwd()} (the current directory; --cwd DIR picks "
+                   "another)", err=True)
     from metaharness.run.host import run_blocking
 
     sys.exit(run_blocking(spec))

@@ -301,11 +301,13 @@ class CodexAdapter(Adapter):
             self.plan()
         self.ctx = ctx
         spec = self.spec
+        # One rule for every harness: the run works in --cwd, else in the current directory.
+        work = os.path.abspath(spec.cwd or os.getcwd())
         try:
-            self.scratch = launch.make_scratch(spec.cwd)
+            self.scratch = launch.make_scratch(work)
         except launch.LaunchError as exc:
             raise StartRefusal("ScratchRefused", str(exc)) from None
-        self.work = os.path.abspath(spec.cwd) if spec.cwd else str(self.scratch.work)
+        self.work = work
         self._stubs_before = launch.existing_stubs(self.work)
         await self._start_endpoint()
         model = spec.model
