@@ -190,7 +190,7 @@ def test_capabilities_cli():
     rendered = subprocess.run([PY, "-m", "metaharness", "capabilities", "oharness", "--render"],
                               capture_output=True, text=True, timeout=30).stdout.splitlines()
     assert rendered[0] == "dir.list         -> glob"
-    assert "mcp.call         -> (no vendor tool)" in rendered
+    assert "mcp.call         -> mcp__<server>__<tool> (resolved by name)" in rendered
     bad = subprocess.run([PY, "-m", "metaharness", "capabilities", "nope"], capture_output=True, timeout=30)
     assert bad.returncode == 2
 

@@ -239,7 +239,9 @@ class Run:
             ))
         if results:
             names = ", ".join(r[0].removeprefix("start/") for r in results)
-            raise RunRefused(f"the {spec.kind} adapter cannot honour what this run requires: {names}", results)
+            hint = self.adapter.replace_hint if results[-1][0] == "start/replace" else None
+            raise RunRefused(f"the {spec.kind} adapter cannot honour what this run requires: {names}"
+                             + (f"; {hint}" if hint else ""), results)
         # step 7: the adapter's own launch planning
         try:
             self.adapter.plan()

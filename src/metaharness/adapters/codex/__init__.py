@@ -139,6 +139,7 @@ class CodexAdapter(Adapter):
     postures = launch.SANDBOX_WORDS
     default_posture = "workspace-write"
     replace_refusal = REPLACE_REASON
+    replace_hint = "start the run with --codex-replace-relay to deliver replace for shell calls"
     turn_blocks = True  # frame rendering, injects and prompt: separate text entries (§ 4.3)
 
     def __init__(self, spec: Any) -> None:
