@@ -44,7 +44,7 @@ class _Group(click.Group):
 @click.option("--script", type=click.Path(dir_okay=False), help="A metaharness.scenario/1 file for the scripted model.")
 @click.option("--cwd", type=click.Path(file_okay=False), help="Working directory of the session.")
 @click.option("--mode", type=click.Choice(MODES), help="Permission mode.")
-@click.option("--stdio", is_flag=True, help="Run as metaharness's child (docs/internals/oharness-stdio.md).")
+@click.option("--stdio", is_flag=True, help="Run as metaharness's child: one JSON record per line on stdin and stdout.")
 @click.option("--no-decision-trail", is_flag=True, help="Do not write decisions.jsonl.")
 @click.option("--session-dir", type=click.Path(file_okay=False), help="Where the session's transcript goes.")
 @click.version_option(package_name="metaharness", prog_name="oharness")
@@ -129,7 +129,7 @@ async def _run_prompt(prompt: str, model: str, script: str | None, cwd: str | No
 
 def _offer_trust(cwd: str | None, asker: Any, console: Any) -> None:
     """Interactive first start in an untrusted workspace whose project settings trust would turn
-    on (permissions.md § 4.4): show them and ask. A headless start never grants trust."""
+    on (docs/reference/permissions.md#workspace-trust): show them and ask. A headless start never grants trust."""
     import os
 
     from .cli_permissions import trust_summary

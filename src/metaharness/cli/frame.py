@@ -1,7 +1,7 @@
-"""`metaharness frame seal|verify|render` — frame documents from the shell (protocol.md § 7.6, § 8).
+"""`metaharness frame seal|verify|render` — frame documents from the shell (docs/guides/frames.md).
 
 Exit codes: 0 done; 2 a usage error or a refused document, the refusal's name and
-the § 8.7 detail on stderr in one sentence.
+the load-check detail on stderr in one sentence.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def seal(in_path: str, out_path: str | None) -> None:
 @frame.command()
 @click.argument("path", metavar="FILE")
 def verify(path: str) -> None:
-    """Check a sealed document (§ 8.7) and print its digest."""
+    """Check a sealed document (every load check, in order) and print its digest."""
     say(_load(path).digest)
 
 

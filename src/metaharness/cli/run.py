@@ -1,6 +1,6 @@
 """`metaharness run <kind>` and `metaharness capabilities <kind>`.
 
-Every option here is a RunSpec field spelled one-to-one (protocol.md § 7.7);
+Every option here is a RunSpec field spelled one-to-one (docs/guides/python.md);
 tests/run/test_spec_flags.py fails if they drift. This module only parses.
 """
 
@@ -16,7 +16,7 @@ from metaharness.run.spec import CREDENTIAL_MODES, DECISION_MODES, HERMETIC_MODE
 
 class _RunCommand(click.Command):
     def parse_args(self, ctx, args):
-        # Not in this version (protocol.md § 7.7): a usage error, nothing on stdout.
+        # Not in this version: a usage error, nothing on stdout.
         for arg in args:
             if arg.split("=")[0] in ("--audit", "--spec", "--auditor"):
                 raise click.UsageError(f"{arg.split('=')[0]} is not in this version of metaharness")

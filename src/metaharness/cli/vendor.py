@@ -1,4 +1,4 @@
-"""`metaharness doctor KIND` and `metaharness conformance KIND` (vendors.md § 1.5).
+"""`metaharness doctor KIND` and `metaharness conformance KIND` (docs/guides/claude-and-codex.md).
 
 A dispatch on the kind: each kind's checks live in its adapter package
 (`metaharness.adapters.<kind>.doctor`), exposing `doctor_checks(vendor_dir)` and

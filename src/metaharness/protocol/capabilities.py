@@ -1,4 +1,4 @@
-"""Printing a capability descriptor (protocol.md § 9.1).
+"""Printing a capability descriptor (docs/guides/claude-and-codex.md#capabilities).
 
 What belongs here: the two text forms of `metaharness capabilities <kind>` — the
 descriptor as pretty JSON, and the `--render` table. The descriptor's content is

@@ -1,18 +1,17 @@
-"""The frame — `metaharness.frame/1` (protocol.md § 8).
+"""The frame — `metaharness.frame/1` (the user reference: docs/reference/frame.md).
 
 What belongs here: the frame's typed value (operations tagged by `op`, handoffs
-tagged by `handoff`), its canonical form and digest (§ 8.5), the canonical
-document bytes (§ 8.6), the ordered load checks with their named refusals
-(§ 8.7), the § 5.1 step-2 checks of a `frame.set`'s frame, and the one shared
-rendering function (§ 8.8).
+tagged by `handoff`), its canonical form and digest, the canonical document bytes, the ordered load
+checks with their named refusals, the checks of a `frame.set`'s frame, and the one
+shared rendering function.
 
 Rules kept:
 * Operation sets are always held normalised — deduplicated and sorted by
-  `(op, server, tool)` in code-point order (§ 8.3) — so the digest of a frame does
+  `(op, server, tool)` in code-point order — so the digest of a frame does
   not depend on how a producer ordered its list.
 * Writing a frame out never reseals it: `document_bytes` writes the digest held.
 * Every load failure is a `FrameRefusal` named `FrameUnreadable` or `FrameInvalid`
-  with the § 8.7 detail, checked in the § 8.7 order; nothing else escapes.
+  with the load-check detail, checked in the load-check order; nothing else escapes.
 Pure: the only I/O is `load_frame` reading one file.
 """
 
@@ -28,7 +27,7 @@ from .values import StepRef
 
 FRAME_FORMAT = "metaharness.frame/1"
 
-# --- operations (§ 8.2) ----------------------------------------------------------------
+# --- operations ---------------------------------------------------------------------
 
 
 class _Op(Struct, tag_field="op", frozen=True):
@@ -86,7 +85,7 @@ Operation = Union[
 OPERATION_TYPES: tuple[type, ...] = Operation.__args__  # type: ignore[attr-defined]
 _OP_BY_NAME: dict[str, type] = {t.__struct_config__.tag: t for t in OPERATION_TYPES}
 
-# The ten parameterless operations in canonical order (§ 8.3): code-point order of their names.
+# The ten parameterless operations in canonical order: code-point order of their names.
 OPERATION_NAMES: tuple[str, ...] = tuple(sorted(n for n in _OP_BY_NAME if n != "mcp.call"))
 # Every operation word, parameterless and `mcp.call`, in canonical order.
 OPERATION_WORDS: tuple[str, ...] = tuple(sorted(_OP_BY_NAME))
@@ -97,7 +96,7 @@ def op_name(op: Any) -> str:
 
 
 def op_key(op: Any) -> tuple[str, str, str]:
-    """The § 8.3 sort key: (op, server, tool), server and tool "" outside `mcp.call`."""
+    """The canonical sort key: (op, server, tool), server and tool "" outside `mcp.call`."""
     if type(op) is McpCall:
         return ("mcp.call", op.server, op.tool)
     return (type(op).__struct_config__.tag, "", "")
@@ -112,7 +111,7 @@ def op_from_key(key: tuple[str, str, str]) -> Any:
 
 
 def normalise_operations(ops: Iterable[Any]) -> list[Any]:
-    """Deduplicate and sort by (op, server, tool) in code-point order (§ 8.3)."""
+    """Deduplicate and sort by (op, server, tool) in code-point order (the canonical order)."""
     by_key = {op_key(op): op for op in ops}
     return [by_key[k] for k in sorted(by_key)]
 
@@ -135,7 +134,7 @@ class HandoffStructuredAnswer(Struct, tag_field="handoff", tag="structured_answe
 
 Handoff = Union[HandoffNone, HandoffArtifact, HandoffStructuredAnswer]
 
-# --- the frame (§ 8.1) -------------------------------------------------------------------
+# --- the frame ------------------------------------------------------------------------
 
 
 class WorkflowRef(Struct, kw_only=True):
@@ -193,7 +192,7 @@ class Frame(Struct, kw_only=True):
     def __post_init__(self) -> None:
         self.operations = normalise_operations(self.operations)
         if self.subjects is not UNSET and self.subjects is not None and not self.subjects.rules:
-            self.subjects = UNSET  # no rules: omitted, exactly like no scope (§ 8.1)
+            self.subjects = UNSET  # no rules: omitted, exactly like no scope
         elif self.subjects is None:
             self.subjects = UNSET
 
@@ -234,7 +233,7 @@ _SORTED = msgspec.json.Encoder(order="sorted")  # struct fields and dict keys so
 
 
 class FrameRefusal(Exception):
-    """A frame document refused at load (§ 8.7): name is FrameUnreadable or FrameInvalid."""
+    """A frame document refused at load: name is FrameUnreadable or FrameInvalid, detail says why."""
 
     def __init__(self, name: str, detail: str) -> None:
         super().__init__(detail)
@@ -258,7 +257,7 @@ class FrameRefusal(Exception):
 
 
 class FrameCommandError(ValueError):
-    """A `frame.set` frame that fails § 5.1 step 2; `reason` is the MALFORMED reason."""
+    """A `frame.set` frame that does not verify; `reason` is the MALFORMED reason."""
 
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
@@ -270,7 +269,7 @@ def _q(text: str) -> str:
 
 
 def _format_detail(value: Any, *, present: bool) -> str | None:
-    """§ 8.7 step 4, or None when the tag is right."""
+    """The format-tag load check's detail, or None when the tag is right."""
     if not present:
         return f"no format tag, expected {_q(FRAME_FORMAT)}"
     if not isinstance(value, str):
@@ -291,7 +290,8 @@ def _mismatch_detail(stated: str, computed: str) -> str:
 
 
 def canonical_bytes(frame: Frame) -> bytes:
-    """§ 8.5: compact, keys sorted at every level, without `digest` and `format`."""
+    """The canonical form the digest is taken over: compact, keys sorted at every level, without
+    `digest` and `format`."""
     subjects = frame.subjects
     if subjects is not UNSET and subjects is not None:
         if subjects.rules:
@@ -325,7 +325,7 @@ def compute_digest(frame: Frame) -> str:
 
 
 def document_bytes(frame: Frame) -> bytes:
-    """§ 8.6: the on-disk document, with the digest held (never resealed)."""
+    """The on-disk document bytes, with the digest held (never resealed)."""
     import json  # deferred: only document writing needs json's pretty printer
 
     doc = msgspec.to_builtins(frame)
@@ -394,7 +394,7 @@ def _parse_json(data: bytes | str) -> Any:
 
 
 def parse_frame_document(data: bytes | str) -> Frame:
-    """§ 8.7 steps 2–6 on a document's bytes; raises FrameRefusal("FrameInvalid", detail)."""
+    """The load checks after reading, on a document's bytes; raises FrameRefusal("FrameInvalid", detail)."""
     # Fast path: a well-formed document decodes typed in two short passes.
     try:
         if _D.head.decode(data).format == FRAME_FORMAT:
@@ -418,7 +418,7 @@ def parse_frame_document(data: bytes | str) -> Frame:
 
 
 def load_frame(path: Any) -> Frame:
-    """§ 8.7 in full for a file: FrameUnreadable, then the document checks."""
+    """Every load check for a file: FrameUnreadable, then the document checks."""
     try:
         with open(path, "rb") as fh:
             data = fh.read()
@@ -431,7 +431,7 @@ def seal(obj: Any) -> Frame:
     """A frame object (`format`, `digest` optional) → a sealed Frame.
 
     Without `digest` the digest is computed; with one it must verify (sealing never
-    repairs an edited frame, § 8.6). Refusals are FrameRefusal("FrameInvalid", …)."""
+    repairs an edited frame). Every missing field is reported at once. Refusals are FrameRefusal("FrameInvalid", …)."""
     if not isinstance(obj, dict):
         raise FrameRefusal("FrameInvalid", "not a JSON object: the document is JSON but not an object")
     if "format" in obj and (detail := _format_detail(obj["format"], present=True)):
@@ -452,7 +452,7 @@ def seal(obj: Any) -> Frame:
 
 
 def frame_from_command(obj: Any) -> Frame:
-    """§ 5.1 step 2 for the `frame` of a `frame.set`; raises FrameCommandError(reason)."""
+    """The checks of the `frame` of a `frame.set`; raises FrameCommandError(reason)."""
     prefix = "malformed frame.set: "
     if not isinstance(obj, dict):
         raise FrameCommandError(prefix + "not a frame: the frame is not a JSON object")
@@ -472,11 +472,11 @@ def frame_from_command(obj: Any) -> Frame:
     return frame
 
 
-# --- rendering (§ 8.8) -------------------------------------------------------------------
+# --- rendering ------------------------------------------------------------------------
 
 
 def admitted_names(frame: Frame) -> list[str]:
-    """The frame's operation names in canonical order, each once (for § 6.3 reasons)."""
+    """The frame's operation names in canonical order, each once (for frame-mode deny reasons)."""
     names: list[str] = []
     for op in normalise_operations(frame.operations):
         name = op_name(op)

@@ -1,10 +1,10 @@
 """The `policy` decision mode: OHarness permission rules at metaharness's per-call seam
-(permissions.md § 17).
+(docs/guides/policy.md).
 
 What belongs here: reading the settings once at run start (refusing bad ones by
-name), mapping a vendor call to the engine's call (§ 17.4), turning a verdict into a
-metaharness decision (via the engine's own § 17.2 table) and writing the decision
-trail (§ 17.3). The loop calls it; the engine stays pure.
+name), mapping a vendor call to the engine's call, turning a verdict into a
+metaharness decision (via the engine's own table) and writing the decision
+trail. The loop calls it; the engine stays pure.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ class PolicyDecider:
         self.trail = TrailWriter(self.trail_path, enabled=enabled)
 
     def verdict(self, name: str, input: Any, cwd: str):
-        # oharness presents its own tool names (§ 7.1); vendors their own (§ 17.4).
+        # oharness presents its own tool names; vendors their own.
         call = oharness_call(name, input, cwd) if self.kind == "oharness" else vendor_call(name, input, cwd)
         return decide(call, self.ctx)
 

@@ -1,4 +1,4 @@
-"""`metaharness doctor claude` and `metaharness conformance claude` (vendors.md § 1.5).
+"""`metaharness doctor claude` and `metaharness conformance claude` (docs/guides/claude-and-codex.md).
 
 What belongs here: the checks, each returning `(name, ok, detail)`. Doctor checks the
 binary on the child's PATH, its version against the pin, the flags the adapter emits,
