@@ -41,11 +41,13 @@ def _option_row(param: click.Parameter, ctx: click.Context) -> str:
         if isinstance(kind, click.IntRange):
             names += " `N`"
         elif isinstance(kind, click.Choice):
-            names += " " + "`" + "\\|".join(str(choice) for choice in kind.choices) + "`"
+            names += " `WORD`"
         else:
             names += f" `{param.make_metavar(ctx)}`"
     help_text = _escape(getattr(param, "help", None) or "")
     extras: list[str] = []
+    if isinstance(param, click.Option) and isinstance(param.type, click.Choice) and not param.is_flag:
+        extras.append("one of " + ", ".join(f"`{choice}`" for choice in param.type.choices))
     if isinstance(param, click.Option):
         if param.multiple and "repeatable" not in (param.help or ""):
             extras.append("repeatable")
