@@ -1,4 +1,4 @@
-"""`metaharness check EVENTS` and `metaharness schema NAME` (protocol.md § 7.6).
+"""`metaharness check EVENTS` and `metaharness schema NAME` (docs/reference/wire.md#exit-codes).
 
 check: 0 complete; 1 an invalid line, a seq gap, a second run id, or an
 inconsistent stream (stderr names the first such line and why); 3 truncated;

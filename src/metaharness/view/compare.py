@@ -14,6 +14,9 @@ Rules it keeps:
 * A row diverges when one side is missing, the calls differ, or paired calls got a
   different verdict or a different result outcome. Every divergence carries a
   sentence saying why.
+* Codex runs every shell command inside its own login shell (`/bin/bash -lc '<command>'`).
+  That wrapper is the vendor's, not the model's: a Codex shell call is compared and shown
+  by the command inside it, with the raw form kept beside it (`raw_command`).
 * Deterministic: the same streams give the same rows (ties in the LCS are broken the
   same way every time).
 """
@@ -21,6 +24,7 @@ Rules it keeps:
 from __future__ import annotations
 
 import json
+import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,17 +51,25 @@ class Call:
     result: dict[str, Any] | None = None
     cost_so_far: float | None = None
     last_seq: int = 0
+    raw_command: str | None = None  # the vendor's own wrapping of a shell command, when unwrapped
+
+    @property
+    def compared_input(self) -> Any:
+        """The input as compared and summarised: a vendor-wrapped command shown unwrapped."""
+        if self.raw_command is None:
+            return self.input
+        return {**self.input, "command": unwrap_login_shell(self.raw_command)}
 
     @property
     def signature(self) -> tuple:
         ops = tuple(self.operations) if self.operations else ("tool:" + self.name,)
         if self.subjects:
             return (ops, tuple(self.subjects))
-        return (ops, signature_text(self.input))
+        return (ops, signature_text(self.compared_input))
 
     @property
     def input_summary(self) -> str:
-        return input_summary(self.input, 200)
+        return input_summary(self.compared_input, 200)
 
     @property
     def input_json(self) -> str:
@@ -78,6 +90,29 @@ class Call:
         if self.result["is_error"]:
             return "error"
         return "ok"
+
+
+# Adapters whose vendor wraps every shell command in a login shell of its own.
+WRAPS_SHELL_COMMANDS = {"codex"}
+LOGIN_SHELLS = {"/bin/bash", "/usr/bin/bash", "bash", "/bin/sh", "/usr/bin/sh", "sh", "/bin/zsh", "zsh"}
+
+
+def unwrap_login_shell(command: str) -> str | None:
+    """The command inside `<shell> -lc '<command>'` (or `-c`), or None when it is not so wrapped."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return None
+    if len(words) == 3 and words[0] in LOGIN_SHELLS and words[1] in ("-lc", "-c") and words[2].strip():
+        return words[2]
+    return None
+
+
+def _vendor_wrapping(adapter: str | None, operations: list[str], input: Any) -> str | None:
+    if adapter not in WRAPS_SHELL_COMMANDS or "shell" not in operations or not isinstance(input, dict):
+        return None
+    command = input.get("command")
+    return command if isinstance(command, str) and unwrap_login_shell(command) is not None else None
 
 
 @dataclass
@@ -168,6 +203,7 @@ def extract_run(lines: list[StreamLine], source: str, label: str) -> RunView:
                 last_seq=line.seq,
                 cost_so_far=cost if cost_reports else None,
             )
+            call.raw_command = _vendor_wrapping(started.adapter if started else None, call.operations, call.input)
             calls.append(call)
             by_id.setdefault(e.call_id, []).append(call)
         elif name == "tool.decided":
