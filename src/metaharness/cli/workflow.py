@@ -17,33 +17,20 @@ import sys
 
 import click
 
-from metaharness.run.spec import CREDENTIAL_MODES, HERMETIC_MODES, KINDS
+from metaharness.cli.run import check_policy_flags, with_options
+from metaharness.run.spec import KINDS
 
-_RUN_OPTIONS = [
+# The run options a workflow passes to its harness session, spelled and explained where `run` defines
+# them; --cwd, --decisions and the budgets mean something of their own here.
+_SHARED = ("script", "model", "vendor_dir", "credentials", "model_endpoint", "hermetic", "strict_version",
+           "posture", "deny_only", "decision_timeout_ms", "codex_replace_relay", "retain_dir")
+_POLICY = ("policy_files", "policy_scopes", "policy_mode", "policy_workspace_mode", "no_decision_trail")
+_OWN = [
     click.option("--cwd", "workspace", type=click.Path(file_okay=False),
                  help="The workspace: the harness's working directory, where artifacts and checks live."),
-    click.option("--script", type=click.Path(dir_okay=False), help="A metaharness.scenario/1 file scripting the model."),
-    click.option("--model", help="PROVIDER:MODEL for oharness; passed verbatim to vendor harnesses."),
-    click.option("--vendor-dir", type=click.Path(file_okay=False), help="Directory holding the vendor binaries."),
-    click.option("--credentials", type=click.Choice(CREDENTIAL_MODES), default="none", show_default=True),
-    click.option("--model-endpoint", help="Base URL of the model server (credentials none)."),
-    click.option("--hermetic", type=click.Choice(HERMETIC_MODES), default="off", show_default=True,
-                 is_flag=False, flag_value="on"),
-    click.option("--strict-version", is_flag=True, help="Refuse a vendor binary off its pin."),
-    click.option("--posture", help="The launch permission posture, in the adapter's own words."),
-    click.option("--deny-only", is_flag=True, help="Never grant: every allow is delivered as abstain."),
-    click.option("--decision-timeout-ms", type=click.IntRange(1, 2**32 - 1), default=55000, show_default=True),
-    click.option("--codex-replace-relay", is_flag=True, help="codex only: deliver replace through the hook relay."),
-    click.option("--retain-dir", type=click.Path(file_okay=False), help="Copy the raw vendor transcript here."),
     click.option("--decisions", type=click.Choice(["frame", "policy"]), default="frame", show_default=True,
                  help="frame: each step's frame decides every call; policy: OHarness permission rules decide "
                       "within what the frame admits."),
-    click.option("--policy", "policy_files", multiple=True, type=click.Path(dir_okay=False),
-                 help="policy mode: an extra settings document (repeatable)."),
-    click.option("--policy-scopes", type=click.Choice(["all", "none"]), default="all", show_default=True),
-    click.option("--policy-mode", type=click.Choice(["manual", "accept-edits", "plan", "auto", "bypass"])),
-    click.option("--policy-workspace-mode", type=click.Choice(["read-only", "workspace-write", "full-access"])),
-    click.option("--no-decision-trail", is_flag=True, help="policy mode: do not write the decision trail."),
     click.option("--max-steps", type=click.IntRange(1), help="Stop the workflow before step N+1 (counts every step)."),
     click.option("--max-turns", type=click.IntRange(1),
                  help="Turns one step may take: a failing step is told why and gets another turn, up to N "
@@ -54,20 +41,15 @@ _RUN_OPTIONS = [
 
 
 def _run_options(func):
-    for option in reversed(_RUN_OPTIONS):
+    for option in reversed(_OWN):
         func = option(func)
-    return func
+    return with_options(*_SHARED, *_POLICY)(func)
 
 
 def _spec(kind: str, options: dict):
     from metaharness.run.spec import RunSpec
 
-    ctx = click.get_current_context()
-    policy_flags = [name for name in ("policy_files", "policy_mode", "policy_workspace_mode", "policy_scopes",
-                                      "no_decision_trail")
-                    if (source := ctx.get_parameter_source(name)) is not None and source.name == "COMMANDLINE"]
-    if policy_flags and options["decisions"] != "policy":
-        raise click.UsageError("the --policy… flags need --decisions policy")
+    check_policy_flags(click.get_current_context(), options["decisions"])
     options["policy_files"] = list(options["policy_files"])
     workspace = options.pop("workspace")
     return RunSpec(kind=kind, cwd=os.path.abspath(workspace) if workspace else None, **options)
@@ -141,7 +123,7 @@ EXIT_EPILOG = ("Exit codes: 0 the workflow completed; 1 it failed or a budget st
 
 @workflow.command(epilog=EXIT_EPILOG)
 @click.argument("file", type=click.Path(dir_okay=False))
-@click.option("--harness", type=click.Choice(KINDS), required=True)
+@click.option("--harness", type=click.Choice(KINDS), required=True, help="The harness that runs every step.")
 @click.option("-p", "--task", help="The task, carried to every step as an established line.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), required=True,
               help="A new directory for the ledger, the event stream and every step's frame.")
