@@ -75,7 +75,9 @@ def refusal(loaded: LoadedWorkflow, kind: str, *, decisions: str, workspace: str
         if needs and not (os.path.isdir(workspace) and os.access(workspace, os.R_OK | os.X_OK)):
             return WorkflowRefused("WorkspaceUnreachable", f"node {name!r} has {needs}, and the workspace "
                                    f"{workspace} is not a directory this host can reach")
-    if max_cost_usd is not None and REPORTS_STEP_COST.get(kind):
+    # A harness missing from the table is taken to report nothing (toward refusing).
+    unreported = REPORTS_STEP_COST.get(kind, f"the {kind} adapter reports no cost per step")
+    if max_cost_usd is not None and unreported:
         return WorkflowRefused("CostNotReported", f"--max-cost-usd cannot be kept on {kind}: "
-                               f"{REPORTS_STEP_COST[kind]}, so the budget would be ignored")
+                               f"{unreported}, so the budget would be ignored")
     return None

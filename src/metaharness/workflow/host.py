@@ -36,7 +36,7 @@ from metaharness.protocol.events import (
     SessionEnded, Text, ToolRequested, ToolResult, TurnEnded, TurnStarted, UsageReport,
 )
 from metaharness.protocol.values import Completed, Failed, StepRef
-from metaharness.run.spec import RunSpec
+from metaharness.run.spec import KINDS, RunSpec
 
 from . import ledger as ledgers
 from .admit import WorkflowRefused, refusal
@@ -279,8 +279,8 @@ def _prepare_out(out_dir: str) -> str:
 def _admit(loaded: LoadedWorkflow, kind: str, base: RunSpec, budgets: _Budgets, decide: Any) -> None:
     from metaharness.api import describe
 
-    if kind not in ("oharness", "claude", "codex"):
-        raise WorkflowRefused("UnknownHarness", f"{kind!r} is not a harness (oharness, claude, codex)")
+    if kind not in KINDS:
+        raise WorkflowRefused("UnknownHarness", f"{kind!r} is not a harness ({', '.join(KINDS)})")
     found = refusal(loaded, kind, decisions=base.decisions, workspace=os.path.abspath(base.cwd or os.getcwd()),
                     max_cost_usd=budgets.max_cost_usd, has_decider=decide is not None, descriptor=describe(kind))
     if found is not None:
