@@ -92,11 +92,10 @@ def test_a_bad_scenario_or_frame_is_refused_at_check(suite):
         assert result.exit_code == 1 and "task 'notes'" in result.stderr and words in result.stderr, result.stderr
 
 
-def test_a_workflow_task_is_refused_by_name_until_workflows_exist(suite):
-    from metaharness.batch.plan import workflows_available
+def test_a_workflow_task_is_refused_by_name_where_workflows_do_not_exist(suite, monkeypatch):
+    from metaharness.cli.main import COMMANDS
 
-    if workflows_available():
-        pytest.skip("this installation has `metaharness workflow run`; tests/batch/test_workflow.py covers it")
+    monkeypatch.delitem(COMMANDS, "workflow")  # an installation without `metaharness workflow run`
     tmp = suite["tmp"]
     (tmp / "flow.toml").write_text("# a workflow\n")
     task = {"id": "flow", "workflow": str(tmp / "flow.toml"), "workspace": str(suite["template"])}

@@ -26,13 +26,24 @@ pytestmark = pytest.mark.timeout(300)
 
 
 @pytest.fixture(scope="module")
-def cluster():
+def cluster(tmp_path_factory):
+    # The workers' scratch (XDG_CACHE_HOME, inherited by every Ray process) lives in this test's
+    # own directory, so a node removed mid-cell leaves nothing behind in the user's cache.
+    cache = tmp_path_factory.mktemp("ray-cache")
+    saved = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(cache)
     cluster = Cluster(initialize_head=True, connect=False,
                       head_node_args={"num_cpus": 1, "include_dashboard": False, "node_ip_address": "127.0.0.1"})
     worker = cluster.add_node(num_cpus=1, node_ip_address="127.0.0.1")
     cluster.wait_for_nodes()
-    yield cluster, worker
-    cluster.shutdown()
+    try:
+        yield cluster, worker
+    finally:
+        cluster.shutdown()
+        if saved is None:
+            os.environ.pop("XDG_CACHE_HOME", None)
+        else:
+            os.environ["XDG_CACHE_HOME"] = saved
 
 
 def _gather(plan, out, backend=None, **options):

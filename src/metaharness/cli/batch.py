@@ -53,11 +53,12 @@ def check(plan: str) -> None:
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False), metavar="DIR",
               help="Where events, check output and results.jsonl go; the same DIR again resumes.")
 @click.option("--jobs", type=click.IntRange(1), help="Cells at once (default: the core count, or the cluster's CPUs).")
-@click.option("--backend", type=click.Choice(["local", "ray"]), default="local", show_default=True)
-@click.option("--ray-address", help="An existing Ray cluster (default: start a local one).")
+@click.option("--backend", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+              help="Where cells run: a local pool of subprocesses, or Ray tasks (the ray extra).")
+@click.option("--ray-address", metavar="ADDR", help="An existing Ray cluster (default: start a local one).")
 @click.option("--max-runs", type=click.IntRange(0), help="Start no more than this many cells over the batch.")
-@click.option("--max-cost-usd", type=click.FloatRange(0), help="Start no cell once the reported cost reaches this.")
-@click.option("--cell-timeout", "cell_timeout_s", type=click.FloatRange(0, min_open=True),
+@click.option("--max-cost-usd", type=click.FloatRange(0), metavar="USD", help="Start no cell once the reported cost reaches this.")
+@click.option("--cell-timeout", "cell_timeout_s", type=click.FloatRange(0, min_open=True), metavar="SECONDS",
               help="Halt a cell's run after this many seconds (a task's own timeout_s wins).")
 @click.option("--retries", type=click.IntRange(0), help="Rerun a cell this many times after an infrastructure failure.")
 @click.option("--keep-workspaces", is_flag=True, help="Keep each cell's workspace beside its events.")
