@@ -1,5 +1,6 @@
-"""A batch across the three harnesses: oharness, and the real Claude Code and Codex binaries
-driven offline through the loopback model, inside a loopback-only network namespace when the
+"""A batch across the three harnesses — scripted tasks with frames, a workflow task, a task whose
+check fails — on oharness, and on the real Claude Code and Codex binaries driven offline through
+the loopback model, inside a loopback-only network namespace when the
 machine allows one (as the vendors' own end-to-end tests run)."""
 
 from __future__ import annotations
@@ -66,12 +67,16 @@ def test_a_suite_on_oharness_claude_and_codex(tmp_path):
               "check": check},
              {"id": "wrong", "prompt": "write the notes", "script": wrong, "frame": frame, "workspace": str(template),
               "check": check}]
+    bugfix = REPO / "examples" / "bugfix"
+    tasks.append({"id": "bugfix", "prompt": "add(2, 3) should be 5", "workflow": str(bugfix / "bugfix.workflow.toml"),
+                  "script": str(bugfix / "bugfix.scenario.json"), "workspace": str(bugfix / "workspace"),
+                  "check": {"command": "python3 test_calc.py"}})
     plan = write_plan(tmp_path / "plan.json", tasks, _harnesses())
     out = tmp_path / "out"
     done = batch("run", plan, "--out", str(out), "--jobs", "2")
     assert done.returncode == 0, done.stderr.decode()[-2000:]
     cells = last_by_cell(out)
-    assert len(cells) == 6
+    assert len(cells) == 9
     for kind in ("oharness", "claude", "codex"):
         good, bad = cells[("notes", kind, 1)], cells[("wrong", kind, 1)]
         assert good["passed"] and good["check"] == "pass", (kind, good)
@@ -81,6 +86,11 @@ def test_a_suite_on_oharness_claude_and_codex(tmp_path):
             data = (out / task / kind / "1" / "events.jsonl").read_bytes()
             assert check_stream(data).status == "complete", (task, kind)
             assert f'"adapter":"{kind}"'.encode() in data
+        # the workflow task: its cell ran `metaharness workflow run`, step by step, on this harness
+        flow = cells[("bugfix", kind, 1)]
+        assert flow["passed"] and flow["exit_code"] == 0 and flow["turns"] >= 3, (kind, flow)
+        assert (out / "bugfix" / kind / "1" / "workflow" / "workflow.jsonl").exists()
+        assert check_stream((out / "bugfix" / kind / "1" / "events.jsonl").read_bytes()).status == "complete"
     assert cells[("notes", "claude", 1)]["cost_usd"] is not None  # Claude Code reports a cost from the usage
     assert sorted(os.listdir(template)) == ["README.txt"]
     assert not (out / ".scratch").exists()  # every cell's workspace and home (vendor scratch included) is gone
