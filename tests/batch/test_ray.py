@@ -75,6 +75,19 @@ def test_the_same_plan_gives_the_same_table_on_ray_and_locally(cluster, suite, m
     assert str(tmp) not in events
 
 
+def test_a_vendor_cli_missing_on_the_worker_is_refused_there_by_name(cluster, tmp_path):
+    head, _ = cluster
+    script = write_scenario(tmp_path / "s.json", {"text": "done"})
+    empty = tmp_path / "no-vendor"
+    empty.mkdir()
+    plan = load_plan(write_plan(tmp_path / "plan.json", [{"id": "a", "prompt": "go", "script": script}],
+                                [{"kind": "codex", "vendor_dir": str(empty), "decisions": "observe"}]))
+    [result] = _gather(plan, tmp_path / "out", backend=RayBackend(plan, address=head.address, jobs=1), retries=1)
+    assert result.refusal is not None and result.refusal.startswith("VendorMissing: "), result
+    assert result.attempts == 1 and not result.passed
+    assert (tmp_path / "out" / "a" / "codex" / "1" / "stderr.txt").read_text().startswith("metaharness: VendorMissing")
+
+
 def test_cancelling_a_ray_batch_halts_its_cells_and_leaves_a_resumable_dir(cluster, tmp_path):
     head, _ = cluster
     marker = f"slow-{uuid.uuid4().hex}.json"
