@@ -29,9 +29,11 @@ from typing import AsyncIterator, Callable, Protocol
 
 import msgspec
 
+from metaharness.protocol.stream import check_stream
+
 from .cell import CellJob, run_cell
 from .plan import Cell, Plan, PlanError, cells, plan_fingerprint
-from .results import CellResult, ResultsFile, cell_dir, read_results, summarise_stream
+from .results import CellResult, ResultsFile, cell_dir, read_results
 
 BACKENDS = ("local", "ray")
 PLAN_COPY = "plan.json"
@@ -120,7 +122,7 @@ def kept_results(plan: Plan, out: str) -> dict[tuple[str, str, int], CellResult]
             continue
         try:
             with open(os.path.join(cell_dir(out, key), "events.jsonl"), "rb") as handle:
-                if summarise_stream(handle.read())["stream"] != "complete":
+                if check_stream(handle.read()).status != "complete":
                     continue
         except FileNotFoundError:
             continue
@@ -132,7 +134,9 @@ async def run_batch(plan: Plan, out: str, options: BatchOptions | None = None, *
                     backend: Backend | None = None, **kwargs) -> AsyncIterator[CellResult]:
     """Run every cell of `plan` into DIR `out`, yielding each cell's result as it ends.
 
-    Keyword arguments are `BatchOptions` fields (`jobs=2, max_runs=10, …`)."""
+    Keyword arguments are `BatchOptions` fields (`jobs=2, max_runs=10, …`). Cells kept from an
+    earlier run of the same DIR are not yielded again. The backend (given, or made from the
+    options) is closed when the generator ends."""
     options = options or BatchOptions(**kwargs)
     out = os.path.abspath(out)
     _prepare_out(plan, out)

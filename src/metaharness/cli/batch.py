@@ -92,8 +92,9 @@ def run(plan: str, out: str, **options) -> None:
 
     try:
         asyncio.run(go())
-    except PlanError as exc:
+    except PlanError as exc:  # refused before any cell ran (a DIR of another plan)
         display.close()
+        backend.close()
         fail(str(exc))
     except KeyboardInterrupt:
         display.close()
