@@ -217,3 +217,16 @@ def test_a_check_over_its_time_limit_is_killed_and_fails_the_cell(tmp_path):
     assert result.check == "timeout" and result.check_exit_code is None and not result.passed
     assert result.attempts == 1 and result.wall_ms < 20000 and not result.timed_out
     assert "exceeded 1 s" in (tmp_path / "out" / "slow-check" / "oharness" / "1" / "check.txt").read_text()
+
+
+def test_a_run_option_the_command_refuses_is_a_result_not_a_retry(tmp_path):
+    # `metaharness workflow run` takes no --require-command: the cell's command line is refused as usage
+    bugfix = REPO / "examples" / "bugfix"
+    plan = write_plan(tmp_path / "plan.json", [{"id": "flow", "workflow": str(bugfix / "bugfix.workflow.toml"),
+                                               "script": str(bugfix / "bugfix.scenario.json"),
+                                               "workspace": str(bugfix / "workspace")}],
+                      [{"kind": "oharness", "required_commands": ["halt"]}])
+    [result] = run(plan, tmp_path / "out", jobs=1, retries=2)
+    assert result.exit_code == 2 and result.attempts == 1 and result.infra is None and not result.passed
+    assert result.refusal == "Error: No such option '--require-command'.", result.refusal
+    assert result.stream == "missing"

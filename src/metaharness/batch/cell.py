@@ -142,16 +142,18 @@ async def _run_check(task: Task, workspace: str, env: dict[str, str], out_dir: s
 
 
 def _refusal(stderr_path: str) -> str | None:
-    """The run's own refusal sentence (`metaharness: Name: sentence`), when it refused."""
+    """Why the run refused to start: its refusal sentence (`metaharness: Name: sentence`), or a
+    usage error of its command line (`Error: …`)."""
     try:
         with open(stderr_path, "rb") as handle:
             text = handle.read().decode("utf-8", "replace")
     except OSError:
         return None
-    for line in text.splitlines():
+    lines = text.splitlines()
+    for line in lines:
         if line.startswith("metaharness: "):
             return line[len("metaharness: "):]
-    return None
+    return next((line for line in lines if line.startswith("Error: ")), None)
 
 
 async def run_cell(job: CellJob) -> CellResult:

@@ -173,12 +173,14 @@ def infrastructure_failure(exit_code: int | None, stream: str, refusal: str | No
     A cell that hit its timeout is a result, not a failure of the machinery."""
     if timed_out:
         return None
+    if exit_code == 2 and refusal is not None:  # refused before anything ran: the plan's doing, unless the vendor's
+        if refusal.split(":")[0] in RETRYABLE_REFUSALS:
+            return f"the start was refused by the vendor: {refusal}"
+        return None
     if stream in ("missing", "truncated"):
         return f"the run's stream is {stream} (exit {exit_code})"
     if exit_code == 3:
         return "the harness ended without a terminal record (exit 3)"
-    if exit_code == 2 and refusal and refusal.split(":")[0] in RETRYABLE_REFUSALS:
-        return f"the start was refused by the vendor: {refusal}"
     return None
 
 
