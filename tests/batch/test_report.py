@@ -107,3 +107,13 @@ def test_the_report_page_in_chromium(batch_dir, tmp_path):
             page.screenshot(path=str(ARTIFACTS / "batch-report-compare.png"), full_page=True)
         finally:
             browser.close()
+
+
+def test_pair_chooses_the_two_harnesses_and_an_unknown_one_is_refused(batch_dir, tmp_path):
+    page = tmp_path / "r.html"
+    result = invoke("batch", "report", str(batch_dir), "--html", str(page), "--pair", "oh-policy", "oh-frame")
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "r-runs" / "notes" / "oh-policy-vs-oh-frame.html").exists()
+    assert 'href="r-runs/notes/oh-policy-vs-oh-frame.html"' in page.read_text()
+    refused = invoke("batch", "report", str(batch_dir), "--html", str(tmp_path / "x.html"), "--pair", "oh-frame", "codex")
+    assert refused.exit_code == 2 and "--pair names harness 'codex', which the plan does not have" in refused.stderr
