@@ -47,9 +47,10 @@ class PolicyDecider:
         self.spec = spec
         self.kind = spec.kind
         self.ctx = settings.context(can_ask=spec.policy_ask == "embedder")
-        directory = spec.retain_dir or tempfile.mkdtemp(prefix="metaharness-policy-")
-        self.trail_path = os.path.join(directory, "decisions.jsonl")
         enabled = settings.trail_enabled and not spec.no_decision_trail
+        # No scratch directory unless a trail is written into it (nothing left on disk unasked).
+        directory = spec.retain_dir or (tempfile.mkdtemp(prefix="metaharness-policy-") if enabled else "")
+        self.trail_path = os.path.join(directory, "decisions.jsonl") if directory else None
         if enabled:
             os.makedirs(directory, exist_ok=True)
         self.trail = TrailWriter(self.trail_path, enabled=enabled)
