@@ -40,7 +40,7 @@ from metaharness.protocol.commands import (
 )
 from metaharness.protocol.decode import decode_event_line, encode_command_line
 from metaharness.protocol.values import Decision
-from metaharness.run.spec import REPEATABLE, RunSpec
+from metaharness.run.spec import NEGATED, REPEATABLE, RunSpec
 
 __all__ = ["RunHandle", "start_run", "spec_to_argv"]
 
@@ -58,7 +58,7 @@ def spec_to_argv(spec: RunSpec) -> list[str]:
             continue
         flag = "--" + flag_of.get(field.name, field.name.replace("_", "-"))
         if isinstance(value, bool):
-            argv.append(flag)
+            argv.append(flag if value else NEGATED[field.name])
         elif isinstance(value, list):
             for item in value:
                 argv += [flag, str(item)]

@@ -53,6 +53,12 @@ class _RunCommand(click.Command):
 @click.option("--policy-workspace-mode", type=click.Choice(["read-only", "workspace-write", "full-access"]))
 @click.option("--policy-ask", type=click.Choice(["none", "embedder"]), default="none", show_default=True)
 @click.option("--no-decision-trail", is_flag=True, help="policy mode: do not write the decision trail.")
+@click.option("--record", type=click.Path(dir_okay=False), help="Write the run's model traffic to this cassette.")
+@click.option("--replay", type=click.Path(dir_okay=False), help="Answer the model's part from this cassette, offline.")
+@click.option("--replay-strict/--replay-lenient", default=True, show_default=True,
+              help="On a request the cassette does not hold: warn and stop the run, or warn and go on.")
+@click.option("--redact", "redact_patterns", multiple=True, metavar="PATTERN",
+              help="--record: mask text matching this regular expression in requests and responses (repeatable).")
 @click.pass_context
 def run(ctx: click.Context, **options) -> None:
     """Run a harness; events on stdout, commands on stdin."""
@@ -64,9 +70,14 @@ def run(ctx: click.Context, **options) -> None:
         raise click.UsageError("the --policy… flags need --decisions policy")
     options["required_commands"] = list(options["required_commands"])
     options["policy_files"] = list(options["policy_files"])
+    options["redact_patterns"] = list(options["redact_patterns"])
     spec = RunSpec(**options)
     from metaharness.run.host import run_blocking
 
+    if spec.record or spec.replay:
+        from metaharness.replay.session import host_with_cassette
+
+        sys.exit(run_blocking(spec, host_with_cassette))
     sys.exit(run_blocking(spec))
 
 

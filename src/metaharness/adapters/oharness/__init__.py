@@ -101,7 +101,8 @@ class OHarnessAdapter(Adapter):
     async def start(self, ctx) -> None:
         self._ctx = ctx
         self._session_dir = tempfile.mkdtemp(prefix="oharness-session-")
-        self.child = ChildProcess(launch.argv(self.spec, self._session_dir), cwd=self.spec.cwd or None)
+        self.child = ChildProcess(launch.argv(self.spec, self._session_dir), cwd=self.spec.cwd or None,
+                                  env=launch.child_env(self.spec))
         await self.child.spawn()
         self._pump = asyncio.create_task(self._read())
 

@@ -1,0 +1,133 @@
+"""Hosting a run whose model traffic is recorded to, or replayed from, a cassette.
+
+What belongs here: the flags' own refusals, starting the recording proxy or the replay server
+before the run, handing the run a spec that points the harness at it (`--model-endpoint`, the
+one way every adapter already takes a model server), turning a replay divergence into a
+`warning REPLAY_DIVERGED` line of the run — and, strict, stopping the run — and stopping the
+service after the stream closed.
+
+Rules it keeps: the run loop never sees `--record` or `--replay` (it refuses a spec that still
+carries them); a refusal here is written like any run-start refusal (one sentence on stderr,
+then `stream.closed`), before anything is started; the replay opens no connection beyond
+127.0.0.1; the recording keeps the credential route the caller chose (a credential proxy
+forwards to the recorder, which forwards to the upstream) and the recorder never writes a key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Any, BinaryIO, Callable
+
+from metaharness.loopback.cassette import CassetteError, read_cassette
+from metaharness.loopback.recorder import RecordingProxy
+from metaharness.loopback.replayer import ReplayServer
+from metaharness.protocol.events import WarningEvent
+from metaharness.run.host import host, make_writer
+from metaharness.run.loop import Run, RunRefused
+from metaharness.run.spec import RunSpec
+
+DIVERGED = "REPLAY_DIVERGED"
+# Where a harness's model requests go when no --model-endpoint is given (by provider for oharness).
+DEFAULT_UPSTREAM = {"claude": "https://api.anthropic.com", "codex": "https://api.openai.com",
+                    "anthropic": "https://api.anthropic.com", "openai": "https://api.openai.com"}
+
+
+def refusal(spec: RunSpec) -> str | None:
+    """The sentence refusing this combination of flags, or None."""
+    if spec.record and spec.replay:
+        return "CassetteConflict: a run either records (--record) or replays (--replay), not both"
+    if spec.script:
+        return ("CassetteConflict: --script already scripts the model; --record and --replay take the model's part "
+                "from a live upstream or from a cassette instead")
+    if spec.redact_patterns and not spec.record:
+        return "CassetteConflict: --redact masks what --record writes, and this run records nothing"
+    if spec.replay and (spec.model_endpoint or spec.credentials != "none"):
+        return ("CassetteConflict: --replay answers the model from the cassette; it takes neither --model-endpoint "
+                "nor credentials other than none")
+    if spec.record and spec.kind == "oharness" and _provider(spec) not in DEFAULT_UPSTREAM and not spec.model_endpoint:
+        return (f"CassetteConflict: the oharness model {spec.model or 'scripted:default'!r} makes no HTTP requests, "
+                "so there is nothing to record; record a run of an anthropic: or openai: model")
+    return None
+
+
+def _provider(spec: RunSpec) -> str:
+    return (spec.model or "scripted:default").partition(":")[0]
+
+
+def upstream_of(spec: RunSpec) -> str:
+    if spec.model_endpoint:
+        return spec.model_endpoint
+    return DEFAULT_UPSTREAM[_provider(spec) if spec.kind == "oharness" else spec.kind]
+
+
+def run_spec(spec: RunSpec, url: str) -> RunSpec:
+    """What the run loop is given: the harness pointed at the local service, the cassette flags gone."""
+    cleared = dict(record=None, replay=None, replay_strict=True, redact_patterns=[])
+    if spec.replay:
+        return dataclasses.replace(spec, model_endpoint=url, credentials="none", **cleared)
+    # oharness reads its key from the environment it inherits; keep it when recording a live model.
+    credentials = "api-key" if spec.kind == "oharness" and spec.credentials == "none" else spec.credentials
+    return dataclasses.replace(spec, model_endpoint=url, credentials=credentials, **cleared)
+
+
+def _refuse(spec: RunSpec, sentence: str, stdout: BinaryIO, stderr: Callable[[str], None]) -> int:
+    write, close = make_writer(stdout, spec.events)
+    try:
+        run = Run(dataclasses.replace(spec, record=None, replay=None), write, stderr=stderr)
+        return run.refuse_start(RunRefused(sentence))
+    finally:
+        close()
+
+
+def _service(spec: RunSpec) -> Any:
+    if spec.replay:
+        return ReplayServer(read_cassette(spec.replay), strict=spec.replay_strict)
+    return RecordingProxy(upstream_of(spec), spec.record, redact=spec.redact_patterns)
+
+
+def _attach(service: Any, strict: bool) -> Callable[[Run], None]:
+    def attach(run: Run) -> None:
+        if not isinstance(service, ReplayServer):
+            return
+
+        def diverged(message: str) -> None:
+            run.emit(WarningEvent(code=DIVERGED, message=message))
+            if strict:
+                import asyncio
+
+                asyncio.ensure_future(run.request_stop())
+
+        service.on_divergence = diverged
+
+    return attach
+
+
+async def host_with_cassette(spec: RunSpec, *, stdin: BinaryIO | None, stdout: BinaryIO,
+                             stderr: Callable[[str], None]) -> int:
+    """`metaharness run … --record FILE | --replay FILE`: host the run behind the cassette's service."""
+    sentence = refusal(spec)
+    if sentence is not None:
+        return _refuse(spec, sentence, stdout, stderr)
+    try:
+        service = _service(spec)
+        await service.start()
+    except CassetteError as exc:
+        return _refuse(spec, f"CassetteInvalid: {exc}", stdout, stderr)
+    except OSError as exc:
+        return _refuse(spec, f"CassetteUnwritable: the cassette {spec.record} cannot be written: "
+                             f"{exc.strerror or exc}", stdout, stderr)
+    except re.error as exc:
+        return _refuse(spec, f"RedactInvalid: a --redact pattern is not a regular expression: {exc}", stdout, stderr)
+    try:
+        return await host(run_spec(spec, service.url), stdin=stdin, stdout=stdout, stderr=stderr,
+                          attach=_attach(service, spec.replay_strict))
+    finally:
+        await service.stop()
+        if isinstance(service, ReplayServer) and service.unserved() and not service.divergences:
+            left = service.unserved()
+            stderr(f"metaharness: the replay ended with {len(left)} recorded exchanges never requested "
+                   f"(the first is exchange {left[0].number})")
+
+
+__all__ = ["DIVERGED", "host_with_cassette", "refusal", "run_spec", "upstream_of"]
