@@ -47,7 +47,7 @@ WIRES: list[tuple[str, str, str | None]] = [
 ]
 REQUEST_HEADERS = frozenset({"content-type", "accept", "anthropic-version", "anthropic-beta", "openai-beta",
                              "user-agent", "x-stainless-lang", "x-stainless-package-version"})
-RESPONSE_HEADERS = frozenset({"content-type", "cache-control"})
+RESPONSE_HEADERS = frozenset({"content-type", "cache-control", "request-id", "x-request-id", "openai-model"})
 CREDENTIAL_HEADERS = frozenset({"authorization", "x-api-key", "x-goog-api-key", "api-key", "proxy-authorization",
                                 "cookie"})
 CREDENTIAL_QUERY = frozenset({"key", "api_key", "api-key", "access_token"})

@@ -28,6 +28,7 @@ from metaharness.run.loop import Run, RunRefused
 from metaharness.run.spec import RunSpec
 
 DIVERGED = "REPLAY_DIVERGED"
+DIVERGED_EXIT = 1
 # Where a harness's model requests go when no --model-endpoint is given (by provider for oharness).
 DEFAULT_UPSTREAM = {"claude": "https://api.anthropic.com", "codex": "https://api.openai.com",
                     "anthropic": "https://api.anthropic.com", "openai": "https://api.openai.com"}
@@ -120,8 +121,10 @@ async def host_with_cassette(spec: RunSpec, *, stdin: BinaryIO | None, stdout: B
     except re.error as exc:
         return _refuse(spec, f"RedactInvalid: a --redact pattern is not a regular expression: {exc}", stdout, stderr)
     try:
-        return await host(run_spec(spec, service.url), stdin=stdin, stdout=stdout, stderr=stderr,
+        code = await host(run_spec(spec, service.url), stdin=stdin, stdout=stdout, stderr=stderr,
                           attach=_attach(service, spec.replay_strict))
+        # A replay that diverged is a verdict against the run (1), unless metaharness itself failed (2).
+        return DIVERGED_EXIT if isinstance(service, ReplayServer) and service.divergences and code != 2 else code
     finally:
         await service.stop()
         if isinstance(service, ReplayServer) and service.unserved() and not service.divergences:
