@@ -36,14 +36,26 @@ CASSETTE_FORMAT = "metaharness.cassette/1"
 MASK = "[redacted]"
 CREDENTIAL_MASK = "[credential]"
 
-# (how the path ends, wire name, the body key holding the conversation). A path no row matches
-# is a side request of an unknown wire: its whole body is its state.
-WIRES: list[tuple[str, str, str | None]] = [
-    ("/messages", "anthropic-messages", "messages"),
-    ("/responses", "openai-responses", "input"),
-    ("/chat/completions", "openai-chat", "messages"),
-    (":generateContent", "gemini", "contents"),
-    (":streamGenerateContent", "gemini", "contents"),
+# (how the path ends, wire name, the body key holding the conversation, and per item type the keys
+# the client mints afresh on every run, which are no part of the state). A path no row matches is a
+# request of an unknown wire: its whole body is its state.
+WIRES: list[tuple[str, str, str | None, dict[str, tuple[str, ...]]]] = [
+    ("/messages", "anthropic-messages", "messages", {}),
+    # Codex mints the ids of the messages and tool outputs it sends.
+    ("/responses", "openai-responses", "input", {"message": ("id",), "function_call_output": ("id",),
+                                                 "custom_tool_call_output": ("id",)}),
+    ("/chat/completions", "openai-chat", "messages", {}),
+    (":generateContent", "gemini", "contents", {}),
+    (":streamGenerateContent", "gemini", "contents", {}),
+]
+# Text minted afresh on every run that a harness writes into its conversation, read in the state as
+# a token so two runs of one conversation have one state: the names of metaharness's per-run scratch
+# directories (`<kind>-` and eight random characters; Codex lists its skills under it) and the id and
+# wall time Codex's command runner puts at the head of every command's output.
+MINTED_TEXT: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(r"\b(?:claude|codex|oharness)-[a-z0-9_]{8}(?![a-z0-9_])"), "<run scratch>"),
+    (re.compile(r"\bChunk ID: [0-9a-f]+"), "Chunk ID: <id>"),
+    (re.compile(r"\bWall time: [0-9.]+ seconds"), "Wall time: <time> seconds"),
 ]
 REQUEST_HEADERS = frozenset({"content-type", "accept", "anthropic-version", "anthropic-beta", "openai-beta",
                              "user-agent", "x-stainless-lang", "x-stainless-package-version"})
@@ -57,20 +69,43 @@ class CassetteError(ValueError):
     """A cassette that cannot be read; the message names the file and line."""
 
 
-def wire_of(path: str) -> tuple[str, str | None]:
-    """(wire name, conversation-state key) for a request path."""
+def _row(path: str) -> tuple[str, str | None, dict[str, tuple[str, ...]]]:
     route = urlsplit(path).path.rstrip("/")
-    for suffix, wire, key in WIRES:
+    for suffix, wire, key, minted in WIRES:
         if route.endswith(suffix):
-            return wire, key
-    return "http", None
+            return wire, key, minted
+    return "http", None, {}
+
+
+def wire_of(path: str) -> str:
+    """The wire a request path speaks (`http` when no row knows it)."""
+    return _row(path)[0]
+
+
+def _without_minted(items: Any, minted: dict[str, tuple[str, ...]]) -> Any:
+    if minted and isinstance(items, list):
+        items = [{k: v for k, v in item.items() if k not in minted.get(str(item.get("type")), ())}
+                 if isinstance(item, dict) else item for item in items]
+    return _unminted_names(items)
+
+
+def _unminted_names(value: Any) -> Any:
+    if isinstance(value, str):
+        for pattern, token in MINTED_TEXT:
+            value = pattern.sub(token, value)
+        return value
+    if isinstance(value, list):
+        return [_unminted_names(item) for item in value]
+    if isinstance(value, dict):
+        return {k: _unminted_names(v) for k, v in value.items()}
+    return value
 
 
 def conversation_state(path: str, body: Any) -> tuple[str, Any]:
     """(the part's name, its value): the history the harness sent, or the whole body."""
-    _wire, key = wire_of(path)
+    _wire, key, minted = _row(path)
     if key is not None and isinstance(body, dict):
-        return key, body.get(key)
+        return key, _without_minted(body.get(key), minted)
     return "body", body
 
 
@@ -166,7 +201,7 @@ def exchange_line(number: int, method: str, target: str, request_headers: list[t
     except UnicodeDecodeError:
         response["body_base64"] = base64.b64encode(response_body).decode("ascii")
     line = {
-        "format": CASSETTE_FORMAT, "exchange": number, "wire": wire_of(path)[0],
+        "format": CASSETTE_FORMAT, "exchange": number, "wire": wire_of(path),
         "request": {"method": method, "path": mask.text(path),
                     "headers": mask.value(kept_headers(request_headers, REQUEST_HEADERS)), "body": body},
         "state": {"part": part, "digest": digest(state)},
