@@ -177,3 +177,14 @@ async def test_a_run_loop_given_the_cassette_flags_directly_refuses_them():
     assert handle.exit_code == 2
     assert any("CassetteUnhosted" in line for line in handle.stderr)
     assert len(lines) == 1
+
+
+def test_exchanges_never_requested_are_named_on_stderr(recorded):
+    tmp_path, cassette, stream, _upstream = recorded
+    lines = cassette.read_text().splitlines()
+    extra = json.loads(lines[-1])
+    extra["exchange"] = 4
+    cassette.write_text("\n".join([*lines, json.dumps(extra)]) + "\n")
+    proc, replayed = mh_run(tmp_path, "--replay", str(cassette), name="replayed.jsonl")
+    assert proc.returncode == 0 and differences(stream, replayed) == []
+    assert "the replay ended with 1 recorded exchanges never requested (the first is exchange 4)" in proc.stderr
