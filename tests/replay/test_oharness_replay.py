@@ -40,21 +40,27 @@ def mh_run(tmp_path: Path, *flags: str, key: str | None = None, name: str = "eve
     return proc, (events(out) if out.exists() else [])
 
 
-@pytest.fixture
-def recorded(tmp_path):
-    """A recorded run: (tmp_path, cassette, its events, the stand-in)."""
-    (tmp_path / "work").mkdir()
+def record(tmp_path: Path, *flags: str):
+    """Record one run against a fresh stand-in: (the process, its events, the cassette, the stand-in)."""
+    (tmp_path / "work").mkdir(exist_ok=True)
     (tmp_path / "work" / "a.txt").write_text("alpha\n")
     upstream = AnthropicStandIn(TURNS, key=KEY)
     url, stop = upstream.run_in_thread()
     cassette = tmp_path / "run.cassette.jsonl"
     try:
-        proc, stream = mh_run(tmp_path, "--model-endpoint", url, "--record", str(cassette), key=KEY,
+        proc, stream = mh_run(tmp_path, "--model-endpoint", url, "--record", str(cassette), *flags, key=KEY,
                               name="recorded.jsonl")
     finally:
         stop()
     assert proc.returncode == 0, proc.stderr
     assert upstream.seen_keys == [KEY] * 3, "the upstream got the real key on every request"
+    return proc, stream, cassette, upstream
+
+
+@pytest.fixture
+def recorded(tmp_path):
+    """A recorded run: (tmp_path, cassette, its events, the stand-in)."""
+    _proc, stream, cassette, upstream = record(tmp_path)
     return tmp_path, cassette, stream, upstream
 
 
@@ -109,17 +115,7 @@ def test_lenient_replay_warns_and_goes_on(recorded):
 
 
 def test_redact_masks_both_directions_and_still_replays(tmp_path):
-    (tmp_path / "work").mkdir()
-    (tmp_path / "work" / "a.txt").write_text("alpha\n")
-    upstream = AnthropicStandIn(TURNS, key=KEY)
-    url, stop = upstream.run_in_thread()
-    cassette = tmp_path / "c.jsonl"
-    try:
-        proc, _ = mh_run(tmp_path, "--model-endpoint", url, "--record", str(cassette), "--redact", "alph[a-z]",
-                         "--redact", "look(ing)?", key=KEY, name="recorded.jsonl")
-    finally:
-        stop()
-    assert proc.returncode == 0, proc.stderr
+    _proc, _stream, cassette, _upstream = record(tmp_path, "--redact", "alph[a-z]", "--redact", "look(ing)?")
     data = cassette.read_text()
     assert "alpha" not in data, "the tool result in the request is masked"
     assert "looking" not in data, "the model's text in the response is masked"
