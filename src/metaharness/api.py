@@ -141,7 +141,7 @@ class RunHandle:
 
 
 class _InProcessRun(RunHandle):
-    def __init__(self, spec: RunSpec) -> None:
+    def __init__(self, spec: RunSpec, hosting: Any = None) -> None:
         super().__init__()
         from metaharness.run.loop import Run
 
@@ -154,13 +154,25 @@ class _InProcessRun(RunHandle):
             self._tee(line)
             self._line(line)
 
-        self._run = Run(spec, write, stderr=self.stderr.append)
+        self._hosting = hosting  # a --record/--replay run: the cassette's service (metaharness.replay)
+        self._run = Run(hosting.spec if hosting else spec, write, stderr=self.stderr.append)
+        if hosting is not None:
+            hosting.attach(self._run)
         self._task = asyncio.ensure_future(self._execute())
 
     async def _execute(self) -> None:
+        hosting = self._hosting
         try:
-            self.exit_code = await self._run.execute()
+            if hosting is not None and hosting.refusal is not None:
+                from metaharness.run.loop import RunRefused
+
+                self.exit_code = self._run.refuse_start(RunRefused(hosting.refusal))
+            else:
+                code = await self._run.execute()
+                self.exit_code = hosting.exit_code(code) if hosting is not None else code
         finally:
+            if hosting is not None:
+                await hosting.close(self.stderr.append)
             self._close_tee()
             self._queue.put_nowait(None)
 
@@ -236,4 +248,8 @@ async def start_run(spec: RunSpec, *, subprocess: bool = False) -> RunHandle:
         handle = _SubprocessRun(spec)
         await handle._start()
         return handle
+    if spec.record or spec.replay:
+        from metaharness.replay.session import open_hosting
+
+        return _InProcessRun(spec, await open_hosting(spec))
     return _InProcessRun(spec)

@@ -14,6 +14,8 @@ import shutil
 
 import pytest
 
+from metaharness.protocol.frame import load_frame
+from metaharness.replay import redecide as rd
 from metaharness.replay.normalise import differences
 from claude.support import ClaudeRun, frame_doc, scenario, shell
 
@@ -65,6 +67,16 @@ async def test_claude_replay_gives_the_recorded_stream_and_no_key_is_recorded(re
     assert (tmp_path / "work" / "out.txt").read_text() == "hi\n"
     assert [e for e in replay.events if e.get("code") == "REPLAY_DIVERGED"] == []
     assert differences(recording.events, replay.events) == []
+
+    # The recorded stream re-decided: the run's own frame keeps every call; without shell, both are denied.
+    stream = tmp_path / "recorded.events.jsonl"
+    stream.write_bytes(b"".join(recording.raw_lines))
+    same = rd.redecide([str(stream)], rd.FrameDecider(load_frame(str(frame))))
+    assert len(same.outcomes) == 2 and same.changed() == []
+    narrower_path = tmp_path / "narrower.json"
+    narrower_path.write_bytes(frame_doc(["file.read"]))
+    narrower = rd.redecide([str(stream)], rd.FrameDecider(load_frame(str(narrower_path))))
+    assert [(o.call.name, o.change) for o in narrower.outcomes] == [("Bash", "newly denied")] * 2
 
 
 async def test_claude_divergence_is_named_and_strict_stops(recorded):

@@ -23,6 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "codex"))
 
 from e2e_support import CODEX, E2E_ROOT, METAHARNESS, NETNS, NETNS_OK, VENDOR, CodexRun, frame, scenario, shell  # noqa: E402
 
+from metaharness.protocol.frame import load_frame  # noqa: E402
+from metaharness.replay import redecide as rd  # noqa: E402
 from metaharness.replay.normalise import differences  # noqa: E402
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
@@ -99,6 +101,14 @@ def test_codex_replay_gives_the_recorded_stream_and_no_key_is_recorded(recorded)
     assert (case / "work" / "out.txt").read_text() == "hi\n"
     assert [e for e in replay.events if e.get("code") == "REPLAY_DIVERGED"] == []
     assert differences(recording.events, replay.events) == []
+
+    # The recorded stream re-decided: the run's own frame keeps every call; without shell, both are denied.
+    stream = case / "recorded.events.jsonl"
+    stream.write_bytes(b"".join(recording.raw))
+    same = rd.redecide([str(stream)], rd.FrameDecider(load_frame(str(f))))
+    assert len(same.outcomes) == 2 and same.changed() == []
+    narrower = rd.redecide([str(stream)], rd.FrameDecider(load_frame(str(frame(case / "none.json", ["file.read"])))))
+    assert [(o.call.name, o.change) for o in narrower.outcomes] == [("Bash", "newly denied")] * 2
 
 
 def test_codex_divergence_strict_stops_lenient_goes_on(recorded):

@@ -164,15 +164,36 @@ def test_scripted_oharness_has_nothing_to_record(tmp_path):
 
 
 async def test_a_run_loop_given_the_cassette_flags_directly_refuses_them():
+    from metaharness.run.loop import Run
+    from metaharness.run.spec import RunSpec
+
+    lines, stderr = [], []
+    code = await Run(RunSpec(kind="oharness", prompt="go", replay="c.jsonl"), lines.append,
+                     stderr=stderr.append).execute()
+    assert code == 2 and any("CassetteUnhosted" in line for line in stderr)
+    assert [json.loads(line)["event"] for line in lines] == ["stream.closed"]
+
+
+async def test_the_library_replays_in_process_as_the_command_line_does(recorded, monkeypatch):
     from metaharness.api import start_run
     from metaharness.run.spec import RunSpec
 
-    handle = await start_run(RunSpec(kind="oharness", prompt="go", replay="c.jsonl"))
+    tmp_path, cassette, stream, _upstream = recorded
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    spec = RunSpec(kind="oharness", model="anthropic:claude-test", prompt="go", decisions="observe",
+                   cwd=str(tmp_path / "work"), replay=str(cassette))
+    handle = await start_run(spec)
     async with handle:
-        lines = [event async for event in handle]
-    assert handle.exit_code == 2
-    assert any("CassetteUnhosted" in line for line in handle.stderr)
-    assert len(lines) == 1
+        async for _envelope, _event in handle:
+            pass
+    assert handle.exit_code == 0, handle.stderr
+    assert differences(stream, [json.loads(line) for line in handle.lines]) == []
+
+    refused = await start_run(RunSpec(kind="oharness", prompt="go", replay=str(cassette), credentials="api-key"))
+    async with refused:
+        async for _envelope, _event in refused:
+            pass
+    assert refused.exit_code == 2 and any("CassetteConflict: --replay answers" in line for line in refused.stderr)
 
 
 def test_exchanges_never_requested_are_named_on_stderr(recorded):

@@ -6,8 +6,9 @@ one way every adapter already takes a model server), turning a replay divergence
 `warning REPLAY_DIVERGED` line of the run — and, strict, stopping the run — and stopping the
 service after the stream closed.
 
-Rules it keeps: the run loop never sees `--record` or `--replay` (it refuses a spec that still
-carries them); a refusal here is written like any run-start refusal (one sentence on stderr,
+Used by `metaharness run` (`host_with_cassette`) and by the library's in-process runs
+(`open_hosting`). Rules it keeps: the run loop never sees `--record` or `--replay` (it refuses a
+spec that still carries them); a refusal here is written like any run-start refusal (one sentence on stderr,
 then `stream.closed`), before anything is started; the replay opens no connection beyond
 127.0.0.1; the recording keeps the credential route the caller chose (a credential proxy
 forwards to the recorder, which forwards to the upstream) and the recorder never writes a key.
@@ -15,8 +16,10 @@ forwards to the recorder, which forwards to the upstream) and the recorder never
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import re
+from dataclasses import dataclass
 from typing import Any, BinaryIO, Callable
 
 from metaharness.loopback.cassette import CassetteError, read_cassette
@@ -75,8 +78,7 @@ def run_spec(spec: RunSpec, url: str) -> RunSpec:
 def _refuse(spec: RunSpec, sentence: str, stdout: BinaryIO, stderr: Callable[[str], None]) -> int:
     write, close = make_writer(stdout, spec.events)
     try:
-        run = Run(dataclasses.replace(spec, record=None, replay=None), write, stderr=stderr)
-        return run.refuse_start(RunRefused(sentence))
+        return Run(spec, write, stderr=stderr).refuse_start(RunRefused(sentence))
     finally:
         close()
 
@@ -87,50 +89,71 @@ def _service(spec: RunSpec) -> Any:
     return RecordingProxy(upstream_of(spec), spec.record, redact=spec.redact_patterns)
 
 
-def _attach(service: Any, strict: bool) -> Callable[[Run], None]:
-    def attach(run: Run) -> None:
-        if not isinstance(service, ReplayServer):
+@dataclass
+class Hosting:
+    """What a host needs to run a cassette spec: the loop's spec, the hook, and how it ends."""
+
+    spec: RunSpec  # what the run loop is given
+    service: Any = None
+    refusal: str | None = None  # a sentence: refuse the run instead of starting it
+    strict: bool = True
+
+    def attach(self, run: Run) -> None:
+        if not isinstance(self.service, ReplayServer):
             return
 
         def diverged(message: str) -> None:
             run.emit(WarningEvent(code=DIVERGED, message=message))
-            if strict:
-                import asyncio
-
+            if self.strict:
                 asyncio.ensure_future(run.request_stop())
 
-        service.on_divergence = diverged
+        self.service.on_divergence = diverged
 
-    return attach
+    def exit_code(self, code: int) -> int:
+        """A replay that diverged is a verdict against the run (1), unless metaharness itself failed (2)."""
+        diverged = isinstance(self.service, ReplayServer) and self.service.divergences
+        return DIVERGED_EXIT if diverged and code != 2 else code
+
+    async def close(self, stderr: Callable[[str], None]) -> None:
+        if self.service is None:
+            return
+        await self.service.stop()
+        if isinstance(self.service, ReplayServer) and self.service.unserved() and not self.service.divergences:
+            left = self.service.unserved()
+            stderr(f"metaharness: the replay ended with {len(left)} recorded exchanges never requested "
+                   f"(the first is exchange {left[0].number})")
+
+
+async def open_hosting(spec: RunSpec) -> Hosting:
+    """Refuse the flags, or start the recorder or the replay server and point the run at it."""
+    plain = dataclasses.replace(spec, record=None, replay=None)
+    sentence = refusal(spec)
+    if sentence is not None:
+        return Hosting(plain, refusal=sentence)
+    try:
+        service = _service(spec)
+        await service.start()
+    except CassetteError as exc:
+        return Hosting(plain, refusal=f"CassetteInvalid: {exc}")
+    except OSError as exc:
+        return Hosting(plain, refusal=f"CassetteUnwritable: the cassette {spec.record} cannot be written: "
+                                      f"{exc.strerror or exc}")
+    except re.error as exc:
+        return Hosting(plain, refusal=f"RedactInvalid: a --redact pattern is not a regular expression: {exc}")
+    return Hosting(run_spec(spec, service.url), service=service, strict=spec.replay_strict)
 
 
 async def host_with_cassette(spec: RunSpec, *, stdin: BinaryIO | None, stdout: BinaryIO,
                              stderr: Callable[[str], None]) -> int:
     """`metaharness run … --record FILE | --replay FILE`: host the run behind the cassette's service."""
-    sentence = refusal(spec)
-    if sentence is not None:
-        return _refuse(spec, sentence, stdout, stderr)
+    hosting = await open_hosting(spec)
+    if hosting.refusal is not None:
+        return _refuse(hosting.spec, hosting.refusal, stdout, stderr)
     try:
-        service = _service(spec)
-        await service.start()
-    except CassetteError as exc:
-        return _refuse(spec, f"CassetteInvalid: {exc}", stdout, stderr)
-    except OSError as exc:
-        return _refuse(spec, f"CassetteUnwritable: the cassette {spec.record} cannot be written: "
-                             f"{exc.strerror or exc}", stdout, stderr)
-    except re.error as exc:
-        return _refuse(spec, f"RedactInvalid: a --redact pattern is not a regular expression: {exc}", stdout, stderr)
-    try:
-        code = await host(run_spec(spec, service.url), stdin=stdin, stdout=stdout, stderr=stderr,
-                          attach=_attach(service, spec.replay_strict))
-        # A replay that diverged is a verdict against the run (1), unless metaharness itself failed (2).
-        return DIVERGED_EXIT if isinstance(service, ReplayServer) and service.divergences and code != 2 else code
+        code = await host(hosting.spec, stdin=stdin, stdout=stdout, stderr=stderr, attach=hosting.attach)
+        return hosting.exit_code(code)
     finally:
-        await service.stop()
-        if isinstance(service, ReplayServer) and service.unserved() and not service.divergences:
-            left = service.unserved()
-            stderr(f"metaharness: the replay ended with {len(left)} recorded exchanges never requested "
-                   f"(the first is exchange {left[0].number})")
+        await hosting.close(stderr)
 
 
-__all__ = ["DIVERGED", "host_with_cassette", "refusal", "run_spec", "upstream_of"]
+__all__ = ["DIVERGED", "Hosting", "host_with_cassette", "open_hosting", "refusal", "run_spec", "upstream_of"]
