@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from metaharness.replay.normalise import differences
-from replay.standin import AnthropicStandIn
+from replay.standin import AnthropicStandIn, ResponsesStandIn
 
 KEY = "sk-ant-api03-RECORDME-0123456789abcdefghijklmnopqrstuv"
 TURNS = [{"text": "looking", "calls": [("bash", {"command": "cat a.txt"})]},
@@ -205,3 +205,32 @@ def test_exchanges_never_requested_are_named_on_stderr(recorded):
     proc, replayed = mh_run(tmp_path, "--replay", str(cassette), name="replayed.jsonl")
     assert proc.returncode == 0 and differences(stream, replayed) == []
     assert "the replay ended with 1 recorded exchanges never requested (the first is exchange 4)" in proc.stderr
+
+
+def test_an_openai_model_records_and_replays_too(tmp_path):
+    (tmp_path / "work").mkdir()
+    (tmp_path / "work" / "a.txt").write_text("alpha\n")
+    key = "sk-proj-OPENAIRECORD-" + "x1" * 20
+    upstream = ResponsesStandIn(TURNS, key=key)
+    url, stop = upstream.run_in_thread()
+    cassette = tmp_path / "c.jsonl"
+    env = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY")}
+    argv = [sys.executable, "-m", "metaharness", "run", "oharness", "--model", "openai:gpt-test", "-p", "go",
+            "--decisions", "observe", "--cwd", str(tmp_path / "work")]
+    try:
+        recording = subprocess.run([*argv, "--model-endpoint", url, "--record", str(cassette)],
+                                   env={**env, "OPENAI_API_KEY": key}, capture_output=True, text=True,
+                                   stdin=subprocess.DEVNULL, timeout=120)
+    finally:
+        stop()
+    assert recording.returncode == 0, recording.stderr
+    assert upstream.seen_keys == [key] * 3
+    assert key.encode() not in cassette.read_bytes()
+    assert {json.loads(line)["wire"] for line in cassette.read_text().splitlines()} == {"openai-responses"}
+    replay = subprocess.run([*argv, "--replay", str(cassette)], env=env, capture_output=True, text=True,
+                            stdin=subprocess.DEVNULL, timeout=120)
+    assert replay.returncode == 0, replay.stderr
+    recorded = [json.loads(line) for line in recording.stdout.splitlines()]
+    replayed = [json.loads(line) for line in replay.stdout.splitlines()]
+    assert [e["event"] for e in recorded].count("tool.result") == 2
+    assert differences(recorded, replayed) == []
