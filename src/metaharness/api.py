@@ -9,7 +9,7 @@ Two transports, one behaviour:
 Both hand back a `RunHandle`. Events arrive as `(Envelope, event)` pairs decoded
 from the very bytes the run wrote, so an in-process embedder sees exactly what a
 subprocess embedder sees. Commands sent through the handle get ids `c-1`, `c-2`, …
-(protocol.md § 1.4).
+(docs/reference/wire.md).
 
     run = await start_run(RunSpec(kind="oharness", script="s.json", decisions="ask"))
     async with run:
@@ -42,7 +42,7 @@ from metaharness.protocol.decode import decode_event_line, encode_command_line
 from metaharness.protocol.values import Decision
 from metaharness.run.spec import NEGATED, REPEATABLE, RunSpec
 
-__all__ = ["RunHandle", "start_run", "spec_to_argv"]
+__all__ = ["RunHandle", "start_run", "spec_to_argv", "describe"]
 
 
 def spec_to_argv(spec: RunSpec) -> list[str]:
@@ -88,28 +88,39 @@ class RunHandle:
         return command.id
 
     async def decide(self, call_id: str, decision: Decision) -> str:
+        """Answer a pending call (`tool.decide`) with `Allow()`, `Deny(reason=…)`, `Replace(input=…)` or `Abstain()`."""
         return await self.send(ToolDecide(id="", call_id=call_id, decision=decision))
 
     async def set_frame(self, frame: dict) -> str:
+        """Replace the frame in force from the next turn or step boundary (`frame.set`)."""
         return await self.send(FrameSet(id="", frame=frame))
 
     async def inject(self, text: str) -> str:
+        """Advisory text for the model at the next turn (`message.inject`); it enforces nothing."""
         return await self.send(MessageInject(id="", text=text))
 
     async def steer(self, text: str) -> str:
+        """Text into the running turn (`steer`); refused TOO_LATE when no turn is running."""
         return await self.send(Steer(id="", text=text))
 
     async def set_posture(self, posture: str) -> str:
+        """Change the harness's permission posture, in its own words (`permission.set`)."""
         return await self.send(PermissionSet(id="", posture=posture))
 
     async def interrupt(self, reason: str) -> str:
+        """Stop the running turn (`interrupt`); pending calls are denied first."""
         return await self.send(Interrupt(id="", reason=reason))
 
     async def halt(self, reason: str) -> str:
+        """Stop the run (`halt`); its result is the line just before `stream.closed`."""
         return await self.send(Halt(id="", reason=reason))
 
     async def _send(self, command: Any) -> None:  # pragma: no cover - per transport
         raise NotImplementedError
+
+    def report_step_left(self, step: Any, outcome: Any) -> None:
+        """Write `step.left{step, outcome}`: how the embedder judged a step (in-process runs only)."""
+        raise NotImplementedError("step.left can be reported only on an in-process run")
 
     async def close_input(self) -> None:
         """End of input: no more commands will come (ends a --keep-open run at its boundary)."""
@@ -130,6 +141,7 @@ class RunHandle:
             yield item
 
     async def wait(self) -> int:  # pragma: no cover - per transport
+        """Wait for the run to end; returns its exit code (also left in `exit_code`)."""
         raise NotImplementedError
 
     async def __aenter__(self) -> "RunHandle":
@@ -182,6 +194,11 @@ class _InProcessRun(RunHandle):
 
     async def close_input(self) -> None:
         self._run.stdin_ended()
+
+    def report_step_left(self, step: Any, outcome: Any) -> None:
+        from metaharness.protocol.events import StepLeft
+
+        self._run.emit(StepLeft(step=step, outcome=outcome))
 
     async def wait(self) -> int:
         await self._task
@@ -240,6 +257,13 @@ class _SubprocessRun(RunHandle):
         await self._reader
         assert self.exit_code is not None
         return self.exit_code
+
+
+def describe(kind: str) -> dict:
+    """The capability descriptor of an adapter kind (what `metaharness capabilities KIND` prints)."""
+    from metaharness.adapters import adapter_class
+
+    return adapter_class(kind).descriptor()
 
 
 async def start_run(spec: RunSpec, *, subprocess: bool = False) -> RunHandle:

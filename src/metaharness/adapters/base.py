@@ -103,6 +103,8 @@ class Adapter(abc.ABC):
     # True: begin_turn receives the turn's text blocks as a list ([frame rendering,
     # injects…, prompt], empty ones left out) instead of one string joined with "\n\n".
     turn_blocks: ClassVar[bool] = False
+    # What a user can do when a run requires replace and this adapter cannot deliver it.
+    replace_hint: ClassVar[str | None] = None
 
     def __init__(self, spec: Any) -> None:
         self.spec = spec  # metaharness.run.spec.RunSpec

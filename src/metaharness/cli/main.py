@@ -25,6 +25,7 @@ COMMANDS: dict[str, str] = {
     "conformance": "metaharness.cli.vendor:conformance",
     "view": "metaharness.cli.view:view",
     "project": "metaharness.cli.view:project",
+    "workflow": "metaharness.cli.workflow:workflow",
     "redecide": "metaharness.cli.redecide:redecide",
 }
 

@@ -208,12 +208,7 @@ class Run:
             try:
                 launch_frame = frames.load_frame(spec.frame)
             except frames.FrameRefusal as exc:
-                if exc.name == "FrameUnreadable":
-                    raise RunRefused(f"FrameUnreadable: {exc.detail}") from None
-                raise RunRefused(
-                    f"FrameInvalid: the frame document {spec.frame} is not a sealed metaharness.frame/1 "
-                    f"document: {exc.detail}"
-                ) from None
+                raise RunRefused(f"{exc.name}: {exc.sentence(spec.frame)}") from None
         elif spec.library_frame is not None:
             launch_frame = spec.library_frame
             if not isinstance(launch_frame, frames.Frame):
@@ -247,7 +242,9 @@ class Run:
             ))
         if results:
             names = ", ".join(r[0].removeprefix("start/") for r in results)
-            raise RunRefused(f"the {spec.kind} adapter cannot honour what this run requires: {names}", results)
+            hint = self.adapter.replace_hint if results[-1][0] == "start/replace" else None
+            raise RunRefused(f"the {spec.kind} adapter cannot honour what this run requires: {names}"
+                             + (f"; {hint}" if hint else ""), results)
         # step 7: the adapter's own launch planning
         try:
             self.adapter.plan()
@@ -812,8 +809,8 @@ class Run:
             self._commands.task_done()
         if self._halt_id is not None:
             self._result(self._halt_id, Ok(applies_at=None))
-        if self._policy is not None:
-            self._policy.close()
+        if self._policy is not None and (kept := self._policy.close()):
+            self._stderr(f"metaharness: the policy decision trail is in {kept}")
         reason = self.close_reason()
         self.writer.close(reason, termination if termination is not None else UnknownTermination())
         return 0 if self._session_ended is not None else 3

@@ -1,4 +1,4 @@
-"""`RunSpec` — the one options struct of a run (protocol.md § 7.7).
+"""`RunSpec` — the one options struct of a run (docs/reference/cli.md#metaharness-run).
 
 Every `metaharness run` flag is a field here, spelled one-to-one: the field is the
 flag without its dashes, `-` written `_`; a repeatable flag is a list field named
@@ -43,11 +43,11 @@ class RunSpec:
     script: str | None = None  # a metaharness.scenario/1 file
     cwd: str | None = None
     events: str | None = None  # also tee events to this file
-    # credentials and endpoints (vendors.md § 2.8)
+    # credentials and endpoints
     credentials: str = "none"
     model_endpoint: str | None = None
     vendor_dir: str | None = None  # directory holding the vendor binaries, first on the child PATH
-    # policy mode (permissions.md § 17.1)
+    # policy mode
     policy_files: list[str] = field(default_factory=list)
     policy_scopes: str = "all"
     policy_mode: str | None = None

@@ -139,6 +139,7 @@ class CodexAdapter(Adapter):
     postures = launch.SANDBOX_WORDS
     default_posture = "workspace-write"
     replace_refusal = REPLACE_REASON
+    replace_hint = "start the run with --codex-replace-relay to deliver replace for shell calls"
     turn_blocks = True  # frame rendering, injects and prompt: separate text entries (§ 4.3)
 
     def __init__(self, spec: Any) -> None:
@@ -301,11 +302,13 @@ class CodexAdapter(Adapter):
             self.plan()
         self.ctx = ctx
         spec = self.spec
+        # One rule for every harness: the run works in --cwd, else in the current directory.
+        work = os.path.abspath(spec.cwd or os.getcwd())
         try:
-            self.scratch = launch.make_scratch(spec.cwd)
+            self.scratch = launch.make_scratch(work)
         except launch.LaunchError as exc:
             raise StartRefusal("ScratchRefused", str(exc)) from None
-        self.work = os.path.abspath(spec.cwd) if spec.cwd else str(self.scratch.work)
+        self.work = work
         self._stubs_before = launch.existing_stubs(self.work)
         await self._start_endpoint()
         model = spec.model

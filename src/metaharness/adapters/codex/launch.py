@@ -97,7 +97,7 @@ def default_vendor_dir() -> str | None:
     configured = os.environ.get("METAHARNESS_VENDOR_DIR")
     if configured:
         return configured
-    # A source checkout keeps the pinned CLIs in .vendor (vendors.md § 1.3).
+    # A source checkout keeps the pinned CLIs in .vendor; `make vendor` installs it in .vendor/node_modules/.bin, or give --vendor-dir DIR.
     checkout = Path(__file__).resolve().parents[4] / ".vendor" / "node_modules" / ".bin"
     return str(checkout) if checkout.is_dir() else None
 
@@ -121,7 +121,8 @@ def child_path(vendor_dir: str | None) -> str:
 def resolve_binary(path: str) -> str:
     found = shutil.which("codex", path=path)
     if found is None:
-        raise LaunchError(f"codex is not on the child PATH ({path}); install @openai/codex@{PIN} (vendors.md § 1.3)")
+        raise LaunchError(f"codex is not on the child PATH ({path}); install @openai/codex@{PIN} (in a source "
+                          "checkout `make vendor` puts it in .vendor/node_modules/.bin) or give --vendor-dir DIR")
     if shutil.which("node", path=path) is None:
         raise LaunchError(f"node is not on the child PATH ({path}); the codex launcher needs it")
     return os.path.abspath(found)

@@ -42,7 +42,8 @@ from .rpc import RpcChannel, RpcError
 from .translate import Translator, rfc3339_ms
 
 REPLACE_REASON = (
-    "the codex adapter cannot deliver replace through app-server approvals; deny with a reason instead"
+    "the codex adapter cannot deliver replace through app-server approvals; a run started with "
+    "--codex-replace-relay delivers it for shell calls; otherwise deny with a reason instead"
 )
 DENY_TEMPLATE = "metaharness refused the previous tool call {call_id}: {reason}"
 STEER_WAIT_S = 5.0

@@ -9,6 +9,7 @@ back as a `decision` line; controls become `user`/`frame`/`steer`/`set_mode`/
 from __future__ import annotations
 
 import asyncio
+import os
 import tempfile
 from typing import Any, ClassVar
 
@@ -86,11 +87,19 @@ class OHarnessAdapter(Adapter):
         from metaharness.adapters.base import StartRefusal
         from oharness.providers import split_model
 
+        if self.spec.model is None and self.spec.script is None:
+            from oharness.providers import NO_MODEL
+
+            raise StartRefusal("NoModel", NO_MODEL)
         spelling = self.spec.model or "scripted:default"
         try:
             provider, _ = split_model(spelling)
         except _provider_error() as exc:
             raise StartRefusal("ModelInvalid", str(exc)) from None
+        from oharness.providers import missing_key
+
+        if sentence := missing_key(provider, os.environ):
+            raise StartRefusal("NoApiKey", sentence)
         if self.spec.script:
             from metaharness.adapters.base import load_script
 
@@ -128,6 +137,9 @@ class OHarnessAdapter(Adapter):
         kind = record["type"]
         if kind == "init":
             event = translate.session_started(record)
+            # The child's session directory dies with the run: name where the transcript is
+            # kept (--retain-dir), or nothing, never a file that is about to be deleted.
+            event.transcript = translate.TranscriptRef(path=self._kept_transcript())
             return lambda ctx: ctx.session_started(event)
         if kind == "turn_start":
             return lambda ctx: ctx.turn_started()
@@ -204,6 +216,11 @@ class OHarnessAdapter(Adapter):
 
         if self._session_dir:
             shutil.rmtree(self._session_dir, ignore_errors=True)
+
+    def _kept_transcript(self) -> str | None:
+        if not self.spec.retain_dir:
+            return None
+        return os.path.join(os.path.abspath(self.spec.retain_dir), "oharness-session", "transcript.jsonl")
 
     def retain(self, directory: str) -> list[str]:
         import os
