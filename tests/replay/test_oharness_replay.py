@@ -161,6 +161,11 @@ def test_scripted_oharness_has_nothing_to_record(tmp_path):
                           timeout=60)
     assert proc.returncode == 2 and "makes no HTTP requests" in proc.stderr
     assert not (tmp_path / "c.jsonl").exists()
+    (tmp_path / "c.jsonl").write_text("")
+    replay = subprocess.run([sys.executable, "-m", "metaharness", "run", "oharness", "-p", "go", "--replay",
+                             str(tmp_path / "c.jsonl")], capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                            timeout=60)
+    assert replay.returncode == 2 and "nothing to record or replay" in replay.stderr
 
 
 async def test_a_run_loop_given_the_cassette_flags_directly_refuses_them():

@@ -37,22 +37,27 @@ DEFAULT_UPSTREAM = {"claude": "https://api.anthropic.com", "codex": "https://api
                     "anthropic": "https://api.anthropic.com", "openai": "https://api.openai.com"}
 
 
+# The flags' own refusals, in the order they are checked: (the combination refused, its sentence).
+REFUSALS: list[tuple[Callable[[RunSpec], bool], Callable[[RunSpec], str]]] = [
+    (lambda s: bool(s.record and s.replay),
+     lambda s: "CassetteConflict: a run either records (--record) or replays (--replay), not both"),
+    (lambda s: bool(s.script),
+     lambda s: ("CassetteConflict: --script already scripts the model; --record and --replay take the model's part "
+                "from a live upstream or from a cassette instead")),
+    (lambda s: bool(s.redact_patterns and not s.record),
+     lambda s: "CassetteConflict: --redact masks what --record writes, and this run records nothing"),
+    (lambda s: bool(s.replay and (s.model_endpoint or s.credentials != "none")),
+     lambda s: ("CassetteConflict: --replay answers the model from the cassette; it takes neither --model-endpoint "
+                "nor credentials other than none")),
+    (lambda s: s.kind == "oharness" and _provider(s) not in DEFAULT_UPSTREAM,
+     lambda s: (f"CassetteConflict: the oharness model {s.model or 'scripted:default'!r} makes no HTTP requests, "
+                "so there is nothing to record or replay; give an anthropic: or openai: model")),
+]
+
+
 def refusal(spec: RunSpec) -> str | None:
     """The sentence refusing this combination of flags, or None."""
-    if spec.record and spec.replay:
-        return "CassetteConflict: a run either records (--record) or replays (--replay), not both"
-    if spec.script:
-        return ("CassetteConflict: --script already scripts the model; --record and --replay take the model's part "
-                "from a live upstream or from a cassette instead")
-    if spec.redact_patterns and not spec.record:
-        return "CassetteConflict: --redact masks what --record writes, and this run records nothing"
-    if spec.replay and (spec.model_endpoint or spec.credentials != "none"):
-        return ("CassetteConflict: --replay answers the model from the cassette; it takes neither --model-endpoint "
-                "nor credentials other than none")
-    if spec.record and spec.kind == "oharness" and _provider(spec) not in DEFAULT_UPSTREAM and not spec.model_endpoint:
-        return (f"CassetteConflict: the oharness model {spec.model or 'scripted:default'!r} makes no HTTP requests, "
-                "so there is nothing to record; record a run of an anthropic: or openai: model")
-    return None
+    return next((sentence(spec) for refused, sentence in REFUSALS if refused(spec)), None)
 
 
 def _provider(spec: RunSpec) -> str:

@@ -98,7 +98,7 @@ class OHarnessAdapter(Adapter):
             raise StartRefusal("ModelInvalid", str(exc)) from None
         from oharness.providers import missing_key
 
-        if sentence := missing_key(provider, os.environ):
+        if sentence := missing_key(provider, launch.child_env(self.spec) or os.environ):  # the child's own env
             raise StartRefusal("NoApiKey", sentence)
         if self.spec.script:
             from metaharness.adapters.base import load_script
