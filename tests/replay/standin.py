@@ -21,51 +21,55 @@ from metaharness.loopback.server import presented_key
 from metaharness.loopback.service import LocalService
 
 
-class AnthropicStandIn(LocalService):
-    def __init__(self, turns: list[dict], *, key: str) -> None:
+def _anthropic_stream(model: str, text, calls) -> list[bytes]:
+    return [wire_anthropic.encode_event(name, data) for name, data in wire_anthropic.sse_events(model, text, calls)]
+
+
+def _responses_stream(model: str, text, calls) -> list[bytes]:
+    return [wire_responses.encode_event(event) for event in wire_responses.sse_events(model, text, calls)]
+
+
+# wire → (its module, the kind of a rendered call, the id prefix, the stream's bytes)
+WIRES = {
+    "anthropic": (wire_anthropic, "tool_use", "toolu_", _anthropic_stream),
+    "responses": (wire_responses, "function_call", "call_", _responses_stream),
+}
+
+
+class StandIn(LocalService):
+    def __init__(self, turns: list[dict], *, key: str, wire: str) -> None:
         super().__init__()
         self.turns = turns  # each {"text": …, "calls": [(tool, input), …]}
         self.key = key
+        self.wire = WIRES[wire]
         self.seen_keys: list[str | None] = []
         self.requests: list[dict] = []
         self._lock = threading.Lock()
 
     async def _handle(self, request: Request, responder: Responder) -> None:
+        module, call_kind, prefix, stream = self.wire
         presented = presented_key(request)
         with self._lock:
             self.seen_keys.append(presented)
         if presented is None or not hmac.compare_digest(presented.encode(), self.key.encode()):
             await responder.send(401, [("content-type", "application/json")],
-                                 wire_anthropic.error_body("invalid x-api-key", "authentication_error"))
+                                 module.error_body("invalid api key", "authentication_error"))
             return
         body = json.loads(request.body)
         self.requests.append(body)
-        index = wire_anthropic.model_responses_in_history(body)
+        index = module.model_responses_in_history(body)
         turn = self.turns[index] if index < len(self.turns) else {"text": "(scenario complete)"}
-        calls = [RenderedCall("tool_use", tool, f"toolu_{uuid.uuid4().hex[:20]}", arguments)
+        calls = [RenderedCall(call_kind, tool, f"{prefix}{uuid.uuid4().hex[:20]}", arguments)
                  for tool, arguments in turn.get("calls", [])]
         await responder.start_stream(200, [("content-type", "text/event-stream")])
-        for name, data in wire_anthropic.sse_events(str(body.get("model")), turn.get("text"), calls):
-            await responder.write(wire_anthropic.encode_event(name, data))
+        for chunk in stream(str(body.get("model")), turn.get("text"), calls):
+            await responder.write(chunk)
         await responder.end()
 
 
-class ResponsesStandIn(AnthropicStandIn):
-    async def _handle(self, request: Request, responder: Responder) -> None:
-        presented = presented_key(request)
-        with self._lock:
-            self.seen_keys.append(presented)
-        if presented is None or not hmac.compare_digest(presented.encode(), self.key.encode()):
-            await responder.send(401, [("content-type", "application/json")],
-                                 wire_responses.error_body("invalid api key", "invalid_request_error"))
-            return
-        body = json.loads(request.body)
-        self.requests.append(body)
-        index = wire_responses.model_responses_in_history(body)
-        turn = self.turns[index] if index < len(self.turns) else {"text": "(scenario complete)"}
-        calls = [RenderedCall("function_call", tool, f"call_{uuid.uuid4().hex[:20]}", arguments)
-                 for tool, arguments in turn.get("calls", [])]
-        await responder.start_stream(200, [("content-type", "text/event-stream")])
-        for event in wire_responses.sse_events(str(body.get("model")), turn.get("text"), calls):
-            await responder.write(wire_responses.encode_event(event))
-        await responder.end()
+def AnthropicStandIn(turns: list[dict], *, key: str) -> StandIn:
+    return StandIn(turns, key=key, wire="anthropic")
+
+
+def ResponsesStandIn(turns: list[dict], *, key: str) -> StandIn:
+    return StandIn(turns, key=key, wire="responses")

@@ -110,7 +110,7 @@ def test_cli_text_json_fail_on_and_directory(tmp_path):
     assert cli(one, "--frame", wider, "--fail-on", "allowed").returncode == 1
     same = frame_file(tmp_path, ["file.write", "shell"], "same.json")
     unchanged = cli(one, "--frame", same)
-    assert unchanged.returncode == 0 and "4 calls in 1 streams: 4 kept" in unchanged.stdout
+    assert unchanged.returncode == 0 and "4 calls in 1 stream: 4 kept" in unchanged.stdout
 
 
 def test_cli_refuses_bad_input_by_name(tmp_path):

@@ -75,6 +75,10 @@ def _print_text(report) -> None:
                f"was {was}, now {new.klass} ({new.decided_by})"
         say(line + (f": {new.reason}" if new.reason else ""))
     counts = report.summary()
-    say(f"{counts['calls']} calls in {len(report.streams)} streams: {counts['kept']} kept, "
+    say(f"{_count(counts['calls'], 'call')} in {_count(len(report.streams), 'stream')}: {counts['kept']} kept, "
         f"{counts['newly denied']} newly denied, {counts['newly allowed']} newly allowed, "
         f"{counts['changed']} otherwise changed")
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
