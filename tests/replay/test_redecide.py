@@ -165,3 +165,32 @@ async def test_the_runs_own_frame_redecides_every_call_as_the_run_did(tmp_path, 
         assert outcome.new.klass == rd.CLASS_OF_DECISION[run_decision["decision"]]
         assert outcome.new.reason == run_decision.get("reason")
     assert report.changed() == []
+
+
+RULES = ["Bash", "Bash(echo *)", "Bash(rm *)", "Read", "Read(src/**)", "Write", "Write(*.txt)", "Edit", "Glob", "Grep"]
+policies = st.fixed_dictionaries({kind: st.lists(st.sampled_from(RULES), max_size=3, unique=True)
+                                  for kind in ("allow", "ask", "deny")})
+MODES = ["manual", "accept-edits", "plan", "auto", "bypass"]
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(turns=st.lists(st.lists(calls, max_size=4), min_size=1, max_size=2), rules=policies,
+       mode=st.sampled_from(MODES))
+async def test_the_runs_own_policy_redecides_every_call_as_the_run_did(tmp_path, turns, rules, mode):
+    policy = tmp_path / "policy.json"
+    policy.write_text(json.dumps({"permissions": rules}))
+    spec = RunSpec(kind="oharness", prompt="go", decisions="policy", policy_files=[str(policy)], policy_mode=mode,
+                   policy_scopes="none", max_turns=len(turns))
+    events, code, *_ = await drive(spec, turns=[Turn(list(t)) for t in turns])
+    assert code == 0
+    stream = tmp_path / "run.jsonl"
+    stream.write_text("".join(json.dumps(e) + "\n" for e in events))
+    report = rd.redecide([str(stream)], rd.PolicyDeciderFor([str(policy)], mode))
+    decided = {e["call_id"]: e for e in events if e["event"] == "tool.decided"}
+    assert len(report.outcomes) == len(decided)
+    for outcome in report.outcomes:
+        run_decided = decided[outcome.call.call_id]
+        assert outcome.new.klass == rd.CLASS_OF_DECISION[run_decided["decision"]["decision"]]
+        assert (outcome.new.decided_by, outcome.new.reason) == (run_decided["decided_by"],
+                                                                run_decided["decision"].get("reason"))
+    assert report.changed() == []
