@@ -40,7 +40,7 @@ from metaharness.protocol.commands import (
 )
 from metaharness.protocol.decode import decode_event_line, encode_command_line
 from metaharness.protocol.values import Decision
-from metaharness.run.spec import REPEATABLE, RunSpec
+from metaharness.run.spec import NEGATED, REPEATABLE, RunSpec
 
 __all__ = ["RunHandle", "start_run", "spec_to_argv", "describe"]
 
@@ -58,7 +58,7 @@ def spec_to_argv(spec: RunSpec) -> list[str]:
             continue
         flag = "--" + flag_of.get(field.name, field.name.replace("_", "-"))
         if isinstance(value, bool):
-            argv.append(flag)
+            argv.append(flag if value else NEGATED[field.name])
         elif isinstance(value, list):
             for item in value:
                 argv += [flag, str(item)]
@@ -153,7 +153,7 @@ class RunHandle:
 
 
 class _InProcessRun(RunHandle):
-    def __init__(self, spec: RunSpec) -> None:
+    def __init__(self, spec: RunSpec, hosting: Any = None) -> None:
         super().__init__()
         from metaharness.run.loop import Run
 
@@ -166,13 +166,25 @@ class _InProcessRun(RunHandle):
             self._tee(line)
             self._line(line)
 
-        self._run = Run(spec, write, stderr=self.stderr.append)
+        self._hosting = hosting  # a --record/--replay run: the cassette's service (metaharness.replay)
+        self._run = Run(hosting.spec if hosting else spec, write, stderr=self.stderr.append)
+        if hosting is not None:
+            hosting.attach(self._run)
         self._task = asyncio.ensure_future(self._execute())
 
     async def _execute(self) -> None:
+        hosting = self._hosting
         try:
-            self.exit_code = await self._run.execute()
+            if hosting is not None and hosting.refusal is not None:
+                from metaharness.run.loop import RunRefused
+
+                self.exit_code = self._run.refuse_start(RunRefused(hosting.refusal))
+            else:
+                code = await self._run.execute()
+                self.exit_code = hosting.exit_code(code) if hosting is not None else code
         finally:
+            if hosting is not None:
+                await hosting.close(self.stderr.append)
             self._close_tee()
             self._queue.put_nowait(None)
 
@@ -260,4 +272,8 @@ async def start_run(spec: RunSpec, *, subprocess: bool = False) -> RunHandle:
         handle = _SubprocessRun(spec)
         await handle._start()
         return handle
+    if spec.record or spec.replay:
+        from metaharness.replay.session import open_hosting
+
+        return _InProcessRun(spec, await open_hosting(spec))
     return _InProcessRun(spec)

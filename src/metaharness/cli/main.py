@@ -26,6 +26,7 @@ COMMANDS: dict[str, str] = {
     "view": "metaharness.cli.view:view",
     "project": "metaharness.cli.view:project",
     "workflow": "metaharness.cli.workflow:workflow",
+    "redecide": "metaharness.cli.redecide:redecide",
     "batch": "metaharness.cli.batch:batch",
 }
 

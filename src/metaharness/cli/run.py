@@ -69,6 +69,15 @@ OPTIONS: dict[str, Callable] = {
     "policy_ask": click.option("--policy-ask", type=click.Choice(["none", "embedder"]), default="none", show_default=True,
                   help="policy mode: who answers a rule that asks: none (refused fail-closed) or embedder (tool.decide)."),
     "no_decision_trail": click.option("--no-decision-trail", is_flag=True, help="policy mode: do not write the decision trail."),
+    # record and replay of the model traffic
+    "record": click.option("--record", type=click.Path(dir_okay=False),
+                  help="Write the run's model traffic to this cassette (credentials never reach it)."),
+    "replay": click.option("--replay", type=click.Path(dir_okay=False),
+                  help="Answer the model from this cassette, offline (no key, no network)."),
+    "replay_strict": click.option("--replay-strict/--replay-lenient", default=True, show_default=True,
+                  help="--replay: on a request the cassette does not hold, warn and stop the run, or warn and go on."),
+    "redact_patterns": click.option("--redact", "redact_patterns", multiple=True, metavar="PATTERN",
+                  help="--record: mask text matching this regular expression in requests and responses (repeatable)."),
 }
 
 
@@ -107,6 +116,7 @@ def run(ctx: click.Context, **options) -> None:
     check_policy_flags(ctx, options["decisions"])
     options["required_commands"] = list(options["required_commands"])
     options["policy_files"] = list(options["policy_files"])
+    options["redact_patterns"] = list(options["redact_patterns"])
     spec = RunSpec(**options)
     if spec.cwd is None:
         # Every harness works in --cwd, else here; say so, since files may be written here.
@@ -114,6 +124,10 @@ def run(ctx: click.Context, **options) -> None:
                    "another)", err=True)
     from metaharness.run.host import run_blocking
 
+    if spec.record or spec.replay:
+        from metaharness.replay.session import host_with_cassette
+
+        sys.exit(run_blocking(spec, host_with_cassette))
     sys.exit(run_blocking(spec))
 
 

@@ -13,7 +13,7 @@ import os
 import signal
 import sys
 import threading
-from typing import BinaryIO, Callable
+from typing import Awaitable, BinaryIO, Callable
 
 from .loop import Run
 from .spec import RunSpec
@@ -53,9 +53,12 @@ def make_writer(out: BinaryIO, tee_path: str | None) -> tuple[Callable[[bytes], 
 
 
 async def host(spec: RunSpec, *, stdin: BinaryIO | None, stdout: BinaryIO,
-               stderr: Callable[[str], None]) -> int:
+               stderr: Callable[[str], None], attach: Callable[[Run], None] | None = None) -> int:
+    """Host one run; `attach(run)` lets a layer above (record/replay) reach the run before it starts."""
     write, close = make_writer(stdout, spec.events)
     run = Run(spec, write, stderr=stderr)
+    if attach is not None:
+        attach(run)
     loop = asyncio.get_running_loop()
     if stdin is not None:
         threading.Thread(target=_stdin_pump, args=(loop, run, stdin), daemon=True).start()
@@ -72,12 +75,13 @@ async def host(spec: RunSpec, *, stdin: BinaryIO | None, stdout: BinaryIO,
         close()
 
 
-def run_blocking(spec: RunSpec) -> int:
+def run_blocking(spec: RunSpec, hoster: Callable[..., Awaitable[int]] | None = None) -> int:
+    """Host `spec` with `hoster` (default `host`, same keywords) and exit with its code."""
     def to_stderr(text: str) -> None:
         print(text, file=sys.stderr, flush=True)
 
     stdin = sys.stdin.buffer if sys.stdin is not None and not sys.stdin.closed else None
-    code = asyncio.run(host(spec, stdin=stdin, stdout=sys.stdout.buffer, stderr=to_stderr))
+    code = asyncio.run((hoster or host)(spec, stdin=stdin, stdout=sys.stdout.buffer, stderr=to_stderr))
     sys.stdout.flush()
     # The stdin thread may still block in readline; do not wait for it.
     os._exit(code) if os.environ.get("METAHARNESS_HARD_EXIT", "1") == "1" else None

@@ -188,6 +188,9 @@ class Run:
         """protocol.md § 7.2 steps 2–7; raises RunRefused."""
         spec = self.spec
         # step 2: configuration
+        if spec.record or spec.replay:
+            raise RunRefused("CassetteUnhosted: --record and --replay are served by the layer that hosts a run "
+                             "(metaharness run, or metaharness.api.start_run), and this run was started without it")
         if spec.codex_replace_relay and spec.kind != "codex":
             raise RunRefused(f"--codex-replace-relay is a codex option and this run is {spec.kind}")
         if spec.posture is not None and spec.posture not in self.adapter.postures:
@@ -475,8 +478,7 @@ class Run:
 
     def _decide(self, call: PresentedCall, deliver: list[Callable], decision: Any, decided_by: str,
                 seam: str, latency: int | None) -> None:
-        if self.spec.deny_only and isinstance(decision, Allow):
-            decision = Abstain()
+        decision = texts.as_delivered(decision, self.spec.deny_only)
         self._decided[call.call_id] = (decision, decided_by)
         for fn in deliver:  # the child hears the decision before the line is written
             try:
@@ -677,11 +679,7 @@ class Run:
 
     def _enforce(self, frame: Any) -> None:
         self.frame = frame
-        self._admitted = [frames.op_key(op) for op in frames.normalise_operations(frame.operations)]
-        self._scope = [
-            (list(rule.subjects), {frames.op_key(op) for op in rule.operations})
-            for rule in (frame.subjects.rules if isinstance(frame.subjects, frames.SubjectScope) else [])
-        ]
+        self._admitted, self._scope = texts.frame_terms(frame)
 
     def _flush_boundary_lines(self) -> None:
         lines, self._boundary_lines = self._boundary_lines, []

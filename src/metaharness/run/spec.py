@@ -18,7 +18,9 @@ HERMETIC_MODES = ("off", "on", "strict")
 CREDENTIAL_MODES = ("none", "loopback", "api-key")
 
 # Flags whose list field is not simply the flag name (repeatable flags).
-REPEATABLE = {"require-command": "required_commands", "policy": "policy_files"}
+REPEATABLE = {"require-command": "required_commands", "policy": "policy_files", "redact": "redact_patterns"}
+# Boolean flags that default to on, and the flag that turns each off.
+NEGATED = {"replay_strict": "--replay-lenient"}
 
 
 @dataclass
@@ -52,6 +54,11 @@ class RunSpec:
     policy_workspace_mode: str | None = None
     policy_ask: str = "none"
     no_decision_trail: bool = False
+    # record and replay of the model traffic (a metaharness.cassette/1 file)
+    record: str | None = None
+    replay: str | None = None
+    replay_strict: bool = True
+    redact_patterns: list[str] = field(default_factory=list)
 
     # Library-only (no flag): a frame given as a value rather than a file, and the run id.
     library_frame: Any = field(default=None, metadata={"library_only": True})

@@ -98,7 +98,7 @@ class OHarnessAdapter(Adapter):
             raise StartRefusal("ModelInvalid", str(exc)) from None
         from oharness.providers import missing_key
 
-        if sentence := missing_key(provider, os.environ):
+        if sentence := missing_key(provider, launch.child_env(self.spec) or os.environ):  # the child's own env
             raise StartRefusal("NoApiKey", sentence)
         if self.spec.script:
             from metaharness.adapters.base import load_script
@@ -110,7 +110,8 @@ class OHarnessAdapter(Adapter):
     async def start(self, ctx) -> None:
         self._ctx = ctx
         self._session_dir = tempfile.mkdtemp(prefix="oharness-session-")
-        self.child = ChildProcess(launch.argv(self.spec, self._session_dir), cwd=self.spec.cwd or None)
+        self.child = ChildProcess(launch.argv(self.spec, self._session_dir), cwd=self.spec.cwd or None,
+                                  env=launch.child_env(self.spec))
         await self.child.spawn()
         self._pump = asyncio.create_task(self._read())
 
