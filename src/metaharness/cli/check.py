@@ -36,19 +36,23 @@ def check(path: str) -> None:
     sys.exit(verdict.exit_code)
 
 
-SCHEMA_NAMES = ("event", "command", "frame", "workflow")
+SCHEMA_NAMES = ("event", "command", "frame", "workflow", "batch")
 
 
 @click.command()
 @click.argument("name", type=click.Choice(SCHEMA_NAMES))
 def schema(name: str) -> None:
-    """Print the JSON Schema of metaharness.event/1, .command/1, .frame/1 or .workflow/1."""
+    """Print the JSON Schema of metaharness.event/1, .command/1, .frame/1, .workflow/1 or .batch/1."""
     import json
 
     if name == "workflow":  # the workflow document sits above the wire formats
         from metaharness.workflow.document import json_schema as workflow_schema
 
         document = workflow_schema()
+    elif name == "batch":  # so does the batch plan
+        from metaharness.batch.plan import plan_schema
+
+        document = plan_schema()
     else:
         from metaharness.protocol.schema import json_schema
 

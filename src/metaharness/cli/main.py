@@ -27,6 +27,7 @@ COMMANDS: dict[str, str] = {
     "project": "metaharness.cli.view:project",
     "workflow": "metaharness.cli.workflow:workflow",
     "redecide": "metaharness.cli.redecide:redecide",
+    "batch": "metaharness.cli.batch:batch",
 }
 
 
