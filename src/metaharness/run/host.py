@@ -64,15 +64,36 @@ async def host(spec: RunSpec, *, stdin: BinaryIO | None, stdout: BinaryIO,
     for sig in (signal.SIGINT, signal.SIGTERM):
         try:
             loop.add_signal_handler(sig, lambda: asyncio.ensure_future(run.request_stop()))
-        except (NotImplementedError, RuntimeError):
+        except (NotImplementedError, RuntimeError, ValueError):
             pass
+    if _EARLY_SIGNALS:  # a signal that came before the loop existed still stops the run
+        asyncio.ensure_future(run.request_stop())
     try:
         return await run.execute()
     finally:
         close()
 
 
+_EARLY_SIGNALS: list[int] = []
+
+
+def _note_early_signal(signum: int, _frame) -> None:
+    _EARLY_SIGNALS.append(signum)
+
+
+def install_early_signal_handlers() -> None:
+    """From the first moment of `metaharness run`: SIGINT/SIGTERM are noted, never fatal, so
+    a stop that comes before the event loop runs still ends the run with `stream.closed`."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            signal.signal(sig, _note_early_signal)
+        except (ValueError, OSError):  # not the main thread
+            pass
+
+
 def run_blocking(spec: RunSpec) -> int:
+    install_early_signal_handlers()
+
     def to_stderr(text: str) -> None:
         print(text, file=sys.stderr, flush=True)
 
