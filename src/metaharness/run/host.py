@@ -15,6 +15,7 @@ import sys
 import threading
 from typing import BinaryIO, Callable
 
+from . import EARLY_SIGNALS as _EARLY_SIGNALS, install_early_signal_handlers
 from .loop import Run
 from .spec import RunSpec
 
@@ -72,23 +73,6 @@ async def host(spec: RunSpec, *, stdin: BinaryIO | None, stdout: BinaryIO,
         return await run.execute()
     finally:
         close()
-
-
-_EARLY_SIGNALS: list[int] = []
-
-
-def _note_early_signal(signum: int, _frame) -> None:
-    _EARLY_SIGNALS.append(signum)
-
-
-def install_early_signal_handlers() -> None:
-    """From the first moment of `metaharness run`: SIGINT/SIGTERM are noted, never fatal, so
-    a stop that comes before the event loop runs still ends the run with `stream.closed`."""
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        try:
-            signal.signal(sig, _note_early_signal)
-        except (ValueError, OSError):  # not the main thread
-            pass
 
 
 def run_blocking(spec: RunSpec) -> int:

@@ -745,6 +745,9 @@ class Run:
     # ------------------------------------------------------------------ drive
     async def execute(self) -> int:
         """Run to the end; return the exit code (protocol.md § 7.5)."""
+        from metaharness.adapters.process import make_non_dumpable
+
+        make_non_dumpable()  # nothing of this user's reaches our fds, environment or memory
         try:
             self.check_start()
         except RunRefused as refusal:
