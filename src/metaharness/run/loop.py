@@ -46,6 +46,7 @@ from metaharness.protocol.events import (
     ToolDecided,
     ToolRequested,
     TurnEnded,
+    ToolResult,
     TurnStarted,
     WarningEvent,
 )
@@ -133,6 +134,7 @@ class Run:
         self._pending: dict[str, _Pending] = {}
         self._presented: dict[str, str] = {}  # call_id → digest, every call presented for decision
         self._decided: dict[str, tuple[Any, str]] = {}  # call_id → (decision, decided_by) delivered
+        self._ran_undecided: set[str] = set()  # presented, never decided, and a result came
         self._no_frame_warned = False
         self._session_started = False
         self._session_ended: SessionEnded | None = None
@@ -325,6 +327,9 @@ class Run:
         return sorted(names)  # canonical order: mcp.call sorts between file.write and search
 
     def emit(self, event: Any, *, at: str | None = None) -> None:
+        if (type(event) is ToolResult and event.call_id in self._presented and event.call_id not in self._decided
+                and event.call_id not in self._ran_undecided):
+            self._undecided_result(event.call_id)
         if not self._session_started:
             self._held.append((event, at))
         else:
@@ -486,6 +491,18 @@ class Run:
                 decision = self._policy.as_decision(resolved, decision)
             self._policy.record(pending.call.call_id, resolved)
         self._decide(pending.call, pending.deliver, decision, decided_by, pending.call.seam, latency)
+
+    def _undecided_result(self, call_id: str) -> None:
+        """A result for a call metaharness presented and never decided: say exactly that.
+        The call is closed without a decision (no tool.decided, no census count), so nothing
+        later claims that it did not run."""
+        pending = self._pending.pop(call_id, None)
+        if pending is not None and pending.timer is not None:
+            pending.timer.cancel()
+        self._ran_undecided.add(call_id)
+        self.emit(WarningEvent(code="UNDECIDED_CALL_RAN", message=(
+            f"{call_id} produced a result though metaharness never decided it: "
+            "something other than this run's embedder let it run")))
 
     def _abandon_all(self, why: str) -> None:
         for call_id in list(self._pending):
