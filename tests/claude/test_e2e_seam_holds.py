@@ -1,0 +1,74 @@
+"""Issue 19 on the real Claude Code: only the embedder decides, and an interrupt on a
+pending call stops the turn before any further model request.
+
+The adversary is tests/fixtures/adversary/attack.py, started detached by an allowed
+Bash call; it writes forged hook answers, permission-mode changes and metaharness
+commands into every fd of the run's processes it can find while the next call waits
+for a decision the embedder never sends. It touches only this run's processes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+
+import pytest
+
+from .support import ClaudeRun, scenario, shell
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
+
+ATTACK = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "adversary", "attack.py")
+ASK = ["--decisions", "ask"]
+
+
+def requested(e):
+    return e["event"] == "tool.requested" and e["decision_required"]
+
+
+async def test_interrupt_on_a_pending_call_makes_no_further_model_request(tmp_path):
+    run = await ClaudeRun(str(tmp_path), scenario({"calls": [shell("echo hi > out.txt")]}, {"text": "SECOND"}),
+                          ASK).start()
+    await run.wait_event(requested)
+    before = len(run.main_requests())
+    cid = run.send("interrupt", reason="stop")
+    assert await run.finish() == 0
+    run.assert_complete()
+    await asyncio.sleep(1.0)
+    assert len(run.main_requests()) == before, "claude asked the model again after the interrupt"
+    assert not any(e["event"] == "text" and "SECOND" in e.get("text", "") for e in run.events)
+    names = run.names()
+    result = next(i for i, e in enumerate(run.events) if e["event"] == "command.result" and e["id"] == cid)
+    assert result < names.index("turn.ended")
+
+
+async def test_the_agents_shell_cannot_decide_its_next_call(tmp_path):
+    report = tmp_path / "report.json"
+    pid_file = tmp_path / "mh.pid"
+    host_ns = os.readlink("/proc/self/ns/pid")
+    attack = (f"setsid {sys.executable} {ATTACK} {report} 1.5 victim {pid_file} '{host_ns}' "
+              f"</dev/null >{tmp_path}/attack.log 2>&1 &")
+    scen = scenario({"calls": [shell(attack, id="attack")]},
+                    {"calls": [shell("echo pwned > PWNED", id="victim")]}, {"text": "done"})
+    run = await ClaudeRun(str(tmp_path), scen, ASK).start()
+    pid_file.write_text(str(run.proc.pid))  # the run's top process: the attack stays below it
+    first = await run.wait_event(requested)
+    run.send("tool.decide", call_id=first["call_id"], decision={"decision": "allow"})
+    second = await run.wait_event(lambda e: requested(e) and e["call_id"] != first["call_id"], timeout=60)
+    assert await run.finish() == 0
+    run.assert_complete()
+    decided = {e["call_id"]: e for e in run.of("tool.decided")}
+    assert decided[second["call_id"]]["decided_by"] == "deadline"  # nobody but the deadline answered it
+    assert decided[second["call_id"]]["decision"]["decision"] == "deny"
+    assert not os.path.exists(run.path("PWNED"))
+    assert not [e for e in run.events if e["event"] == "warning" and e["code"] == "UNDECIDED_CALL_RAN"]
+    assert not [e for e in run.of("command.result") if e["id"].startswith("forged")]
+    for _ in range(50):
+        if report.exists():
+            break
+        await asyncio.sleep(0.1)
+    found = json.loads(report.read_text())
+    assert found["refused"] and set(found["refused"].values()) <= {"ENXIO"}, found
+    assert not [k for k, t in found["opened_write"].items() if t.startswith("socket:")], found
+    assert not [k for k, t in found["stole"].items() if t.startswith("socket:")], found
