@@ -32,6 +32,7 @@ import subprocess
 from typing import Any
 
 from metaharness.adapters.base import Adapter, ControlRefused, OpKey, Resolution, StartRefusal, plan_loopback_script
+from metaharness.adapters.process import spawn_on_channel
 from metaharness.protocol.values import (
     Exited,
     HermeticAttestation,
@@ -326,15 +327,14 @@ class CodexAdapter(Adapter):
         env = launch.child_env(self.scratch, self.child_path, *self._key)
         self._transcript = open(self.scratch.transcript, "wb")
         self._stderr = open(self.scratch.stderr, "wb")
-        self.proc = await asyncio.create_subprocess_exec(
-            *launch.argv(self.binary), cwd=self.work, env=env,
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=self._stderr,
-            start_new_session=True, limit=64 * 1024 * 1024,
-        )
+        # JSON-RPC over a Unix socketpair (adapters/process.py): nothing the agent starts can
+        # reopen it through /proc to answer an approval; the app-server confined like every child.
+        self.proc, rpc_in, rpc_out = await spawn_on_channel(launch.argv(self.binary), cwd=self.work, env=env,
+                                                            stderr=self._stderr)
         self.translator = Translator(ctx, on_turn_started=self._on_turn_started, on_turn_completed=self._on_turn_completed)
         ceiling = self.vendor_timeout_ms(spec.decision_timeout_ms)
         self.rpc = RpcChannel(
-            self.proc.stdout, self.proc.stdin, self._transcript,
+            rpc_in, rpc_out, self._transcript,
             on_request=lambda m, raw, n: self.seam.on_request(m, raw, n),
             on_notification=self.translator.notification,
             on_wire=self._record_sent,
@@ -488,6 +488,9 @@ class CodexAdapter(Adapter):
             if self.rpc is not None:
                 self.rpc.close_stdin()
 
+    def alive(self) -> bool:
+        return self.proc is None or self.proc.returncode is None
+
     def turn_coming(self) -> bool:
         """A steer Codex did not take up will open the next turn (see `_on_turn_completed`)."""
         return self._carry_coming
@@ -570,9 +573,14 @@ class CodexAdapter(Adapter):
         self.posture = word
         return "next turn"
 
+    def interrupting(self) -> None:
+        if self.seam is not None:
+            self.seam.interrupting = True
+
     async def interrupt(self) -> None:
         assert self.rpc is not None and self.seam is not None
         self._stopping = True  # until the next turn starts: the interrupted turn carries nothing
+        self.seam.interrupting = False
         self.seam.decline_all()
         await self.rpc.drain()
         turn_id = self.translator.active_turn_id if self.translator else None
