@@ -72,3 +72,35 @@ async def test_the_agents_shell_cannot_decide_its_next_call(tmp_path):
     assert found["refused"] and set(found["refused"].values()) <= {"ENXIO"}, found
     assert not [k for k, t in found["opened_write"].items() if t.startswith("socket:")], found
     assert not [k for k, t in found["stole"].items() if t.startswith("socket:")], found
+
+
+PROBE = ("import os, urllib.request as u\n"
+         "for method, path in [('DELETE', '/v1/files/file-1'), ('POST', '/v1/messages/batches'), ('GET', '/v1/organizations/me')]:\n"
+         "    r = u.Request(os.environ['ANTHROPIC_BASE_URL'] + path, method=method, data=b'{}' if method == 'POST' else None,\n"
+         "                  headers={'x-api-key': os.environ['ANTHROPIC_API_KEY']})\n"
+         "    try:\n"
+         "        print(method, path, u.urlopen(r).status)\n"
+         "    except Exception as e:\n"
+         "        print(method, path, getattr(e, 'code', e))\n")
+
+
+async def test_the_placeholder_key_reaches_only_the_model_endpoints(tmp_path):
+    """--credentials loopback: the agent's shell reads the placeholder from its environment
+    and calls other endpoints with it; each is refused 403, never forwarded, and named in a
+    PROXY_REFUSED warning."""
+    key = "sk-ant-api03-REALKEY-" + "y" * 40
+    probe = tmp_path / "probe.py"
+    probe.write_text(PROBE)
+    run = ClaudeRun(str(tmp_path), scenario({"calls": [shell(f"{sys.executable} {probe} > probe.txt")]}, {"text": "done"}),
+                    [*ASK, "--credentials", "loopback", "--model-endpoint", "@URL@"], env={"ANTHROPIC_API_KEY": key})
+    await run.start()
+    req = await run.wait_event(requested)
+    run.send("tool.decide", call_id=req["call_id"], decision={"decision": "allow"})
+    assert await run.finish() == 0
+    run.assert_complete()
+    answers = open(run.path("probe.txt")).read().split("\n")
+    assert answers[:3] == ["DELETE /v1/files/file-1 403", "POST /v1/messages/batches 403",
+                           "GET /v1/organizations/me 403"], answers
+    warnings = [e["message"] for e in run.events if e["event"] == "warning" and e["code"] == "PROXY_REFUSED"]
+    assert len(warnings) == 3 and "DELETE /v1/files/file-1" in warnings[0]
+    assert all("/v1/messages" == r["path"].split("?")[0] for r in run.loopback_log() if r["path"] != "/api/hello")

@@ -238,7 +238,8 @@ class ClaudeAdapter(Adapter):
             from metaharness.loopback.proxy import CredentialProxy
 
             upstream = spec.model_endpoint or "https://api.anthropic.com"
-            self.proxy = CredentialProxy(upstream, real_key, placeholder=launch.per_run_placeholder())
+            self.proxy = CredentialProxy(upstream, real_key, placeholder=launch.per_run_placeholder(), wire="anthropic",
+                                         on_refused=self._proxy_refused)
             url = await self.proxy.start()
             return url, self.proxy.placeholder, self.proxy.placeholder, \
                 f"per-run proxy on {url} holds the key; the child has a per-run placeholder"
@@ -439,6 +440,12 @@ class ClaudeAdapter(Adapter):
         held, self._held_end = self._held_end, []
         for item in held:
             self._dispatch(item, 0)
+
+    def _proxy_refused(self, method: str, target: str) -> None:
+        from metaharness.loopback.proxy import refused_message
+
+        if self.ctx is not None:
+            self.ctx.warn("PROXY_REFUSED", refused_message(method, target))
 
     def alive(self) -> bool:
         return self.process is None or self.process.returncode is None

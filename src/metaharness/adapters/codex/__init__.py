@@ -384,7 +384,8 @@ class CodexAdapter(Adapter):
             from metaharness.loopback.proxy import CredentialProxy
 
             upstream = spec.model_endpoint or "https://api.openai.com"
-            self.proxy = CredentialProxy(upstream, self._real_key, placeholder=self._key[1])
+            self.proxy = CredentialProxy(upstream, self._real_key, placeholder=self._key[1], wire="responses",
+                                         on_refused=self._proxy_refused)
             self._services.append(self.proxy)
             self._base_url = launch.provider_base_url(await self.proxy.start())
         else:
@@ -487,6 +488,11 @@ class CodexAdapter(Adapter):
             self.ctx.warn("COMMAND_NOT_APPLIED", f"a steer could not be delivered as the next turn's input: {exc}")
             if self.rpc is not None:
                 self.rpc.close_stdin()
+
+    def _proxy_refused(self, method: str, target: str) -> None:
+        from metaharness.loopback.proxy import refused_message
+
+        self.ctx.warn("PROXY_REFUSED", refused_message(method, target))
 
     def alive(self) -> bool:
         return self.proc is None or self.proc.returncode is None
