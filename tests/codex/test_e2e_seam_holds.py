@@ -90,3 +90,50 @@ def test_the_agents_shell_cannot_decide_its_next_call(case):
     assert set(found["refused"].values()) <= {"ENXIO"}, found
     assert not [k for k, t in found["opened_write"].items() if t.startswith("socket:")], found
     assert not [k for k, t in found["stole"].items() if t.startswith("socket:")], found
+
+
+def _tree(root: int) -> list[int]:
+    parents = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                data = open(f"/proc/{entry}/stat").read()
+            except OSError:
+                continue
+            parents[int(entry)] = int(data[data.rfind(")") + 2:].split()[1])
+    found, stack = [], [root]
+    while stack:
+        pid = stack.pop()
+        found.append(pid)
+        stack.extend(child for child, parent in parents.items() if parent == pid)
+    return found
+
+
+def test_the_relay_secret_is_in_no_argv_and_no_file(case):
+    """--codex-replace-relay: the hook gets the secret in its environment; no process's argv
+    (readable by every local user) and not config.toml carries it, nor the environment of the
+    commands the model runs (`shell_environment_policy` excludes it)."""
+    s = scenario(case / "s.json", [{"calls": [shell("env > env.txt")]}, {"text": "done"}])
+    run = CodexRun(case, ["--script", str(s), "--decisions", "ask", "--decision-timeout-ms", "20000",
+                          "--codex-replace-relay", "-p", "go", "--cwd", str(case / "work")])
+    call = run.wait_for(lambda e: e["event"] == "tool.requested" and e["decision_required"])  # the hook waits
+    secret, argvs = None, []
+    for pid in _tree(run.proc.pid):
+        try:
+            environ = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
+            argvs.append(open(f"/proc/{pid}/cmdline", "rb").read())
+        except OSError:
+            continue
+        for item in environ:
+            if item.startswith(b"METAHARNESS_RELAY_SECRET="):
+                secret = item.split(b"=", 1)[1]
+    assert secret, "no process of the run carries the relay secret"
+    assert any(b"relay_program.py" in argv for argv in argvs), "the hook was not running"
+    assert not [argv for argv in argvs if secret in argv]
+    config = (run.scratch / "codex-home" / "config.toml").read_bytes()
+    assert b"relay_program.py" in config and secret not in config
+    run.send("tool.decide", "d", call_id=call["call_id"], decision={"decision": "allow"})
+    assert run.finish() == 0
+    run.assert_complete()
+    seen = (case / "work" / "env.txt").read_bytes()
+    assert b"PATH=" in seen and secret not in seen

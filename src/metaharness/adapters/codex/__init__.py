@@ -321,10 +321,14 @@ class CodexAdapter(Adapter):
                                    f"the replace relay's socket could not be opened: {exc.strerror or exc}") from None
             self._services.append(self.relay)
             budget = spec.decision_timeout_ms
-            config += hook_toml(self.scratch.root, self.relay.secret, *hook_timing(budget, self.vendor_timeout_ms(budget)))
+            config += hook_toml(self.scratch.root, *hook_timing(budget, self.vendor_timeout_ms(budget)))
         (self.scratch.codex_home / "config.toml").write_text(config)
         assert self._key is not None
         env = launch.child_env(self.scratch, self.child_path, *self._key)
+        if spec.codex_replace_relay:
+            from .relay import SECRET_ENV
+
+            env[SECRET_ENV] = self.relay.secret  # for the hook only: never argv, never config.toml
         self._transcript = open(self.scratch.transcript, "wb")
         self._stderr = open(self.scratch.stderr, "wb")
         # JSON-RPC over a Unix socketpair (adapters/process.py): nothing the agent starts can
