@@ -124,6 +124,57 @@ async def spawn_on_channel(argv: list[str], *, env: dict[str, str] | None, cwd: 
     return proc, reader, writer
 
 
+# --- scratch ------------------------------------------------------------------------------
+
+
+class ScratchRefused(Exception):
+    """A scratch base that is not private to this user; the message names it and says why."""
+
+
+def private_base(path: str) -> str:
+    """`path` as a directory only this user can enter: created mode 0700 if absent; if present,
+    it must be a real directory (a symlink is never followed), owned by this user, writable by
+    no one else. A base that is only readable by others is tightened to 0700; anything else is
+    refused by name (ScratchRefused)."""
+    import stat
+
+    path = os.path.abspath(path)
+    parent = os.path.dirname(path)
+    if parent and not os.path.isdir(parent):
+        os.makedirs(parent, mode=0o700, exist_ok=True)
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError as exc:
+        raise ScratchRefused(f"the scratch base {path} is not a directory of its own "
+                             f"(a symlink is never followed): {exc.strerror or exc}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISDIR(info.st_mode):
+            raise ScratchRefused(f"the scratch base {path} is not a directory")
+        if info.st_uid != os.geteuid():
+            raise ScratchRefused(f"the scratch base {path} belongs to uid {info.st_uid}, not to this user "
+                                 f"(uid {os.geteuid()}); remove it or choose another base")
+        if info.st_mode & 0o022:
+            raise ScratchRefused(f"the scratch base {path} is writable by others (mode {info.st_mode & 0o777:o}); "
+                                 "remove it or choose another base")
+        if info.st_mode & 0o077:
+            os.fchmod(fd, 0o700)
+    finally:
+        os.close(fd)
+    return path
+
+
+def private_scratch(base: str, prefix: str) -> str:
+    """A fresh per-run directory (mkdtemp, mode 0700) inside the private `base`."""
+    import tempfile
+
+    return tempfile.mkdtemp(prefix=prefix, dir=private_base(base))
+
+
 # --- confinement ---------------------------------------------------------------------------
 
 NAMESPACE_ENV = "METAHARNESS_NAMESPACE"  # "off" turns confinement off (diagnosis only)

@@ -23,7 +23,7 @@ import time
 from typing import Any, ClassVar
 
 from metaharness.adapters.base import Adapter, ControlRefused, Resolution, RunContext, StartRefusal, plan_loopback_script
-from metaharness.adapters.process import spawn_on_channel
+from metaharness.adapters.process import ScratchRefused, spawn_on_channel
 from metaharness.protocol.values import (
     Exited,
     HermeticAttestation,
@@ -180,7 +180,10 @@ class ClaudeAdapter(Adapter):
         spec = self.spec
         if self._binary is None:
             self.plan()
-        scratch = launch.make_scratch()
+        try:
+            scratch = launch.make_scratch()
+        except ScratchRefused as exc:
+            raise StartRefusal("ScratchRefused", str(exc)) from None
         cwd = ctx.run_cwd
         path = launch.child_path(spec.vendor_dir)
         posture = spec.posture or self.default_posture
@@ -227,9 +230,10 @@ class ClaudeAdapter(Adapter):
                 from metaharness.protocol.scenario import load_scenario
 
                 self._script = load_scenario(spec.script)
-            self.loopback = LoopbackServer(self._script, workdir=cwd, stderr=None)
+            key = launch.per_run_placeholder()  # the loopback answers only this run's key, like the proxy
+            self.loopback = LoopbackServer(self._script, workdir=cwd, stderr=None, expect_key=key)
             url = await self.loopback.start()
-            return url, launch.PLACEHOLDER_KEY, launch.PLACEHOLDER_KEY, f"scripted loopback model at {url}, placeholder key"
+            return url, key, key, f"scripted loopback model at {url}, per-run placeholder key"
         if spec.credentials == "none":
             return spec.model_endpoint, launch.PLACEHOLDER_KEY, launch.PLACEHOLDER_KEY, \
                 f"endpoint {spec.model_endpoint}, placeholder key"

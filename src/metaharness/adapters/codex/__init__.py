@@ -245,8 +245,10 @@ class CodexAdapter(Adapter):
         mode = spec.credentials
         self._scenario = None
         if spec.script:
+            from metaharness.loopback.proxy import new_placeholder
+
             self._scenario = plan_loopback_script(spec)
-            self._key = (launch.KEY_VARIABLE, launch.PLACEHOLDER_KEY)
+            self._key = (launch.KEY_VARIABLE, new_placeholder())  # the loopback answers only this key
             return
         if mode == "none":
             if not spec.model_endpoint:
@@ -377,7 +379,7 @@ class CodexAdapter(Adapter):
         if self._scenario is not None:
             from metaharness.loopback.server import LoopbackServer
 
-            self.loopback = LoopbackServer(self._scenario, workdir=self.work, stderr=None,
+            self.loopback = LoopbackServer(self._scenario, workdir=self.work, stderr=None, expect_key=self._key[1],
                                            log_path=str(self.scratch.root / "loopback.jsonl"))
             self._services.append(self.loopback)
             self._base_url = launch.provider_base_url(await self.loopback.start())

@@ -15,7 +15,8 @@ from typing import Any, ClassVar
 import msgspec
 
 from metaharness.adapters.base import Adapter, PresentedCall, Resolution
-from metaharness.adapters.process import ChildProcess
+from metaharness.adapters.base import StartRefusal
+from metaharness.adapters.process import ChildProcess, ScratchRefused, private_scratch
 from metaharness.run.subjects import file_subject
 
 from . import launch, translate
@@ -104,7 +105,10 @@ class OHarnessAdapter(Adapter):
 
     async def start(self, ctx) -> None:
         self._ctx = ctx
-        self._session_dir = tempfile.mkdtemp(prefix="oharness-session-")
+        try:
+            self._session_dir = private_scratch(session_base(), "oharness-session-")
+        except ScratchRefused as exc:
+            raise StartRefusal("ScratchRefused", str(exc)) from None
         self.child = ChildProcess(launch.argv(self.spec, self._session_dir), cwd=self.spec.cwd or None)
         await self.child.spawn()
         self._pump = asyncio.create_task(self._read())
@@ -237,6 +241,13 @@ class OHarnessAdapter(Adapter):
             except OSError as exc:
                 failures.append(f"could not copy {self._session_dir} to {directory}: {exc}")
         return failures
+
+
+def session_base() -> str:
+    """Where oharness session directories live: a base private to this user."""
+    import os
+
+    return os.path.join(tempfile.gettempdir(), f"metaharness-{os.getuid()}")
 
 
 def _provider_error() -> type[Exception]:
