@@ -69,6 +69,7 @@ from .spec import RunSpec
 
 CANONICAL_COMMANDS = COMMAND_NAMES
 STOP_BOUND_S = 15.0  # after a stop, how long the child's output may take to end
+WORKER_SLICE_S = 0.002  # the command worker yields to the loop at least this often
 _KEY_ENCODER = msgspec.json.Encoder(order="deterministic")
 
 
@@ -164,6 +165,7 @@ class Run:
         self._answers = 0  # command.result lines written
         self._inflight: Any = None  # the command the worker is processing
         self._inflight_answered = False
+        self.on_command_taken: Callable[[], None] = lambda: None  # frees an intake slot (host.py)
 
     # ------------------------------------------------------------------ lines
     def _line(self, event: Any, at: str | None = None) -> None:
@@ -530,6 +532,13 @@ class Run:
         if decoded is not None:
             self._commands.put_nowait(decoded)
 
+    def feed_lines(self, items: list) -> None:
+        """stdin lines (bytes, decoded as the worker takes them) or refusals, in arrival
+        order (run/host.py's Intake)."""
+        put = self._commands.put_nowait
+        for item in items:
+            put(item)
+
     def feed_command(self, command: Any) -> None:
         """A command from the library API (already typed)."""
         self._commands.put_nowait(command)
@@ -539,8 +548,20 @@ class Run:
         self._wake.set()
 
     async def _command_worker(self) -> None:
+        slice_end = time.perf_counter() + WORKER_SLICE_S
         while True:
+            if time.perf_counter() >= slice_end:
+                # A burst never holds the loop: timers, the child's records and signals run
+                # between slices, however long the queue is (issue 19).
+                await asyncio.sleep(0)
+                slice_end = time.perf_counter() + WORKER_SLICE_S
             item = await self._commands.get()
+            self.on_command_taken()
+            if type(item) is bytes:
+                item = decode_command_line(item)
+                if item is None:  # a blank line: no command, no answer (§ 1.6 rule 3)
+                    self._commands.task_done()
+                    continue
             self._inflight, self._inflight_answered = item, False
             try:
                 if self.writer.closed:
@@ -926,6 +947,12 @@ class Run:
             self._answer_late(item)
         while not self._commands.empty():
             item = self._commands.get_nowait()
+            self.on_command_taken()
+            if type(item) is bytes:
+                item = decode_command_line(item)
+                if item is None:
+                    self._commands.task_done()
+                    continue
             self._answer_late(item)
             self._commands.task_done()
 
