@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from e2e_support import CODEX, E2E_ROOT, METAHARNESS, NETNS_OK, VENDOR, CodexRun, frame, frame_object, scenario, shell
+from e2e_support import (  # noqa: F401  (fresh_case: a fixture)
+    CODEX, METAHARNESS, NETNS_OK, VENDOR, CodexRun, fresh_case, frame, frame_object, scenario, shell,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -38,11 +40,8 @@ def doctor_first():
 
 
 @pytest.fixture
-def case(request):
-    directory = E2E_ROOT / f"{request.node.name[:40]}-{uuid.uuid4().hex[:6]}"
-    (directory / "work").mkdir(parents=True)
-    yield directory
-    shutil.rmtree(directory, ignore_errors=True)
+def case(fresh_case):
+    return fresh_case
 
 
 def decided(run: CodexRun) -> list[dict]:

@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
 import time
-import uuid
 
 import pytest
 
-from e2e_support import E2E_ROOT, CodexRun, scenario, shell
+from e2e_support import CodexRun, fresh_case, scenario, shell  # noqa: F401  (fresh_case: a fixture)
 
 pytestmark = pytest.mark.e2e
 
@@ -24,11 +22,8 @@ ATTACK = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))
 
 
 @pytest.fixture
-def case(request):
-    directory = E2E_ROOT / f"{request.node.name[:40]}-{uuid.uuid4().hex[:6]}"
-    (directory / "work").mkdir(parents=True)
-    yield directory
-    shutil.rmtree(directory, ignore_errors=True)
+def case(fresh_case):
+    return fresh_case
 
 
 def main_requests(run: CodexRun) -> int:
@@ -93,19 +88,14 @@ def test_the_agents_shell_cannot_decide_its_next_call(case):
 
 
 def _tree(root: int) -> list[int]:
-    parents = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
+    """root and its descendants, through the kernel's children lists."""
+    found = [root]
+    for pid in found:
+        for task in (os.listdir(f"/proc/{pid}/task") if os.path.isdir(f"/proc/{pid}/task") else []):
             try:
-                data = open(f"/proc/{entry}/stat").read()
+                found += [int(child) for child in open(f"/proc/{pid}/task/{task}/children").read().split()]
             except OSError:
-                continue
-            parents[int(entry)] = int(data[data.rfind(")") + 2:].split()[1])
-    found, stack = [], [root]
-    while stack:
-        pid = stack.pop()
-        found.append(pid)
-        stack.extend(child for child, parent in parents.items() if parent == pid)
+                pass
     return found
 
 
