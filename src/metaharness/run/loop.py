@@ -10,6 +10,13 @@ Adapters report what the harness did through the `RunContext` methods below and
 never write lines themselves. Everything here runs on one asyncio loop; every
 context method is synchronous, so the order the adapter reports in is the order
 written.
+
+Phases and stops: a command that must reach the child (steer, permission.set,
+interrupt) waits until the spawn settled, and is refused TOO_LATE once the child is
+gone; every stop (halt, SIGINT/SIGTERM) goes through `_stop_harness` and wakes every
+wait of the run, whatever its phase. The command worker decodes stdin lines as it
+takes them and yields to the loop every WORKER_SLICE_S, so a burst of commands never
+delays a deadline or the child's records.
 """
 
 from __future__ import annotations
@@ -45,8 +52,8 @@ from metaharness.protocol.events import (
     StepEntered,
     ToolDecided,
     ToolRequested,
-    TurnEnded,
     ToolResult,
+    TurnEnded,
     TurnStarted,
     WarningEvent,
 )
@@ -162,7 +169,6 @@ class Run:
         self._spawned = False  # the adapter's start() returned: a child exists
         self._stop = asyncio.Event()
         self._stop_sent = False  # adapter.halt() was called after the spawn settled
-        self._answers = 0  # command.result lines written
         self._inflight: Any = None  # the command the worker is processing
         self._inflight_answered = False
         self.on_command_taken: Callable[[], None] = lambda: None  # frees an intake slot (host.py)
@@ -179,7 +185,6 @@ class Run:
         self.emit(WarningEvent(code=code, message=message))
 
     def _result(self, command_id: str, outcome: Any) -> None:
-        self._answers += 1
         if self._inflight is not None and command_id == getattr(self._inflight, "id", None):
             self._inflight_answered = True
         self._line(CommandResult(id=command_id, outcome=outcome))
