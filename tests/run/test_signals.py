@@ -98,3 +98,40 @@ def test_a_second_signal_during_wind_up_still_closes(tmp_path):
     time.sleep(0.05)
     proc.send_signal(signal.SIGTERM)
     _assert_closed(_finish(proc))
+
+
+def _descendants(root: int) -> list[int]:
+    found = [root]
+    for pid in found:
+        try:
+            for task in os.listdir(f"/proc/{pid}/task"):
+                found += [int(c) for c in open(f"/proc/{pid}/task/{task}/children").read().split()]
+        except OSError:
+            pass
+    return found[1:]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_a_killed_metaharness_takes_the_harness_with_it(tmp_path):
+    """SIGKILL cannot be caught: the child ends with metaharness (its parent-death signal, the
+    end of its namespace, and end of input on its channel all lead there — this checks the
+    outcome, not which came first), so a call can never run on undecided."""
+    proc = _start(tmp_path)
+    assert proc.stdout is not None
+    while json.loads(proc.stdout.readline())["event"] != "tool.requested":
+        pass
+    children = _descendants(proc.pid)
+    assert children
+    proc.kill()
+    proc.wait(10)
+    deadline = time.monotonic() + 10
+    while any(_alive(pid) for pid in children):
+        assert time.monotonic() < deadline, [pid for pid in children if _alive(pid)]
+        time.sleep(0.05)

@@ -36,18 +36,25 @@ PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
 
 
-def _prctl(option: int, value: int) -> bool:
+@functools.lru_cache(maxsize=1)
+def _prctl_function() -> Any:
+    """libc's prctl, resolved in the parent: a preexec_fn must not import or load anything
+    (another thread may hold the import lock at the fork)."""
     import ctypes
 
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(option, value, 0, 0, 0) == 0
+        return ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):
-        return False
+        return None
+
+
+def _prctl(option: int, value: int) -> bool:
+    prctl = _prctl_function()
+    return prctl is not None and prctl(option, value, 0, 0, 0) == 0
 
 
 def parent_death_signal() -> None:
-    """preexec_fn: the child gets SIGKILL when metaharness dies."""
+    """preexec_fn: the child gets SIGKILL when metaharness dies (prctl resolved beforehand)."""
     _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
@@ -109,6 +116,7 @@ async def spawn_on_channel(argv: list[str], *, env: dict[str, str] | None, cwd: 
                            ) -> tuple[asyncio.subprocess.Process, asyncio.StreamReader, ChannelWriter]:
     """Spawn `argv` (confined where possible) with a socketpair as its stdin and stdout, in
     its own process group, with a parent-death signal. Returns (process, reader, writer)."""
+    _prctl_function()  # resolved here, so the preexec_fn only calls it
     ours, theirs = control_socketpair()
     try:
         proc = await asyncio.create_subprocess_exec(

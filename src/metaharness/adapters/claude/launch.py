@@ -252,14 +252,6 @@ def memory_files_above(cwd: str) -> list[str]:
 # --- process control (vendors.md § 2.6) ---------------------------------------------
 
 
-def set_parent_death_signal() -> None:
-    """preexec_fn: the child gets SIGKILL when metaharness dies (PR_SET_PDEATHSIG)."""
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG = 1
-
-
 def _parent_and_group(pid: int) -> tuple[int, int] | None:
     try:
         with open(f"/proc/{pid}/stat", "rb") as handle:
