@@ -104,3 +104,43 @@ async def test_the_placeholder_key_reaches_only_the_model_endpoints(tmp_path):
     warnings = [e["message"] for e in run.events if e["event"] == "warning" and e["code"] == "PROXY_REFUSED"]
     assert len(warnings) == 3 and "DELETE /v1/files/file-1" in warnings[0]
     assert all("/v1/messages" == r["path"].split("?")[0] for r in run.loopback_log() if r["path"] != "/api/hello")
+
+
+def _every_command(tag: str) -> list[tuple[str, bytes]]:
+    def line(cid, name, **payload):
+        return cid, json.dumps({"format": "metaharness.command/1", "id": cid, "command": name, **payload}).encode()
+    return [
+        line(f"{tag}-decide", "tool.decide", call_id="nope", decision={"decision": "allow"}),
+        line(f"{tag}-frame", "frame.set", frame={"bad": "frame"}),
+        line(f"{tag}-inject", "message.inject", text="hello"),
+        line(f"{tag}-steer", "steer", text="left"),
+        line(f"{tag}-posture", "permission.set", posture="plan"),
+        line(f"{tag}-interrupt", "interrupt", reason="stop"),
+        (f"{tag}-malformed", json.dumps({"format": "metaharness.command/1", "id": f"{tag}-malformed",
+                                          "command": "halt"}).encode()),
+    ]
+
+
+async def test_every_command_written_before_the_child_exists_is_answered(tmp_path):
+    """Item 4 on the real Claude Code: commands written before the child exists are held and
+    carried (permission.set) or refused by name — each gets exactly one command.result. (After
+    the child died the run winds up within milliseconds, too fast to write into from outside;
+    tests/run/test_phases.py covers that phase on oharness through a hook.)"""
+    run = ClaudeRun(str(tmp_path), scenario({"calls": [shell("echo hi > out.txt")]}, {"text": "done"}), ASK)
+    await run.start()
+    # (an early interrupt held behind the held permission.set would stop the first turn: left out)
+    early = [item for item in _every_command("early") if item[0] != "early-interrupt"]
+    for _cid, raw in early:
+        run.write_raw(raw)
+    req = await run.wait_event(requested)
+    run.send("tool.decide", call_id=req["call_id"], decision={"decision": "allow"})
+    assert await run.finish() == 0
+    run.assert_complete()
+    results = run.of("command.result")
+    assert sorted(r["id"] for r in results if r["id"].startswith("early")) == sorted(cid for cid, _ in early)
+    by_id = {r["id"]: r["outcome"] for r in results}
+    assert by_id["early-posture"] == {"result": "ok", "applies_at": None}  # held until claude existed
+    assert by_id["early-steer"]["refused"]["code"] == "TOO_LATE"
+    assert by_id["early-decide"]["refused"]["code"] == "UNKNOWN_CALL"
+    assert by_id["early-frame"]["refused"]["code"] == "MALFORMED"
+    assert by_id["early-inject"] == {"result": "ok", "applies_at": "next turn"}

@@ -688,6 +688,11 @@ class Run:
                 return
             await self._control(cid, self.adapter.set_posture(item.posture))
         elif isinstance(item, Interrupt):
+            if not self._spawn_settled.is_set() and not self._winding_up:
+                # Taken before the child exists: no turn can be running, so there is nothing to
+                # stop (§ 5.1: still ok). Carried later it would stop a turn begun after it.
+                self._result(cid, Ok(applies_at=None))
+                return
             if not await self._child_reachable():
                 self._unreachable(cid)
                 return
