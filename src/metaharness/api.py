@@ -4,7 +4,10 @@ Two transports, one behaviour:
 
 * `start_run(spec)` runs the loop in this process (no extra Python start-up);
 * `start_run(spec, subprocess=True)` runs `metaharness run` as a child process and
-  speaks the wire to it over stdin/stdout.
+  speaks the wire to it over its stdin/stdout — one end of a Unix socketpair, not pipes,
+  so no process of the same user can reopen the channel through `/proc/<pid>/fd` and
+  write commands into it or read events out of it. `control_socketpair()` gives an
+  embedder that spawns `metaharness run` itself the same pair.
 
 Both hand back a `RunHandle`. Events arrive as `(Envelope, event)` pairs decoded
 from the very bytes the run wrote, so an in-process embedder sees exactly what a
@@ -42,7 +45,16 @@ from metaharness.protocol.decode import decode_event_line, encode_command_line
 from metaharness.protocol.values import Decision
 from metaharness.run.spec import NEGATED, REPEATABLE, RunSpec
 
-__all__ = ["RunHandle", "start_run", "spec_to_argv", "describe"]
+__all__ = ["RunHandle", "control_socketpair", "describe", "start_run", "spec_to_argv"]
+
+
+def control_socketpair():
+    """(yours, its): a connected AF_UNIX stream pair for a `metaharness run` you spawn
+    yourself; pass `its.fileno()` as the child's stdin and stdout, close `its` after the
+    spawn, and speak the wire on `yours` (`sock.shutdown(socket.SHUT_WR)` ends its input)."""
+    from metaharness.adapters.process import control_socketpair as pair
+
+    return pair()
 
 
 def spec_to_argv(spec: RunSpec) -> list[str]:
@@ -220,20 +232,29 @@ class _SubprocessRun(RunHandle):
         self._spec = spec
         self._proc: asyncio.subprocess.Process | None = None
         self._reader: asyncio.Task | None = None
+        self._out: asyncio.StreamReader | None = None
+        self._in: Any = None
         self.stderr_text = ""
 
     async def _start(self) -> None:
-        self._proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "metaharness", *spec_to_argv(self._spec),
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-            env=os.environ.copy(), limit=64 * 1024 * 1024,
-        )
+        from metaharness.adapters.process import open_channel
+
+        yours, its = control_socketpair()
+        try:
+            self._proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "metaharness", *spec_to_argv(self._spec),
+                stdin=its.fileno(), stdout=its.fileno(), stderr=asyncio.subprocess.PIPE,
+                env=os.environ.copy(),
+            )
+        finally:
+            its.close()
+        self._out, self._in = await open_channel(yours)
         self._reader = asyncio.ensure_future(self._read())
 
     async def _read(self) -> None:
-        assert self._proc and self._proc.stdout and self._proc.stderr
+        assert self._proc and self._proc.stderr
         try:
-            async for line in self._proc.stdout:
+            async for line in self._out:
                 self._line(line)
         finally:
             self.stderr_text = (await self._proc.stderr.read()).decode("utf-8", "replace")
@@ -241,16 +262,15 @@ class _SubprocessRun(RunHandle):
             self._queue.put_nowait(None)
 
     async def _send(self, command: Any) -> None:
-        assert self._proc and self._proc.stdin
         try:
-            self._proc.stdin.write(encode_command_line(command))
-            await self._proc.stdin.drain()
+            self._in.write(encode_command_line(command))
+            await self._in.drain()
         except (BrokenPipeError, ConnectionResetError):
             pass
 
     async def close_input(self) -> None:
-        if self._proc and self._proc.stdin and not self._proc.stdin.is_closing():
-            self._proc.stdin.close()
+        if self._in is not None and not self._in.is_closing():
+            self._in.close()  # half-close: the run reads end of input, its events still come
 
     async def wait(self) -> int:
         assert self._reader is not None

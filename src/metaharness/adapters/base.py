@@ -161,6 +161,15 @@ class Adapter(abc.ABC):
     async def interrupt(self) -> None:
         """Stop the running turn; return once the interrupt is delivered."""
 
+    def interrupting(self) -> None:
+        """An interrupt is about to be processed: the decisions delivered next are its
+        abandonment denies, and `interrupt()` follows. An adapter whose harness could act
+        on a deny before it reads the interrupt carries both as one message."""
+
+    def alive(self) -> bool:
+        """False once the child is known to have exited (nothing can be delivered to it)."""
+        return True
+
     @abc.abstractmethod
     async def finish(self) -> None:
         """No more turns: let the child end gracefully (e.g. close its stdin)."""

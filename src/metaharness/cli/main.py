@@ -56,6 +56,10 @@ def cli() -> None:
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["run"]:  # a stop during start-up still closes the stream (run/__init__.py)
+        from metaharness.run import install_early_signal_handlers
+
+        install_early_signal_handlers()
     try:
         cli.main(prog_name="metaharness", standalone_mode=True)
     except KeyboardInterrupt:

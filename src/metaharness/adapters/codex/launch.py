@@ -18,9 +18,10 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from metaharness.adapters.process import ScratchRefused, private_scratch
 
 PIN = "0.171.0"
 MODEL = "gpt-5.5"
@@ -77,9 +78,10 @@ def scratch_base() -> Path:
 
 
 def make_scratch(cwd: str | None) -> Scratch:
-    base = scratch_base()
-    base.mkdir(parents=True, exist_ok=True)
-    root = Path(tempfile.mkdtemp(prefix="codex-", dir=base))
+    try:
+        root = Path(private_scratch(str(scratch_base()), "codex-"))
+    except ScratchRefused as exc:
+        raise LaunchError(str(exc)) from None
     if cwd is not None:
         resolved_cwd = Path(cwd).resolve()
         if root.resolve() == resolved_cwd or resolved_cwd in root.resolve().parents:

@@ -16,7 +16,8 @@ from typing import Any, ClassVar
 import msgspec
 
 from metaharness.adapters.base import Adapter, PresentedCall, Resolution
-from metaharness.adapters.process import ChildProcess
+from metaharness.adapters.base import StartRefusal
+from metaharness.adapters.process import ChildProcess, ScratchRefused, private_scratch
 from metaharness.run.subjects import file_subject
 
 from . import launch, translate
@@ -46,6 +47,10 @@ class OHarnessAdapter(Adapter):
         self._pump: asyncio.Task | None = None
         self._ctx = None
         self._session_dir: str | None = None
+        # Set by interrupting(): the abandonment denies carry the interrupt with them, so
+        # oharness stops the turn as it reads the deny, before any further model request.
+        self._interrupt_with_decisions = False
+        self._interrupt_carried = False
 
     @classmethod
     def descriptor(cls) -> dict[str, Any]:
@@ -109,7 +114,10 @@ class OHarnessAdapter(Adapter):
 
     async def start(self, ctx) -> None:
         self._ctx = ctx
-        self._session_dir = tempfile.mkdtemp(prefix="oharness-session-")
+        try:
+            self._session_dir = private_scratch(session_base(), "oharness-session-")
+        except ScratchRefused as exc:
+            raise StartRefusal("ScratchRefused", str(exc)) from None
         self.child = ChildProcess(launch.argv(self.spec, self._session_dir), cwd=self.spec.cwd or None,
                                   env=launch.child_env(self.spec))
         await self.child.spawn()
@@ -152,8 +160,7 @@ class OHarnessAdapter(Adapter):
                 raise ValueError("tool_call without ids")
             call = PresentedCall(
                 call_id=call_id, name=record["name"], input=record.get("input"), seam="owned_tool",
-                deliver=lambda decision, decided_by: self._send(
-                    {"type": "decision", "call_id": call_id, "decision": decision, "decided_by": decided_by}),
+                deliver=lambda decision, decided_by: self._deliver(call_id, decision, decided_by),
                 cwd=record.get("cwd"),
             )
             return lambda ctx: ctx.present(call)
@@ -167,6 +174,19 @@ class OHarnessAdapter(Adapter):
         if event is None:
             raise ValueError("unmapped record")
         return lambda ctx: ctx.emit(event)
+
+    def _deliver(self, call_id: str, decision: Any, decided_by: str) -> None:
+        line = {"type": "decision", "call_id": call_id, "decision": decision, "decided_by": decided_by}
+        if self._interrupt_with_decisions:
+            line["interrupt"] = True
+            self._interrupt_carried = True
+        self._send(line)
+
+    def interrupting(self) -> None:
+        self._interrupt_with_decisions = True
+
+    def alive(self) -> bool:
+        return self.child is None or self.child.proc is None or self.child.proc.returncode is None
 
     def _send(self, obj: dict) -> None:
         assert self.child is not None
@@ -191,6 +211,11 @@ class OHarnessAdapter(Adapter):
         return None
 
     async def interrupt(self) -> None:
+        carried, self._interrupt_carried, self._interrupt_with_decisions = self._interrupt_carried, False, False
+        if carried:  # the deny lines already stopped the turn; a second stop could hit the next one
+            assert self.child is not None
+            await self.child.drain()
+            return
         await self._send_now({"type": "interrupt"})
 
     async def finish(self) -> None:
@@ -234,6 +259,13 @@ class OHarnessAdapter(Adapter):
             except OSError as exc:
                 failures.append(f"could not copy {self._session_dir} to {directory}: {exc}")
         return failures
+
+
+def session_base() -> str:
+    """Where oharness session directories live: a base private to this user."""
+    import os
+
+    return os.path.join(tempfile.gettempdir(), f"metaharness-{os.getuid()}")
 
 
 def _provider_error() -> type[Exception]:
