@@ -101,7 +101,8 @@ async def test_an_oharness_run_with_a_hostile_base_is_refused_before_spawning(tm
     os.chmod(base, 0o777)
     monkeypatch.setattr(oharness, "session_base", lambda: str(base))
     lines, stderr = [], []
-    run = Run(RunSpec(kind="oharness", prompt="go", cwd=str(tmp_path)), lines.append, stderr=stderr.append)
+    run = Run(RunSpec(kind="oharness", prompt="go", model="scripted:default", cwd=str(tmp_path)), lines.append,
+              stderr=stderr.append)
     assert await asyncio.wait_for(run.execute(), 30) == 2
     events = [json.loads(line) for line in lines]
     assert [e["event"] for e in events] == ["stream.closed"]
