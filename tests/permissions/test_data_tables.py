@@ -57,7 +57,18 @@ WRAPPED = {
     "chrt": "chrt -f 10 {P}", "taskset": "taskset -c 0 {P}", "unbuffer": "unbuffer {P}", "busybox": "busybox {P}",
     "trap": "trap '{P}' EXIT", "alias": "alias x='{P}'",
     "coproc": "coproc {P}",
+    "strace": "strace -f -o /tmp/log {P}", "ltrace": "ltrace -o /tmp/l {P}", "fakeroot": "fakeroot -- {P}",
+    "parallel": "parallel -j2 {P} ::: x", "chroot": "chroot --userspec=1:1 / {P}", "nsenter": "nsenter -t 1 -m {P}",
+    "unshare": "unshare -Urmn --fork {P}", "systemd-run": "systemd-run -p Nice=5 --user {P}", "sg": "sg staff -c '{P}'",
+    "at": "at now <<< '{P}'", "batch": "batch <<< '{P}'", "ssh": "ssh -p 22 host {P}", "git": "git -c 'alias.x=!{P}' x",
+    "firejail": "firejail {P}", "torsocks": "torsocks -P 9050 {P}", "proxychains": "proxychains -f x.conf {P}",
+    "proxychains4": "proxychains4 {P}", "valgrind": "valgrind {P}", "xvfb-run": "xvfb-run -a {P}",
 }
+
+
+def test_every_wrapper_kind_has_a_handler():
+    from oharness.permissions.shell.wrappers import KINDS
+    assert {spec["kind"] for spec in WRAPPERS.values()} <= set(KINDS)
 
 
 def test_every_wrapper_has_a_case():
