@@ -551,10 +551,20 @@ class _RuleIndex:
         return sorted(rules, key=lambda r: pos[id(r)])
 
     def for_cmd(self, cmd: Cmd) -> list[Rule]:
-        """Every rule whose broad (deny/ask) match of `cmd` is not certainly `NO`, in list order."""
+        """Every rule whose broad (deny/ask) match of `cmd` — or of one of its tails, the
+        backstop of `_broad` — is not certainly `NO`, in list order."""
         if cmd.program_unknown:
             return self.bash_all
-        key = cmd.basename.casefold() if cmd.basename is not None else None
+        keys = [c.basename.casefold() for c in (cmd, *_tails(cmd)) if c.basename is not None]
+        if len(keys) == 1:
+            return self._for_key(cmd, keys[0])
+        found: dict[int, Rule] = {}
+        for key in dict.fromkeys(keys):
+            for r in self._for_key(cmd, key):
+                found[id(r)] = r
+        return self._ordered(list(found.values()))
+
+    def _for_key(self, cmd: Cmd, key: str | None) -> list[Rule]:
         got = self._memo.get(key)
         if got is None:
             cands = self.by_key.get(key, []) + self.unkeyed + (self.rm if key == "rm" else [])
@@ -770,18 +780,48 @@ def _param_match(rule: Rule, call: Call) -> int:
     return MATCH if _re.fullmatch(rx, v, _re.IGNORECASE | _re.DOTALL) else NO
 
 
+def _tails(cmd: Cmd) -> list[Cmd]:
+    """The backstop for wrappers the table does not know (`strace`-like programs that run their
+    arguments): every contiguous tail of the command's words that starts at a static word not
+    spelled as an option, as a command of its own. Built once per command and kept (matchers
+    memoise by the word list's id)."""
+    tails = cmd.norm_cache.get("tails")
+    if tails is None:
+        from .shell import Cmd as _Cmd
+
+        tails = []
+        for words in cmd.word_variants():
+            for k in range(1, len(words)):
+                v = words[k].deny_value
+                if v is not None and words[k].value is not None and not v.startswith("-") and v:
+                    tails.append(_Cmd(words[k:], cwd=cmd.cwd))
+        cmd.norm_cache["tails"] = tails
+    return tails
+
+
+def _cmd_broad(rule: Rule, cmd: Cmd, ctx: Context) -> int:
+    if rule.kind == "builtin-rm":
+        return _rm_builtin(rule, cmd, ctx)
+    if rule.tool != "Bash":
+        return NO
+    if rule.kind == "any":
+        return MATCH
+    if rule.kind == "shell":
+        return shell_broad_match(rule.shell, cmd)
+    return NO
+
+
 def _broad(rule: Rule, s: _Subj, call: Call, ctx: Context) -> int:
     """Deny/ask matching of one rule against one subject."""
     if s.kind == "cmd":
-        if rule.kind == "builtin-rm":
-            return _rm_builtin(rule, s.cmd, ctx)
-        if rule.tool != "Bash":
-            return NO
-        if rule.kind == "any":
-            return MATCH
-        if rule.kind == "shell":
-            return shell_broad_match(rule.shell, s.cmd)
-        return NO
+        r = _cmd_broad(rule, s.cmd, ctx)
+        if r == NO and rule.kind in ("shell", "builtin-rm") and not s.cmd.program_unknown:
+            # The backstop: a pattern met by a tail of the words gives `maybe` (a program we do
+            # not know may run its arguments as a command; over-matching is the intended side).
+            for tail in _tails(s.cmd):
+                if _cmd_broad(rule, tail, ctx) != NO:
+                    return MAYBE
+        return r
     if s.kind in ("read", "write"):
         if rule.kind not in ("path", "any") or not _path_rule_applies(rule, s.kind):
             return NO
