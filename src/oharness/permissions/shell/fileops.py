@@ -154,12 +154,15 @@ def file_operands(cmd: Cmd, st: State) -> None:
     base = cmd.basename
     if base is None:
         return
-    spec = _lazy("FILECOMMANDS").get(base)
+    table = _lazy("FILECOMMANDS")
+    spec = table.get(base)
     if spec is None:
         if base == "find":
             _find_paths(cmd)
         elif base == "git":
             _git_paths(cmd)
+        elif cmd.inner is None and cmd.wrapper is None:
+            _tail_operands(cmd, st, table)
         return
     words = cmd.words[1:]
     if spec.get("kind") == "dd":
@@ -233,6 +236,25 @@ def _link_targets(cmd: Cmd, sources: list[Word], link: Word | None, *, symbolic:
             if base_dir:
                 joined = static_word(os.path.join(base_dir, v)) if w.value is not None else w
                 cmd.paths.append(PathRef("write", joined, cmd.cwd, "operand", cmd, deny_only=True))
+
+
+def _tail_operands(cmd: Cmd, st: State, table: dict) -> None:
+    """The backstop for programs that run their arguments and are not in the wrapper table: a
+    tail of the words that starts with a known file command gives that command's paths, for deny
+    (over-matching is the intended side, like the tail match of Bash patterns)."""
+    words = cmd.words
+    for k in range(1, len(words)):
+        v = words[k].deny_value
+        if v is None or words[k].value is None or v.startswith("-"):
+            continue
+        if v.rsplit("/", 1)[-1] in table:
+            tail = Cmd(words[k:], cwd=cmd.cwd)
+            file_operands(tail, st)
+            for ref in tail.paths:
+                ref.deny_only = True
+                ref.owner = cmd
+                cmd.paths.append(ref)
+            return
 
 
 def _find_paths(cmd: Cmd) -> None:

@@ -389,8 +389,15 @@ class Walker:
                 self.walk(a, nested_env)
         home = self._home()
         plain = _PLAIN.fullmatch
-        words = [static_word(text) if plain(text) else parse_word(text, home)
-                 for text in self._group_words(arg_nodes)]
+        texts = self._group_words(arg_nodes)
+        while texts and texts[0] in ("{", "}", "!"):
+            # `! { …; }`, `! ! cmd`: the grammar reads these reserved words as program words (a
+            # program cannot be named `{`, `}` or `!` unquoted), so they are unwrapped.
+            texts = texts[1:]
+        if not texts and not assigns and not redirects:
+            self._run_after(after, env)
+            return
+        words = [static_word(text) if plain(text) else parse_word(text, home) for text in texts]
         self.state.groups += 1
         cmd = Cmd(words, assigns, self.state.groups, 0, env.in_body, self.state.cwd, env.deny_only)
         self._register(cmd, env, redirects + list(outer_redirects) if outer_redirects else redirects)
