@@ -117,6 +117,7 @@ RAN: list[str] = []
 PERFORMED: list[str] = []  # commands in which bash performed the composed action
 
 
+@pytest.mark.timeout(1800)  # one test, COUNT examples: the per-test default is for single cases
 @seed(SEED)
 @settings(max_examples=COUNT, database=None, deadline=None, derandomize=False,
           suppress_health_check=list(HealthCheck), phases=[Phase.generate, Phase.shrink] if not RECORD else [Phase.generate])

@@ -1392,8 +1392,8 @@ def _grant_reason(subs: list[_Subj]) -> tuple[str, tuple | None]:
     best: str | None = None
     rule_ref: tuple | None = None
     for s in subs:
-        if s.out.result != "allow":
-            continue
+        if s.out.result != "allow" or s.deny_only or not s.out.reason:
+            continue  # a deny-only subject (a link target, a possible path) grants nothing
         r = s.out.reason
         if best is None or GRANT_ORDER.index(r) < GRANT_ORDER.index(best):
             best = r
