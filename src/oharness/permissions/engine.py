@@ -555,11 +555,12 @@ class _RuleIndex:
         backstop of `_broad` — is not certainly `NO`, in list order."""
         if cmd.program_unknown:
             return self.bash_all
-        keys = [c.basename.casefold() for c in (cmd, *_tails(cmd)) if c.basename is not None]
-        if len(keys) == 1:
-            return self._for_key(cmd, keys[0])
+        key = cmd.basename.casefold() if cmd.basename is not None else None
+        tail_keys = [k for k in _tail_starts(cmd) if k != key and (k in self.by_key or k == "rm")]
+        if not tail_keys:
+            return self._for_key(cmd, key)
         found: dict[int, Rule] = {}
-        for key in dict.fromkeys(keys):
+        for key in (key, *tail_keys):
             for r in self._for_key(cmd, key):
                 found[id(r)] = r
         return self._ordered(list(found.values()))
@@ -780,23 +781,44 @@ def _param_match(rule: Rule, call: Call) -> int:
     return MATCH if _re.fullmatch(rx, v, _re.IGNORECASE | _re.DOTALL) else NO
 
 
-def _tails(cmd: Cmd) -> list[Cmd]:
-    """The backstop for wrappers the table does not know (`strace`-like programs that run their
-    arguments): every contiguous tail of the command's words that starts at a static word not
-    spelled as an option, as a command of its own. Built once per command and kept (matchers
-    memoise by the word list's id)."""
-    tails = cmd.norm_cache.get("tails")
-    if tails is None:
+def _tail_starts(cmd: Cmd) -> dict[str, list[tuple[int, int]]]:
+    """The backstop for wrappers the table does not know (programs that run their arguments):
+    every contiguous tail of a word variant that starts at a static word not spelled as an
+    option, by the case-folded basename of that word, as (variant index, start). Worked out once
+    per command."""
+    starts = cmd.norm_cache.get("tail-starts")
+    if starts is None:
+        starts = {}
+        for vi, words in enumerate(cmd.word_variants()):
+            for k in range(1, len(words)):
+                w = words[k]
+                v = w.deny_value
+                if v and w.value is not None and v[0] != "-":
+                    starts.setdefault(v.rsplit("/", 1)[-1].casefold(), []).append((vi, k))
+        cmd.norm_cache["tail-starts"] = starts
+    return starts
+
+
+def _tails(cmd: Cmd, key: str | None) -> list[Cmd]:
+    """The tails of `cmd` whose program's basename is `key` (None: every tail), as commands of
+    their own, built on first use and kept (matchers memoise by the word list's id)."""
+    cache = cmd.norm_cache.setdefault("tails", {})
+    got = cache.get(key)
+    if got is None:
         from .shell import Cmd as _Cmd
 
-        tails = []
-        for words in cmd.word_variants():
-            for k in range(1, len(words)):
-                v = words[k].deny_value
-                if v is not None and words[k].value is not None and not v.startswith("-") and v:
-                    tails.append(_Cmd(words[k:], cwd=cmd.cwd))
-        cmd.norm_cache["tails"] = tails
-    return tails
+        starts = _tail_starts(cmd)
+        picks = starts.get(key, []) if key is not None else [p for ps in starts.values() for p in ps]
+        variants = cmd.word_variants()
+        got = cache[key] = [_Cmd(variants[vi][k:], cwd=cmd.cwd) for vi, k in picks]
+    return got
+
+
+def _rule_key(rule: Rule) -> str | None:
+    if rule.kind == "builtin-rm":
+        return "rm"
+    first = rule.shell.tokens[0]
+    return first.text.rsplit("/", 1)[-1].casefold() if first.kind == LITERAL else None
 
 
 def _cmd_broad(rule: Rule, cmd: Cmd, ctx: Context) -> int:
@@ -818,7 +840,7 @@ def _broad(rule: Rule, s: _Subj, call: Call, ctx: Context) -> int:
         if r == NO and rule.kind in ("shell", "builtin-rm") and not s.cmd.program_unknown:
             # The backstop: a pattern met by a tail of the words gives `maybe` (a program we do
             # not know may run its arguments as a command; over-matching is the intended side).
-            for tail in _tails(s.cmd):
+            for tail in _tails(s.cmd, _rule_key(rule)):
                 if _cmd_broad(rule, tail, ctx) != NO:
                     return MAYBE
         return r

@@ -444,9 +444,7 @@ class Walker:
         return out
 
     def _register(self, cmd: Cmd, env: Env, redirect_nodes: list) -> None:
-        from .fileops import file_operands, mark_unprovable
-        from .wrappers import unwrap
-
+        unwrap, file_operands, mark_unprovable = _steps()
         st = self.state
         st.commands += 1
         if st.commands > MAX_COMMANDS or env.depth > MAX_DEPTH:
@@ -533,8 +531,18 @@ class Walker:
         self.state.result.paths.append(PathRef(access, word, self.state.cwd, "redirect", deny_only=env.deny_only))
 
 
-def _h(name: str) -> Callable:
-    return lambda walker, node, env: getattr(walker, name)(node, env)
+_STEPS: tuple | None = None
+
+
+def _steps() -> tuple:
+    """The later steps (wrappers, file operands), which import this module: bound on first use."""
+    global _STEPS
+    if _STEPS is None:
+        from .fileops import file_operands, mark_unprovable
+        from .wrappers import unwrap
+
+        _STEPS = (unwrap, file_operands, mark_unprovable)
+    return _STEPS
 
 
 #: Every node type of tree-sitter-bash 0.25 and what the walk does with it. A type missing here
