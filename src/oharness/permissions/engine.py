@@ -840,7 +840,10 @@ def _broad(rule: Rule, s: _Subj, call: Call, ctx: Context) -> int:
         if r == NO and rule.kind in ("shell", "builtin-rm") and not s.cmd.program_unknown:
             # The backstop: a pattern met by a tail of the words gives `maybe` (a program we do
             # not know may run its arguments as a command; over-matching is the intended side).
-            for tail in _tails(s.cmd, _rule_key(rule)):
+            key = _rule_key(rule)
+            if key is not None and key not in _tail_starts(s.cmd):
+                return r
+            for tail in _tails(s.cmd, key):
                 if _cmd_broad(rule, tail, ctx) != NO:
                     return MAYBE
         return r

@@ -66,7 +66,7 @@ class Env(NamedTuple):  # a tuple: the walk makes one per nesting level
     deny_only: bool = False
 
 
-_MAY_NEST = re.compile(rb"[$`(<>]")
+_MAY_NEST = re.compile(rb"[$`(]")  # every substitution opener has one of these
 _SUBST_OPENERS = ("$(", "`", "<(", ">(")
 
 
@@ -384,9 +384,11 @@ class Walker:
                         after.append(c)
                     elif c.is_named and c.type not in ("heredoc_start", "heredoc_body", "heredoc_end", "comment"):
                         arg_nodes.append(c)
-        if may_nest or after:
+        if may_nest:
+            search = _MAY_NEST.search
             for a in arg_nodes:
-                self.walk(a, nested_env)
+                if search(self.src, a.start_byte, a.end_byte):  # no opener: nothing runs inside
+                    self.walk(a, nested_env)
         home = self._home()
         plain = _PLAIN.fullmatch
         texts = self._group_words(arg_nodes)
@@ -431,7 +433,9 @@ class Walker:
         out: list[str] = []
         last_end = -1
         src = self.src
-        for n in sorted(nodes, key=lambda n: n.start_byte):
+        if any(nodes[k].start_byte > nodes[k + 1].start_byte for k in range(len(nodes) - 1)):
+            nodes = sorted(nodes, key=lambda n: n.start_byte)  # heredoc-line words come last
+        for n in nodes:
             start, end = n.start_byte, n.end_byte
             if start == end:
                 continue
