@@ -193,6 +193,9 @@ class Walker:
     def walk(self, node: "tree_sitter.Node", env: Env) -> None:
         if not node.is_named:
             return  # punctuation and keywords: no fact of their own, nothing below
+        if not node.child_count and not _MAY_NEST.search(self.src, node.start_byte, node.end_byte):
+            if node.type in _PLAIN_LEAVES:
+                return  # a word with no substitution opener: nothing runs, nothing to record
         handler = HANDLERS.get(node.type)
         if handler is None:
             # A type the table does not handle (a grammar upgrade, or one of OPAQUE_BY_DEFAULT):
@@ -587,6 +590,9 @@ HANDLERS: dict[str, Callable] = {
     "variable_name": Walker.inert, "special_variable_name": Walker.inert, "file_descriptor": Walker.inert,
     "heredoc_start": Walker.inert, "heredoc_end": Walker.inert, "test_operator": Walker.inert,
 }
+
+# Leaf types whose handler is `leaf` or `inert`: without a substitution opener they add nothing.
+_PLAIN_LEAVES = frozenset(t for t, h in HANDLERS.items() if h in (Walker.leaf, Walker.inert))
 
 #: Node types deliberately left out of HANDLERS: meeting one makes the call opaque. Empty in
 #: this grammar version: every type is modelled. A grammar upgrade adds its new types here (or
