@@ -789,7 +789,11 @@ def _tail_starts(cmd: Cmd) -> dict[str, list[tuple[int, int]]]:
     starts = cmd.norm_cache.get("tail-starts")
     if starts is None:
         starts = {}
-        for vi, words in enumerate(cmd.word_variants()):
+        # A wrapper layer that was unwrapped needs no tails of its own: its inner command is
+        # built from the layer's own words, so the inner's tails are the layer's (past the
+        # options the wrapper's parser read, which are never a tail's start anyway).
+        variants = cmd.word_variants() if cmd.inner is None else ()
+        for vi, words in enumerate(variants):
             for k in range(1, len(words)):
                 w = words[k]
                 v = w.deny_value

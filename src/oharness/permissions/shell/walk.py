@@ -378,6 +378,7 @@ class Walker:
         # The grammar files the rest of a heredoc's line under the redirect: its words are more
         # arguments of this command, its redirects are this command's, its statements run after.
         after: list = []
+        heredoc_words = False
         for r in list(redirects) + list(outer_redirects or ()):
             if r.type == "heredoc_redirect":
                 for c in r.children:
@@ -387,6 +388,7 @@ class Walker:
                         after.append(c)
                     elif c.is_named and c.type not in ("heredoc_start", "heredoc_body", "heredoc_end", "comment"):
                         arg_nodes.append(c)
+                        heredoc_words = True
         if may_nest:
             search = _MAY_NEST.search
             for a in arg_nodes:
@@ -394,7 +396,7 @@ class Walker:
                     self.walk(a, nested_env)
         home = self._home()
         plain = _PLAIN.fullmatch
-        texts = self._group_words(arg_nodes)
+        texts = self._group_words(arg_nodes, ordered=not heredoc_words)
         while texts and texts[0] in ("{", "}", "!"):
             # `! { …; }`, `! ! cmd`: the grammar reads these reserved words as program words (a
             # program cannot be named `{`, `}` or `!` unquoted), so they are unwrapped.
@@ -431,12 +433,12 @@ class Walker:
             else:
                 self.walk(stmt, Env(env.depth, env.in_body, False, False, env.deny_only))
 
-    def _group_words(self, nodes: list) -> list[str]:
+    def _group_words(self, nodes: list, ordered: bool = True) -> list[str]:
         """Adjacent nodes with no space between them form one word (`$"x"`, `a"b"`)."""
         out: list[str] = []
         last_end = -1
         src = self.src
-        if any(nodes[k].start_byte > nodes[k + 1].start_byte for k in range(len(nodes) - 1)):
+        if not ordered:
             nodes = sorted(nodes, key=lambda n: n.start_byte)  # heredoc-line words come last
         for n in nodes:
             start, end = n.start_byte, n.end_byte
