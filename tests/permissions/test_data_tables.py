@@ -57,7 +57,18 @@ WRAPPED = {
     "chrt": "chrt -f 10 {P}", "taskset": "taskset -c 0 {P}", "unbuffer": "unbuffer {P}", "busybox": "busybox {P}",
     "trap": "trap '{P}' EXIT", "alias": "alias x='{P}'",
     "coproc": "coproc {P}",
+    "strace": "strace -f -o /tmp/log {P}", "ltrace": "ltrace -o /tmp/l {P}", "fakeroot": "fakeroot -- {P}",
+    "parallel": "parallel -j2 {P} ::: x", "chroot": "chroot --userspec=1:1 / {P}", "nsenter": "nsenter -t 1 -m {P}",
+    "unshare": "unshare -Urmn --fork {P}", "systemd-run": "systemd-run -p Nice=5 --user {P}", "sg": "sg staff -c '{P}'",
+    "at": "at now <<< '{P}'", "batch": "batch <<< '{P}'", "ssh": "ssh -p 22 host {P}", "git": "git -c 'alias.x=!{P}' x",
+    "firejail": "firejail {P}", "torsocks": "torsocks -P 9050 {P}", "proxychains": "proxychains -f x.conf {P}",
+    "proxychains4": "proxychains4 {P}", "valgrind": "valgrind {P}", "xvfb-run": "xvfb-run -a {P}",
 }
+
+
+def test_every_wrapper_kind_has_a_handler():
+    from oharness.permissions.shell.wrappers import KINDS
+    assert {spec["kind"] for spec in WRAPPERS.values()} <= set(KINDS)
 
 
 def test_every_wrapper_has_a_case():
@@ -126,8 +137,26 @@ def test_filecommand_operands(name):
     text, reads, writes = FILE_CASES[name]
     c = cmds(text)[0]
     got_r = [p.word.deny_value for p in c.paths if p.access == "read"]
-    got_w = [p.word.deny_value for p in c.paths if p.access == "write"]
+    got_w = [p.word.deny_value for p in c.paths if p.access == "write" and not p.deny_only]
     assert (got_r, got_w) == (reads, writes), (text, got_r, got_w)
+
+
+@pytest.mark.parametrize("text,target", [("ln -s a b", "a"), ("ln a b", "a"), ("ln -s ../x d/b", "d/../x"),
+                                         ("cp -s a b", "a"), ("cp -l a b", "a"), ("ln -t dir a", "a")])
+def test_link_sources_count_as_written_for_deny(text, target):
+    c = cmds(text)[0]
+    assert target in [p.word.deny_value for p in c.paths if p.access == "write" and p.deny_only]
+
+
+@pytest.mark.parametrize("text,writes", [
+    ("cp -t d a", ["d"]), ("cp -rt d a", ["d"]), ("cp -vtd a", ["d"]), ("cp --target-directory=d a", ["d"]),
+    ("cp --targ d a", ["d"]), ("mv -ft d a", ["a", "d"]), ("install -Dt d a", ["d"]), ("ln -st d a", ["d"]),
+    ("chmod --reference=r f", ["f"]), ("chown --ref r f g", ["f", "g"]), ("sort -o.env a", [".env"]),
+    ("curl -so out https://x", ["out"]), ("sed -i -f s.sed f", ["f"]), ("sed -f s.sed -i f", ["f"]),
+])
+def test_option_bound_write_targets(text, writes):
+    c = cmds(text)[0]
+    assert sorted(p.word.deny_value for p in c.paths if p.access == "write" and not p.deny_only) == sorted(writes)
 
 
 # routine.toml / risky.toml ------------------------------------------------------------------

@@ -551,10 +551,21 @@ class _RuleIndex:
         return sorted(rules, key=lambda r: pos[id(r)])
 
     def for_cmd(self, cmd: Cmd) -> list[Rule]:
-        """Every rule whose broad (deny/ask) match of `cmd` is not certainly `NO`, in list order."""
+        """Every rule whose broad (deny/ask) match of `cmd` — or of one of its tails, the
+        backstop of `_broad` — is not certainly `NO`, in list order."""
         if cmd.program_unknown:
             return self.bash_all
         key = cmd.basename.casefold() if cmd.basename is not None else None
+        tail_keys = [k for k in _tail_starts(cmd) if k != key and (k in self.by_key or k == "rm")]
+        if not tail_keys:
+            return self._for_key(cmd, key)
+        found: dict[int, Rule] = {}
+        for key in (key, *tail_keys):
+            for r in self._for_key(cmd, key):
+                found[id(r)] = r
+        return self._ordered(list(found.values()))
+
+    def _for_key(self, cmd: Cmd, key: str | None) -> list[Rule]:
         got = self._memo.get(key)
         if got is None:
             cands = self.by_key.get(key, []) + self.unkeyed + (self.rm if key == "rm" else [])
@@ -770,18 +781,76 @@ def _param_match(rule: Rule, call: Call) -> int:
     return MATCH if _re.fullmatch(rx, v, _re.IGNORECASE | _re.DOTALL) else NO
 
 
+def _tail_starts(cmd: Cmd) -> dict[str, list[tuple[int, int]]]:
+    """The backstop for wrappers the table does not know (programs that run their arguments):
+    every contiguous tail of a word variant that starts at a static word not spelled as an
+    option, by the case-folded basename of that word, as (variant index, start). Worked out once
+    per command."""
+    starts = cmd.norm_cache.get("tail-starts")
+    if starts is None:
+        starts = {}
+        # A wrapper layer that was unwrapped needs no tails of its own: its inner command is
+        # built from the layer's own words, so the inner's tails are the layer's (past the
+        # options the wrapper's parser read, which are never a tail's start anyway).
+        variants = cmd.word_variants() if cmd.inner is None else ()
+        for vi, words in enumerate(variants):
+            for k in range(1, len(words)):
+                w = words[k]
+                v = w.deny_value
+                if v and w.value is not None and v[0] != "-":
+                    starts.setdefault(v.rsplit("/", 1)[-1].casefold(), []).append((vi, k))
+        cmd.norm_cache["tail-starts"] = starts
+    return starts
+
+
+def _tails(cmd: Cmd, key: str | None) -> list[Cmd]:
+    """The tails of `cmd` whose program's basename is `key` (None: every tail), as commands of
+    their own, built on first use and kept (matchers memoise by the word list's id)."""
+    cache = cmd.norm_cache.setdefault("tails", {})
+    got = cache.get(key)
+    if got is None:
+        from .shell import Cmd as _Cmd
+
+        starts = _tail_starts(cmd)
+        picks = starts.get(key, []) if key is not None else [p for ps in starts.values() for p in ps]
+        variants = cmd.word_variants()
+        got = cache[key] = [_Cmd(variants[vi][k:], cwd=cmd.cwd) for vi, k in picks]
+    return got
+
+
+def _rule_key(rule: Rule) -> str | None:
+    if rule.kind == "builtin-rm":
+        return "rm"
+    first = rule.shell.tokens[0]
+    return first.text.rsplit("/", 1)[-1].casefold() if first.kind == LITERAL else None
+
+
+def _cmd_broad(rule: Rule, cmd: Cmd, ctx: Context) -> int:
+    if rule.kind == "builtin-rm":
+        return _rm_builtin(rule, cmd, ctx)
+    if rule.tool != "Bash":
+        return NO
+    if rule.kind == "any":
+        return MATCH
+    if rule.kind == "shell":
+        return shell_broad_match(rule.shell, cmd)
+    return NO
+
+
 def _broad(rule: Rule, s: _Subj, call: Call, ctx: Context) -> int:
     """Deny/ask matching of one rule against one subject."""
     if s.kind == "cmd":
-        if rule.kind == "builtin-rm":
-            return _rm_builtin(rule, s.cmd, ctx)
-        if rule.tool != "Bash":
-            return NO
-        if rule.kind == "any":
-            return MATCH
-        if rule.kind == "shell":
-            return shell_broad_match(rule.shell, s.cmd)
-        return NO
+        r = _cmd_broad(rule, s.cmd, ctx)
+        if r == NO and rule.kind in ("shell", "builtin-rm") and not s.cmd.program_unknown:
+            # The backstop: a pattern met by a tail of the words gives `maybe` (a program we do
+            # not know may run its arguments as a command; over-matching is the intended side).
+            key = _rule_key(rule)
+            if key is not None and key not in _tail_starts(s.cmd):
+                return r
+            for tail in _tails(s.cmd, key):
+                if _cmd_broad(rule, tail, ctx) != NO:
+                    return MAYBE
+        return r
     if s.kind in ("read", "write"):
         if rule.kind not in ("path", "any") or not _path_rule_applies(rule, s.kind):
             return NO
@@ -1352,8 +1421,8 @@ def _grant_reason(subs: list[_Subj]) -> tuple[str, tuple | None]:
     best: str | None = None
     rule_ref: tuple | None = None
     for s in subs:
-        if s.out.result != "allow":
-            continue
+        if s.out.result != "allow" or s.deny_only or not s.out.reason:
+            continue  # a deny-only subject (a link target, a possible path) grants nothing
         r = s.out.reason
         if best is None or GRANT_ORDER.index(r) < GRANT_ORDER.index(best):
             best = r

@@ -518,6 +518,13 @@ def _normalise(base: str, words: list[Word]) -> tuple[frozenset[str], list[Word]
             continue
         if v.startswith("--"):
             name, eq, val = v.partition("=")
+            if name not in aliases and len(name) >= 3:
+                # GNU getopt takes any unambiguous prefix (`--recur` for `--recursive`); an
+                # ambiguous one is refused and nothing runs, so mapping it to every option it
+                # abbreviates only over-matches (§ 6.1.4).
+                for long_name, canon in aliases.items():
+                    if long_name.startswith(name) and long_name != name and long_name.startswith("--"):
+                        options.add(canon.casefold())
             name = aliases.get(name, name)
             options.add(name.casefold())
             if eq:

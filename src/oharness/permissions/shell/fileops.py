@@ -1,0 +1,448 @@
+"""File operands and code-running marks of simple commands (permissions.md § 7.2.3, § 7.2.7).
+
+What belongs here: which operands of a known file command are read and which are written (per
+`data/filecommands.toml`, options with their values parsed as getopt does: clusters, attached
+values, GNU long-option abbreviations), the special readers and writers (`dd`, `tar`, `find`,
+`git checkout`/`restore`), links that make a later write land elsewhere, and the unprovable marks
+of interpreters and other programs that run code their arguments do not show.
+
+Rules this module keeps:
+* an option that takes a path is bound to its value wherever getopt would bind it (`-t DIR`,
+  `-vtDIR`, `--target-directory=DIR`, `--targ DIR`): a write target is never read as an operand
+  of another kind or lost;
+* where an operand may or may not be a path (`git checkout NAME`), it is a path for deny
+  (`deny_only`), never silently nothing;
+* a link created by the call is a write of its target, for deny: a later write through it in the
+  same call reaches the target;
+* an interpreter whose program does not come from a file it names (`-c`, `-e` in any cluster, a
+  here-string, a here-document, a pipe, `/dev/stdin`) is unprovable.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from . import _lazy
+from .model import Cmd, PathRef
+from .walk import State
+from .words import Word, parse_word, static_word
+
+__all__ = ["file_operands", "mark_unprovable", "INTERPRETER_CODE_FLAGS"]
+
+INTERPRETER_CODE_FLAGS = {
+    "python": {"-c", "-"}, "python2": {"-c", "-"}, "python3": {"-c", "-"},
+    "node": {"-e", "-p", "--eval", "--print"}, "nodejs": {"-e", "-p", "--eval", "--print"},
+    "perl": {"-e", "-E"}, "ruby": {"-e"}, "php": {"-r"}, "lua": {"-e"},
+    "Rscript": {"-e"}, "osascript": {"-e"},
+}
+# The letters that, anywhere in a short-option cluster, make the interpreter run argument code,
+# and the options whose value is not the program (so the operand after them is still not a file).
+_CODE_LETTERS = {"python": "c", "node": "ep", "perl": "eE", "ruby": "e", "php": "r", "lua": "e",
+                 "Rscript": "e", "osascript": "e"}
+_VALUE_OPTS = {"python": {"-W", "-X", "-Q"}, "node": {"-r", "--require", "--import", "--loader", "-C", "--conditions"},
+               "perl": {"-I", "-M", "-m"}, "ruby": {"-I", "-r", "-C", "-E"}, "php": {"-c", "-d", "-z"},
+               "lua": {"-l"}, "Rscript": set(), "osascript": {"-l"}}
+STDIN_PROGRAMS = {"-", "/dev/stdin", "/dev/fd/0", "/proc/self/fd/0"}
+
+
+_OPTION_SETS: dict[int, tuple] = {}
+_OPTION_KEYS = ("read_opts", "write_opts", "target_opts", "at_read_opts")
+_FLAG_KEYS = ("recursive_opts", "inplace_opts", "all_operands_opts", "link_opts")
+
+
+def _option_sets(spec: dict) -> tuple[dict[str, set[str]], set[str], tuple[str, ...]]:
+    """(path options by kind, every option that takes a value, every long option named) of a
+    file-command entry, built once per entry object (kept in the memo so its id is not reused)."""
+    got = _OPTION_SETS.get(id(spec))
+    if got is None or got[0] is not spec:
+        path_opts = {k: set(spec.get(k, [])) for k in _OPTION_KEYS}
+        value_opts = set(spec.get("value_opts", [])) | set(spec.get("pattern_opts", []))
+        all_value = value_opts.union(*path_opts.values())
+        named = all_value.union(*(set(spec.get(k, [])) for k in _FLAG_KEYS))
+        longs = tuple(sorted(o for o in named if o.startswith("--")))
+        got = _OPTION_SETS[id(spec)] = (spec, path_opts, all_value, longs)
+    return got[1], got[2], got[3]
+
+
+def _long_names(name: str, longs: tuple[str, ...], all_value: set[str]) -> list[str]:
+    """GNU getopt accepts any unambiguous prefix of a long option (`--targ` for
+    `--target-directory`). A prefix of several is refused by getopt (nothing runs), so taking it
+    as all of them only ever over-approximates; the value-taking ones come first."""
+    if name in longs or len(name) < 3:
+        return [name]
+    hits = [o for o in longs if o.startswith(name)]
+    return sorted(hits, key=lambda o: o not in all_value) if hits else [name]
+
+
+def _operands(words: list[Word], spec: dict) -> tuple[list[Word], dict[str, list[Word]], set[str]]:
+    """Split into operands and option values, per the file-command table entry, the way getopt
+    binds them: `-t DIR`, `-tDIR`, a value-taking letter anywhere in a cluster (`-vt DIR`),
+    `--opt=VAL`, `--opt VAL` and abbreviations of long options."""
+    path_opts, all_value, longs = _option_sets(spec)
+    pattern_opts = spec.get("pattern_opts", ())
+    operands: list[Word] = []
+    values: dict[str, list[Word]] = {k: [] for k in path_opts}
+    values["pattern"] = []
+    flags: set[str] = set()
+    i = 0
+    after_dd = False
+
+    def bind(name: str, val: Word | None) -> None:
+        flags.add(name)
+        if val is None:
+            return
+        for k, names in path_opts.items():
+            if name in names:
+                values[k].append(val)
+        if name in pattern_opts:
+            values["pattern"].append(val)
+
+    while i < len(words):
+        w = words[i]
+        v = w.deny_value
+        if after_dd or v is None or not v.startswith("-") or v == "-":
+            operands.append(w)
+            i += 1
+            continue
+        if v == "--":
+            after_dd = True
+            i += 1
+            continue
+        i += 1
+        if v.startswith("--"):
+            name, eq, attached = v.partition("=")
+            names = _long_names(name, longs, all_value)
+            if names[0] in all_value:
+                if eq:
+                    val: Word | None = static_word(attached)
+                else:
+                    val = words[i] if i < len(words) else None
+                    i += 1
+                for n in names:
+                    bind(n, val if n in all_value else None)
+            else:
+                flags.update(names)
+            continue
+        letters = v[1:]
+        for k, ch in enumerate(letters):
+            name = "-" + ch
+            if name in all_value:
+                rest = letters[k + 1 :]
+                if rest:
+                    bind(name, static_word(rest))
+                else:
+                    bind(name, words[i] if i < len(words) else None)
+                    i += 1
+                break
+            flags.add(name)
+        flags.add(v)
+    return operands, values, flags
+
+
+def _select(operands: list[Word], how: str | None) -> list[Word]:
+    if not how or how == "none" or not operands:
+        return []
+    return {
+        "all": operands, "first": operands[:1], "second": operands[1:2], "rest": operands[1:],
+        "last": operands[-1:], "all_but_last": operands[:-1], "after_first": operands[1:],
+    }.get(how, [])
+
+
+def file_operands(cmd: Cmd, st: State) -> None:
+    """The read and write path subjects of one simple command (§ 7.2.7)."""
+    base = cmd.basename
+    if base is None:
+        return
+    table = _lazy("FILECOMMANDS")
+    spec = table.get(base)
+    if spec is None:
+        if base == "find":
+            _find_paths(cmd)
+        elif base == "git":
+            _git_paths(cmd)
+        elif cmd.inner is None and cmd.wrapper is None:
+            _tail_operands(cmd, st, table)
+        return
+    words = cmd.words[1:]
+    if spec.get("kind") == "dd":
+        for w in words:
+            v = w.deny_value
+            if v is not None and v.startswith("of="):
+                cmd.paths.append(PathRef("write", parse_word(w.text[3:], st.home), cmd.cwd, "operand", cmd))
+            elif v is not None and v.startswith("if="):
+                cmd.paths.append(PathRef("read", parse_word(w.text[3:], st.home), cmd.cwd, "operand", cmd))
+            elif v is None:
+                cmd.paths.append(PathRef("write", w, cmd.cwd, "operand", cmd))
+        return
+    if spec.get("kind") == "tar":
+        _tar_paths(cmd, words)
+        return
+    operands, values, flags = _operands(words, spec)
+    has_pattern_opt = bool(values.get("pattern")) or bool(flags & set(spec.get("script_opts", [])))
+    reads_how = spec.get("reads")
+    if reads_how == "after_first" and has_pattern_opt:
+        reads_how = "all"  # `sed -f SCRIPT FILE`, `grep -e P FILE`: no operand is the script
+    recursive = bool(spec.get("recursive")) or bool(flags & set(spec.get("recursive_opts", [])))
+    inplace = bool(flags & set(spec.get("inplace_opts", [])))
+    target = values.get("target_opts") or []
+    write_how = spec.get("writes")
+    if write_how and flags & set(spec.get("all_operands_opts", [])):
+        write_how = "all"  # `chmod --reference=R FILE`: no mode operand
+    if target:
+        # `cp -t DIR a b`: every operand is a source, DIR the destination.
+        reads_how = "all" if reads_how else None
+        write_how = "all" if base == "mv" else None
+    removal = bool(spec.get("removal"))
+    for w in _select(operands, reads_how):
+        if inplace:
+            cmd.paths.append(PathRef("write", w, cmd.cwd, "operand", cmd))
+        else:
+            cmd.paths.append(PathRef("read", w, cmd.cwd, "operand", cmd, recursive=recursive))
+    for w in _select(operands, write_how):
+        rem = removal or (bool(spec.get("removal_sources")) and (w is not operands[-1] or bool(target)))
+        cmd.paths.append(PathRef("write", w, cmd.cwd, "operand", cmd, removal=rem))
+    for w in target:
+        cmd.paths.append(PathRef("write", w, cmd.cwd, "operand", cmd))
+    for w in values.get("read_opts", []):
+        cmd.paths.append(PathRef("read", w, cmd.cwd, "operand", cmd))
+    for w in values.get("write_opts", []):
+        cmd.paths.append(PathRef("write", w, cmd.cwd, "operand", cmd))
+    for w in values.get("at_read_opts", []):
+        v = w.deny_value
+        if v is None:
+            continue
+        at = v.find("@")
+        if at != -1:
+            cmd.paths.append(PathRef("read", static_word(v[at + 1 :]), cmd.cwd, "operand", cmd))
+    if base in ("grep", "egrep", "fgrep", "rg", "ag") and recursive and not _select(operands, reads_how):
+        cmd.paths.append(PathRef("read", static_word("."), cmd.cwd, "operand", cmd, recursive=True))
+    if spec.get("links") or flags & set(spec.get("link_opts", [])):
+        _link_targets(cmd, _select(operands, reads_how) if not target else operands,
+                      target[0] if target else (operands[-1] if len(operands) > 1 else None),
+                      symbolic="-s" in flags or "--symbolic" in flags or "--symbolic-link" in flags or base != "ln")
+
+
+def _link_targets(cmd: Cmd, sources: list[Word], link: Word | None, *, symbolic: bool) -> None:
+    """`ln [-s] TARGET LINK`, `cp -s/-l`: a write through LINK later in the call lands on TARGET,
+    which the path rules cannot see then (the link does not exist yet). So the target counts as
+    written, for deny (§ 0: deny holds whatever the spelling)."""
+    for w in sources:
+        cmd.paths.append(PathRef("write", w, cmd.cwd, "operand", cmd, deny_only=True))
+        v = w.deny_value
+        if symbolic and v is not None and not v.startswith(("/", "~")) and link is not None and link.deny_value:
+            # a relative symlink target is resolved from the link's directory
+            base_dir = os.path.dirname(link.deny_value)
+            if base_dir:
+                joined = static_word(os.path.join(base_dir, v)) if w.value is not None else w
+                cmd.paths.append(PathRef("write", joined, cmd.cwd, "operand", cmd, deny_only=True))
+
+
+def _tail_operands(cmd: Cmd, st: State, table: dict) -> None:
+    """The backstop for programs that run their arguments and are not in the wrapper table: a
+    tail of the words that starts with a known file command gives that command's paths, for deny
+    (over-matching is the intended side, like the tail match of Bash patterns)."""
+    words = cmd.words
+    for k in range(1, len(words)):
+        v = words[k].deny_value
+        if v is None or words[k].value is None or v.startswith("-"):
+            continue
+        if v.rsplit("/", 1)[-1] in table:
+            tail = Cmd(words[k:], cwd=cmd.cwd)
+            file_operands(tail, st)
+            for ref in tail.paths:
+                ref.deny_only = True
+                ref.owner = cmd
+                cmd.paths.append(ref)
+            return
+
+
+def _find_paths(cmd: Cmd) -> None:
+    starts: list[Word] = []
+    for w in cmd.words[1:]:
+        v = w.deny_value
+        if v is not None and (v.startswith("-") or v in ("(", "!", ")")):
+            break
+        starts.append(w)
+    if not starts:
+        starts = [static_word(".")]
+    delete = any(w.deny_value == "-delete" for w in cmd.words)
+    for w in starts:
+        if delete:
+            cmd.paths.append(PathRef("write", w, cmd.cwd, "operand", cmd, removal=True))
+        else:
+            cmd.paths.append(PathRef("read", w, cmd.cwd, "operand", cmd))
+
+
+def _git_paths(cmd: Cmd) -> None:
+    words = [w for w in cmd.words[1:]]
+    # skip global options
+    i = 0
+    gv = set(_lazy("OPTIONS")["git"]["global_value"])
+    while i < len(words) and (words[i].deny_value or "").startswith("-"):
+        i += 2 if words[i].deny_value in gv else 1
+    if i >= len(words):
+        return
+    sub = words[i].deny_value
+    rest = words[i + 1 :]
+    if sub == "clone":
+        ops = [w for w in rest if not (w.deny_value or "x").startswith("-")]
+        if len(ops) >= 2:
+            cmd.paths.append(PathRef("write", ops[1], cmd.cwd, "operand", cmd))
+    elif sub in ("checkout", "restore"):
+        if any(w.deny_value == "--" for w in rest):
+            after = rest[[w.deny_value for w in rest].index("--") + 1 :]
+            for w in after:
+                cmd.paths.append(PathRef("write", w, cmd.cwd, "operand", cmd))
+        elif sub == "restore":
+            for w in rest:
+                if not (w.deny_value or "x").startswith("-"):
+                    cmd.paths.append(PathRef("write", w, cmd.cwd, "operand", cmd))
+        else:
+            # `git checkout NAME…` (`-p` included): each NAME may be a branch or a path that is
+            # overwritten; for deny it is a path.
+            for w in rest:
+                if not (w.deny_value or "x").startswith("-"):
+                    cmd.paths.append(PathRef("write", w, cmd.cwd, "operand", cmd, deny_only=True))
+    elif sub == "checkout-index":
+        for w in rest:
+            if not (w.deny_value or "x").startswith("-"):
+                cmd.paths.append(PathRef("write", w, cmd.cwd, "operand", cmd))
+
+
+def _tar_paths(cmd: Cmd, words: list[Word]) -> None:
+    spec = {"value_opts": [], "read_opts": ["-T", "--files-from", "-X", "--exclude-from"],
+            "write_opts": [], "target_opts": ["-C", "--directory"]}
+    # first word may be a bundled mode without dash: `tar xzf a.tar`
+    if words and words[0].deny_value and not words[0].deny_value.startswith("-"):
+        words = [static_word("-" + words[0].deny_value)] + words[1:]
+    flags: set[str] = set()
+    archive: list[Word] = []
+    i = 0
+    rest: list[Word] = []
+    targets: list[Word] = []
+    while i < len(words):
+        v = words[i].deny_value
+        if v is not None and v.startswith("-") and not v.startswith("--") and len(v) > 1:
+            letters = v[1:]
+            for k, ch in enumerate(letters):
+                flags.add(ch)
+                if ch == "f":
+                    archive.append(words[i + 1] if k == len(letters) - 1 and i + 1 < len(words) else static_word(letters[k + 1 :]))
+                    if k == len(letters) - 1:
+                        i += 1
+                    break
+                if ch == "C":
+                    targets.append(words[i + 1] if i + 1 < len(words) else static_word(""))
+                    i += 1
+                    break
+            i += 1
+            continue
+        if v is not None and v.startswith("--"):
+            name, _, val = v.partition("=")
+            if name in ("--file", "--directory"):
+                w = static_word(val) if val else (words[i + 1] if i + 1 < len(words) else static_word(""))
+                (archive if name == "--file" else targets).append(w)
+                i += 1 if val else 2
+                continue
+            flags.add(name)
+            i += 1
+            continue
+        rest.append(words[i])
+        i += 1
+    create = "c" in flags or "r" in flags or "u" in flags or "--create" in flags
+    extract = "x" in flags or "--extract" in flags or "--get" in flags
+    for a in archive:
+        cmd.paths.append(PathRef("write" if create else "read", a, cmd.cwd, "operand", cmd))
+    if create:
+        for w in rest:
+            cmd.paths.append(PathRef("read", w, cmd.cwd, "operand", cmd, recursive=True))
+    if extract:
+        for w in targets or [static_word(".")]:
+            cmd.paths.append(PathRef("write", w, cmd.cwd, "operand", cmd))
+
+
+_SED_EXEC = re.compile(r"(^|[;{}\n])\s*[0-9,$/\\!]*\s*[ewW]\b|s(.).*?\2.*?\2[gpiImM0-9]*[ewW]")
+
+
+_PYTHON = re.compile(r"python[0-9.]*")
+_CODE_RUNNERS = {"deno", "awk", "gawk", "mawk", "nawk", "sed", "git"}
+
+
+def mark_unprovable(cmd: Cmd) -> None:
+    """§ 7.2.3: code the arguments do not show, and dynamic words that may be options."""
+    base = cmd.basename
+    words = cmd.words
+    if base is None:
+        return
+    flags = INTERPRETER_CODE_FLAGS.get(base)
+    if flags is None and base.startswith("python") and _PYTHON.fullmatch(base):
+        flags = INTERPRETER_CODE_FLAGS["python"]
+    if flags or base in _CODE_RUNNERS:
+        _mark_code_runner(cmd, base, flags, [w.deny_value for w in words[1:]])
+    family = "python" if _PYTHON.fullmatch(base) else ("node" if base == "nodejs" else base)
+    if family in _CODE_LETTERS:
+        why = _interpreter_code(cmd, family)
+        if why:
+            cmd.unprovable.append(why)
+    for w in words[1:]:
+        if w.deny_value == "--":
+            break
+        if w.deny_value is None and w.may_dash:
+            cmd.unprovable.append("dynamic word may be an option")
+            break
+
+
+def _mark_code_runner(cmd: Cmd, base: str, flags: set[str] | None, vals: list[str | None]) -> None:
+    if flags and any(v in flags or (v and v[:2] in flags and len(v) > 2 and not v.startswith("--")) for v in vals):
+        cmd.unprovable.append("interpreter runs code from an argument")
+    if base == "deno" and vals[:1] == ["eval"]:
+        cmd.unprovable.append("interpreter runs code from an argument")
+    if base in ("awk", "gawk", "mawk", "nawk"):
+        cmd.unprovable.append("awk can run commands")
+    if base == "sed":
+        if any(v and (v.startswith("--in-place") or (not v.startswith("--") and v.startswith("-") and "i" in v)) for v in vals):
+            cmd.unprovable.append("sed -i writes files")
+        elif any(v is not None and _SED_EXEC.search(v) for v in vals if v and not v.startswith("-")):
+            cmd.unprovable.append("sed script may execute or write")
+    if base == "git" and any(v is not None and (v in ("-c", "--exec-path", "--upload-pack", "--receive-pack", "-u") or v.startswith(("--exec-path=", "--upload-pack=", "--receive-pack=", "--config-env"))) for v in vals):
+        cmd.unprovable.append("git option runs a program")
+
+
+def _interpreter_code(cmd: Cmd, family: str) -> str | None:
+    """Why an interpreter's program is not a file it names, or None: code from an option in any
+    short-option cluster (`python3 -Ic`, `perl -lne`), or from stdin (`-`, `/dev/stdin`, no
+    script operand while stdin is a here-document, here-string, pipe or redirect)."""
+    letters = _CODE_LETTERS[family]
+    value_opts = _VALUE_OPTS.get(family, set())
+    words = cmd.words[1:]
+    i = 0
+    while i < len(words):
+        v = words[i].deny_value
+        if v is None:
+            return None  # dynamic: marked as a possible option elsewhere
+        if v == "--":
+            i += 1
+            break
+        if v == "-" or not v.startswith("-"):
+            break
+        if v.startswith("--"):
+            name = v.split("=", 1)[0]
+            if family == "node" and name in ("--eval", "--print"):
+                return "interpreter runs code from an argument"
+            i += 1 if "=" in v or name not in value_opts else 2
+            continue
+        if family == "python" and v[1:2] == "m":
+            return None  # `python -m MODULE`: a module from a file
+        for k, ch in enumerate(v[1:]):
+            if ch in letters:
+                return "interpreter runs code from an argument"
+            if "-" + ch in value_opts:
+                if k == len(v) - 2:
+                    i += 1  # the value is the next word
+                break
+        i += 1
+    program = words[i].deny_value if i < len(words) else None
+    if program in STDIN_PROGRAMS or (i >= len(words) and cmd.stdin is not None):
+        return "interpreter reads its program from stdin"
+    return None

@@ -1,0 +1,147 @@
+"""Real bash as the oracle for the permission engine (issue "deny holds", deliverable 4).
+
+`BashOracle` starts bash_oracle_driver.py in a throwaway namespace sandbox and answers, for one
+command, which denied actions really happened when bash ran it: `rm -rf build`, `git push`, a
+write to `.env`, a read of `secret/key`. The predicates below read the recorders' argv logs; they
+are written independently of the engine's matchers (no engine code is used to judge bash).
+
+The engine side is `EngineWorld`: a directory with the same layout, whose project settings deny
+exactly those actions, decided in Bypass.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+from oharness.permissions import decide, load_settings, notation_call, trust_workspace
+from oharness.permissions.engine import oharness_call
+
+DENY_RULES = ["Bash(rm -rf *)", "Bash(git push*)", "Write(.env*)", "Read(secret/**)"]
+ACTIONS = ("rm", "push", "env-write", "secret-read")
+DRIVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bash_oracle_driver.py")
+UNSHARE = ["unshare", "-Urmnp", "--fork", "--mount-proc"]
+
+
+class OracleUnavailable(RuntimeError):
+    pass
+
+
+def _long(arg: str, full: str) -> bool:
+    name = arg.split("=", 1)[0]
+    return len(name) >= 3 and full.startswith(name)
+
+
+def rm_rf_build(argv: list[str]) -> bool:
+    """rm ran with a recursive and a force option and an operand naming `build`."""
+    recursive = force = False
+    operand = False
+    options_done = False
+    for a in argv:
+        if not options_done and a == "--":
+            options_done = True
+        elif not options_done and a.startswith("--"):
+            recursive |= _long(a, "--recursive")
+            force |= _long(a, "--force")
+        elif not options_done and a.startswith("-") and a != "-":
+            recursive |= "r" in a or "R" in a
+            force |= "f" in a
+        elif os.path.normpath(a) == "build":
+            operand = True
+    return recursive and force and operand
+
+
+_GIT_VALUE = {"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--exec-path", "--config-env"}
+
+
+def git_push(argv: list[str]) -> bool:
+    """git's subcommand, after its global options, is `push`."""
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a in _GIT_VALUE:
+            i += 2
+            continue
+        if a.startswith("-"):
+            i += 1
+            continue
+        return a == "push"
+    return False
+
+
+def happened(result: dict) -> set[str]:
+    seen = set()
+    if any(rm_rf_build(a) for a in result["rm"]):
+        seen.add("rm")
+    if any(git_push(a) for a in result["git"]):
+        seen.add("push")
+    if result["env_changed"]:
+        seen.add("env-write")
+    if result["secret_read"]:
+        seen.add("secret-read")
+    return seen
+
+
+class BashOracle:
+    def __init__(self) -> None:
+        self.base = tempfile.mkdtemp(prefix="ohoracle-", dir="/var/tmp")
+        try:
+            self.proc = subprocess.Popen([*UNSHARE, sys.executable, DRIVER, self.base], stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        except FileNotFoundError as e:
+            raise OracleUnavailable(f"cannot start the namespace sandbox: {e}") from None
+        ready = self.proc.stdout.readline()
+        if not ready:
+            err = self.proc.stderr.read()
+            raise OracleUnavailable(f"the namespace sandbox did not start ({' '.join(UNSHARE)}): {err.strip()}")
+
+    def run(self, command: str, timeout: float = 5) -> dict:
+        self.proc.stdin.write(json.dumps({"cmd": command, "timeout": timeout}) + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            raise OracleUnavailable("the oracle driver died: " + self.proc.stderr.read())
+        return json.loads(line)
+
+    def close(self) -> None:
+        try:
+            self.proc.stdin.close()
+            self.proc.wait(timeout=10)
+        except Exception:
+            self.proc.kill()
+        shutil.rmtree(self.base, ignore_errors=True)
+
+
+class EngineWorld:
+    """The same layout as the sandbox's project, with DENY_RULES in project scope."""
+
+    def __init__(self) -> None:
+        self.base = os.path.realpath(tempfile.mkdtemp(prefix="ohfuzz-", dir="/var/tmp"))
+        self.root = os.path.join(self.base, "proj")
+        self.home = os.path.join(self.base, "home")
+        os.makedirs(self.home)
+        for d in ("build", "secret", "src", ".oharness"):
+            os.makedirs(os.path.join(self.root, d))
+        for rel, text in (("build/o.txt", "o\n"), (".env", "KEY=1\n"), ("secret/key", "s3cr3t\n"),
+                          ("README", "readme a\n"), ("src/a.txt", "a\n")):
+            with open(os.path.join(self.root, rel), "w") as f:
+                f.write(text)
+        with open(os.path.join(self.root, ".oharness", "settings.json"), "w") as f:
+            json.dump({"deny": DENY_RULES}, f)
+        trust_workspace(self.root, self.home)
+        settings = load_settings(self.root, home=self.home)
+        assert settings.ok, [str(e) for e in settings.errors]
+        self.ctx = settings.context(mode="bypass")
+
+    def decide(self, command: str):
+        return decide(oharness_call("bash", {"command": command}, self.root), self.ctx)
+
+    def close(self) -> None:
+        shutil.rmtree(self.base, ignore_errors=True)
+
+
+__all__ = ["BashOracle", "EngineWorld", "OracleUnavailable", "happened", "ACTIONS", "DENY_RULES", "notation_call"]
