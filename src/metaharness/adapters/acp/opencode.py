@@ -1,0 +1,176 @@
+"""The `opencode` adapter: opencode 1.18.33 driven through `opencode acp`.
+
+Pinning (every tool asks, nothing in the workspace can undo it):
+* the global `opencode.json` in the scratch XDG config home holds the loopback provider
+  (`@ai-sdk/openai-compatible`, bundled) and `"permission": {"*": "ask", "task": "deny"}`,
+  and `OPENCODE_PERMISSION` carries the same rules (merged last, over any other source);
+* `OPENCODE_DISABLE_PROJECT_CONFIG=1`: a workspace `opencode.json` is never read — it could
+  otherwise allow a tool outright;
+* phone-home off: `OPENCODE_DISABLE_MODELS_FETCH=1` (models.dev), `autoupdate:false`,
+  `share:"disabled"`, and `@opencode-ai/plugin` already present in the config directory (linked
+  from the pinned install), so opencode starts no background npm install;
+* `experimental.continue_loop_on_deny: true`: a refused call returns opencode's fixed text to
+  the model and the turn goes on, as on the other harnesses (by default one refusal ends it).
+
+The arguments of a call arrive in a `tool_call_update` (`rawInput`), before or after the
+permission request: the request is held until they are there (`call_of`).
+Subagents (`task`) are denied by the pinning: their own calls would not be asked over ACP.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, ClassVar
+
+from metaharness.adapters.base import OpKey, Resolution, StartRefusal
+from metaharness.protocol.values import ImposedRow
+from metaharness.run.subjects import file_subject
+
+from . import launch
+from .core import PLACEHOLDER_KEY, AcpAdapter, frame_of, frame_operation_names
+
+PIN = "1.18.33"
+PERMISSION = {"*": "ask", "task": "deny"}
+PROVIDER = "metaharness"
+MODEL = "loopback"
+# opencode tool → neutral operation, and the input key naming its subject (None: no subject)
+TOOLS: dict[str, tuple[str, str | None]] = {
+    "bash": ("shell", None),
+    "write": ("file.write", "filePath"),
+    "edit": ("file.edit", "filePath"),
+    "read": ("file.read", "filePath"),
+    "glob": ("dir.list", "path"),
+    "grep": ("search", "path"),
+    "webfetch": ("web.read", None),
+    "todowrite": ("task.todo", None),
+    "skill": ("skill.load", None),
+    "task": ("subagent.spawn", None),
+}
+RENDERING: dict[str, str | None] = {
+    "dir.list": "glob", "file.edit": "edit", "file.read": "read", "file.write": "write", "mcp.call": None,
+    "search": "grep", "shell": "bash", "skill.load": "skill", "subagent.spawn": None, "task.todo": "todowrite",
+    "web.read": "webfetch",
+}
+FIXED_REFUSAL = "The user rejected permission to use this specific tool call."
+
+
+def config(base_url: str, model: str) -> dict[str, Any]:
+    return {
+        "$schema": "https://opencode.ai/config.json",
+        "autoupdate": False,
+        "share": "disabled",
+        "model": f"{PROVIDER}/{model}",
+        "small_model": f"{PROVIDER}/{model}",
+        "provider": {PROVIDER: {
+            "npm": "@ai-sdk/openai-compatible", "name": "metaharness loopback",
+            "options": {"baseURL": f"{base_url}/v1", "apiKey": PLACEHOLDER_KEY},
+            "models": {model: {"name": model, "tool_call": True, "limit": {"context": 100000, "output": 8000}}},
+        }},
+        "permission": dict(PERMISSION),
+        "experimental": {"continue_loop_on_deny": True},
+    }
+
+
+class OpencodeAdapter(AcpAdapter):
+    kind: ClassVar[str] = "opencode"
+    binary_name = "opencode"
+    package = "opencode-ai"
+    pin = PIN
+    fixed_refusal = FIXED_REFUSAL
+
+    @classmethod
+    def descriptor(cls) -> dict[str, Any]:
+        return {
+            "adapter": {"id": "opencode", "class": "harness"},
+            "versions_pinned": [PIN],
+            "tiers": {"registration": "unverified", "call": "delivered", "turn": "delivered", "kill": "delivered"},
+            "commands": {
+                "frame.set": "honoured",
+                "halt": "honoured",
+                "interrupt": "honoured",
+                "message.inject": "honoured",
+                "permission.set": {"refused": "UNSUPPORTED_CONTROL"},
+                "steer": {"refused": "UNSUPPORTED_CONTROL"},
+                "tool.decide": "honoured",
+            },
+            "decision_modes": {"ask": "delivered", "frame": "delivered", "observe": "delivered", "policy": "delivered"},
+            "replace": "absent",
+            "deny_reason": {"reaches_model": False, "model_sees": FIXED_REFUSAL},
+            "rendering": dict(RENDERING),
+        }
+
+    def vendor_plan(self) -> None:
+        frame = frame_of(self.spec)
+        if "subagent.spawn" in frame_operation_names(frame):
+            raise StartRefusal("SubagentUnavailable", (
+                "the frame admits subagent.spawn, and opencode does not forward a subagent's own permission "
+                "requests, so its calls could not be decided; opencode's task tool stays denied"))
+
+    def vendor_argv(self, binary: str) -> list[str]:
+        return [binary, "acp"]
+
+    def vendor_env(self, scratch: launch.Scratch, base_url: str) -> dict[str, str]:
+        home = scratch.config / "opencode"
+        home.mkdir(parents=True, exist_ok=True)
+        (home / "opencode.json").write_text(json.dumps(config(base_url, self.spec.model or MODEL), indent=2))
+        self._link_plugin_package(home)
+        return {
+            "OPENCODE_PERMISSION": json.dumps(PERMISSION),
+            "OPENCODE_DISABLE_PROJECT_CONFIG": "1",
+            "OPENCODE_DISABLE_MODELS_FETCH": "1",
+            "OPENCODE_DISABLE_AUTOUPDATE": "1",
+            "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
+        }
+
+    def _link_plugin_package(self, home: Path) -> None:
+        """The config directory as opencode leaves it after its own dependency install."""
+        modules = Path(self.binary).resolve().parents[2] if "node_modules" in Path(self.binary).resolve().parts else None
+        vendor_modules = Path(self.child_path.split(":")[0]).parent
+        for candidate in (vendor_modules, modules):
+            if candidate is not None and (candidate / "@opencode-ai" / "plugin").is_dir():
+                (home / "package.json").write_text(json.dumps({"dependencies": {"@opencode-ai/plugin": PIN}}))
+                os.symlink(candidate, home / "node_modules")
+                return
+
+    def vendor_rows(self) -> list[ImposedRow]:
+        return [
+            ImposedRow(row="h2", how="OPENCODE_DISABLE_PROJECT_CONFIG=1: no workspace opencode.json is read"),
+            ImposedRow(row="h8", how=f"permission {json.dumps(PERMISSION)} in the global config and OPENCODE_PERMISSION"),
+        ]
+
+    def check_session(self, result: dict) -> None:
+        modes = result.get("modes") if isinstance(result.get("modes"), dict) else {}
+        mode = modes.get("currentModeId")
+        self.initial_mode = mode if isinstance(mode, str) else None
+
+    def mode_allowed(self, mode: str) -> bool:
+        return self.initial_mode is None or mode == self.initial_mode
+
+    def call_of(self, tool_call: dict, final: bool) -> tuple[str, Any, str | None] | None:
+        assert self.translator is not None
+        known = self.translator.calls.get(str(tool_call.get("toolCallId")))
+        name = (known.title if known and known.title else None) or str(tool_call.get("title") or "unknown")
+        if known is not None and known.raw_input is not None:
+            return name, known.raw_input, known.cwd
+        if not final:
+            return None
+        raw = tool_call.get("rawInput")
+        return name, raw if isinstance(raw, dict) else {}, known.cwd if known else None
+
+    def resolve(self, name: str, input: Any, cwd: str | None) -> Resolution:
+        entry = TOOLS.get(name)
+        if entry is None:
+            return Resolution(operations=[])
+        op, subject_key = entry
+        key: OpKey = (op, "", "")
+        subjects: list[tuple[str, list[OpKey]]] = []
+        run_cwd = self.work or os.path.abspath(self.spec.cwd or os.getcwd())
+        if subject_key is not None and isinstance(input, dict):
+            path = input.get(subject_key)
+            if isinstance(path, str) and path:
+                subjects.append((file_subject(path, cwd, run_cwd), [key]))
+            elif op in ("dir.list", "search"):
+                subjects.append((file_subject(".", cwd, run_cwd), [key]))  # opencode searches its cwd
+        return Resolution(operations=[key], subjects=subjects)
