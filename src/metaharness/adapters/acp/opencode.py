@@ -125,14 +125,16 @@ class OpencodeAdapter(AcpAdapter):
         }
 
     def _link_plugin_package(self, home: Path) -> None:
-        """The config directory as opencode leaves it after its own dependency install."""
-        modules = Path(self.binary).resolve().parents[2] if "node_modules" in Path(self.binary).resolve().parts else None
-        vendor_modules = Path(self.child_path.split(":")[0]).parent
-        for candidate in (vendor_modules, modules):
-            if candidate is not None and (candidate / "@opencode-ai" / "plugin").is_dir():
-                (home / "package.json").write_text(json.dumps({"dependencies": {"@opencode-ai/plugin": PIN}}))
-                os.symlink(candidate, home / "node_modules")
-                return
+        """The config directory as opencode leaves it after its own dependency install: it installs
+        only when `node_modules` is missing or `package-lock.json` lacks a declared dependency."""
+        modules = Path(self.child_path.split(":")[0]).parent  # <vendor>/node_modules/.bin → node_modules
+        if not (modules / "@opencode-ai" / "plugin").is_dir():
+            return  # opencode will try (and, offline, fail) its background install; doctor says so
+        dependencies = {"@opencode-ai/plugin": PIN}
+        (home / "package.json").write_text(json.dumps({"dependencies": dependencies}))
+        (home / "package-lock.json").write_text(json.dumps(
+            {"lockfileVersion": 3, "requires": True, "packages": {"": {"dependencies": dependencies}}}))
+        os.symlink(modules, home / "node_modules")
 
     def vendor_rows(self) -> list[ImposedRow]:
         return [

@@ -1,0 +1,176 @@
+"""End to end on the real opencode and Gemini CLI binaries, in a loopback-only namespace
+against the per-run loopback model: every call is decided by metaharness before it runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from acp_support import E2E_ROOT, KINDS, VENDOR, AcpRun, frame, scenario
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
+
+
+def _binary_present(kind: str) -> bool:
+    return (VENDOR / kind).exists()
+
+
+@pytest.fixture(params=KINDS)
+def kind(request) -> str:
+    if not _binary_present(request.param):
+        pytest.fail(f"{request.param} is not installed in .vendor; run make vendor")
+    return request.param
+
+
+@pytest.fixture
+def case(request, kind) -> Path:
+    path = E2E_ROOT / f"{kind}-{request.node.originalname}"
+    shutil.rmtree(path, ignore_errors=True)
+    (path / "ws").mkdir(parents=True)
+    yield path
+    if not os.environ.get("MH_KEEP_E2E"):
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def run(kind: str, case: Path, turns: list[dict], *args: str, prompt: str = "do the task") -> AcpRun:
+    scenario(case / "scenario.json", turns)
+    return AcpRun(kind, case, ["-p", prompt, "--script", str(case / "scenario.json"), "--cwd", str(case / "ws"),
+                               *args])
+
+
+SHELL_WRITE = {"op": "shell", "input": {"command": "echo hi > pwned.txt"}}
+
+
+def test_frame_denies_the_shell_call_and_nothing_runs(kind, case):
+    frame(case / "frame.json", ["file.read"])
+    mh = run(kind, case, [{"text": "writing", "calls": [SHELL_WRITE]}, {"text": "done"}],
+             "--frame", str(case / "frame.json"))
+    assert mh.finish() == 0, mh.stderr()
+    mh.assert_complete()
+    (requested,) = mh.of("tool.requested")
+    assert requested["operations"] == ["shell"] and "echo hi > pwned.txt" in json.dumps(requested["input"])
+    decided = mh.decided()[requested["call_id"]]
+    assert decided["decision"]["decision"] == "deny" and decided["decided_by"] == "frame"
+    assert not (case / "ws" / "pwned.txt").exists()
+    assert mh.answers() == [{"outcome": "selected", "optionId": {"opencode": "reject", "gemini": "cancel"}[kind]}]
+    assert mh.of("session.ended")[0]["census"]["denied"] == 1
+
+
+def test_frame_admits_a_write_and_the_file_exists(kind, case):
+    frame(case / "frame.json", ["file.write"])
+    mh = run(kind, case, [{"text": "writing", "calls": [
+        {"op": "file.write", "input": {"path": "out.txt", "content": "written by the model\n"}}]}, {"text": "done"}],
+        "--frame", str(case / "frame.json"))
+    assert mh.finish() == 0, mh.stderr()
+    mh.assert_complete()
+    (requested,) = mh.of("tool.requested")
+    assert requested["operations"] == ["file.write"] and requested["subjects"] == ["file:out.txt"]
+    assert mh.decided()[requested["call_id"]]["decision"]["decision"] == "allow"
+    assert (case / "ws" / "out.txt").read_text() == "written by the model\n"
+    assert mh.answers() == [{"outcome": "selected", "optionId": {"opencode": "once", "gemini": "proceed_once"}[kind]}]
+
+
+def test_read_admitted_and_search_refused_by_the_frame(kind, case):
+    (case / "ws" / "secret.txt").write_text("secret-content-42\n")
+    frame(case / "frame.json", ["file.read"])
+    mh = run(kind, case, [
+        {"text": "reading", "calls": [{"op": "file.read", "input": {"path": "secret.txt"}}]},
+        {"text": "searching", "calls": [{"op": "search", "input": {"pattern": "secret", "path": "."}}]},
+        {"text": "done"}], "--frame", str(case / "frame.json"))
+    assert mh.finish() == 0, mh.stderr()
+    mh.assert_complete()
+    read, search = mh.of("tool.requested")
+    assert read["operations"] == ["file.read"] and read["subjects"] == ["file:secret.txt"]
+    assert search["operations"] == ["search"]
+    decided = mh.decided()
+    assert decided[read["call_id"]]["decision"]["decision"] == "allow"
+    assert decided[search["call_id"]]["decision"]["decision"] == "deny"
+    results = {r["call_id"]: r for r in mh.of("tool.result")}
+    assert "secret-content-42" in json.dumps(results[read["call_id"]]["content"])
+    assert results[search["call_id"]]["is_error"] is True
+
+
+def test_ask_mode_the_embedder_answers_each_call(kind, case):
+    mh = run(kind, case, [
+        {"text": "first", "calls": [{"op": "file.write", "input": {"path": "a.txt", "content": "a\n"}}]},
+        {"text": "second", "calls": [SHELL_WRITE]},
+        {"text": "done"}], "--decisions", "ask")
+    first = mh.wait_for(lambda e: e["event"] == "tool.requested")
+    assert first["decision_required"] is True and first["deadline_ms"] == 55000
+    mh.send("tool.decide", "d1", call_id=first["call_id"], decision={"decision": "allow"})
+    second = mh.wait_for(lambda e: e["event"] == "tool.requested" and e["call_id"] != first["call_id"])
+    mh.send("tool.decide", "d2", call_id=second["call_id"], decision={"decision": "deny", "reason": "no shell here"})
+    mh.wait_for(lambda e: e["event"] == "turn.ended")
+    assert mh.finish() == 0, mh.stderr()
+    mh.assert_complete()
+    assert (case / "ws" / "a.txt").exists() and not (case / "ws" / "pwned.txt").exists()
+    decided = mh.decided()
+    assert decided[first["call_id"]]["decided_by"] == "embedder"
+    assert decided[second["call_id"]]["decision"] == {"decision": "deny", "reason": "no shell here"}
+    assert [r["outcome"]["result"] for r in mh.of("command.result")] == ["ok", "ok"]
+
+
+def test_the_deadline_fires_and_nothing_runs(kind, case):
+    mh = run(kind, case, [{"text": "writing", "calls": [SHELL_WRITE]}, {"text": "done"}],
+             "--decisions", "ask", "--decision-timeout-ms", "2000")
+    requested = mh.wait_for(lambda e: e["event"] == "tool.requested")
+    decided = mh.wait_for(lambda e: e["event"] == "tool.decided")
+    assert decided["call_id"] == requested["call_id"] and decided["decided_by"] == "deadline"
+    assert mh.finish() == 0, mh.stderr()
+    mh.assert_complete()
+    assert not (case / "ws" / "pwned.txt").exists()
+    assert [a["outcome"] for a in mh.answers()] == ["selected"]
+
+
+def test_replace_is_refused_by_name_and_the_call_stays_pending(kind, case):
+    mh = run(kind, case, [{"text": "writing", "calls": [SHELL_WRITE]}, {"text": "done"}], "--decisions", "ask")
+    requested = mh.wait_for(lambda e: e["event"] == "tool.requested")
+    mh.send("tool.decide", "r1", call_id=requested["call_id"],
+            decision={"decision": "replace", "input": {"command": "echo safe"}})
+    refused = mh.wait_for(lambda e: e["event"] == "command.result" and e["id"] == "r1")
+    assert refused["outcome"]["result"] == "refused"
+    assert refused["outcome"]["refused"]["code"] == "UNSUPPORTED_CONTROL"
+    assert "replace" in refused["outcome"]["refused"]["reason"]
+    mh.send("tool.decide", "d1", call_id=requested["call_id"], decision={"decision": "deny", "reason": "no"})
+    mh.wait_for(lambda e: e["event"] == "turn.ended")
+    assert mh.finish() == 0, mh.stderr()
+    assert not (case / "ws" / "pwned.txt").exists()
+
+
+def test_a_workspace_config_that_turns_asking_off_is_ignored(kind, case):
+    ws = case / "ws"
+    if kind == "opencode":
+        (ws / "opencode.json").write_text(json.dumps({"permission": {"*": "allow", "bash": "allow"}}))
+        calls = [SHELL_WRITE]
+    else:
+        (ws / ".gemini").mkdir()
+        (ws / ".gemini" / "settings.json").write_text(json.dumps(
+            {"general": {"defaultApprovalMode": "auto_edit"}, "tools": {"allowed": ["run_shell_command", "write_file"]}}))
+        calls = [{"op": "file.write", "input": {"path": "pwned.txt", "content": "x\n"}}]
+    before = {p.name: p.read_bytes() for p in ws.rglob("*") if p.is_file()}
+    frame(case / "frame.json", ["file.read"])
+    mh = run(kind, case, [{"text": "writing", "calls": calls}, {"text": "done"}], "--frame", str(case / "frame.json"))
+    assert mh.finish() == 0, mh.stderr()
+    mh.assert_complete()
+    (requested,) = mh.of("tool.requested")
+    assert mh.decided()[requested["call_id"]]["decision"]["decision"] == "deny"
+    assert not (ws / "pwned.txt").exists()
+    assert {p.name: p.read_bytes() for p in ws.rglob("*") if p.is_file()} == before  # nor rewritten
+
+
+def test_a_child_dying_mid_call_leaves_nothing_undecided(kind, case):
+    mh = run(kind, case, [{"text": "writing", "calls": [SHELL_WRITE]}, {"text": "done"}], "--decisions", "ask")
+    requested = mh.wait_for(lambda e: e["event"] == "tool.requested")
+    mh.kill_vendor()
+    code = mh.finish()
+    assert code == 3, mh.stderr()  # nobody found out how the session ended
+    mh.assert_complete()
+    decided = mh.decided()[requested["call_id"]]
+    assert decided["decision"]["decision"] == "deny" and decided["decided_by"] == "adapter"
+    assert not mh.of("session.ended")
+    assert any(w["code"] == "NO_TERMINAL_RECORD" for w in mh.of("warning"))
+    assert not (case / "ws" / "pwned.txt").exists()
