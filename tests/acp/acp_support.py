@@ -143,6 +143,12 @@ class AcpRun:
         return [m["result"]["outcome"] for m in self.sent() if "result" in m and isinstance(m["result"], dict)
                 and "outcome" in m["result"]]
 
+    def model_requests(self) -> list[dict]:
+        """The loopback's main model requests, in order."""
+        path = self.scratch / "loopback.jsonl"
+        entries = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        return [e for e in entries if e["main"]]
+
     def dns_names(self) -> list[str]:
         if not self.dns_log.exists():
             return []

@@ -90,8 +90,11 @@ def test_read_admitted_and_search_refused_by_the_frame(kind, case):
     assert decided[read["call_id"]]["decision"]["decision"] == "allow"
     assert decided[search["call_id"]]["decision"]["decision"] == "deny"
     results = {r["call_id"]: r for r in mh.of("tool.result")}
-    assert "secret-content-42" in json.dumps(results[read["call_id"]]["content"])
-    assert results[search["call_id"]]["is_error"] is True
+    assert search["call_id"] not in results or results[search["call_id"]]["is_error"] is True
+    # The model got the file (Gemini CLI reports no read output over ACP; opencode does).
+    assert "secret-content-42" in json.dumps(mh.model_requests()[-1]["body"])
+    if kind == "opencode":
+        assert "secret-content-42" in json.dumps(results[read["call_id"]]["content"])
 
 
 def test_ask_mode_the_embedder_answers_each_call(kind, case):

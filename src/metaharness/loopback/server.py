@@ -341,9 +341,11 @@ class LoopbackServer(LocalService):
         await responder.end()
 
     async def _answer_gemini(self, request: Request, responder: Responder, entry: LoggedRequest, *, stream: bool) -> None:
-        _, text, calls, _ = await self._prepare(entry, "Gemini", wire_gemini, wire_gemini.render_gemini,
-                                                "gemini", "gemini-loopback")
+        body, text, calls, _ = await self._prepare(entry, "Gemini", wire_gemini, wire_gemini.render_gemini,
+                                                   "gemini", "gemini-loopback")
         model = wire_gemini.model_of(request.path)
+        if not entry.main:
+            text = wire_gemini.side_text(body, SIDE_TEXT)
         if not stream:
             await responder.send(200, [("content-type", "application/json")],
                                  json.dumps(wire_gemini.response_object(model, text, calls)).encode())

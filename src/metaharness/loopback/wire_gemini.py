@@ -89,6 +89,32 @@ def render_gemini(call: ScenarioCall, tools: Any, *, workdir: str, turn_index: i
     return RenderedCall(kind="function_call", name=name, call_id=_call_id(call, "fc_"), arguments=rendered)
 
 
+def side_text(body: dict[str, Any], default: str) -> str:
+    """A side request that asks for JSON (`responseMimeType: application/json`, Gemini CLI's model
+    router) is answered with the smallest object its `responseJsonSchema` accepts; any other
+    side request with `default`."""
+    config = body.get("generationConfig") if isinstance(body.get("generationConfig"), dict) else {}
+    if config.get("responseMimeType") != "application/json":
+        return default
+    schema = config.get("responseJsonSchema") or config.get("responseSchema")
+    return json.dumps(_instance(schema if isinstance(schema, dict) else {}))
+
+
+SCALARS = {"string": "ok", "integer": 1, "number": 1, "boolean": True}
+
+
+def _instance(schema: dict[str, Any]) -> Any:
+    kind = str(schema.get("type") or "object").lower()
+    if isinstance(schema.get("enum"), list) and schema["enum"]:
+        return schema["enum"][0]
+    if kind == "object":
+        properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+        return {key: _instance(value if isinstance(value, dict) else {}) for key, value in properties.items()}
+    if kind == "array":
+        return []
+    return SCALARS.get(kind)
+
+
 def _parts(text: str | None, calls: list[RenderedCall]) -> list[dict[str, Any]]:
     parts: list[dict[str, Any]] = []
     if text or not calls:

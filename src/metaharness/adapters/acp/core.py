@@ -59,7 +59,7 @@ class AcpAdapter(Adapter):
     pin: ClassVar[str]
     fixed_refusal: ClassVar[str]  # the text the model sees for a refused call
     hold_s: ClassVar[float] = 5.0
-    takeup_s: ClassVar[float] = 10.0
+    takeup_s: ClassVar[float] = 60.0  # a real model may think long before the agent's next line
 
     def vendor_argv(self, binary: str) -> list[str]:
         raise NotImplementedError

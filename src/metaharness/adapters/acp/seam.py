@@ -12,8 +12,8 @@ Rules kept (a table, `ANSWERS`, maps each decision to the option kind it selects
 * `replace` cannot travel over ACP: refused by name, the call stays pending;
 * every permission request gets exactly one answer. A request still unanswered at the ceiling
   (above the run's deadline) is rejected here; a request we cannot read is rejected at once;
-* a refusal the agent has not acted on within `takeup_s` (no terminal `tool_call_update` for
-  the call and the turn still running) escalates: `session/cancel`, then, `takeup_s` later,
+* a refusal the agent has not acted on within `takeup_s` (not one line from it since the
+  answer, no terminal `tool_call_update` for the call, and the turn still running) escalates: `session/cancel`, then, `takeup_s` later,
   stdin is closed — both agents exit when it closes, and neither runs the call;
 * arguments held for longer than `hold_s` are never guessed: the request is rejected and the
   call recorded with what it showed.
@@ -62,7 +62,7 @@ class Seam:
     settled: Callable[[str], bool]
     cancel_turn: Callable[[], None]
     hold_s: float = 5.0
-    takeup_s: float = 10.0
+    takeup_s: float = 60.0
     pending: dict[str, Pending] = field(default_factory=dict)
     wire_decisions: list[tuple[str, str]] = field(default_factory=list)  # (call_id, option kind) for tests
     _escalations: list[asyncio.TimerHandle] = field(default_factory=list)
@@ -144,7 +144,7 @@ class Seam:
         pending.answered = self._write(pending.request_id, pending.call_id, pending.options, option_kind)
         self.pending.pop(pending.call_id, None)
         if pending.answered != "allow_once":
-            self._watch_takeup(pending.call_id)
+            self._watch_takeup(pending.call_id, self.rpc.line_count)
 
     def _write(self, request_id: Any, call_id: str | None, options: dict[str, str], option_kind: str) -> str:
         option_id = options.get(option_kind)
@@ -180,8 +180,11 @@ class Seam:
                                                 "ceiling undecided and was rejected")
         self._answer(pending, "reject_once")
 
-    def _watch_takeup(self, call_id: str) -> None:
+    def _watch_takeup(self, call_id: str, line_at_answer: int) -> None:
         loop = asyncio.get_running_loop()
+
+        def taken_up() -> bool:
+            return self.rpc.line_count > line_at_answer or self.settled(call_id)
 
         def second() -> None:
             if not self.settled(call_id) and not self.rpc.stdin_closed:
@@ -190,7 +193,7 @@ class Seam:
                 self.rpc.close_stdin()
 
         def first() -> None:
-            if self.settled(call_id) or self.rpc.stdin_closed:
+            if taken_up() or self.rpc.stdin_closed:
                 return
             self.ctx.warn("VENDOR_NOTICE", f"the {self.kind} agent did not act on the refusal of {call_id} within "
                                            f"{self.takeup_s:g}s; the turn was cancelled")
