@@ -177,3 +177,26 @@ def test_a_child_dying_mid_call_leaves_nothing_undecided(kind, case):
     assert not mh.of("session.ended")
     assert any(w["code"] == "NO_TERMINAL_RECORD" for w in mh.of("warning"))
     assert not (case / "ws" / "pwned.txt").exists()
+
+
+def test_policy_mode_deny_rules_hold_in_bypass_mode(kind, case):
+    policy = case / "policy.json"
+    policy.write_text(json.dumps({"permissions": {"deny": ["Bash(echo gone*)", "Read(secret.txt)"],
+                                                  "allow": ["Bash(echo ok*)"]}}))
+    (case / "ws" / "secret.txt").write_text("secret-content-42\n")
+    mh = run(kind, case, [
+        {"text": "one", "calls": [{"op": "shell", "input": {"command": "echo gone > gone.txt"}}]},
+        {"text": "two", "calls": [{"op": "shell", "input": {"command": "echo ok > ok.txt"}}]},
+        {"text": "three", "calls": [{"op": "file.read", "input": {"path": "secret.txt"}}]},
+        {"text": "done"}],
+        "--decisions", "policy", "--policy", str(policy), "--policy-scopes", "none", "--policy-mode", "bypass")
+    assert mh.finish() == 0, mh.stderr()
+    mh.assert_complete()
+    gone, ok, read = mh.of("tool.requested")
+    decided = mh.decided()
+    assert decided[gone["call_id"]]["decision"]["decision"] == "deny"
+    assert decided[gone["call_id"]]["decided_by"] == "policy"
+    assert decided[ok["call_id"]]["decision"]["decision"] == "allow"
+    assert decided[read["call_id"]]["decision"]["decision"] == "deny"
+    assert not (case / "ws" / "gone.txt").exists() and (case / "ws" / "ok.txt").exists()
+    assert "secret-content-42" not in json.dumps([r["body"] for r in mh.model_requests()])

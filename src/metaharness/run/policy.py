@@ -46,6 +46,9 @@ class PolicyDecider:
             raise ValueError(settings.bypass_refused)
         self.spec = spec
         self.kind = spec.kind
+        from metaharness.adapters import adapter_class
+
+        self._view = adapter_class(spec.kind).policy_view
         self.ctx = settings.context(can_ask=spec.policy_ask == "embedder")
         directory = spec.retain_dir or tempfile.mkdtemp(prefix="metaharness-policy-")
         self.trail_path = os.path.join(directory, "decisions.jsonl")
@@ -56,8 +59,9 @@ class PolicyDecider:
 
     def verdict(self, name: str, input: Any, cwd: str):
         # oharness presents its own tool names (§ 7.1); vendors their own (§ 17.4).
-        call = oharness_call(name, input, cwd) if self.kind == "oharness" else vendor_call(name, input, cwd)
-        return decide(call, self.ctx)
+        if self.kind == "oharness":
+            return decide(oharness_call(name, input, cwd), self.ctx)
+        return decide(vendor_call(*self._view(name, input), cwd), self.ctx)
 
     def decision(self, verdict, frame_deny_reason: str | None):
         return policy_decision(verdict, policy_ask=self.spec.policy_ask, deny_only=self.spec.deny_only,

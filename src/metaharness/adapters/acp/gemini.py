@@ -56,6 +56,7 @@ RENDERING: dict[str, str | None] = {
     "mcp.call": None, "search": "grep_search", "shell": "run_shell_command", "skill.load": "activate_skill",
     "subagent.spawn": None, "task.todo": None, "web.read": "web_fetch",
 }
+POLICY_FILE_TOOLS = {"write_file": "Write", "replace": "Edit", "read_file": "Read"}
 # The operations whose permission request shows no subject.
 SUBJECTLESS = ("dir.list", "search")
 FIXED_REFUSAL = 'Tool "<name>" was canceled by the user.'
@@ -165,6 +166,22 @@ class GeminiAdapter(AcpAdapter):
     def call_of(self, tool_call: dict, final: bool) -> tuple[str, Any, str | None] | None:
         shown = {key: tool_call[key] for key in ("title", "kind", "content", "locations") if key in tool_call}
         return tool_name(tool_call), shown, None
+
+    @classmethod
+    def policy_view(cls, name: str, input: Any) -> tuple[str, Any]:
+        """Gemini CLI shows no arguments object: the engine gets what the request shows. A shell
+        call's command is its title; a file call's path its diff or location. glob and grep show
+        no directory, so they keep their own names and the engine, knowing no rule for them, asks
+        (and without `--policy-ask embedder` an ask is a refusal)."""
+        if not isinstance(input, dict):
+            return name, input
+        if name == "run_shell_command" and isinstance(input.get("title"), str):
+            return "Bash", {"command": input["title"]}
+        rule_tool = POLICY_FILE_TOOLS.get(name)
+        path = shown_path(name, input)
+        if rule_tool is not None and path is not None:
+            return rule_tool, {"file_path": path}
+        return name, input
 
     def resolve(self, name: str, input: Any, cwd: str | None) -> Resolution:
         entry = TOOLS.get(name)

@@ -53,6 +53,19 @@ RENDERING: dict[str, str | None] = {
     "search": "grep", "shell": "bash", "skill.load": "skill", "subagent.spawn": None, "task.todo": "todowrite",
     "web.read": "webfetch",
 }
+# opencode tool → (the policy engine's tool name, input key renames): the engine reads Claude Code's words.
+POLICY_VIEW: dict[str, tuple[str, dict[str, str]]] = {
+    "bash": ("Bash", {"command": "command"}),
+    "write": ("Write", {"filePath": "file_path", "content": "content"}),
+    "edit": ("Edit", {"filePath": "file_path", "oldString": "old_string", "newString": "new_string"}),
+    "read": ("Read", {"filePath": "file_path"}),
+    "glob": ("Glob", {"pattern": "pattern", "path": "path"}),
+    "grep": ("Grep", {"pattern": "pattern", "path": "path"}),
+    "webfetch": ("WebFetch", {"url": "url"}),
+    "task": ("Task", {"subagent_type": "subagent_type", "prompt": "prompt"}),
+    "skill": ("Skill", {"name": "skill"}),
+    "todowrite": ("TodoWrite", {"todos": "todos"}),
+}
 FIXED_REFUSAL = "The user rejected permission to use this specific tool call."
 
 
@@ -160,6 +173,15 @@ class OpencodeAdapter(AcpAdapter):
             return None
         raw = tool_call.get("rawInput")
         return name, raw if isinstance(raw, dict) else {}, known.cwd if known else None
+
+    @classmethod
+    def policy_view(cls, name: str, input: Any) -> tuple[str, Any]:
+        view = POLICY_VIEW.get(name)
+        if view is None or not isinstance(input, dict):
+            return name, input
+        rule_tool, keys = view
+        return rule_tool, {**{theirs: input[ours] for ours, theirs in keys.items() if ours in input},
+                           **({"cwd": input["cwd"]} if isinstance(input.get("cwd"), str) else {})}
 
     def resolve(self, name: str, input: Any, cwd: str | None) -> Resolution:
         entry = TOOLS.get(name)
