@@ -156,8 +156,12 @@ class OpencodeAdapter(AcpAdapter):
         ]
 
     def check_session(self, result: dict) -> None:
+        """opencode names its mode (the agent, `build`) in `configOptions`; older builds in `modes`."""
         modes = result.get("modes") if isinstance(result.get("modes"), dict) else {}
         mode = modes.get("currentModeId")
+        for option in result.get("configOptions") or []:
+            if isinstance(option, dict) and option.get("id") == "mode":
+                mode = option.get("currentValue")
         self.initial_mode = mode if isinstance(mode, str) else None
 
     def mode_allowed(self, mode: str) -> bool:

@@ -28,7 +28,7 @@ from metaharness.protocol.values import DecisionCensus, FinalAnswer, Usage
 
 TERMINAL = ("completed", "failed")
 # Updates that carry nothing a reader of events needs (the agent's menu, its plan list).
-FOLDED = frozenset({"available_commands_update", "plan", "config_option_update", "session_info_update"})
+FOLDED = frozenset({"available_commands_update", "plan", "session_info_update"})
 
 
 @dataclass
@@ -145,6 +145,13 @@ class Translator:
             self.cost_usd = float(cost["amount"])
         return True
 
+    def _config_update(self, update: dict) -> bool:
+        """opencode carries its mode (agent) as the config option `mode`."""
+        for option in update.get("configOptions") or []:
+            if isinstance(option, dict) and option.get("id") == "mode" and isinstance(option.get("currentValue"), str):
+                self.on_mode(option["currentValue"])
+        return True
+
     def _mode_update(self, update: dict) -> bool:
         mode = update.get("currentModeId") or update.get("modeId")
         if isinstance(mode, str):
@@ -239,5 +246,6 @@ HANDLERS: dict[str, Callable[[Translator, dict], bool]] = {
     "tool_call_update": Translator._tool_call_update,
     "usage_update": Translator._usage_update,
     "current_mode_update": Translator._mode_update,
+    "config_option_update": Translator._config_update,
     "user_message_chunk": lambda self, update: True,  # our own prompt echoed (session replay)
 }
