@@ -200,3 +200,66 @@ def test_policy_mode_deny_rules_hold_in_bypass_mode(kind, case):
     assert decided[read["call_id"]]["decision"]["decision"] == "deny"
     assert not (case / "ws" / "gone.txt").exists() and (case / "ws" / "ok.txt").exists()
     assert "secret-content-42" not in json.dumps([r["body"] for r in mh.model_requests()])
+
+
+def test_interrupt_with_a_pending_call_then_inject_opens_the_next_turn(kind, case):
+    mh = run(kind, case, [{"text": "writing", "calls": [SHELL_WRITE]}, {"text": "after"}, {"text": "second"}],
+             "--decisions", "ask", "--decision-timeout-ms", "30000", "--keep-open")
+    requested = mh.wait_for(lambda e: e["event"] == "tool.requested")
+    mh.send("interrupt", "i1", reason="stop")
+    ended = mh.wait_for(lambda e: e["event"] == "turn.ended")
+    assert ended["stop_reason"] == "cancelled"
+    decided = mh.decided()[requested["call_id"]]
+    assert decided["decision"]["decision"] == "deny"
+    names = mh.names()
+    assert names.index("tool.decided") < names.index("command.result") < names.index("turn.ended")
+    sent = mh.sent()
+    answered = next(i for i, m in enumerate(sent) if isinstance(m.get("result"), dict) and "outcome" in m["result"])
+    cancel = next(i for i, m in enumerate(sent) if m.get("method") == "session/cancel")
+    assert answered < cancel  # the answer first (Gemini CLI ignores a cancel while a request is open)
+    assert sent[answered]["result"]["outcome"].get("optionId") != {"opencode": "once", "gemini": "proceed_once"}[kind]
+    mh.send("message.inject", "m1", text="NOTE-NEXT-1")
+    mh.wait_for(lambda e: e["event"] == "turn.ended" and e["turn"] == 2)
+    prompts = [m for m in mh.sent() if m.get("method") == "session/prompt"]
+    assert len(prompts) == 2 and "NOTE-NEXT-1" in json.dumps(prompts[1]["params"]["prompt"])
+    assert "NOTE-NEXT-1" in json.dumps(mh.model_requests()[-1]["body"])
+    mh.send("halt", "h1", reason="done")
+    mh.finish()
+    mh.assert_complete()
+    assert not (case / "ws" / "pwned.txt").exists()
+
+
+def test_frame_set_between_turns_decides_the_next_turn(kind, case):
+    frame(case / "first.json", ["file.write"])
+    mh = run(kind, case, [
+        {"text": "writing", "calls": [{"op": "file.write", "input": {"path": "one.txt", "content": "1\n"}}]},
+        {"text": "first done"},
+        {"text": "again", "calls": [{"op": "file.write", "input": {"path": "two.txt", "content": "2\n"}}]},
+        {"text": "second done"}], "--frame", str(case / "first.json"), "--keep-open",
+        "--require-command", "frame.set")
+    mh.wait_for(lambda e: e["event"] == "turn.ended")
+    second = json.loads((frame(case / "second.json", ["file.read"])).read_text())
+    second.pop("format", None)
+    mh.send("frame.set", "f1", frame=second)
+    mh.wait_for(lambda e: e["event"] == "turn.ended" and e["turn"] == 2)
+    mh.send("halt", "h1", reason="done")
+    mh.finish()
+    mh.assert_complete()
+    first_call, second_call = mh.of("tool.requested")
+    decided = mh.decided()
+    assert decided[first_call["call_id"]]["decision"]["decision"] == "allow"
+    assert decided[second_call["call_id"]]["decision"]["decision"] == "deny"
+    assert (case / "ws" / "one.txt").exists() and not (case / "ws" / "two.txt").exists()
+    assert mh.of("turn.started")[1]["frame_digest"] == second["digest"]
+
+
+def test_halt_with_a_pending_call(kind, case):
+    mh = run(kind, case, [{"text": "writing", "calls": [SHELL_WRITE]}, {"text": "done"}],
+             "--decisions", "ask", "--decision-timeout-ms", "30000")
+    mh.wait_for(lambda e: e["event"] == "tool.requested")
+    mh.send("halt", "h1", reason="stop")
+    mh.finish()
+    mh.assert_complete()
+    assert mh.events[-1]["reason"] == "steer-halt"
+    assert len(mh.answers()) == 1 and mh.answers()[0].get("optionId") in (None, "reject", "cancel")
+    assert not (case / "ws" / "pwned.txt").exists()
