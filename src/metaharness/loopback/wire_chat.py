@@ -29,15 +29,19 @@ ARGUMENT_PIECE = 12
 USAGE = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
 
 
-def model_responses_in_history(body: dict[str, Any]) -> int:
-    """Maximal runs of consecutive `role:"assistant"` messages (one run per model answer)."""
+def runs_of(items: Any, role_key: str, role: str) -> int:
+    """Maximal runs of consecutive items whose `role_key` is `role` (one run per model answer)."""
     runs, previous = 0, False
-    for message in body.get("messages") or []:
-        current = isinstance(message, dict) and message.get("role") == "assistant"
+    for item in items if isinstance(items, list) else []:
+        current = isinstance(item, dict) and item.get(role_key) == role
         if current and not previous:
             runs += 1
         previous = current
     return runs
+
+
+def model_responses_in_history(body: dict[str, Any]) -> int:
+    return runs_of(body.get("messages"), "role", "assistant")
 
 
 def offers_tools(body: dict[str, Any]) -> bool:
@@ -50,7 +54,7 @@ def chat_offer(tools: Any) -> Offer:
     for tool in tools if isinstance(tools, list) else []:
         function = tool.get("function") if isinstance(tool, dict) and tool.get("type") == "function" else None
         if isinstance(function, dict) and isinstance(function.get("name"), str):
-            offered[function["name"]] = function
+            offered[function["name"]] = {**function, "input_schema": function.get("parameters")}
     return Offer(offered)
 
 
@@ -89,19 +93,26 @@ def _args(op: str, args: dict[str, Any], workdir: str) -> tuple[str, dict[str, A
     raise KeyError(op)
 
 
-def render_chat(call: ScenarioCall, tools: Any, *, workdir: str, turn_index: int, turn_id: str | None = None) -> RenderedCall:
-    """One neutral call as a Chat Completions `tool_calls` entry, from the request's `tools`."""
-    offer = chat_offer(tools)
+def render_by_table(call: ScenarioCall, offer: Offer, args: Any, *, workdir: str, turn_index: int,
+                    turn_id: str | None, id_prefix: str) -> RenderedCall:
+    """One neutral call through a table `args(op, input, workdir) → (tool, essential, extras)`;
+    each offered tool holds its JSON schema under `input_schema`."""
     ctx = _Context(call, offer, turn_index, turn_id)
     try:
-        name, essential, extra = _args(call.op, call.input, workdir)
+        name, essential, extra = args(call.op, call.input, workdir)
     except KeyError:
         raise ctx.no_tool() from None
     tool = offer.tools.get(name)
     if tool is None:
         raise ctx.no_tool()
-    rendered = _fill(ctx, {**tool, "input_schema": tool.get("parameters")}, "input_schema", essential, extra)
-    return RenderedCall(kind="function_call", name=name, call_id=_call_id(call, "call_"), arguments=rendered)
+    rendered = _fill(ctx, tool, "input_schema", essential, extra)
+    return RenderedCall(kind="function_call", name=name, call_id=_call_id(call, id_prefix), arguments=rendered)
+
+
+def render_chat(call: ScenarioCall, tools: Any, *, workdir: str, turn_index: int, turn_id: str | None = None) -> RenderedCall:
+    """One neutral call as a Chat Completions `tool_calls` entry, from the request's `tools`."""
+    return render_by_table(call, chat_offer(tools), _args, workdir=workdir, turn_index=turn_index, turn_id=turn_id,
+                           id_prefix="call_")
 
 
 def _chunk(completion_id: str, model: str, delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:

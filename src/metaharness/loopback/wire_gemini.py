@@ -21,20 +21,14 @@ from typing import Any
 
 from metaharness.protocol.scenario import ScenarioCall
 
-from .render import Offer, RenderedCall, _absolute, _call_id, _Context, _fill
+from .render import Offer, RenderedCall, _absolute
+from .wire_chat import render_by_table, runs_of
 
 USAGE = {"promptTokenCount": 10, "candidatesTokenCount": 5, "totalTokenCount": 15}
 
 
 def model_responses_in_history(body: dict[str, Any]) -> int:
-    """Maximal runs of consecutive `role:"model"` contents (one run per model answer)."""
-    runs, previous = 0, False
-    for content in body.get("contents") or []:
-        current = isinstance(content, dict) and content.get("role") == "model"
-        if current and not previous:
-            runs += 1
-        previous = current
-    return runs
+    return runs_of(body.get("contents"), "role", "model")
 
 
 def gemini_offer(tools: Any) -> Offer:
@@ -76,17 +70,8 @@ def _args(op: str, args: dict[str, Any], workdir: str) -> tuple[str, dict[str, A
 
 def render_gemini(call: ScenarioCall, tools: Any, *, workdir: str, turn_index: int, turn_id: str | None = None) -> RenderedCall:
     """One neutral call as a Gemini `functionCall` part, from the request's declared functions."""
-    offer = gemini_offer(tools)
-    ctx = _Context(call, offer, turn_index, turn_id)
-    try:
-        name, essential, extra = _args(call.op, call.input, workdir)
-    except KeyError:
-        raise ctx.no_tool() from None
-    tool = offer.tools.get(name)
-    if tool is None:
-        raise ctx.no_tool()
-    rendered = _fill(ctx, tool, "input_schema", essential, extra)
-    return RenderedCall(kind="function_call", name=name, call_id=_call_id(call, "fc_"), arguments=rendered)
+    return render_by_table(call, gemini_offer(tools), _args, workdir=workdir, turn_index=turn_index, turn_id=turn_id,
+                           id_prefix="fc_")
 
 
 def side_text(body: dict[str, Any], default: str) -> str:

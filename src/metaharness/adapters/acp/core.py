@@ -410,6 +410,32 @@ class AcpAdapter(Adapter):
         return failures
 
 
+def acp_descriptor(kind: str, pin: str, rendering: dict[str, str | None], fixed_refusal: str,
+                   **extra: Any) -> dict[str, Any]:
+    """The capability descriptor every ACP adapter shares: asked calls and turn-boundary text are
+    delivered; steer and permission.set have no ACP carriage; no input rewrite; the model sees
+    only the agent's fixed refusal text. `extra` keys (vendor facts) go before `rendering`."""
+    return {
+        "adapter": {"id": kind, "class": "harness"},
+        "versions_pinned": [pin],
+        "tiers": {"registration": "unverified", "call": "delivered", "turn": "delivered", "kill": "delivered"},
+        "commands": {
+            "frame.set": "honoured",
+            "halt": "honoured",
+            "interrupt": "honoured",
+            "message.inject": "honoured",
+            "permission.set": {"refused": "UNSUPPORTED_CONTROL"},
+            "steer": {"refused": "UNSUPPORTED_CONTROL"},
+            "tool.decide": "honoured",
+        },
+        "decision_modes": {"ask": "delivered", "frame": "delivered", "observe": "delivered", "policy": "delivered"},
+        "replace": "absent",
+        "deny_reason": {"reaches_model": False, "model_sees": fixed_refusal},
+        **extra,
+        "rendering": dict(rendering),
+    }
+
+
 def frame_of(spec: Any) -> dict | None:
     """The launch frame as a plain dict (a library frame or the --frame file), or None."""
     frame = spec.library_frame
@@ -450,4 +476,4 @@ def _own_version() -> str:
         return "0"
 
 
-__all__ = ["AcpAdapter", "Resolution", "frame_of", "frame_operation_names", "frame_has_subject_rules"]
+__all__ = ["AcpAdapter", "Resolution", "acp_descriptor", "frame_of", "frame_operation_names", "frame_has_subject_rules"]

@@ -29,7 +29,7 @@ from metaharness.protocol.values import ImposedRow
 from metaharness.run.subjects import file_subject
 
 from . import launch
-from .core import PLACEHOLDER_KEY, AcpAdapter, frame_of, frame_operation_names
+from .core import PLACEHOLDER_KEY, AcpAdapter, acp_descriptor, frame_of, frame_operation_names
 
 PIN = "1.18.33"
 PERMISSION = {"*": "ask", "task": "deny"}
@@ -95,24 +95,7 @@ class OpencodeAdapter(AcpAdapter):
 
     @classmethod
     def descriptor(cls) -> dict[str, Any]:
-        return {
-            "adapter": {"id": "opencode", "class": "harness"},
-            "versions_pinned": [PIN],
-            "tiers": {"registration": "unverified", "call": "delivered", "turn": "delivered", "kill": "delivered"},
-            "commands": {
-                "frame.set": "honoured",
-                "halt": "honoured",
-                "interrupt": "honoured",
-                "message.inject": "honoured",
-                "permission.set": {"refused": "UNSUPPORTED_CONTROL"},
-                "steer": {"refused": "UNSUPPORTED_CONTROL"},
-                "tool.decide": "honoured",
-            },
-            "decision_modes": {"ask": "delivered", "frame": "delivered", "observe": "delivered", "policy": "delivered"},
-            "replace": "absent",
-            "deny_reason": {"reaches_model": False, "model_sees": FIXED_REFUSAL},
-            "rendering": dict(RENDERING),
-        }
+        return acp_descriptor(cls.kind, PIN, RENDERING, FIXED_REFUSAL)
 
     def vendor_plan(self) -> None:
         frame = frame_of(self.spec)
