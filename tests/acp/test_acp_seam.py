@@ -205,3 +205,23 @@ def test_replace_and_deny_only_are_refused_at_start(kind, tmp_path, vendor):
     assert replace.code == 2 and replace.of("command.result")[0]["id"] == "start/replace"
     deny_only = drive(kind, tmp_path / "o", vendor, "SHELL", deny_only=True)
     assert deny_only.code == 2 and not deny_only.of("session.started")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_frame_admitting_subagents_is_refused_at_start(kind, tmp_path, vendor):
+    from acp_support import frame
+
+    path = frame(tmp_path / "f.json", ["shell", "subagent.spawn"])
+    driven = drive(kind, tmp_path, vendor, "SHELL", frame=str(path))
+    assert driven.code == 2 and not driven.of("session.started")
+    assert not (tmp_path / "ws" / "agent-wire.log").exists()  # nothing was spawned
+
+
+def test_gemini_refuses_subject_rules_over_search_and_listing(tmp_path, vendor):
+    from acp_support import frame
+
+    scoped = frame(tmp_path / "scoped.json", ["file.read", "search"], rules=[(["file:src/**"], ["file.read", "search"])])
+    assert drive("gemini", tmp_path / "g", vendor, "SHELL", frame=str(scoped)).code == 2
+    assert drive("opencode", tmp_path / "o", vendor, "SHELL", frame=str(scoped), decisions="frame").code == 0
+    unscoped = frame(tmp_path / "unscoped.json", ["file.read", "search"])
+    assert drive("gemini", tmp_path / "u", vendor, "SHELL", frame=str(unscoped)).code == 0

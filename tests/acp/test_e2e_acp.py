@@ -263,3 +263,21 @@ def test_halt_with_a_pending_call(kind, case):
     assert mh.events[-1]["reason"] == "steer-halt"
     assert len(mh.answers()) == 1 and mh.answers()[0].get("optionId") in (None, "reject", "cancel")
     assert not (case / "ws" / "pwned.txt").exists()
+
+
+def test_subagents_never_run_undecided(kind, case):
+    mh = run(kind, case, [{"text": "spawning", "calls": [{"op": "subagent.spawn", "input": {"prompt": "list files"}}]},
+                          {"text": "done"}], "--decisions", "observe")
+    assert mh.finish() == 0, mh.stderr()
+    mh.assert_complete()
+    assert not mh.of("tool.decided")  # nothing was allowed
+    if kind == "opencode":
+        # task is denied by the pinning, so opencode does not even offer it to the model.
+        offered = mh.model_requests()[0]["body"]["tools"]
+        assert "task" not in [t["function"]["name"] for t in offered] and "bash" in [t["function"]["name"] for t in offered]
+    else:
+        (requested,) = mh.of("tool.requested")
+        assert requested["name"] == "invoke_agent" and requested["decision_required"] is False
+        assert [w["code"] for w in mh.of("warning")] == ["VENDOR_PERMISSION_DENIED"]
+        (result,) = mh.of("tool.result")
+        assert result["is_error"] is True and "denied by policy" in result["content"]

@@ -64,7 +64,7 @@ def _args(op: str, args: dict[str, Any], workdir: str) -> tuple[str, dict[str, A
     if op == "skill.load":
         return "activate_skill", {"name": args["name"]}, {}
     if op == "subagent.spawn":
-        return "invoke_agent", {"prompt": str(args["prompt"])}, {}
+        return "invoke_agent", {"prompt": str(args["prompt"])}, {"agent_name": "codebase_investigator"}
     raise KeyError(op)
 
 

@@ -73,6 +73,10 @@ class AcpAdapter(Adapter):
         are still to come (unless `final`)."""
         raise NotImplementedError
 
+    def tool_name_of(self, tool_call: dict) -> str:
+        """The vendor tool name of a reported call (the title, unless the vendor says otherwise)."""
+        return str(tool_call.get("title") or "unknown")
+
     def check_session(self, result: dict) -> None:
         """Refuse (StartRefusal) a session whose mode is not the pinned one."""
 
@@ -164,7 +168,7 @@ class AcpAdapter(Adapter):
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=stderr,
             start_new_session=True, limit=64 * 1024 * 1024)
         self.translator = Translator(ctx, on_arguments=lambda call_id: self.seam.arguments_arrived(call_id),
-                                     on_mode=self._mode_changed)
+                                     on_mode=self._mode_changed, name_of=self.tool_name_of)
         self.rpc = RpcChannel(self.proc.stdout, self.proc.stdin, transcript,
                               on_request=lambda m, raw, n: self.seam.on_request(m, raw, n),
                               on_notification=self.translator.notification,

@@ -145,6 +145,9 @@ class GeminiAdapter(AcpAdapter):
                                                    "only the default mode asks about every call")
         self.initial_mode = MODE
 
+    def tool_name_of(self, tool_call: dict) -> str:
+        return tool_name(tool_call)
+
     def call_of(self, tool_call: dict, final: bool) -> tuple[str, Any, str | None] | None:
         shown = {key: tool_call[key] for key in ("title", "kind", "content", "locations") if key in tool_call}
         return tool_name(tool_call), shown, None

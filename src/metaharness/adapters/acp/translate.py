@@ -11,9 +11,10 @@ Rules kept:
   messages in order with the calls between them;
 * a `tool_call_update` with status `completed` or `failed` becomes `tool.result` once per
   call; `rawOutput.metadata.exit` (opencode) is its exit code;
-* a `tool_call` the agent announces as already running (`in_progress`, not preceded by a
-  permission request) is a call nobody decided: recorded, and a `VENDOR_NOTICE` names it —
-  the pinning makes every tool ask, so this means the pinning failed;
+* a call the agent reports with no permission request before it is recorded (nobody decided
+  it) and named in a warning: `VENDOR_NOTICE` when it ran — the pinning makes every tool ask,
+  so this means the pinning failed — and `VENDOR_PERMISSION_DENIED` when the agent's own rules
+  refused it (Gemini CLI's policy refuses its subagent tool that way);
 * a mode change the adapter has not allowed is reported to `on_mode` (the adapter ends the run);
 * every kind not in `HANDLERS` is `opaque`, with its line number.
 """
@@ -49,6 +50,7 @@ class Translator:
     ctx: Any
     on_arguments: Callable[[str], None] = lambda call_id: None
     on_mode: Callable[[str], None] = lambda mode: None
+    name_of: Callable[[dict], str] = lambda update: str(update.get("title") or "unknown")
     calls: dict[str, ToolCall] = field(default_factory=dict)
     text: list[str] = field(default_factory=list)
     thought: list[str] = field(default_factory=list)
@@ -98,11 +100,8 @@ class Translator:
         call.kind = update.get("kind") or call.kind
         call.first_status = call.first_status or update.get("status")
         self._absorb(call, update)
-        if update.get("status") == "in_progress" and not call.asked and not call.result_written:
-            # Announced as running with no permission request before it: nobody decided it.
-            self.ctx.record_call(call.call_id, call.title or "unknown", call.raw_input or _shown(update))
-            self.ctx.warn("VENDOR_NOTICE", f"the agent ran {call.call_id} ({call.title}) without asking permission")
-            call.asked = True
+        if update.get("status") == "in_progress":
+            self._unasked(call, update, "ran it without asking permission")
         if call.status in TERMINAL:
             self._result(call, update)
         return True
@@ -128,9 +127,24 @@ class Translator:
             if set(raw_input) - {"cwd"}:
                 call.raw_input = raw_input
 
+    def _unasked(self, call: ToolCall, update: dict, what: str) -> None:
+        """A call the agent reports without a permission request before it: recorded (nobody
+        decided it), and named in a warning."""
+        if call.asked or call.result_written:
+            return
+        call.asked = True
+        name = self.name_of(update) if call.title is None else call.title
+        self.ctx.record_call(call.call_id, name, call.raw_input or _shown(update))
+        if what.startswith("refused"):
+            self.ctx.warn("VENDOR_PERMISSION_DENIED", f"{call.call_id} ({name}): the agent {what}")
+        else:
+            self.ctx.warn("VENDOR_NOTICE", f"{call.call_id} ({name}): the agent {what}")
+
     def _result(self, call: ToolCall, update: dict) -> None:
         if call.result_written:
             return
+        self._unasked(call, update, "refused it by its own rules, before asking" if call.status == "failed"
+                      else "ran it without asking permission")
         call.result_written = True
         raw_output = update.get("rawOutput") if isinstance(update.get("rawOutput"), dict) else None
         metadata = raw_output.get("metadata") if raw_output and isinstance(raw_output.get("metadata"), dict) else {}
