@@ -217,7 +217,7 @@ class AcpAdapter(Adapter):
         version = self.agent_info.get("version") or self.version
         self.ctx.session_started(SessionStarted(
             adapter=self.kind, harness_version=version, session_id=self.session_id,
-            model=self.spec.model or "fake", permission_mode=self.initial_mode, cwd=self.work,
+            model=self.spec.model or session_model(result), permission_mode=self.initial_mode, cwd=self.work,
             transcript=TranscriptRef(path=str(self.scratch.transcript)), hermetic=self._attestation(version),
         ))
         if version != self.pin:
@@ -438,6 +438,18 @@ def acp_descriptor(kind: str, pin: str, rendering: dict[str, str | None], fixed_
         **extra,
         "rendering": dict(rendering),
     }
+
+
+def session_model(result: dict) -> str | None:
+    """The model a new session reports: Gemini CLI's `models.currentModelId`, or opencode's
+    `model` config option."""
+    models = result.get("models") if isinstance(result.get("models"), dict) else {}
+    if isinstance(models.get("currentModelId"), str):
+        return models["currentModelId"]
+    for option in result.get("configOptions") or []:
+        if isinstance(option, dict) and option.get("id") == "model" and isinstance(option.get("currentValue"), str):
+            return option["currentValue"]
+    return None
 
 
 def frame_of(spec: Any) -> dict | None:
