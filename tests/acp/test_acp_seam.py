@@ -150,7 +150,7 @@ def test_a_refusal_the_agent_ignores_escalates_to_cancel_then_closed_stdin(kind,
     assert any("cancelled" in m for m in notices) and any("stdin was closed" in m for m in notices)
     assert driven.sent_methods().count("session/cancel") == 1
     assert not (driven.ws / "ran.txt").exists()
-    assert driven.of("stream.closed")
+    assert driven.of("session.ended")  # we closed its stdin: the session ended, it did not die
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -45,56 +45,38 @@ def run(kind: str, case: Path, turns: list[dict], *args: str, prompt: str = "do 
 SHELL_WRITE = {"op": "shell", "input": {"command": "echo hi > pwned.txt"}}
 
 
-def test_frame_denies_the_shell_call_and_nothing_runs(kind, case):
-    frame(case / "frame.json", ["file.read"])
-    mh = run(kind, case, [{"text": "writing", "calls": [SHELL_WRITE]}, {"text": "done"}],
-             "--frame", str(case / "frame.json"))
-    assert mh.finish() == 0, mh.stderr()
-    mh.assert_complete()
-    (requested,) = mh.of("tool.requested")
-    assert requested["operations"] == ["shell"] and "echo hi > pwned.txt" in json.dumps(requested["input"])
-    decided = mh.decided()[requested["call_id"]]
-    assert decided["decision"]["decision"] == "deny" and decided["decided_by"] == "frame"
-    assert not (case / "ws" / "pwned.txt").exists()
-    assert mh.answers() == [{"outcome": "selected", "optionId": {"opencode": "reject", "gemini": "cancel"}[kind]}]
-    assert mh.of("session.ended")[0]["census"]["denied"] == 1
-
-
-def test_frame_admits_a_write_and_the_file_exists(kind, case):
-    frame(case / "frame.json", ["file.write"])
-    mh = run(kind, case, [{"text": "writing", "calls": [
-        {"op": "file.write", "input": {"path": "out.txt", "content": "written by the model\n"}}]}, {"text": "done"}],
-        "--frame", str(case / "frame.json"))
-    assert mh.finish() == 0, mh.stderr()
-    mh.assert_complete()
-    (requested,) = mh.of("tool.requested")
-    assert requested["operations"] == ["file.write"] and requested["subjects"] == ["file:out.txt"]
-    assert mh.decided()[requested["call_id"]]["decision"]["decision"] == "allow"
-    assert (case / "ws" / "out.txt").read_text() == "written by the model\n"
-    assert mh.answers() == [{"outcome": "selected", "optionId": {"opencode": "once", "gemini": "proceed_once"}[kind]}]
-
-
-def test_read_admitted_and_search_refused_by_the_frame(kind, case):
+def test_frame_denies_shell_and_search_and_admits_write_and_read(kind, case):
+    """One frame (file.read, file.write), four calls: each decided by the frame before it runs."""
     (case / "ws" / "secret.txt").write_text("secret-content-42\n")
-    frame(case / "frame.json", ["file.read"])
+    frame(case / "frame.json", ["file.read", "file.write"])
     mh = run(kind, case, [
+        {"text": "shell", "calls": [SHELL_WRITE]},
+        {"text": "writing", "calls": [{"op": "file.write", "input": {"path": "out.txt", "content": "written\n"}}]},
         {"text": "reading", "calls": [{"op": "file.read", "input": {"path": "secret.txt"}}]},
         {"text": "searching", "calls": [{"op": "search", "input": {"pattern": "secret", "path": "."}}]},
         {"text": "done"}], "--frame", str(case / "frame.json"))
     assert mh.finish() == 0, mh.stderr()
     mh.assert_complete()
-    read, search = mh.of("tool.requested")
+    shell, write, read, search = mh.of("tool.requested")
+    assert shell["operations"] == ["shell"] and "echo hi > pwned.txt" in json.dumps(shell["input"])
+    assert write["operations"] == ["file.write"] and write["subjects"] == ["file:out.txt"]
     assert read["operations"] == ["file.read"] and read["subjects"] == ["file:secret.txt"]
     assert search["operations"] == ["search"]
     decided = mh.decided()
-    assert decided[read["call_id"]]["decision"]["decision"] == "allow"
-    assert decided[search["call_id"]]["decision"]["decision"] == "deny"
+    assert [decided[c["call_id"]]["decision"]["decision"] for c in (shell, write, read, search)] == \
+        ["deny", "allow", "allow", "deny"]
+    assert all(decided[c["call_id"]]["decided_by"] == "frame" for c in (shell, write, read, search))
+    assert not (case / "ws" / "pwned.txt").exists()
+    assert (case / "ws" / "out.txt").read_text() == "written\n"
+    allow, reject = {"opencode": ("once", "reject"), "gemini": ("proceed_once", "cancel")}[kind]
+    assert [a["optionId"] for a in mh.answers()] == [reject, allow, allow, reject]
     results = {r["call_id"]: r for r in mh.of("tool.result")}
     assert search["call_id"] not in results or results[search["call_id"]]["is_error"] is True
     # The model got the file (Gemini CLI reports no read output over ACP; opencode does).
-    assert "secret-content-42" in json.dumps(mh.model_requests()[-1]["body"])
+    assert "secret-content-42" in json.dumps([r["body"] for r in mh.model_requests()])
     if kind == "opencode":
         assert "secret-content-42" in json.dumps(results[read["call_id"]]["content"])
+    assert mh.of("session.ended")[0]["census"]["denied"] == 2
 
 
 def test_ask_mode_the_embedder_answers_each_call(kind, case):
@@ -106,6 +88,13 @@ def test_ask_mode_the_embedder_answers_each_call(kind, case):
     assert first["decision_required"] is True and first["deadline_ms"] == 55000
     mh.send("tool.decide", "d1", call_id=first["call_id"], decision={"decision": "allow"})
     second = mh.wait_for(lambda e: e["event"] == "tool.requested" and e["call_id"] != first["call_id"])
+    # replace cannot travel over ACP: refused by name, and the call stays pending
+    mh.send("tool.decide", "r2", call_id=second["call_id"],
+            decision={"decision": "replace", "input": {"command": "echo safe"}})
+    refused = mh.wait_for(lambda e: e["event"] == "command.result" and e["id"] == "r2")
+    assert refused["outcome"]["result"] == "refused"
+    assert refused["outcome"]["refused"]["code"] == "UNSUPPORTED_CONTROL"
+    assert "replace" in refused["outcome"]["refused"]["reason"]
     mh.send("tool.decide", "d2", call_id=second["call_id"], decision={"decision": "deny", "reason": "no shell here"})
     mh.wait_for(lambda e: e["event"] == "turn.ended")
     assert mh.finish() == 0, mh.stderr()
@@ -114,7 +103,7 @@ def test_ask_mode_the_embedder_answers_each_call(kind, case):
     decided = mh.decided()
     assert decided[first["call_id"]]["decided_by"] == "embedder"
     assert decided[second["call_id"]]["decision"] == {"decision": "deny", "reason": "no shell here"}
-    assert [r["outcome"]["result"] for r in mh.of("command.result")] == ["ok", "ok"]
+    assert [r["outcome"]["result"] for r in mh.of("command.result")] == ["ok", "refused", "ok"]
 
 
 def test_the_deadline_fires_and_nothing_runs(kind, case):
@@ -127,21 +116,6 @@ def test_the_deadline_fires_and_nothing_runs(kind, case):
     mh.assert_complete()
     assert not (case / "ws" / "pwned.txt").exists()
     assert [a["outcome"] for a in mh.answers()] == ["selected"]
-
-
-def test_replace_is_refused_by_name_and_the_call_stays_pending(kind, case):
-    mh = run(kind, case, [{"text": "writing", "calls": [SHELL_WRITE]}, {"text": "done"}], "--decisions", "ask")
-    requested = mh.wait_for(lambda e: e["event"] == "tool.requested")
-    mh.send("tool.decide", "r1", call_id=requested["call_id"],
-            decision={"decision": "replace", "input": {"command": "echo safe"}})
-    refused = mh.wait_for(lambda e: e["event"] == "command.result" and e["id"] == "r1")
-    assert refused["outcome"]["result"] == "refused"
-    assert refused["outcome"]["refused"]["code"] == "UNSUPPORTED_CONTROL"
-    assert "replace" in refused["outcome"]["refused"]["reason"]
-    mh.send("tool.decide", "d1", call_id=requested["call_id"], decision={"decision": "deny", "reason": "no"})
-    mh.wait_for(lambda e: e["event"] == "turn.ended")
-    assert mh.finish() == 0, mh.stderr()
-    assert not (case / "ws" / "pwned.txt").exists()
 
 
 def test_a_workspace_config_that_turns_asking_off_is_ignored(kind, case):

@@ -109,7 +109,6 @@ class AcpAdapter(Adapter):
         self._files: list[Any] = []
         self._scenario = None
         self._base_url: str | None = None
-        self._we_closed = False
         self._end_error: str | None = None
         self._termination: ProcessTermination | None = None
         self._ended = False
@@ -322,8 +321,7 @@ class AcpAdapter(Adapter):
         self._close_stdin()
 
     def _close_stdin(self) -> None:
-        if self.rpc is not None and not self.rpc.stdin_closed:
-            self._we_closed = True
+        if self.rpc is not None:
             self.rpc.close_stdin()
 
     async def halt(self) -> None:
@@ -366,8 +364,9 @@ class AcpAdapter(Adapter):
             return UnknownTermination()
         if self._reader is not None:
             await asyncio.gather(self._reader, return_exceptions=True)
-        # stdout ended: either we closed stdin (the agent exits at once) or it died.
-        died = not self._we_closed
+        # stdout ended: either we closed stdin (finish, halt, a mode change, the seam's
+        # escalation — the agent exits at once) or it died.
+        died = self.rpc is None or not self.rpc.stdin_closed
         if died and self.proc.returncode is None:
             launch.kill_group(self.proc.pid)
         code = await self.proc.wait()
