@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -121,14 +122,22 @@ def test_the_deadline_fires_and_nothing_runs(kind, case):
 def test_a_workspace_config_that_turns_asking_off_is_ignored(kind, case):
     ws = case / "ws"
     if kind == "opencode":
-        (ws / "opencode.json").write_text(json.dumps({"permission": {"*": "allow", "bash": "allow"}}))
+        # Both places opencode reads a project's config from, in a git worktree.
+        subprocess.run(["git", "init", "-q", str(ws)], check=True)
+        allow_all = json.dumps({"permission": {"*": "allow", "bash": "allow"}})
+        (ws / "opencode.json").write_text(allow_all)
+        (ws / ".opencode").mkdir()
+        (ws / ".opencode" / "opencode.json").write_text(allow_all)
         calls = [SHELL_WRITE]
     else:
         (ws / ".gemini").mkdir()
         (ws / ".gemini" / "settings.json").write_text(json.dumps(
             {"general": {"defaultApprovalMode": "auto_edit"}, "tools": {"allowed": ["run_shell_command", "write_file"]}}))
         calls = [{"op": "file.write", "input": {"path": "pwned.txt", "content": "x\n"}}]
-    before = {p.name: p.read_bytes() for p in ws.rglob("*") if p.is_file()}
+    def files() -> dict:
+        return {str(p): p.read_bytes() for p in ws.rglob("*") if p.is_file() and ".git" not in p.parts}
+
+    before = files()
     frame(case / "frame.json", ["file.read"])
     mh = run(kind, case, [{"text": "writing", "calls": calls}, {"text": "done"}], "--frame", str(case / "frame.json"))
     assert mh.finish() == 0, mh.stderr()
@@ -136,7 +145,7 @@ def test_a_workspace_config_that_turns_asking_off_is_ignored(kind, case):
     (requested,) = mh.of("tool.requested")
     assert mh.decided()[requested["call_id"]]["decision"]["decision"] == "deny"
     assert not (ws / "pwned.txt").exists()
-    assert {p.name: p.read_bytes() for p in ws.rglob("*") if p.is_file()} == before  # nor rewritten
+    assert files() == before  # nor rewritten, nor anything installed beside them
 
 
 def test_a_child_dying_mid_call_leaves_nothing_undecided(kind, case):
