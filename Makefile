@@ -1,13 +1,15 @@
 # Two commands do all set-up on a fresh machine (Python 3.11+, pip, make; npm and apt for the tests):
 #   make demo   — install metaharness into .venv and run the bundled two-step workflow (offline)
-#   make test   — install everything the tests need (Python deps, the pinned vendor CLIs, Debian's
-#                 chromium) and run the whole suite, end-to-end tests on the real binaries included
+#   make test   — install everything the tests need (Python deps, the docs tools, the pinned vendor CLIs,
+#                 Debian's chromium and bubblewrap) and run the whole suite, end-to-end tests on the real
+#                 binaries included (the documentation site is built with --strict by a test)
+#   make docs   — regenerate the CLI reference and build the documentation site into site/
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 PIP_FLAGS := --quiet --disable-pip-version-check
 
-.PHONY: install install-test vendor browser demo test bench clean
+.PHONY: install install-test vendor browser sandbox docs demo test bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -17,7 +19,7 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install $(PIP_FLAGS) -e '.[test]'
+	$(BIN)/python -m pip install $(PIP_FLAGS) -e '.[test,docs]'
 	touch $(VENV)/.installed $@
 
 install: $(VENV)/.installed
@@ -40,14 +42,26 @@ browser:
 	  else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; fi; }
 	@chromium --version
 
+# Debian's bubblewrap: the sandbox Codex confines its commands with (it warns on every run without it).
+sandbox:
+	@command -v bwrap >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; \
+	  else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; fi; }
+	@command -v bwrap >/dev/null 2>&1 && bwrap --version || echo "bubblewrap is not available on this platform; Codex runs its commands unsandboxed"
+
+# The documentation site: the CLI reference is generated from the click commands, then MkDocs builds.
+docs: install-test
+	$(BIN)/python -m metaharness.cli.reference > docs/reference/cli.md
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
 demo: install
 	$(BIN)/metaharness demo
 
-test: install-test vendor browser
+test: install-test vendor browser sandbox
 	METAHARNESS_REQUIRE_VENDOR=1 $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 bench: install-test vendor
 	for script in bench/bench_*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done
 
 clean:
-	rm -rf $(VENV) .vendor/node_modules .pytest_cache .hypothesis test-artifacts
+	rm -rf $(VENV) .vendor/node_modules .pytest_cache .hypothesis test-artifacts site

@@ -40,11 +40,11 @@ class _Group(click.Group):
 
 @click.group(cls=_Group, invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("-p", "--prompt", help="Run this prompt once and print the conversation.")
-@click.option("--model", default="scripted:default", show_default=True, help="PROVIDER:MODEL (scripted, anthropic, openai).")
+@click.option("--model", help="PROVIDER:MODEL: anthropic:…, openai:…, or scripted:default (with --script).")
 @click.option("--script", type=click.Path(dir_okay=False), help="A metaharness.scenario/1 file for the scripted model.")
 @click.option("--cwd", type=click.Path(file_okay=False), help="Working directory of the session.")
 @click.option("--mode", type=click.Choice(MODES), help="Permission mode.")
-@click.option("--stdio", is_flag=True, help="Run as metaharness's child (docs/internals/oharness-stdio.md).")
+@click.option("--stdio", is_flag=True, help="Run as metaharness's child: one JSON record per line on stdin and stdout.")
 @click.option("--no-decision-trail", is_flag=True, help="Do not write decisions.jsonl.")
 @click.option("--session-dir", type=click.Path(file_okay=False), help="Where the session's transcript goes.")
 @click.version_option(package_name="metaharness", prog_name="oharness")
@@ -57,7 +57,7 @@ def main(ctx: click.Context, prompt: str | None, model: str, script: str | None,
     if stdio:
         from .stdio import parse_args, serve
 
-        argv = ["--stdio", "--model", model]
+        argv = ["--stdio", "--model", model or "scripted:default"]
         for flag, value in (("--script", script), ("--cwd", cwd), ("--mode", mode), ("--session-dir", session_dir)):
             if value is not None:
                 argv += [flag, value]
@@ -66,7 +66,12 @@ def main(ctx: click.Context, prompt: str | None, model: str, script: str | None,
         sys.exit(asyncio.run(serve(parse_args(argv))))
     if prompt is None:
         raise click.UsageError("give a prompt with -p/--prompt (or --stdio to run under metaharness)")
-    sys.exit(asyncio.run(_run_prompt(prompt, model, script, cwd, mode, session_dir=session_dir,
+    if model is None and script is None:
+        from .providers import NO_MODEL
+
+        click.echo(f"oharness: {NO_MODEL}", err=True)
+        sys.exit(2)
+    sys.exit(asyncio.run(_run_prompt(prompt, model or "scripted:default", script, cwd, mode, session_dir=session_dir,
                                      decision_trail=not no_decision_trail)))
 
 
@@ -124,7 +129,7 @@ async def _run_prompt(prompt: str, model: str, script: str | None, cwd: str | No
 
 def _offer_trust(cwd: str | None, asker: Any, console: Any) -> None:
     """Interactive first start in an untrusted workspace whose project settings trust would turn
-    on (permissions.md § 4.4): show them and ask. A headless start never grants trust."""
+    on (docs/reference/permissions.md#workspace-trust): show them and ask. A headless start never grants trust."""
     import os
 
     from .cli_permissions import trust_summary

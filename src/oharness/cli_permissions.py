@@ -1,4 +1,4 @@
-"""`oharness permissions …`: explain, list, trust (permissions.md § 16).
+"""`oharness permissions …`: explain, list, trust (docs/reference/permissions.md#the-commands).
 
 A click group, mounted by `oharness.cli` as `oharness permissions`. `explain` and `list` never
 execute a tool, prompt, or write anything; `trust` writes only `~/.oharness/trust.json`. All three
@@ -32,7 +32,7 @@ def _load(cwd: str | None, **kw) -> Settings:
 
 
 def trust_summary(s: Settings) -> str:
-    """What trusting this workspace would turn on (§ 4.4): shown by `permissions trust` and by
+    """What trusting this workspace would turn on: shown by `permissions trust` and by
     the first-start question of an interactive session."""
     lines = [f"project: {s.project_root}"]
     if s.trusted:
@@ -156,7 +156,11 @@ def list_(as_json: bool, cwd: str | None) -> None:
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 @_cwd_option
 def trust(revoke: bool, yes: bool, cwd: str | None) -> None:
-    """Trust this workspace's project settings (§ 4.4), or revoke that trust."""
+    """Trust this workspace's project settings, or revoke that trust.
+
+    Until a workspace is trusted its project allow rules, writableRoots and an
+    accept-edits defaultMode are ignored; its deny and ask rules apply at once.
+    """
     s = _load(cwd)
     if revoke:
         removed = revoke_trust(s.project_root, s.home)

@@ -1,7 +1,8 @@
 """`oharness --stdio`: the child side of docs/internals/oharness-stdio.md.
 
 What belongs here: reading the parent's lines (user, frame, decision, steer, set_mode,
-interrupt), writing the child's records (init, turn_start, text, thinking, injection,
+interrupt; a decision carrying `"interrupt": true` is an interrupt's abandonment deny and
+stops the running turn as it is read), writing the child's records (init, turn_start, text, thinking, injection,
 tool_call, tool_result, usage, turn_end, result, error), and the per-call seam that
 blocks each call until its `decision` arrives.
 
@@ -216,6 +217,9 @@ class ChildServer:
                 return
             if not isinstance(call_id, str) or not self.seam.resolve(call_id, decision):
                 self._error(f"decision for {call_id!r} ignored: no call with that id is waiting for one")
+            if record.get("interrupt") is True and self.current is not None:
+                # The deny of an interrupt: the turn stops here, before it could ask the model again.
+                self.current.cancel()
         elif kind == "steer":
             text = record.get("text")
             if not isinstance(text, str):

@@ -5,10 +5,13 @@ of `metaharness run claude` that reads events and writes commands."""
 from __future__ import annotations
 
 import asyncio
+import atexit
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from typing import Any, Callable
 
@@ -20,7 +23,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 VENDOR_DIR = os.path.join(ROOT, ".vendor", "node_modules", ".bin")
 CLAUDE = os.path.join(VENDOR_DIR, "claude")
 NSRUN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "nsrun.py")
-SCRATCH_BASE = "/var/tmp/metaharness-tests"
+# Scratch homes of this test process (kept for inspection while it runs, removed when it exits):
+# a run of the suite leaves none behind. Under /var/tmp, never /tmp (sandboxed commands may write there).
+SCRATCH_BASE = tempfile.mkdtemp(prefix="metaharness-tests-", dir="/var/tmp")
+atexit.register(shutil.rmtree, SCRATCH_BASE, True)
 
 
 def require_binary() -> str:

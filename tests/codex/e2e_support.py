@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
 import time
+import uuid
 from pathlib import Path
 from typing import Any, Callable
+
+import pytest
 
 from metaharness.protocol.frame import document_bytes, seal
 
@@ -171,3 +175,12 @@ class CodexRun:
         assert last["events"] == last["seq"] - 1
         assert [e["seq"] for e in self.events] == list(range(1, len(self.events) + 1))
         assert self.dns_names() == [], f"the vendor looked up names: {self.dns_names()}"
+
+
+@pytest.fixture
+def fresh_case(request):
+    """A per-test directory under E2E_ROOT with a `work/` inside, removed afterwards."""
+    directory = E2E_ROOT / f"{request.node.name[:40]}-{uuid.uuid4().hex[:6]}"
+    (directory / "work").mkdir(parents=True)
+    yield directory
+    shutil.rmtree(directory, ignore_errors=True)

@@ -44,8 +44,10 @@ def hook_payload(name: str = "Bash", command: str = "echo hi > out.txt", call_id
 
 
 def run_relay(directory, secret: str, payload: bytes, wait: float = 5.0) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-I", "-S", str(PROGRAM), str(directory), secret, str(wait)],
-                          input=payload, capture_output=True, timeout=30)
+    # The secret travels in the hook's environment, as Codex hands it down (never in argv).
+    return subprocess.run([sys.executable, "-I", "-S", str(PROGRAM), str(directory), str(wait)],
+                          input=payload, capture_output=True, timeout=30,
+                          env={**os.environ, "METAHARNESS_RELAY_SECRET": secret})
 
 
 # --- the hook program and the socket ---------------------------------------------------
@@ -133,15 +135,15 @@ def test_relay_failures_print_nothing_and_exit_0(long_dir, tmp_path):
 
 
 def test_hook_declaration():
-    table = tomllib.loads(hook_toml(Path("/scratch/codex-1"), "s3cret", *hook_timing(55000, 60000)))
+    table = tomllib.loads(hook_toml(Path("/scratch/codex-1"), *hook_timing(55000, 60000)))
     [entry] = table["hooks"]["PreToolUse"]
     assert "matcher" not in entry  # every tool
     [hook] = entry["hooks"]
     assert hook["type"] == "command" and hook["timeout"] == 60
     argv = shlex.split(hook["command"])
     assert argv[:4] == [sys.executable, "-I", "-S", str(PROGRAM)]
-    assert argv[4:6] == ["/scratch/codex-1", "s3cret"]
-    assert 55 < float(argv[6]) < 60  # the verdict is due before the relay gives up, and it gives up before Codex stops it
+    assert argv[4] == "/scratch/codex-1" and len(argv) == 6  # no secret: argv is readable by every user
+    assert 55 < float(argv[5]) < 60  # the verdict is due before the relay gives up, and it gives up before Codex stops it
     assert hook_timing(1500, 3000) == (3, 2.25) and hook_timing(2001, 4002) == (5, 3.0015)
 
 

@@ -140,18 +140,18 @@ def test_a_standalone_trail_lives_in_the_sessions_own_directory(project, tmp_pat
 
 def test_disable_bypass_refuses_to_start_with_exit_2_naming_the_file(project):
     (project / ".oharness" / "settings.json").write_text(json.dumps({**SEED, "disableBypassMode": True}))
-    run = oharness("-p", "go", "--mode", "bypass", "--cwd", str(project), cwd=project)
+    run = oharness("-p", "go", "--model", "scripted:default", "--mode", "bypass", "--cwd", str(project), cwd=project)
     assert run.returncode == 2
     assert "disableBypassMode" in run.stderr and str(project / ".oharness" / "settings.json") in run.stderr
 
 
 def test_invalid_rules_and_hooks_refuse_to_start(project):
     (project / ".oharness" / "settings.json").write_text(json.dumps({"deny": ["Bash(rm -rf *"]}))
-    run = oharness("-p", "go", "--cwd", str(project), cwd=project)
+    run = oharness("-p", "go", "--model", "scripted:default", "--cwd", str(project), cwd=project)
     assert run.returncode == 2 and "settings.json: deny rule 'Bash(rm -rf *'" in run.stderr
     assert "Traceback" not in run.stderr
     (project / ".oharness" / "settings.local.json").write_text(json.dumps({"hooks": {"PreToolUse": []}}))
-    run = oharness("-p", "go", "--cwd", str(project), cwd=project)
+    run = oharness("-p", "go", "--model", "scripted:default", "--cwd", str(project), cwd=project)
     assert run.returncode == 2 and "hooks" in run.stderr
 
 

@@ -9,6 +9,7 @@ write, and the whole verdict of `decide` with the index replaced by "every rule"
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 
 import pytest
@@ -58,7 +59,8 @@ def dirs():
     os.makedirs(home)
     with open(os.path.join(root, "src", "a.py"), "w") as f:  # a recursive read of `.` meets Read(src/**)
         f.write("")
-    return root, home
+    yield root, home
+    shutil.rmtree(base, ignore_errors=True)  # the suite leaves nothing behind
 
 
 def _ruleset(pairs, root, home) -> RuleSet:

@@ -12,7 +12,7 @@ def test_render_table_sorted_with_no_vendor_tool():
     assert text.splitlines() == [
         "dir.list         -> (no vendor tool)",
         "file.read        -> Read",
-        "mcp.call         -> (no vendor tool)",
+        "mcp.call         -> mcp__<server>__<tool> (resolved by name)",
         "shell            -> Bash",
     ]
     assert text.endswith("\n")
@@ -26,3 +26,16 @@ def test_descriptor_json_keeps_given_order_and_indents_two():
     assert list(json.loads(text)) == ["adapter", "versions_pinned", "replace", "rendering"]
     assert text.splitlines()[1] == '  "adapter": {'
     assert '"dir.list": null' in text
+
+
+def test_render_agrees_with_what_every_adapter_does_for_mcp_calls():
+    from metaharness.adapters import KINDS, adapter_class
+    from metaharness.run.spec import RunSpec
+
+    for kind in KINDS:
+        cls = adapter_class(kind)
+        assert "mcp.call         -> mcp__<server>__<tool> (resolved by name)" in render_table(
+            cls.descriptor()["rendering"]).splitlines(), kind
+        adapter = cls(RunSpec(kind=kind, cwd="/w"))
+        resolution = adapter.resolve("mcp__github__create_issue", {"title": "x"}, "/w")
+        assert resolution.operations == [("mcp.call", "github", "create_issue")], kind

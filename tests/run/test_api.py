@@ -72,7 +72,5 @@ def test_spec_to_argv_round_trips_through_the_cli():
                    max_turns=3, policy_files=[], hermetic="on")
     argv = spec_to_argv(spec)
     ctx = run_command.make_context("run", argv[1:])
-    parsed = dict(ctx.params)
-    parsed["required_commands"] = list(parsed["required_commands"])
-    parsed["policy_files"] = list(parsed["policy_files"])
+    parsed = {name: list(value) if isinstance(value, tuple) else value for name, value in ctx.params.items()}
     assert RunSpec(**parsed) == spec

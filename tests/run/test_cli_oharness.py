@@ -190,7 +190,7 @@ def test_capabilities_cli():
     rendered = subprocess.run([PY, "-m", "metaharness", "capabilities", "oharness", "--render"],
                               capture_output=True, text=True, timeout=30).stdout.splitlines()
     assert rendered[0] == "dir.list         -> glob"
-    assert "mcp.call         -> (no vendor tool)" in rendered
+    assert "mcp.call         -> mcp__<server>__<tool> (resolved by name)" in rendered
     bad = subprocess.run([PY, "-m", "metaharness", "capabilities", "nope"], capture_output=True, timeout=30)
     assert bad.returncode == 2
 
@@ -217,6 +217,9 @@ def test_session_directory_is_deleted_with_the_run_unless_retained(tmp_path):
         assert proc.returncode == 0
         started = json.loads(proc.stdout.splitlines()[0])
         transcript = started["transcript"]["path"]
-        assert transcript and not os.path.exists(os.path.dirname(transcript))
-        if retain is not None:
-            assert (retain / "oharness-session" / "transcript.jsonl").exists()
+        # session.started names the transcript where it is kept, or nothing: never a deleted file.
+        if retain is None:
+            assert transcript is None
+        else:
+            assert transcript == str(retain / "oharness-session" / "transcript.jsonl")
+            assert os.path.exists(transcript)

@@ -565,3 +565,36 @@ async def test_interrupt_result_precedes_turn_end_even_when_the_harness_reports_
     order = [(e["event"], e.get("id")) for e in events]
     assert order.index(("command.result", "i1")) < order.index(("turn.ended", None))
     assert [e["stop_reason"] for e in by(events, "turn.ended")] == ["interrupted"]
+
+
+# --- a result for a call nobody decided (issue 19) -----------------------------------------
+
+
+async def test_a_result_for_an_undecided_call_is_reported_as_such_and_never_as_not_run():
+    """Whatever let the call run, the stream says what metaharness knows: a warning naming
+    the call, no decision, and no later "nothing ran" abandonment."""
+    from metaharness.protocol.events import ToolResult
+
+    class Forged(FakeAdapter):
+        async def _play(self, turn):
+            ctx = self._ctx
+            ctx.turn_started()
+            from metaharness.adapters.base import PresentedCall
+
+            ctx.present(PresentedCall(call_id="forged", name="bash", input={"command": "id"}, seam="owned_tool",
+                                      deliver=lambda d, by: self.delivered.append(("forged", d, by))))
+            await asyncio.sleep(0.01)
+            ctx.emit(ToolResult(call_id="forged", is_error=False, content="ran", exit_code=0))
+            ctx.turn_ended("end_turn")
+
+    s = spec(decisions="ask")
+    events, code, adapter, *_ = await drive(s, Forged(s, [Turn()]))
+    assert_complete(events)
+    kinds = [(e["event"], e.get("code")) for e in events]
+    warning = kinds.index(("warning", "UNDECIDED_CALL_RAN"))
+    assert kinds[warning + 1] == ("tool.result", None)
+    assert "forged" in events[warning]["message"]
+    assert not by(events, "tool.decided")  # nothing claims a decision, nor that nothing ran
+    assert not any(e["event"] == "warning" and e["code"] == "PENDING_CALL_ABANDONED" for e in events)
+    assert adapter.delivered == []
+    assert by(events, "session.ended")[0]["census"]["allowed"] == 0

@@ -44,6 +44,7 @@ def proj(monkeypatch):
     trust_workspace(root, home)
     yield root
     shutil.rmtree(base, ignore_errors=True)
+    shutil.rmtree(base, ignore_errors=True)
 
 
 class VendorFake(FakeAdapter):

@@ -193,3 +193,40 @@ def test_html_cli_writes_the_page_and_refuses_bad_lines(tmp_path):
     assert bad.exit_code == 2 and "line 3" in bad.stderr
     empty = invoke(["project", "--html", str(tmp_path / "e.html"), "fixtures/empty.jsonl"])
     assert empty.exit_code == 0 and "No tool calls" in (tmp_path / "e.html").read_text()
+
+
+def _started(adapter):
+    return {"event": "session.started", "adapter": adapter, "adapter_class": "harness", "cwd": "/w",
+            "transcript": {"path": None, "digest": None, "bytes": None},
+            "hermetic": {"mode": "off", "decisions": "frame", "imposed": [], "unavailable": [], "ambient_inputs": [],
+                         "installed_plugins": [], "deny_only": False}}
+
+
+def test_codex_login_shell_wrapper_is_unwrapped_and_its_raw_form_shown():
+    from metaharness.view.compare import unwrap_login_shell
+
+    claude = [_started("claude"), _call("toolu_1", "Bash", "shell", {"command": "echo hi > out.txt"}),
+              _decided("toolu_1", "allow")]
+    codex = [_started("codex"),
+             _call("call_1", "Bash", "shell", {"command": "/bin/bash -lc 'echo hi > out.txt'", "cwd": "/w"},
+                   seam="control_request"),
+             _decided("call_1", "allow", seam="control_request")]
+    a = decode_stream(stream_bytes("claude-1", claude))
+    b = decode_stream(stream_bytes("codex-1", codex))
+    rows, _ = align_runs([extract_run(a, "a", "A"), extract_run(b, "b", "B")])
+    calls = [row for row in rows if row.kind == "call"]
+    assert [(row.status, row.reasons) for row in calls] == [("same", [])]
+    assert calls[0].right.raw_command == "/bin/bash -lc 'echo hi > out.txt'"
+    assert calls[0].right.input_summary.startswith("command=echo hi > out.txt")
+    assert calls[0].left.raw_command is None
+    page = render_page([("a", a), ("b", b)]).decode()
+    assert "as the vendor ran it: <code>/bin/bash -lc &#39;echo hi &gt; out.txt&#39;</code>" in page
+    # Only the vendor's own wrapper: a different command inside it still differs.
+    assert unwrap_login_shell("/bin/bash -lc 'it'\\''s'") == "it's"
+    assert unwrap_login_shell("bash -lc 'a' extra") is None and unwrap_login_shell("echo 'unterminated") is None
+
+
+def test_a_model_written_wrapper_on_another_harness_is_not_unwrapped():
+    claude = [_started("claude"), _call("toolu_1", "Bash", "shell", {"command": "bash -lc 'ls'"})]
+    run = extract_run(decode_stream(stream_bytes("claude-1", claude)), "a", "A")
+    assert run.calls[0].raw_command is None

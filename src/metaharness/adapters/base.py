@@ -103,6 +103,8 @@ class Adapter(abc.ABC):
     # True: begin_turn receives the turn's text blocks as a list ([frame rendering,
     # injects…, prompt], empty ones left out) instead of one string joined with "\n\n".
     turn_blocks: ClassVar[bool] = False
+    # What a user can do when a run requires replace and this adapter cannot deliver it.
+    replace_hint: ClassVar[str | None] = None
 
     def __init__(self, spec: Any) -> None:
         self.spec = spec  # metaharness.run.spec.RunSpec
@@ -165,6 +167,15 @@ class Adapter(abc.ABC):
     @abc.abstractmethod
     async def interrupt(self) -> None:
         """Stop the running turn; return once the interrupt is delivered."""
+
+    def interrupting(self) -> None:
+        """An interrupt is about to be processed: the decisions delivered next are its
+        abandonment denies, and `interrupt()` follows. An adapter whose harness could act
+        on a deny before it reads the interrupt carries both as one message."""
+
+    def alive(self) -> bool:
+        """False once the child is known to have exited (nothing can be delivered to it)."""
+        return True
 
     @abc.abstractmethod
     async def finish(self) -> None:

@@ -1,22 +1,220 @@
-"""A harness child process speaking one JSON object per line on stdio.
+"""A harness child process speaking one JSON object per line on its control channel.
 
 Shared by every adapter: spawn in its own process group, read stdout line by line
 (with the 1-based transcript line number, for `opaque`/`source_line`), write lines
 to stdin, keep a tail of stderr for NO_TERMINAL_RECORD, optionally tee the raw
 stdout into a transcript file, and stop the whole process group.
+
+The seam's protections live here too, one rule each, for every adapter:
+* the control channel (the child's stdin and stdout) is one end of a Unix socketpair,
+  never a pipe: a socket cannot be reopened through `/proc/<pid>/fd/N` (open fails
+  with ENXIO), so nothing the agent starts can write into the channel or read from it;
+* the child gets SIGKILL when metaharness dies (PR_SET_PDEATHSIG), so no call runs on
+  undecided after a killed metaharness;
+* where the platform allows it the child runs in a PID and mount namespace of its own
+  with a private /proc (`confined_argv`), so the agent cannot name metaharness's pid;
+* metaharness itself is made non-dumpable (`make_non_dumpable`): another process of the
+  same user cannot open its /proc files (fds, environ, memory) or ptrace it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import os
+import shutil
 import signal
-from typing import AsyncIterator
+import socket
+import subprocess
+from typing import Any, AsyncIterator
 
 from metaharness.protocol.values import Exited, Signaled, UnknownTermination
 
 STDOUT_LIMIT = 64 * 1024 * 1024  # vendors write large single records (file contents)
+PR_SET_PDEATHSIG = 1
+PR_SET_DUMPABLE = 4
+
+
+@functools.lru_cache(maxsize=1)
+def _prctl_function() -> Any:
+    """libc's prctl, resolved in the parent: a preexec_fn must not import or load anything
+    (another thread may hold the import lock at the fork)."""
+    import ctypes
+
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+def _prctl(option: int, value: int) -> bool:
+    prctl = _prctl_function()
+    return prctl is not None and prctl(option, value, 0, 0, 0) == 0
+
+
+def parent_death_signal() -> None:
+    """preexec_fn: the child gets SIGKILL when metaharness dies (prctl resolved beforehand)."""
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def make_non_dumpable() -> bool:
+    """Make this process non-dumpable (its /proc files become root's, ptrace is refused to
+    same-user processes). Idempotent; False where prctl is not available."""
+    return _prctl(PR_SET_DUMPABLE, 0)
+
+
+def control_socketpair() -> tuple[socket.socket, socket.socket]:
+    """(ours, the child's): a connected AF_UNIX stream pair; the child's end is inheritable."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    theirs.set_inheritable(True)
+    return ours, theirs
+
+
+class ChannelWriter:
+    """The writing half of a socket channel with the StreamWriter calls the adapters use;
+    `close()` half-closes (the child reads end of input, its output still comes)."""
+
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
+        self._writer = writer
+        self._closed = False
+
+    def write(self, data: bytes) -> None:
+        if self._closed:
+            raise BrokenPipeError("the control channel's writing half is closed")
+        self._writer.write(data)
+
+    async def drain(self) -> None:
+        await self._writer.drain()
+
+    def is_closing(self) -> bool:
+        return self._closed or self._writer.is_closing()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self._writer.can_write_eof():
+                self._writer.write_eof()
+            else:
+                self._writer.close()
+        except (OSError, RuntimeError):
+            pass
+
+    async def wait_closed(self) -> None:
+        return None
+
+
+async def open_channel(ours: socket.socket) -> tuple[asyncio.StreamReader, ChannelWriter]:
+    reader, writer = await asyncio.open_unix_connection(sock=ours, limit=STDOUT_LIMIT)
+    return reader, ChannelWriter(writer)
+
+
+async def spawn_on_channel(argv: list[str], *, env: dict[str, str] | None, cwd: str | None,
+                           stderr: Any = asyncio.subprocess.PIPE
+                           ) -> tuple[asyncio.subprocess.Process, asyncio.StreamReader, ChannelWriter]:
+    """Spawn `argv` (confined where possible) with a socketpair as its stdin and stdout, in
+    its own process group, with a parent-death signal. Returns (process, reader, writer)."""
+    _prctl_function()  # resolved here, so the preexec_fn only calls it
+    ours, theirs = control_socketpair()
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *confined_argv(argv), stdin=theirs.fileno(), stdout=theirs.fileno(), stderr=stderr,
+            env=env, cwd=cwd, start_new_session=True, preexec_fn=parent_death_signal,
+        )
+    except BaseException:
+        ours.close()
+        raise
+    finally:
+        theirs.close()
+    reader, writer = await open_channel(ours)
+    return proc, reader, writer
+
+
+# --- scratch ------------------------------------------------------------------------------
+
+
+class ScratchRefused(Exception):
+    """A scratch base that is not private to this user; the message names it and says why."""
+
+
+def private_base(path: str) -> str:
+    """`path` as a directory only this user can enter: created mode 0700 if absent; if present,
+    it must be a real directory (a symlink is never followed), owned by this user, writable by
+    no one else. A base that is only readable by others is tightened to 0700; anything else is
+    refused by name (ScratchRefused)."""
+    import stat
+
+    path = os.path.abspath(path)
+    parent = os.path.dirname(path)
+    if parent and not os.path.isdir(parent):
+        os.makedirs(parent, mode=0o700, exist_ok=True)
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError as exc:
+        raise ScratchRefused(f"the scratch base {path} is not a directory of its own "
+                             f"(a symlink is never followed): {exc.strerror or exc}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISDIR(info.st_mode):
+            raise ScratchRefused(f"the scratch base {path} is not a directory")
+        if info.st_uid != os.geteuid():
+            raise ScratchRefused(f"the scratch base {path} belongs to uid {info.st_uid}, not to this user "
+                                 f"(uid {os.geteuid()}); remove it or choose another base")
+        if info.st_mode & 0o022:
+            raise ScratchRefused(f"the scratch base {path} is writable by others (mode {info.st_mode & 0o777:o}); "
+                                 "remove it or choose another base")
+        if info.st_mode & 0o077:
+            os.fchmod(fd, 0o700)
+    finally:
+        os.close(fd)
+    return path
+
+
+def private_scratch(base: str, prefix: str) -> str:
+    """A fresh per-run directory (mkdtemp, mode 0700) inside the private `base`."""
+    import tempfile
+
+    return tempfile.mkdtemp(prefix=prefix, dir=private_base(base))
+
+
+# --- confinement ---------------------------------------------------------------------------
+
+NAMESPACE_ENV = "METAHARNESS_NAMESPACE"  # "off" turns confinement off (diagnosis only)
+
+
+@functools.lru_cache(maxsize=1)
+def confinement() -> tuple[list[str], str]:
+    """(prefix, how): the argv prefix that runs a child in its own PID and mount namespace
+    with a private /proc, and a sentence saying how — or ([], why not)."""
+    if os.environ.get(NAMESPACE_ENV) == "off":
+        return [], f"{NAMESPACE_ENV}=off"
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        return [], "unshare(1) is not installed"
+    prefix = [unshare, "--pid", "--mount", "--mount-proc", "--fork", "--kill-child"]
+    if os.geteuid() != 0:
+        prefix.insert(1, "--map-current-user")  # an unprivileged user namespace owns the others
+    try:
+        probe = subprocess.run([*prefix, "true"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, timeout=10)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return [], f"unshare could not run: {exc}"
+    if probe.returncode != 0:
+        detail = probe.stderr.decode("utf-8", "replace").strip().splitlines()
+        return [], f"unshare refused: {detail[-1] if detail else probe.returncode}"
+    user = " in an unprivileged user namespace" if os.geteuid() != 0 else ""
+    return prefix, f"own PID and mount namespace with a private /proc (unshare{user})"
+
+
+def confined_argv(argv: list[str]) -> list[str]:
+    prefix, _how = confinement()
+    return [*prefix, *argv]
 
 
 class ChildProcess:
@@ -31,18 +229,12 @@ class ChildProcess:
         self._stderr_task: asyncio.Task | None = None
         self._transcript = None
         self.stdin_closed = False
+        self._out: asyncio.StreamReader | None = None  # the child's stdout (our end of the socket)
+        self._in: ChannelWriter | None = None  # the child's stdin
 
     async def spawn(self) -> None:
-        self.proc = await asyncio.create_subprocess_exec(
-            *self.argv,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            env=self.env,
-            cwd=self.cwd,
-            start_new_session=True,  # its own process group, so a halt reaches every descendant
-            limit=STDOUT_LIMIT,
-        )
+        # Its own process group (a halt reaches every descendant), a socketpair for the channel.
+        self.proc, self._out, self._in = await spawn_on_channel(self.argv, env=self.env, cwd=self.cwd)
         if self.transcript_path:
             self._transcript = open(self.transcript_path, "wb")
         self._stderr_task = asyncio.create_task(self._read_stderr())
@@ -57,13 +249,15 @@ class ChildProcess:
 
     async def lines(self) -> AsyncIterator[tuple[int, bytes]]:
         """(1-based line number, raw line without its terminator) until EOF."""
-        assert self.proc and self.proc.stdout
+        assert self._out is not None
         number = 0
         while True:
             try:
-                raw = await self.proc.stdout.readline()
+                raw = await self._out.readline()
             except (asyncio.LimitOverrunError, ValueError):
-                raw = await self.proc.stdout.read(STDOUT_LIMIT)
+                raw = await self._out.read(STDOUT_LIMIT)
+            except OSError:
+                break
             if not raw:
                 break
             number += 1
@@ -77,26 +271,23 @@ class ChildProcess:
 
     def write(self, data: bytes) -> None:
         """Write one line (synchronously buffered; the loop drains it)."""
-        if self.proc is None or self.proc.stdin is None or self.stdin_closed:
+        if self._in is None or self.stdin_closed or self._in.is_closing():
             raise BrokenPipeError("the harness's stdin is closed")
-        if self.proc.stdin.is_closing():
-            raise BrokenPipeError("the harness's stdin is closed")
-        self.proc.stdin.write(data if data.endswith(b"\n") else data + b"\n")
+        if self.proc is not None and self.proc.returncode is not None:
+            raise BrokenPipeError("the harness has exited")
+        self._in.write(data if data.endswith(b"\n") else data + b"\n")
 
     async def drain(self) -> None:
-        if self.proc and self.proc.stdin and not self.stdin_closed:
+        if self._in is not None and not self.stdin_closed:
             try:
-                await self.proc.stdin.drain()
+                await self._in.drain()
             except (BrokenPipeError, ConnectionResetError):
                 pass
 
     def close_stdin(self) -> None:
-        if self.proc and self.proc.stdin and not self.stdin_closed:
+        if self._in is not None and not self.stdin_closed:
             self.stdin_closed = True
-            try:
-                self.proc.stdin.close()
-            except Exception:
-                pass
+            self._in.close()
 
     def kill_group(self, sig: int = signal.SIGKILL) -> None:
         if self.proc is None or self.proc.returncode is not None:
@@ -114,7 +305,8 @@ class ChildProcess:
         self.close_stdin()
         if self.proc is None or self.proc.returncode is not None:
             return
-        self.kill_group(signal.SIGTERM)
+        # A confined child is its namespace's init, which ignores SIGTERM from outside: stop it for good.
+        self.kill_group(signal.SIGKILL if confinement()[0] else signal.SIGTERM)
         try:
             await asyncio.wait_for(self.proc.wait(), grace)
         except asyncio.TimeoutError:

@@ -2,7 +2,7 @@
 
 Errors are one sentence on stderr prefixed `metaharness: `, printed through rich
 without markup (messages quote JSON, whose brackets are not markup), and the verb
-exits with the § 7.6 code. Data on stdout is written as raw bytes, never reflowed.
+exits with the verb's code (docs/reference/wire.md#exit-codes). Data on stdout is written as raw bytes, never reflowed.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`metaharness check EVENTS` and `metaharness schema NAME` (protocol.md § 7.6).
+"""`metaharness check EVENTS` and `metaharness schema NAME` (docs/reference/wire.md#exit-codes).
 
 check: 0 complete; 1 an invalid line, a seq gap, a second run id, or an
 inconsistent stream (stderr names the first such line and why); 3 truncated;
@@ -36,15 +36,25 @@ def check(path: str) -> None:
     sys.exit(verdict.exit_code)
 
 
-SCHEMA_NAMES = ("event", "command", "frame")
+SCHEMA_NAMES = ("event", "command", "frame", "workflow", "batch")
 
 
 @click.command()
 @click.argument("name", type=click.Choice(SCHEMA_NAMES))
 def schema(name: str) -> None:
-    """Print the JSON Schema of metaharness.event/1, metaharness.command/1 or metaharness.frame/1."""
+    """Print the JSON Schema of metaharness.event/1, .command/1, .frame/1, .workflow/1 or .batch/1."""
     import json
 
-    from metaharness.protocol.schema import json_schema
+    if name == "workflow":  # the workflow document sits above the wire formats
+        from metaharness.workflow.document import json_schema as workflow_schema
 
-    write_bytes((json.dumps(json_schema(name), indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
+        document = workflow_schema()
+    elif name == "batch":  # so does the batch plan
+        from metaharness.batch.plan import plan_schema
+
+        document = plan_schema()
+    else:
+        from metaharness.protocol.schema import json_schema
+
+        document = json_schema(name)
+    write_bytes((json.dumps(document, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))

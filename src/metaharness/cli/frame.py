@@ -1,7 +1,7 @@
-"""`metaharness frame seal|verify|render` — frame documents from the shell (protocol.md § 7.6, § 8).
+"""`metaharness frame seal|verify|render` — frame documents from the shell (docs/guides/frames.md).
 
 Exit codes: 0 done; 2 a usage error or a refused document, the refusal's name and
-the § 8.7 detail on stderr in one sentence.
+the load-check detail on stderr in one sentence.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def seal(in_path: str, out_path: str | None) -> None:
     try:
         data = read_input(in_path)
     except OSError as exc:
-        fail(f"FrameUnreadable: {FrameRefusal('FrameUnreadable', exc.strerror or str(exc)).sentence(in_path)}")
+        fail(f"FrameUnreadable: {FrameRefusal('FrameUnreadable', exc.strerror or str(exc)).seal_sentence(in_path)}")
     try:
         try:
             obj = msgspec.json.decode(data)
@@ -52,7 +52,7 @@ def seal(in_path: str, out_path: str | None) -> None:
             raise FrameRefusal("FrameInvalid", f"not a JSON object: {exc}") from None
         sealed = seal_frame(obj)
     except FrameRefusal as refusal:
-        fail(f"{refusal.name}: {refusal.sentence(in_path)}")
+        fail(f"{refusal.name}: {refusal.seal_sentence(in_path)}")
     document = document_bytes(sealed)
     if out_path is None or out_path == "-":
         write_bytes(document)
@@ -67,7 +67,7 @@ def seal(in_path: str, out_path: str | None) -> None:
 @frame.command()
 @click.argument("path", metavar="FILE")
 def verify(path: str) -> None:
-    """Check a sealed document (§ 8.7) and print its digest."""
+    """Check a sealed document (every load check, in order) and print its digest."""
     say(_load(path).digest)
 
 

@@ -1,4 +1,4 @@
-"""`metaharness loopback serve` — run the local fake model server standalone (vendors.md § 7.1).
+"""`metaharness loopback serve` — run the local fake model server standalone (docs/concepts.md#loopback).
 
 Prints the base URL as one line on stdout, then serves until SIGINT or SIGTERM and exits 0.
 Bad input (an unreadable or invalid scenario, a port in use) is one sentence on stderr, exit 2.

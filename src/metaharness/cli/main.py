@@ -25,6 +25,9 @@ COMMANDS: dict[str, str] = {
     "conformance": "metaharness.cli.vendor:conformance",
     "view": "metaharness.cli.view:view",
     "project": "metaharness.cli.view:project",
+    "workflow": "metaharness.cli.workflow:workflow",
+    "redecide": "metaharness.cli.redecide:redecide",
+    "batch": "metaharness.cli.batch:batch",
 }
 
 
@@ -53,6 +56,10 @@ def cli() -> None:
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["run"]:  # a stop during start-up still closes the stream (run/__init__.py)
+        from metaharness.run import install_early_signal_handlers
+
+        install_early_signal_handlers()
     try:
         cli.main(prog_name="metaharness", standalone_mode=True)
     except KeyboardInterrupt:

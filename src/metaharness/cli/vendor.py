@@ -1,4 +1,4 @@
-"""`metaharness doctor KIND` and `metaharness conformance KIND` (vendors.md § 1.5).
+"""`metaharness doctor KIND` and `metaharness conformance KIND` (docs/guides/claude-and-codex.md).
 
 A dispatch on the kind: each kind's checks live in its adapter package
 (`metaharness.adapters.<kind>.doctor`), exposing `doctor_checks(vendor_dir)` and
@@ -9,6 +9,7 @@ A dispatch on the kind: each kind's checks live in its adapter package
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
 import click
@@ -27,12 +28,22 @@ def _module(kind: str):
         raise click.UsageError(f"the {kind} checks are not built in this checkout ({exc.name})") from None
 
 
-def _report(checks) -> None:
+def _report(checks, *, hint: str | None = None) -> None:
     failed = 0
-    for name, ok, detail in checks:
+    for index, (name, ok, detail) in enumerate(checks):
         click.echo(f"{'ok  ' if ok else 'FAIL'} {name}: {detail}")
         failed += not ok
+        if index == 0 and not ok and hint:
+            click.echo(hint, err=True)  # the first check finds the binary
     sys.exit(1 if failed else 0)
+
+
+def _vendor_hint(kind: str, vendor_dir: str | None) -> str | None:
+    if vendor_dir:
+        return None
+    return (f"metaharness: no {kind} binary was found on the child's PATH; point at one with --vendor-dir DIR "
+            "(or METAHARNESS_VENDOR_DIR). In a source checkout, `make test` installs the pinned CLIs in "
+            ".vendor/node_modules/.bin.")
 
 
 @click.command()
@@ -42,7 +53,8 @@ def _report(checks) -> None:
 def doctor(kind: str, vendor_dir: str | None, smoke: bool) -> None:
     """Check the vendor binary the child would run: path, pin, flags, control channel."""
     module = _module(kind)
-    _report(module.doctor_checks(vendor_dir, smoke=True) if smoke else module.doctor_checks(vendor_dir))
+    checks = module.doctor_checks(vendor_dir, smoke=True) if smoke else module.doctor_checks(vendor_dir)
+    _report(checks, hint=_vendor_hint(kind, vendor_dir or os.environ.get("METAHARNESS_VENDOR_DIR")))
 
 
 @click.command()

@@ -4,7 +4,7 @@ What belongs here: argument handling, reading the stream (a file, or stdin for `
 following a file still being written, and exit codes. Rendering lives in
 `metaharness.view`.
 
-Exit codes (protocol.md § 7.6): `project` 0 the document written, 2 a usage error, a
+Exit codes (docs/reference/wire.md#exit-codes): `project` 0 the document written, 2 a usage error, a
 file that cannot be read or written, or a line that is not a valid event line (stderr
 names the line). `view` 0 every line shown, 1 some line was not a valid event line
 (shown in place, by number), 2 a usage error or a file that cannot be read.

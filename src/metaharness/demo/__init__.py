@@ -1,77 +1,49 @@
-"""The bundled two-step demo workflow (offline, scripted model, oharness).
+"""The bundled demo: a two-step workflow file run through the workflow host (offline).
 
-Step 1 ("survey") admits only reading; the model first tries to write its summary
-and is refused with the frame's reason, then reads. The embedder (this module)
-answers the refusal by sending `frame.set` for step 2 ("write-up"), which admits
-file.write; at that boundary the model writes its result. Everything is real: a
-real oharness child, the real loop, real files in a scratch workspace.
+`demo.workflow.toml` has a survey step that admits only reading and a write-up step
+that must produce `summary.md`; `scenario.json` scripts the model. In the survey the
+model first tries to write its summary and is refused with the frame's reason, then
+reads; the host checks the step, mints the write-up frame and sets it at the
+boundary, where the model writes its result and the host checks the artifact.
+Everything is real: a real oharness child, the real loop, the real workflow host,
+real files in a scratch workspace.
 """
 
 from __future__ import annotations
 
-import json
 import os
+import shutil
 import tempfile
 from importlib import resources
-from typing import Any, Callable
-
-import msgspec
-
-from metaharness.protocol import frame as frames
-from metaharness.protocol.events import ToolDecided
-from metaharness.protocol.values import Deny
-from metaharness.run.spec import RunSpec
+from typing import Callable
 
 
-def _data(name: str) -> Any:
-    return json.loads(resources.files(__package__).joinpath(name).read_text("utf-8"))
-
-
-def step_frame(name: str) -> frames.Frame:
-    return frames.seal(_data(name))
-
-
-def prepare_workspace(root: str | None = None) -> str:
-    """A scratch workspace with the notes the demo's model reads."""
-    workspace = root or tempfile.mkdtemp(prefix="metaharness-demo-")
+def prepare(workspace: str | None = None, out: str | None = None) -> tuple[str, str]:
+    """(workspace, out): a workspace holding the notes the model reads, and a new run directory."""
+    root = None
+    if workspace is None or out is None:
+        root = tempfile.mkdtemp(prefix="metaharness-demo-")
+    workspace = workspace or os.path.join(root, "work")
+    out = out or os.path.join(root, "run")
     os.makedirs(workspace, exist_ok=True)
     with open(os.path.join(workspace, "notes.txt"), "w", encoding="utf-8") as handle:
         handle.write("release 0.1: wire core done; run loop done; permissions next\n")
-    return workspace
+    return workspace, out
 
 
-def demo_spec(workspace: str, scenario_path: str, events_path: str | None) -> RunSpec:
-    step1 = frames.document_bytes(step_frame("step1.frame.json"))
-    frame_path = os.path.join(workspace, ".metaharness-step1.frame.json")
-    with open(frame_path, "wb") as handle:
-        handle.write(step1)
-    return RunSpec(
-        kind="oharness", prompt="Survey the workspace, then write summary.md.",
-        frame=frame_path, script=scenario_path, cwd=workspace, events=events_path,
-        required_commands=["frame.set"],
-    )
+async def run_demo(workspace: str, out: str, on_line: Callable[[bytes], None]):
+    """Run the demo workflow on oharness; `on_line` gets every event line as written."""
+    from metaharness.run.spec import RunSpec
+    from metaharness.workflow import run_workflow
 
-
-async def run_demo(workspace: str, events_path: str | None, on_line: Callable[[bytes], None]) -> int:
-    """Run the demo in process; `on_line` gets every event line as written."""
-    from metaharness.api import start_run
-
-    scenario_path = os.path.join(workspace, ".metaharness-demo.scenario.json")
-    with open(scenario_path, "w", encoding="utf-8") as handle:
-        json.dump(_data("scenario.json"), handle)
-    run = await start_run(demo_spec(workspace, scenario_path, events_path))
-    step2 = msgspec.to_builtins(step_frame("step2.frame.json"))
-    sent = False
-    seen = 0
-    async with run:
-        async for _envelope, event in run:
-            for line in run.lines[seen:]:
-                on_line(line)
-            seen = len(run.lines)
-            # The embedder's policy: a refused write means step 1 is over.
-            if not sent and isinstance(event, ToolDecided) and isinstance(event.decision, Deny):
-                await run.set_frame(step2)
-                sent = True
-    for line in run.lines[seen:]:
-        on_line(line)
-    return run.exit_code if run.exit_code is not None else 2
+    package = resources.files(__package__)
+    with resources.as_file(package / "demo.workflow.toml") as workflow, \
+            resources.as_file(package / "scenario.json") as scenario:
+        script = os.path.join(out + ".scenario.json")
+        shutil.copyfile(scenario, script)  # the run reads it while the package file may be temporary
+        try:
+            return await run_workflow(str(workflow), harness="oharness", out=out,
+                                      task="Summarise the release status in summary.md.",
+                                      spec=RunSpec(kind="oharness", script=script, cwd=workspace), on_line=on_line)
+        finally:
+            os.unlink(script)

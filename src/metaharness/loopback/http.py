@@ -25,7 +25,7 @@ MAX_BODY = 64 * 1024 * 1024
 
 REASONS = {
     100: "Continue", 200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found",
-    405: "Method Not Allowed", 413: "Payload Too Large", 500: "Internal Server Error",
+    405: "Method Not Allowed", 409: "Conflict", 413: "Payload Too Large", 500: "Internal Server Error",
     502: "Bad Gateway",
 }
 

@@ -10,12 +10,20 @@ Rules it keeps: the real key lives only in this object's memory and in the upstr
 request with any other key, or none, is refused 401 in the client's error format and never
 forwarded; proxies from the environment are ignored (`trust_env=False`); bodies and answers
 pass through byte for byte (compressed answers stay compressed).
+
+Only the model endpoints the vendor calls are forwarded (`FORWARDED`, per wire): the
+placeholder sits in the child's environment, where the agent's shell can read it, so a
+placeholder-keyed request to anything else (files, batches, organisation endpoints) is
+refused 403, never forwarded, and reported through `on_refused` (the adapter writes a
+`warning` naming it).
 """
 
 from __future__ import annotations
 
 import hmac
 import secrets
+from typing import Callable
+
 import httpx
 
 from . import wire_anthropic, wire_responses
@@ -26,6 +34,24 @@ HOP_BY_HOP = frozenset({
     "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
     "transfer-encoding", "upgrade", "host", "content-length",
 })
+
+
+# The method and path of every model endpoint each wire's vendor calls; nothing else is forwarded.
+FORWARDED: dict[str, frozenset[tuple[str, str]]] = {
+    "anthropic": frozenset({("POST", "/v1/messages"), ("POST", "/v1/messages/count_tokens"), ("GET", "/v1/models")}),
+    "responses": frozenset({("POST", "/v1/responses"), ("GET", "/v1/models")}),
+}
+FORWARDED["any"] = FORWARDED["anthropic"] | FORWARDED["responses"]  # a proxy not bound to one vendor
+
+
+def forwarded(wire: str, method: str, path: str) -> bool:
+    """Is `method path` a model endpoint of `wire`? Exact match: no prefix, no normalising."""
+    return (method, path) in FORWARDED[wire]
+
+
+def refused_message(method: str, target: str) -> str:
+    """The `warning` an adapter writes for a request the proxy refused (code PROXY_REFUSED)."""
+    return f"the credential proxy refused {method} {target}: not a model endpoint, so it was not forwarded with the real key"
 
 
 def new_placeholder() -> str:
@@ -42,9 +68,14 @@ class CredentialProxy(LocalService):
     """Forwards placeholder-keyed requests to `upstream` with the real key substituted."""
 
     def __init__(self, upstream: str, real_key: str, *, placeholder: str | None = None, port: int = 0,
-                 timeout: float = 600.0) -> None:
+                 timeout: float = 600.0, wire: str = "any",
+                 on_refused: Callable[[str, str], None] | None = None) -> None:
         if not real_key:
             raise ValueError("the credential proxy needs a non-empty real key")
+        if wire not in FORWARDED:
+            raise ValueError(f"unknown wire {wire!r}; expected one of {', '.join(FORWARDED)}")
+        self.wire = wire
+        self._on_refused = on_refused  # (method, target) of a placeholder-keyed request not forwarded
         super().__init__(port=port)
         self.upstream = upstream.rstrip("/")
         self.placeholder = placeholder or new_placeholder()
@@ -69,6 +100,14 @@ class CredentialProxy(LocalService):
         if self._client is not None:
             await self._client.aclose()
             self._client = None
+
+    async def _refuse_endpoint(self, request: Request, responder: Responder) -> None:
+        self.refused += 1
+        if self._on_refused is not None:
+            self._on_refused(request.method, request.target)
+        status, body = _error(request.path, 403, f"this proxy forwards only the model endpoints; "
+                                                 f"{request.method} {request.path} is not one", "permission_error")
+        await responder.send(status, [("content-type", "application/json")], body)
 
     def _substituted_headers(self, request: Request) -> list[tuple[str, str]] | None:
         """The headers to forward, or None when the request does not carry exactly our placeholder."""
@@ -97,6 +136,9 @@ class CredentialProxy(LocalService):
             status, body = _error(request.path, 401, "this proxy accepts only the run's placeholder key",
                                   "authentication_error")
             await responder.send(status, [("content-type", "application/json")], body)
+            return
+        if not forwarded(self.wire, request.method, request.path):
+            await self._refuse_endpoint(request, responder)
             return
         assert self._client is not None
         upstream_request = self._client.build_request(request.method, self.upstream + request.target,

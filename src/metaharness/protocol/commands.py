@@ -1,9 +1,9 @@
-"""The seven commands of `metaharness.command/1` (protocol.md § 5).
+"""The seven commands of `metaharness.command/1` (the user reference: docs/reference/wire.md).
 
 Each command is a msgspec struct tagged by `command`; `id` is part of every
 command (it is echoed in the command's one `command.result`). The `frame` of a
 `frame.set` is kept as the raw object here: its checks (digest, format) are the
-frame module's and run at § 5.1 step 2, after the line decoded.
+frame module's and run after the line decoded, before the command is carried out.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ class Halt(_Command, tag="halt", kw_only=True):
 Command = Union[ToolDecide, FrameSet, MessageInject, Steer, PermissionSet, Interrupt, Halt]
 
 COMMAND_TYPES: tuple[type, ...] = Command.__args__  # type: ignore[attr-defined]
-# The seven names in canonical order (§ 5).
+# The seven names in canonical order.
 COMMAND_NAMES: tuple[str, ...] = tuple(t.__struct_config__.tag for t in COMMAND_TYPES)
 COMMAND_BY_NAME: dict[str, type] = dict(zip(COMMAND_NAMES, COMMAND_TYPES))
 

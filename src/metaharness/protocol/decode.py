@@ -17,6 +17,7 @@ Rules kept:
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -142,6 +143,29 @@ def _parse(raw: bytes) -> Any:
         raise LineError("not a JSON object: the value is nested too deeply") from None
 
 
+class _Repeated(Exception):
+    pass
+
+
+def _no_repeats(pairs: list) -> None:
+    if len({key for key, _ in pairs}) != len(pairs):
+        raise _Repeated
+    return None
+
+
+def _last_wins(raw: bytes, obj: Any) -> bytes:
+    """§ 1.5: duplicate keys, the last one wins — at every level, for every key. `obj`
+    (msgspec's untyped parse) already holds the last occurrences; when `raw` repeats a
+    key, the typed decode reads `obj` re-encoded instead of `raw`."""
+    try:
+        json.loads(raw, object_pairs_hook=_no_repeats)
+    except _Repeated:
+        return msgspec.json.encode(obj)
+    except (ValueError, RecursionError):  # msgspec parsed it; a stricter reader cannot see repeats
+        pass
+    return raw
+
+
 def _format_message(obj: dict[str, Any], tag: str) -> str | None:
     found = obj.get("format")
     if not isinstance(found, str):
@@ -200,6 +224,7 @@ def _decode_event_slow(raw: bytes) -> tuple[Envelope, Any]:
     cls = EVENT_BY_NAME.get(name)
     if cls is None:
         raise LineError(f"unknown event name {_q(name)}")
+    raw = _last_wins(raw, obj)
     envelope = _typed(_ENVELOPE_DECODER, raw, Envelope, obj, name)
     event = _typed(_EVENT_DECODERS[name], raw, cls, obj, name)
     return envelope, event
@@ -233,6 +258,8 @@ def decode_command_line(raw: bytes) -> Any:
         # The tag is nearly always the first key; when the line holds no other "format"
         # (the last one is the first, at byte 1) that settles it without a second pass.
         # A later duplicate would win, so any other occurrence takes the decoder's word.
+        if raw.count(b'"command"') > 1 or raw.count(b'"decision"') > 2:
+            return _decode_command_slow(raw)  # a repeated tag: the typed decoder may not read the last one
         if (raw.rfind(b'"format"') == 1 and raw[:34] == _COMMAND_PREFIX) or _format_is_ours(raw):
             if command.id == RESERVED_ID:
                 return CommandRefusal(RESERVED_ID, RESERVED_ID_REASON)
@@ -273,6 +300,9 @@ def _decode_command_slow(raw: bytes, union_error: str | None = None) -> Any:
     cls = COMMAND_BY_NAME.get(name)
     if cls is None:
         return CommandRefusal(answer_id, f"unknown command name {_q(name)}")
+    canonical = _last_wins(raw, obj)
+    if canonical is not raw:
+        raw, union_error = canonical, None  # msgspec's complaint was about an earlier occurrence
     if union_error is not None and raw.count(b'"command"') == 1:  # a duplicate tag: decode again
         return CommandRefusal(answer_id, f"malformed {name}: {translate_error(union_error, cls, obj)}")
     try:

@@ -1,4 +1,4 @@
-"""The twenty events of `metaharness.event/1` (protocol.md § 3).
+"""The twenty events of `metaharness.event/1` (the user reference: docs/reference/wire.md).
 
 Each event is a msgspec struct tagged by `event`; its fields are the payload in
 wire order. The envelope (`format`, `seq`, `run`, `at`) is not part of these
@@ -69,7 +69,7 @@ class SessionStarted(_Event, tag="session.started", kw_only=True):
     plugins: list[PluginRef] | None = None
     mcp_servers: list[McpServerRef] | None = None
     inputs_digest: Digest | None = None
-    # req (§ 3.1): always written, and a line without them is malformed
+    # req: always written, and a line without them is malformed
     transcript: TranscriptRef
     hermetic: HermeticAttestation
 
@@ -92,7 +92,7 @@ class SessionEnded(_Event, tag="session.ended", kw_only=True):
     subagents_spawned: U64 | None = None
     usage: Usage | None = None
     model_usage: dict[str, Usage] | None = None
-    census: DecisionCensus  # req (§ 3.2)
+    census: DecisionCensus  # req
 
 
 class StepEntered(_Event, tag="step.entered", kw_only=True):
@@ -229,7 +229,7 @@ Event = Union[
 ]
 
 EVENT_TYPES: tuple[type, ...] = Event.__args__  # type: ignore[attr-defined]
-# The twenty names in canonical order (§ 3).
+# The twenty names in canonical order.
 EVENT_NAMES: tuple[str, ...] = tuple(t.__struct_config__.tag for t in EVENT_TYPES)
 EVENT_BY_NAME: dict[str, type] = dict(zip(EVENT_NAMES, EVENT_TYPES))
 

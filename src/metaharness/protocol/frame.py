@@ -1,18 +1,17 @@
-"""The frame — `metaharness.frame/1` (protocol.md § 8).
+"""The frame — `metaharness.frame/1` (the user reference: docs/reference/frame.md).
 
 What belongs here: the frame's typed value (operations tagged by `op`, handoffs
-tagged by `handoff`), its canonical form and digest (§ 8.5), the canonical
-document bytes (§ 8.6), the ordered load checks with their named refusals
-(§ 8.7), the § 5.1 step-2 checks of a `frame.set`'s frame, and the one shared
-rendering function (§ 8.8).
+tagged by `handoff`), its canonical form and digest, the canonical document bytes, the ordered load
+checks with their named refusals, the checks of a `frame.set`'s frame, and the one
+shared rendering function.
 
 Rules kept:
 * Operation sets are always held normalised — deduplicated and sorted by
-  `(op, server, tool)` in code-point order (§ 8.3) — so the digest of a frame does
+  `(op, server, tool)` in code-point order — so the digest of a frame does
   not depend on how a producer ordered its list.
 * Writing a frame out never reseals it: `document_bytes` writes the digest held.
 * Every load failure is a `FrameRefusal` named `FrameUnreadable` or `FrameInvalid`
-  with the § 8.7 detail, checked in the § 8.7 order; nothing else escapes.
+  with the load-check detail, checked in the load-check order; nothing else escapes.
 Pure: the only I/O is `load_frame` reading one file.
 """
 
@@ -28,7 +27,7 @@ from .values import StepRef
 
 FRAME_FORMAT = "metaharness.frame/1"
 
-# --- operations (§ 8.2) ----------------------------------------------------------------
+# --- operations ---------------------------------------------------------------------
 
 
 class _Op(Struct, tag_field="op", frozen=True):
@@ -86,7 +85,7 @@ Operation = Union[
 OPERATION_TYPES: tuple[type, ...] = Operation.__args__  # type: ignore[attr-defined]
 _OP_BY_NAME: dict[str, type] = {t.__struct_config__.tag: t for t in OPERATION_TYPES}
 
-# The ten parameterless operations in canonical order (§ 8.3): code-point order of their names.
+# The ten parameterless operations in canonical order: code-point order of their names.
 OPERATION_NAMES: tuple[str, ...] = tuple(sorted(n for n in _OP_BY_NAME if n != "mcp.call"))
 # Every operation word, parameterless and `mcp.call`, in canonical order.
 OPERATION_WORDS: tuple[str, ...] = tuple(sorted(_OP_BY_NAME))
@@ -97,7 +96,7 @@ def op_name(op: Any) -> str:
 
 
 def op_key(op: Any) -> tuple[str, str, str]:
-    """The § 8.3 sort key: (op, server, tool), server and tool "" outside `mcp.call`."""
+    """The canonical sort key: (op, server, tool), server and tool "" outside `mcp.call`."""
     if type(op) is McpCall:
         return ("mcp.call", op.server, op.tool)
     return (type(op).__struct_config__.tag, "", "")
@@ -112,7 +111,7 @@ def op_from_key(key: tuple[str, str, str]) -> Any:
 
 
 def normalise_operations(ops: Iterable[Any]) -> list[Any]:
-    """Deduplicate and sort by (op, server, tool) in code-point order (§ 8.3)."""
+    """Deduplicate and sort by (op, server, tool) in code-point order (the canonical order)."""
     by_key = {op_key(op): op for op in ops}
     return [by_key[k] for k in sorted(by_key)]
 
@@ -135,7 +134,7 @@ class HandoffStructuredAnswer(Struct, tag_field="handoff", tag="structured_answe
 
 Handoff = Union[HandoffNone, HandoffArtifact, HandoffStructuredAnswer]
 
-# --- the frame (§ 8.1) -------------------------------------------------------------------
+# --- the frame ------------------------------------------------------------------------
 
 
 class WorkflowRef(Struct, kw_only=True):
@@ -193,7 +192,7 @@ class Frame(Struct, kw_only=True):
     def __post_init__(self) -> None:
         self.operations = normalise_operations(self.operations)
         if self.subjects is not UNSET and self.subjects is not None and not self.subjects.rules:
-            self.subjects = UNSET  # no rules: omitted, exactly like no scope (§ 8.1)
+            self.subjects = UNSET  # no rules: omitted, exactly like no scope
         elif self.subjects is None:
             self.subjects = UNSET
 
@@ -234,7 +233,7 @@ _SORTED = msgspec.json.Encoder(order="sorted")  # struct fields and dict keys so
 
 
 class FrameRefusal(Exception):
-    """A frame document refused at load (§ 8.7): name is FrameUnreadable or FrameInvalid."""
+    """A frame document refused at load: name is FrameUnreadable or FrameInvalid, detail says why."""
 
     def __init__(self, name: str, detail: str) -> None:
         super().__init__(detail)
@@ -242,17 +241,23 @@ class FrameRefusal(Exception):
         self.detail = detail
 
     def sentence(self, path: str) -> str:
-        """The run refusal sentence of § 7.2 step 3 for a document at `path`."""
+        """The refusal sentence for a document at `path` (the run refusal and `frame verify`)."""
         if self.name == "FrameUnreadable":
             return f"the frame document {path} could not be read: {self.detail}"
         return f"the frame document {path} is not a sealed metaharness.frame/1 document: {self.detail}"
+
+    def seal_sentence(self, path: str) -> str:
+        """The refusal sentence of `frame seal`, whose input is not yet sealed."""
+        if self.name == "FrameUnreadable":
+            return f"the frame object {path} could not be read: {self.detail}"
+        return f"the frame object {path} cannot be sealed: {self.detail}"
 
     def __str__(self) -> str:
         return f"{self.name}: {self.detail}"
 
 
 class FrameCommandError(ValueError):
-    """A `frame.set` frame that fails § 5.1 step 2; `reason` is the MALFORMED reason."""
+    """A `frame.set` frame that does not verify; `reason` is the MALFORMED reason."""
 
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
@@ -264,7 +269,7 @@ def _q(text: str) -> str:
 
 
 def _format_detail(value: Any, *, present: bool) -> str | None:
-    """§ 8.7 step 4, or None when the tag is right."""
+    """The format-tag load check's detail, or None when the tag is right."""
     if not present:
         return f"no format tag, expected {_q(FRAME_FORMAT)}"
     if not isinstance(value, str):
@@ -285,7 +290,8 @@ def _mismatch_detail(stated: str, computed: str) -> str:
 
 
 def canonical_bytes(frame: Frame) -> bytes:
-    """§ 8.5: compact, keys sorted at every level, without `digest` and `format`."""
+    """The canonical form the digest is taken over: compact, keys sorted at every level, without
+    `digest` and `format`."""
     subjects = frame.subjects
     if subjects is not UNSET and subjects is not None:
         if subjects.rules:
@@ -319,12 +325,44 @@ def compute_digest(frame: Frame) -> str:
 
 
 def document_bytes(frame: Frame) -> bytes:
-    """§ 8.6: the on-disk document, with the digest held (never resealed)."""
+    """The on-disk document bytes, with the digest held (never resealed)."""
     import json  # deferred: only document writing needs json's pretty printer
 
     doc = msgspec.to_builtins(frame)
     doc["format"] = FRAME_FORMAT
     return (json.dumps(doc, sort_keys=True, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def missing_fields(obj: Any, struct: type = None) -> list[str]:  # type: ignore[assignment]
+    """Every required key missing from `obj` read as `struct` (default Frame), as JSON paths.
+
+    Walks nested objects, lists and tagged unions (by their tag), so a producer sees
+    every gap of a hand-written frame at once instead of one per attempt."""
+    import msgspec.inspect as mi
+
+    found: list[str] = []
+
+    def walk(value: Any, info: Any, where: str) -> None:
+        if isinstance(info, mi.UnionType):
+            for member in info.types:
+                if isinstance(member, mi.StructType) and isinstance(value, dict):
+                    if member.tag_field is None or value.get(member.tag_field) == member.tag:
+                        walk(value, member, where)
+                        return
+            return
+        if isinstance(info, mi.ListType) and isinstance(value, list):
+            for index, item in enumerate(value):
+                walk(item, info.item_type, f"{where}[{index}]")
+        elif isinstance(info, mi.StructType) and isinstance(value, dict):
+            for field in info.fields:
+                path = f"{where}.{field.encode_name}" if where else field.encode_name
+                if field.encode_name in value:
+                    walk(value[field.encode_name], field.type, path)
+                elif field.required:
+                    found.append(path)
+
+    walk(obj, mi.type_info(struct or Frame), "")
+    return found
 
 
 def _shape(obj: dict[str, Any]) -> Frame:
@@ -356,7 +394,7 @@ def _parse_json(data: bytes | str) -> Any:
 
 
 def parse_frame_document(data: bytes | str) -> Frame:
-    """§ 8.7 steps 2–6 on a document's bytes; raises FrameRefusal("FrameInvalid", detail)."""
+    """The load checks after reading, on a document's bytes; raises FrameRefusal("FrameInvalid", detail)."""
     # Fast path: a well-formed document decodes typed in two short passes.
     try:
         if _D.head.decode(data).format == FRAME_FORMAT:
@@ -380,7 +418,7 @@ def parse_frame_document(data: bytes | str) -> Frame:
 
 
 def load_frame(path: Any) -> Frame:
-    """§ 8.7 in full for a file: FrameUnreadable, then the document checks."""
+    """Every load check for a file: FrameUnreadable, then the document checks."""
     try:
         with open(path, "rb") as fh:
             data = fh.read()
@@ -393,11 +431,15 @@ def seal(obj: Any) -> Frame:
     """A frame object (`format`, `digest` optional) → a sealed Frame.
 
     Without `digest` the digest is computed; with one it must verify (sealing never
-    repairs an edited frame, § 8.6). Refusals are FrameRefusal("FrameInvalid", …)."""
+    repairs an edited frame). Every missing field is reported at once. Refusals are FrameRefusal("FrameInvalid", …)."""
     if not isinstance(obj, dict):
         raise FrameRefusal("FrameInvalid", "not a JSON object: the document is JSON but not an object")
     if "format" in obj and (detail := _format_detail(obj["format"], present=True)):
         raise FrameRefusal("FrameInvalid", detail)
+    missing = [path for path in missing_fields(obj) if path != "digest"]
+    if missing:
+        fields = ", ".join(f"`{path}`" for path in missing)
+        raise FrameRefusal("FrameInvalid", f"missing field{'s' if len(missing) > 1 else ''} {fields}")
     if "digest" in obj:
         frame = _shape(obj)
         computed = compute_digest(frame)
@@ -410,7 +452,7 @@ def seal(obj: Any) -> Frame:
 
 
 def frame_from_command(obj: Any) -> Frame:
-    """§ 5.1 step 2 for the `frame` of a `frame.set`; raises FrameCommandError(reason)."""
+    """The checks of the `frame` of a `frame.set`; raises FrameCommandError(reason)."""
     prefix = "malformed frame.set: "
     if not isinstance(obj, dict):
         raise FrameCommandError(prefix + "not a frame: the frame is not a JSON object")
@@ -430,11 +472,11 @@ def frame_from_command(obj: Any) -> Frame:
     return frame
 
 
-# --- rendering (§ 8.8) -------------------------------------------------------------------
+# --- rendering ------------------------------------------------------------------------
 
 
 def admitted_names(frame: Frame) -> list[str]:
-    """The frame's operation names in canonical order, each once (for § 6.3 reasons)."""
+    """The frame's operation names in canonical order, each once (for frame-mode deny reasons)."""
     names: list[str] = []
     for op in normalise_operations(frame.operations):
         name = op_name(op)

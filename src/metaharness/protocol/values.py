@@ -1,8 +1,8 @@
-"""Shared value types of the wire (protocol.md § 2).
+"""Shared value types of the wire (the user reference: docs/reference/wire.md).
 
 Pure msgspec structs, no I/O. Field order is wire order: msgspec writes struct
 fields in declaration order, so never reorder a field here without the spec.
-`None` is written as an explicit `null` (the null rule, § 1.2 rule 5); fields that
+`None` is written as an explicit `null` (the null rule); fields that
 the spec says are *omitted* when empty use `msgspec.UNSET`.
 """
 
@@ -36,7 +36,7 @@ class StepRef(Struct, kw_only=True):
     attempt: U32
 
 
-# --- decisions (§ 6.1): an object tagged by its own `decision` key -----------------
+# --- decisions: an object tagged by its own `decision` key -----------------
 
 
 class Allow(Struct, tag_field="decision", tag="allow"):
@@ -215,7 +215,7 @@ class ObservedModel(Struct, kw_only=True):
 
 
 class PolicyAsk(Struct, kw_only=True):
-    """Why the `policy` engine forwards a call to the embedder (permissions.md § 17.2)."""
+    """Why the `policy` engine forwards a call to the embedder (docs/guides/policy.md)."""
 
     behavior: Literal["ask"] = "ask"
     reason: str

@@ -7,8 +7,10 @@ The sentences here are wire facts quoted by the spec; change them only with it.
 from __future__ import annotations
 
 import json
+from typing import Any
 
-from metaharness.protocol.values import Allow, Deny
+from metaharness.protocol import frame as frames
+from metaharness.protocol.values import Abstain, Allow, Deny
 
 from .subjects import OpKey, scope_refusal
 
@@ -37,6 +39,24 @@ def op_label(key: OpKey) -> str:
 
 def admitted_list(keys: list[OpKey]) -> str:
     return "[" + ", ".join(json.dumps(op_label(k), ensure_ascii=False) for k in keys) + "]"
+
+
+FrameTerms = tuple[list[OpKey], list[tuple[list[str], set[OpKey]]]]
+
+
+def frame_terms(frame: Any) -> FrameTerms:
+    """What a frame admits, as `frame_verdict` reads it: (operations in canonical order, subject rules)."""
+    admitted = [frames.op_key(op) for op in frames.normalise_operations(frame.operations)]
+    scope = [
+        (list(rule.subjects), {frames.op_key(op) for op in rule.operations})
+        for rule in (frame.subjects.rules if isinstance(frame.subjects, frames.SubjectScope) else [])
+    ]
+    return admitted, scope
+
+
+def as_delivered(decision: Any, deny_only: bool) -> Any:
+    """A deny-only run never grants: an allow is delivered as abstain."""
+    return Abstain() if deny_only and isinstance(decision, Allow) else decision
 
 
 def frame_verdict(

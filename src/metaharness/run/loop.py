@@ -10,6 +10,13 @@ Adapters report what the harness did through the `RunContext` methods below and
 never write lines themselves. Everything here runs on one asyncio loop; every
 context method is synchronous, so the order the adapter reports in is the order
 written.
+
+Phases and stops: a command that must reach the child (steer, permission.set,
+interrupt) waits until the spawn settled, and is refused TOO_LATE once the child is
+gone; every stop (halt, SIGINT/SIGTERM) goes through `_stop_harness` and wakes every
+wait of the run, whatever its phase. The command worker decodes stdin lines as it
+takes them and yields to the loop every WORKER_SLICE_S, so a burst of commands never
+delays a deadline or the child's records.
 """
 
 from __future__ import annotations
@@ -45,6 +52,7 @@ from metaharness.protocol.events import (
     StepEntered,
     ToolDecided,
     ToolRequested,
+    ToolResult,
     TurnEnded,
     TurnStarted,
     WarningEvent,
@@ -67,6 +75,8 @@ from metaharness.protocol.census import Census
 from .spec import RunSpec
 
 CANONICAL_COMMANDS = COMMAND_NAMES
+STOP_BOUND_S = 15.0  # after a stop, how long the child's output may take to end
+WORKER_SLICE_S = 0.002  # the command worker yields to the loop at least this often
 _KEY_ENCODER = msgspec.json.Encoder(order="deterministic")
 
 
@@ -132,6 +142,7 @@ class Run:
         self._pending: dict[str, _Pending] = {}
         self._presented: dict[str, str] = {}  # call_id → digest, every call presented for decision
         self._decided: dict[str, tuple[Any, str]] = {}  # call_id → (decision, decided_by) delivered
+        self._ran_undecided: set[str] = set()  # presented, never decided, and a result came
         self._no_frame_warned = False
         self._session_started = False
         self._session_ended: SessionEnded | None = None
@@ -151,6 +162,16 @@ class Run:
         self._policy = None
         self._interrupting = False
         self._deferred_turn_end: tuple[str | None, str | None] | None = None
+        # Phases the commands depend on (protocol.md § 1.6 rule 9, § 5.1): a command that must
+        # reach the child waits until the spawn settled; a stop (halt, SIGINT/SIGTERM) wakes
+        # every wait of the run, so no phase can hold it.
+        self._spawn_settled = asyncio.Event()
+        self._spawned = False  # the adapter's start() returned: a child exists
+        self._stop = asyncio.Event()
+        self._stop_sent = False  # adapter.halt() was called after the spawn settled
+        self._inflight: Any = None  # the command the worker is processing
+        self._inflight_answered = False
+        self.on_command_taken: Callable[[], None] = lambda: None  # frees an intake slot (host.py)
 
     # ------------------------------------------------------------------ lines
     def _line(self, event: Any, at: str | None = None) -> None:
@@ -164,6 +185,8 @@ class Run:
         self.emit(WarningEvent(code=code, message=message))
 
     def _result(self, command_id: str, outcome: Any) -> None:
+        if self._inflight is not None and command_id == getattr(self._inflight, "id", None):
+            self._inflight_answered = True
         self._line(CommandResult(id=command_id, outcome=outcome))
 
     # ------------------------------------------------------- run-start checks
@@ -188,6 +211,9 @@ class Run:
         """protocol.md § 7.2 steps 2–7; raises RunRefused."""
         spec = self.spec
         # step 2: configuration
+        if spec.record or spec.replay:
+            raise RunRefused("CassetteUnhosted: --record and --replay are served by the layer that hosts a run "
+                             "(metaharness run, or metaharness.api.start_run), and this run was started without it")
         if spec.codex_replace_relay and spec.kind != "codex":
             raise RunRefused(f"--codex-replace-relay is a codex option and this run is {spec.kind}")
         if spec.posture is not None and spec.posture not in self.adapter.postures:
@@ -205,12 +231,7 @@ class Run:
             try:
                 launch_frame = frames.load_frame(spec.frame)
             except frames.FrameRefusal as exc:
-                if exc.name == "FrameUnreadable":
-                    raise RunRefused(f"FrameUnreadable: {exc.detail}") from None
-                raise RunRefused(
-                    f"FrameInvalid: the frame document {spec.frame} is not a sealed metaharness.frame/1 "
-                    f"document: {exc.detail}"
-                ) from None
+                raise RunRefused(f"{exc.name}: {exc.sentence(spec.frame)}") from None
         elif spec.library_frame is not None:
             launch_frame = spec.library_frame
             if not isinstance(launch_frame, frames.Frame):
@@ -244,7 +265,9 @@ class Run:
             ))
         if results:
             names = ", ".join(r[0].removeprefix("start/") for r in results)
-            raise RunRefused(f"the {spec.kind} adapter cannot honour what this run requires: {names}", results)
+            hint = self.adapter.replace_hint if results[-1][0] == "start/replace" else None
+            raise RunRefused(f"the {spec.kind} adapter cannot honour what this run requires: {names}"
+                             + (f"; {hint}" if hint else ""), results)
         # step 7: the adapter's own launch planning
         try:
             self.adapter.plan()
@@ -265,8 +288,10 @@ class Run:
 
     def refuse_start(self, refusal: RunRefused) -> int:
         self._stderr(f"metaharness: {refusal.sentence}")
+        self._winding_up = True
         for command_id, code, reason in refusal.results:
             self._result(command_id, refused(code, reason))
+        self._answer_leftovers()  # every line read before stream.closed is answered (§ 1.6 rule 9)
         self.writer.close("error", UnknownTermination())
         return 2
 
@@ -309,6 +334,9 @@ class Run:
         return sorted(names)  # canonical order: mcp.call sorts between file.write and search
 
     def emit(self, event: Any, *, at: str | None = None) -> None:
+        if (type(event) is ToolResult and event.call_id in self._presented and event.call_id not in self._decided
+                and event.call_id not in self._ran_undecided):
+            self._undecided_result(event.call_id)
         if not self._session_started:
             self._held.append((event, at))
         else:
@@ -471,6 +499,18 @@ class Run:
             self._policy.record(pending.call.call_id, resolved)
         self._decide(pending.call, pending.deliver, decision, decided_by, pending.call.seam, latency)
 
+    def _undecided_result(self, call_id: str) -> None:
+        """A result for a call metaharness presented and never decided: say exactly that.
+        The call is closed without a decision (no tool.decided, no census count), so nothing
+        later claims that it did not run."""
+        pending = self._pending.pop(call_id, None)
+        if pending is not None and pending.timer is not None:
+            pending.timer.cancel()
+        self._ran_undecided.add(call_id)
+        self.emit(WarningEvent(code="UNDECIDED_CALL_RAN", message=(
+            f"{call_id} produced a result though metaharness never decided it: "
+            "something other than this run's embedder let it run")))
+
     def _abandon_all(self, why: str) -> None:
         for call_id in list(self._pending):
             self._close_pending(call_id, Deny(reason=texts.ABANDONED.format(why=why)), "adapter")
@@ -478,8 +518,7 @@ class Run:
 
     def _decide(self, call: PresentedCall, deliver: list[Callable], decision: Any, decided_by: str,
                 seam: str, latency: int | None) -> None:
-        if self.spec.deny_only and isinstance(decision, Allow):
-            decision = Abstain()
+        decision = texts.as_delivered(decision, self.spec.deny_only)
         self._decided[call.call_id] = (decision, decided_by)
         for fn in deliver:  # the child hears the decision before the line is written
             try:
@@ -497,6 +536,13 @@ class Run:
         if decoded is not None:
             self._commands.put_nowait(decoded)
 
+    def feed_lines(self, items: list) -> None:
+        """stdin lines (bytes, decoded as the worker takes them) or refusals, in arrival
+        order (run/host.py's Intake)."""
+        put = self._commands.put_nowait
+        for item in items:
+            put(item)
+
     def feed_command(self, command: Any) -> None:
         """A command from the library API (already typed)."""
         self._commands.put_nowait(command)
@@ -506,8 +552,21 @@ class Run:
         self._wake.set()
 
     async def _command_worker(self) -> None:
+        slice_end = time.perf_counter() + WORKER_SLICE_S
         while True:
+            if time.perf_counter() >= slice_end:
+                # A burst never holds the loop: timers, the child's records and signals run
+                # between slices, however long the queue is (issue 19).
+                await asyncio.sleep(0)
+                slice_end = time.perf_counter() + WORKER_SLICE_S
             item = await self._commands.get()
+            self.on_command_taken()
+            if type(item) is bytes:
+                item = decode_command_line(item)
+                if item is None:  # a blank line: no command, no answer (§ 1.6 rule 3)
+                    self._commands.task_done()
+                    continue
+            self._inflight, self._inflight_answered = item, False
             try:
                 if self.writer.closed:
                     continue
@@ -515,8 +574,32 @@ class Run:
             except Exception as exc:  # a bug must not leave a command unanswered
                 if not self.writer.closed and isinstance(getattr(item, "id", None), str):
                     self._stderr(f"metaharness: internal error on command {item.id}: {exc!r}")
+                    self._unanswered(item, f"metaharness could not carry it: {type(exc).__name__}")
+            else:
+                self._unanswered(item, "metaharness could not carry it")
             finally:
+                self._inflight = None
                 self._commands.task_done()
+
+    def _unanswered(self, item: Any, reason: str) -> None:
+        """The last guard of § 5.1: a command whose processing wrote no result gets one.
+        A halt is answered at wind-up, right before `stream.closed`."""
+        if self._inflight_answered or self.writer.closed or isinstance(item, Halt):
+            return
+        if isinstance(item, CommandRefusal) or not isinstance(getattr(item, "id", None), str):
+            return
+        self._result(item.id, refused("TOO_LATE" if self._winding_up else "UNSUPPORTED_CONTROL", reason))
+
+    def _unreachable(self, cid: str) -> None:
+        why = "the run is ending" if self._winding_up or not self._spawned else \
+            "the harness has exited, so nothing can reach it"
+        self._result(cid, refused("TOO_LATE", why))
+
+    async def _child_reachable(self) -> bool:
+        """Wait until the spawn settled; True when a child can still be reached."""
+        if not self._spawn_settled.is_set():
+            await self._spawn_settled.wait()
+        return self._spawned and not self._winding_up and self.adapter.alive()
 
     async def _process(self, item: Any) -> None:
         if isinstance(item, CommandRefusal):
@@ -593,12 +676,28 @@ class Run:
                 self._result(cid, refused("TOO_LATE", "no turn is running, so there is nothing to steer; "
                                                        "message.inject reaches the next turn"))
                 return
+            if not await self._child_reachable():
+                self._unreachable(cid)
+                return
             await self._control(cid, self.adapter.steer(item.text))
         elif isinstance(item, PermissionSet):
+            # Before the child exists the posture is held until it does (§ 5.4: delivered, then ok).
+            if not await self._child_reachable():
+                self._unreachable(cid)
+                return
             await self._control(cid, self.adapter.set_posture(item.posture))
         elif isinstance(item, Interrupt):
-            self._abandon_all("the run was interrupted")
+            if not self._spawn_settled.is_set() and not self._winding_up:
+                # Taken before the child exists: no turn can be running, so there is nothing to
+                # stop (§ 5.1: still ok). Carried later it would stop a turn begun after it.
+                self._result(cid, Ok(applies_at=None))
+                return
+            if not await self._child_reachable():
+                self._unreachable(cid)
+                return
             self._interrupting = True
+            self.adapter.interrupting()
+            self._abandon_all("the run was interrupted")
             try:
                 await self._control(cid, self.adapter.interrupt())
             finally:
@@ -612,17 +711,16 @@ class Run:
             self._halt_id = cid
             self._halted = True
             self._winding_up = True
-            self._wake.set()
-            try:
-                await self.adapter.halt()
-            except Exception as exc:
-                self._stderr(f"metaharness: stopping the harness failed: {exc}")
+            await self._stop_harness()
 
     async def _control(self, cid: str, awaitable) -> None:
         try:
             applies_at = await awaitable
         except ControlRefused as exc:
             self._result(cid, refused(exc.code, exc.reason))
+            return
+        except (OSError, EOFError) as exc:  # the child's channel closed under the control
+            self._result(cid, refused("TOO_LATE", f"the harness can no longer be reached: {exc or type(exc).__name__}"))
             return
         self._result(cid, Ok(applies_at=applies_at if isinstance(applies_at, str) else None))
 
@@ -680,11 +778,7 @@ class Run:
 
     def _enforce(self, frame: Any) -> None:
         self.frame = frame
-        self._admitted = [frames.op_key(op) for op in frames.normalise_operations(frame.operations)]
-        self._scope = [
-            (list(rule.subjects), {frames.op_key(op) for op in rule.operations})
-            for rule in (frame.subjects.rules if isinstance(frame.subjects, frames.SubjectScope) else [])
-        ]
+        self._admitted, self._scope = texts.frame_terms(frame)
 
     def _flush_boundary_lines(self) -> None:
         lines, self._boundary_lines = self._boundary_lines, []
@@ -694,25 +788,85 @@ class Run:
     # ------------------------------------------------------------------ drive
     async def execute(self) -> int:
         """Run to the end; return the exit code (protocol.md § 7.5)."""
+        from metaharness.adapters.process import make_non_dumpable
+
+        make_non_dumpable()  # nothing of this user's reaches our fds, environment or memory
         try:
             self.check_start()
         except RunRefused as refusal:
             return self.refuse_start(refusal)
         worker = asyncio.create_task(self._command_worker())
         try:
+            await asyncio.sleep(0)  # commands already read go first: a halt before the spawn spawns nothing
+            if self._stop.is_set():
+                self._spawn_settled.set()
+                await self._drain_commands()
+                return self._wind_up(UnknownTermination())
             try:
                 await self.adapter.start(self)
             except StartRefusal as exc:
+                self._winding_up = True
+                self._spawn_settled.set()
                 await self._stop_child()
+                await self._drain_commands()
                 return self.refuse_start(RunRefused(f"{exc.name}: {exc.sentence}"))
+            except BaseException:
+                self._spawn_settled.set()
+                raise
             self._child_done = asyncio.create_task(self.adapter.wait())
-            await self._drive()
-            termination = await self._child_done
+            self._child_done.add_done_callback(self._child_output_ended)
+            self._spawned = True
+            self._spawn_settled.set()
+            if self._stop.is_set():  # a stop that came while the child was spawning
+                await self._stop_harness()
+            else:
+                await self._drive()
+            termination = await self._child_termination()
             await self._drain_commands()
             return self._wind_up(termination)
         finally:
             worker.cancel()
             self.adapter.cleanup()
+
+    def _child_output_ended(self, _task: asyncio.Task) -> None:
+        # § 4.4: wind-up begins when the child's output ends; a command read from here on is TOO_LATE.
+        self._winding_up = True
+        self._wake.set()
+
+    async def _stop_harness(self) -> None:
+        """Stop the child once it exists; every stop (halt, signal) comes through here."""
+        self._stop.set()
+        self._wake.set()
+        if not self._spawn_settled.is_set():
+            return  # execute() stops it as soon as the spawn settles
+        if not self._spawned:
+            return
+        self._stop_sent = True
+        try:
+            await self.adapter.halt()
+        except Exception as exc:
+            self._stderr(f"metaharness: stopping the harness failed: {exc}")
+
+    async def _child_termination(self) -> Any:
+        """The child's termination; once a stop was asked for, bounded by STOP_BOUND_S (a child
+        whose output a stray descendant keeps open cannot hold the run)."""
+        assert self._child_done is not None
+        while True:
+            stop_waiter = asyncio.ensure_future(self._stop.wait())
+            done, _ = await asyncio.wait({self._child_done, stop_waiter}, return_when=asyncio.FIRST_COMPLETED)
+            stop_waiter.cancel()
+            if self._child_done in done:
+                return self._child_done.result()
+            if not self._stop_sent:
+                await self._stop_harness()
+            done, _ = await asyncio.wait({self._child_done}, timeout=STOP_BOUND_S)
+            if done:
+                return self._child_done.result()
+            self._stderr("metaharness: the harness's output did not end after it was stopped; winding up without it")
+            self._child_done.remove_done_callback(self._child_output_ended)
+            self._child_done.cancel()
+            self._winding_up = True
+            return UnknownTermination()
 
     async def _stop_child(self) -> None:
         try:
@@ -723,6 +877,8 @@ class Run:
 
     async def _drive(self) -> None:
         prompt = self.spec.prompt or ""
+        if self._stop.is_set():
+            return
         opening = self._take_boundary()
         if self.frame is not None:
             await self.adapter.set_frame_text(frames.render(self.frame))
@@ -730,9 +886,7 @@ class Run:
         await self.adapter.begin_turn(self._turn_input([*opening, prompt]))
         while True:
             outcome = await self._wait_for(self._turn_done)
-            if outcome == "child":
-                return
-            if self._halted:
+            if outcome == "child" or self._stop.is_set():
                 return
             if self.turn_running or getattr(self.adapter, "turn_coming", lambda: False)():
                 # The harness started (or will start) a turn of its own: serve it fully
@@ -743,13 +897,13 @@ class Run:
                 self._budget_stop = True
                 break
             if not self._boundary and self.spec.keep_open:
-                while not self._boundary and not self._stdin_ended and not self._halted:
+                while not self._boundary and not self._stdin_ended and not self._stop.is_set():
                     self._wake.clear()
                     if await self._wait_for(self._wake) == "child":
                         return
-                if self._halted:
+                if self._stop.is_set():
                     return
-            if not self._boundary:
+            if not self._boundary or self._stop.is_set():
                 break
             frame_before = self.frame
             blocks = self._take_boundary()
@@ -758,24 +912,30 @@ class Run:
             self._turn_done.clear()
             await self.adapter.begin_turn(self._turn_input(blocks))
         self._winding_up = True
-        await self.adapter.finish()
+        if not self._stop.is_set():
+            await self.adapter.finish()
 
     async def _wait_for(self, event: asyncio.Event) -> str:
+        """Wait for `event`; "child" when the child's output ended or a stop came first."""
+        if self._stop.is_set():
+            return "child"
         waiter = asyncio.create_task(event.wait())
-        done, _ = await asyncio.wait({waiter, self._child_done}, return_when=asyncio.FIRST_COMPLETED)
-        if waiter in done:
+        stop_waiter = asyncio.create_task(self._stop.wait())
+        done, _ = await asyncio.wait({waiter, stop_waiter, self._child_done}, return_when=asyncio.FIRST_COMPLETED)
+        stop_waiter.cancel()
+        if waiter in done and not self._stop.is_set():
             return "event"
         waiter.cancel()
         return "child"
 
     async def request_stop(self) -> None:
-        """SIGINT/SIGTERM: stop the child and wind up (no halt command was processed)."""
-        if self._winding_up:
-            return
-        self._winding_up = True
-        self._abandon_all("the stream ended")
-        self._wake.set()
-        await self.adapter.halt()
+        """SIGINT/SIGTERM: stop the child and wind up (no halt command was processed).
+        Any phase: before the spawn nothing is spawned, during it the child is stopped as
+        soon as it exists, during wind-up the wind-up completes (a second signal stops again)."""
+        if not self._winding_up:
+            self._winding_up = True
+            self._abandon_all("the stream ended")
+        await self._stop_harness()
 
     async def _drain_commands(self) -> None:
         await asyncio.sleep(0)
@@ -783,6 +943,23 @@ class Run:
             await asyncio.wait_for(self._commands.join(), 5)
         except asyncio.TimeoutError:
             pass
+
+    def _answer_leftovers(self) -> None:
+        """Answer the command in flight (if its processing could not finish) and every
+        command still queued: all were read before `stream.closed` (§ 1.6 rule 9)."""
+        item = self._inflight
+        if item is not None and not self._inflight_answered and not isinstance(item, Halt):
+            self._answer_late(item)
+        while not self._commands.empty():
+            item = self._commands.get_nowait()
+            self.on_command_taken()
+            if type(item) is bytes:
+                item = decode_command_line(item)
+                if item is None:
+                    self._commands.task_done()
+                    continue
+            self._answer_late(item)
+            self._commands.task_done()
 
     def _wind_up(self, termination: Any) -> int:
         self._winding_up = True
@@ -808,14 +985,11 @@ class Run:
         for cid, _text in leftover.injects:
             self.warn("COMMAND_NOT_APPLIED", f"message.inject {cid} never took effect: the run wound up first")
         # Lines still queued (read before this point) are answered before the marker.
-        while not self._commands.empty():
-            item = self._commands.get_nowait()
-            self._answer_late(item)
-            self._commands.task_done()
+        self._answer_leftovers()
         if self._halt_id is not None:
             self._result(self._halt_id, Ok(applies_at=None))
-        if self._policy is not None:
-            self._policy.close()
+        if self._policy is not None and (kept := self._policy.close()):
+            self._stderr(f"metaharness: the policy decision trail is in {kept}")
         reason = self.close_reason()
         self.writer.close(reason, termination if termination is not None else UnknownTermination())
         return 0 if self._session_ended is not None else 3

@@ -1,16 +1,15 @@
 """The `policy` decision mode: OHarness permission rules at metaharness's per-call seam
-(permissions.md § 17).
+(docs/guides/policy.md).
 
 What belongs here: reading the settings once at run start (refusing bad ones by
-name), mapping a vendor call to the engine's call (§ 17.4), turning a verdict into a
-metaharness decision (via the engine's own § 17.2 table) and writing the decision
-trail (§ 17.3). The loop calls it; the engine stays pure.
+name), mapping a vendor call to the engine's call, turning a verdict into a
+metaharness decision (via the engine's own table) and writing the decision
+trail. The loop calls it; the engine stays pure.
 """
 
 from __future__ import annotations
 
 import os
-import tempfile
 from typing import Any
 
 from oharness.permissions import (
@@ -50,15 +49,16 @@ class PolicyDecider:
 
         self._view = adapter_class(spec.kind).policy_view
         self.ctx = settings.context(can_ask=spec.policy_ask == "embedder")
-        directory = spec.retain_dir or tempfile.mkdtemp(prefix="metaharness-policy-")
-        self.trail_path = os.path.join(directory, "decisions.jsonl")
-        enabled = settings.trail_enabled and not spec.no_decision_trail
+        # The trail is kept only where the user asked for a record (--retain-dir): nothing is
+        # left in a temporary directory nobody was told about. The events carry every decision.
+        enabled = bool(spec.retain_dir) and settings.trail_enabled and not spec.no_decision_trail
+        self.trail_path = os.path.join(spec.retain_dir, "decisions.jsonl") if enabled else None
         if enabled:
-            os.makedirs(directory, exist_ok=True)
+            os.makedirs(spec.retain_dir, exist_ok=True)
         self.trail = TrailWriter(self.trail_path, enabled=enabled)
 
     def verdict(self, name: str, input: Any, cwd: str):
-        # oharness presents its own tool names (§ 7.1); vendors their own (§ 17.4).
+        # oharness presents its own tool names; vendors their own (an adapter may translate them).
         if self.kind == "oharness":
             return decide(oharness_call(name, input, cwd), self.ctx)
         return decide(vendor_call(*self._view(name, input), cwd), self.ctx)
@@ -100,5 +100,7 @@ class PolicyDecider:
         self.trail.record(pd.verdict, settlement=Settlement(pd.outcome, pd.by or "engine"), call_id=call_id,
                           decided_by=pd.decided_by)
 
-    def close(self) -> None:
+    def close(self) -> str | None:
+        """Flush the trail; returns its path when one was kept, for the run to name."""
         self.trail.close(2.0)
+        return self.trail_path

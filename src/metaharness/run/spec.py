@@ -1,4 +1,4 @@
-"""`RunSpec` — the one options struct of a run (protocol.md § 7.7).
+"""`RunSpec` — the one options struct of a run (docs/reference/cli.md#metaharness-run).
 
 Every `metaharness run` flag is a field here, spelled one-to-one: the field is the
 flag without its dashes, `-` written `_`; a repeatable flag is a list field named
@@ -18,7 +18,9 @@ HERMETIC_MODES = ("off", "on", "strict")
 CREDENTIAL_MODES = ("none", "loopback", "api-key")
 
 # Flags whose list field is not simply the flag name (repeatable flags).
-REPEATABLE = {"require-command": "required_commands", "policy": "policy_files"}
+REPEATABLE = {"require-command": "required_commands", "policy": "policy_files", "redact": "redact_patterns"}
+# Boolean flags that default to on, and the flag that turns each off.
+NEGATED = {"replay_strict": "--replay-lenient"}
 
 
 @dataclass
@@ -41,17 +43,22 @@ class RunSpec:
     script: str | None = None  # a metaharness.scenario/1 file
     cwd: str | None = None
     events: str | None = None  # also tee events to this file
-    # credentials and endpoints (vendors.md § 2.8)
+    # credentials and endpoints
     credentials: str = "none"
     model_endpoint: str | None = None
     vendor_dir: str | None = None  # directory holding the vendor binaries, first on the child PATH
-    # policy mode (permissions.md § 17.1)
+    # policy mode
     policy_files: list[str] = field(default_factory=list)
     policy_scopes: str = "all"
     policy_mode: str | None = None
     policy_workspace_mode: str | None = None
     policy_ask: str = "none"
     no_decision_trail: bool = False
+    # record and replay of the model traffic (a metaharness.cassette/1 file)
+    record: str | None = None
+    replay: str | None = None
+    replay_strict: bool = True
+    redact_patterns: list[str] = field(default_factory=list)
 
     # Library-only (no flag): a frame given as a value rather than a file, and the run id.
     library_frame: Any = field(default=None, metadata={"library_only": True})

@@ -14,6 +14,9 @@ Rules it keeps:
 * A row diverges when one side is missing, the calls differ, or paired calls got a
   different verdict or a different result outcome. Every divergence carries a
   sentence saying why.
+* Codex runs every shell command inside its own login shell (`/bin/bash -lc '<command>'`).
+  That wrapper is the vendor's, not the model's: a Codex shell call is compared and shown
+  by the command inside it, with the raw form kept beside it (`raw_command`).
 * Deterministic: the same streams give the same rows (ties in the LCS are broken the
   same way every time).
 """
@@ -21,6 +24,7 @@ Rules it keeps:
 from __future__ import annotations
 
 import json
+import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,17 +51,25 @@ class Call:
     result: dict[str, Any] | None = None
     cost_so_far: float | None = None
     last_seq: int = 0
+    raw_command: str | None = None  # the vendor's own wrapping of a shell command, when unwrapped
+
+    @property
+    def compared_input(self) -> Any:
+        """The input as compared and summarised: a vendor-wrapped command shown unwrapped."""
+        if self.raw_command is None:
+            return self.input
+        return {**self.input, "command": unwrap_login_shell(self.raw_command)}
 
     @property
     def signature(self) -> tuple:
         ops = tuple(self.operations) if self.operations else ("tool:" + self.name,)
         if self.subjects:
             return (ops, tuple(self.subjects))
-        return (ops, signature_text(self.input))
+        return (ops, signature_text(self.compared_input))
 
     @property
     def input_summary(self) -> str:
-        return input_summary(self.input, 200)
+        return input_summary(self.compared_input, 200)
 
     @property
     def input_json(self) -> str:
@@ -78,6 +90,29 @@ class Call:
         if self.result["is_error"]:
             return "error"
         return "ok"
+
+
+# Adapters whose vendor wraps every shell command in a login shell of its own.
+WRAPS_SHELL_COMMANDS = {"codex"}
+LOGIN_SHELLS = {"/bin/bash", "/usr/bin/bash", "bash", "/bin/sh", "/usr/bin/sh", "sh", "/bin/zsh", "zsh"}
+
+
+def unwrap_login_shell(command: str) -> str | None:
+    """The command inside `<shell> -lc '<command>'` (or `-c`), or None when it is not so wrapped."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return None
+    if len(words) == 3 and words[0] in LOGIN_SHELLS and words[1] in ("-lc", "-c") and words[2].strip():
+        return words[2]
+    return None
+
+
+def _vendor_wrapping(adapter: str | None, operations: list[str], input: Any) -> str | None:
+    if adapter not in WRAPS_SHELL_COMMANDS or "shell" not in operations or not isinstance(input, dict):
+        return None
+    command = input.get("command")
+    return command if isinstance(command, str) and unwrap_login_shell(command) is not None else None
 
 
 @dataclass
@@ -106,6 +141,7 @@ class RunView:
     warnings: list[tuple[str, str]]
     calls: list[Call] = field(default_factory=list)
     has_steps: bool = False
+    steps: list[tuple[tuple, str]] = field(default_factory=list)  # (step key, label with its verdict), in order
 
 
 def extract_run(lines: list[StreamLine], source: str, label: str) -> RunView:
@@ -123,6 +159,8 @@ def extract_run(lines: list[StreamLine], source: str, label: str) -> RunView:
     has_steps = False
     turns_counted = 0
     warnings: list[tuple[str, str]] = []
+    steps: dict[tuple, str] = {}  # step key → label, in the order the steps were entered
+    verdicts: dict[tuple, str] = {}  # step key → how the embedder judged it (step.left)
 
     for line in lines:
         name, e = line.name, line.event
@@ -131,6 +169,10 @@ def extract_run(lines: list[StreamLine], source: str, label: str) -> RunView:
             s = e.step
             step_key = (s.workflow, s.state, s.index, s.attempt)
             step_text = step_label(s)
+            steps.setdefault(step_key, step_text)
+        elif name == "step.left":
+            s = e.step
+            verdicts[(s.workflow, s.state, s.index, s.attempt)] = step_verdict(e.outcome)
         elif name == "turn.started":
             turn = e.turn
             turns_counted += 1
@@ -161,6 +203,7 @@ def extract_run(lines: list[StreamLine], source: str, label: str) -> RunView:
                 last_seq=line.seq,
                 cost_so_far=cost if cost_reports else None,
             )
+            call.raw_command = _vendor_wrapping(started.adapter if started else None, call.operations, call.input)
             calls.append(call)
             by_id.setdefault(e.call_id, []).append(call)
         elif name == "tool.decided":
@@ -195,6 +238,9 @@ def extract_run(lines: list[StreamLine], source: str, label: str) -> RunView:
                 target.last_seq = line.seq
                 target.cost_so_far = cost if cost_reports else None
 
+    for call in calls:
+        if call.step_key in verdicts:
+            call.step_text = f"{call.step_text} — {verdicts[call.step_key]}"
     hermetic = started.hermetic if started is not None else None
     return RunView(
         label=label,
@@ -221,7 +267,15 @@ def extract_run(lines: list[StreamLine], source: str, label: str) -> RunView:
         warnings=warnings,
         calls=calls,
         has_steps=has_steps,
+        steps=[(key, f"{text} — {verdicts[key]}" if key in verdicts else text) for key, text in steps.items()],
     )
+
+
+def step_verdict(outcome: Any) -> str:
+    """A step.left outcome in words: `completed`, `failed: <reason>`, `no verdict: <reason>`."""
+    word = type(outcome).__struct_config__.tag.replace("_", " ")
+    reason = getattr(outcome, "reason", None)
+    return f"{word}: {one_line(reason, 300)}" if reason else word
 
 
 def _open_call(by_id: dict[str, list[Call]], call_id: str, slot: str) -> Call | None:
@@ -323,12 +377,20 @@ def align_runs(runs: list[RunView]) -> tuple[list[Row], str]:
     """Rows for one run (as is) or two runs (aligned); also says how they were aligned."""
     if len(runs) == 1:
         rows: list[Row] = []
-        current: Any = object()
-        for call in runs[0].calls:
-            if runs[0].has_steps and call.step_key != current:
-                current = call.step_key
-                rows.append(Row("step", call.step_text or "before the first step", None))
-            rows.append(Row("call", call, None))
+        run = runs[0]
+        if not run.has_steps:
+            rows = [Row("call", call, None) for call in run.calls]
+        else:  # every step boundary with its verdict, a step without calls included
+            early = [call for call in run.calls if call.step_key is None]
+            if early:
+                rows.append(Row("step", "before the first step", None))
+                rows += [Row("call", call, None) for call in early]
+            by_step: dict[Any, list[Call]] = {}
+            for call in run.calls:
+                by_step.setdefault(call.step_key, []).append(call)
+            for key, text in run.steps:
+                rows.append(Row("step", text, None))
+                rows += [Row("call", call, None) for call in by_step.get(key, [])]
         _number(rows)
         return rows, "one run"
 

@@ -40,6 +40,18 @@ def split_model(spelling: str) -> tuple[str, str]:
     return provider, model
 
 
+# The environment variable each real provider's key is read from.
+API_KEYS = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
+
+
+def missing_key(provider: str, environ: Any) -> str | None:
+    """The one sentence for a real provider whose key is not in `environ`, else None."""
+    variable = API_KEYS.get(provider)
+    if variable is None or environ.get(variable):
+        return None
+    return f"the {provider} provider needs {variable} in the environment"
+
+
 def make_provider(spelling: str, script: str | None = None) -> Provider:
     from ..model import ProviderError
 
@@ -61,3 +73,8 @@ def make_provider(spelling: str, script: str | None = None) -> Provider:
     from .openai_provider import OpenAIProvider
 
     return OpenAIProvider(spelling, model)
+
+
+# What oharness says when nothing chose a model (its own CLI, and metaharness's oharness adapter).
+NO_MODEL = ("no model chosen: give --model PROVIDER:MODEL for a real one (anthropic:claude-sonnet-4-5 with "
+            "ANTHROPIC_API_KEY, openai:gpt-5 with OPENAI_API_KEY), or --script FILE to script one")

@@ -23,6 +23,7 @@ import time
 from typing import Any, ClassVar
 
 from metaharness.adapters.base import Adapter, ControlRefused, Resolution, RunContext, StartRefusal, plan_loopback_script
+from metaharness.adapters.process import ScratchRefused, spawn_on_channel
 from metaharness.protocol.values import (
     Exited,
     HermeticAttestation,
@@ -81,6 +82,8 @@ class ClaudeAdapter(Adapter):
         self.ctx: RunContext | None = None
         self.plan_: launch.LaunchPlan | None = None
         self.process: asyncio.subprocess.Process | None = None
+        self._stdout: asyncio.StreamReader | None = None  # the control channel, our end
+        self._stdin: Any = None
         self.channel: ControlChannel | None = None
         self.seam: CallSeam | None = None
         self.translator: Translator | None = None
@@ -177,7 +180,10 @@ class ClaudeAdapter(Adapter):
         spec = self.spec
         if self._binary is None:
             self.plan()
-        scratch = launch.make_scratch()
+        try:
+            scratch = launch.make_scratch()
+        except ScratchRefused as exc:
+            raise StartRefusal("ScratchRefused", str(exc)) from None
         cwd = ctx.run_cwd
         path = launch.child_path(spec.vendor_dir)
         posture = spec.posture or self.default_posture
@@ -189,14 +195,10 @@ class ClaudeAdapter(Adapter):
         self.translator = Translator(transcript_path=scratch.transcript, hermetic=self._attestation(cwd, credential_how),
                                      credential_source=spec.credentials)
         self._transcript = open(scratch.transcript, "ab", buffering=0)
-        self.process = await asyncio.create_subprocess_exec(
-            *argv, cwd=cwd, env=env, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE, start_new_session=True, preexec_fn=launch.set_parent_death_signal,
-            limit=64 * 1024 * 1024,
-        )
-        stdin = self.process.stdin
-        assert stdin is not None
-        self.channel = ControlChannel(stdin.write)
+        # The stdio control channel is a Unix socketpair (adapters/process.py): nothing the
+        # agent starts can reopen it through /proc to answer a hook or change the mode.
+        self.process, self._stdout, self._stdin = await spawn_on_channel(argv, env=env, cwd=cwd)
+        self.channel = ControlChannel(self._stdin.write)
         self.seam = CallSeam(self.channel, ctx.present, cwd=None)
         self._stderr_task = asyncio.create_task(self._read_stderr())
         self._reader = asyncio.create_task(self._read_stdout())
@@ -228,9 +230,10 @@ class ClaudeAdapter(Adapter):
                 from metaharness.protocol.scenario import load_scenario
 
                 self._script = load_scenario(spec.script)
-            self.loopback = LoopbackServer(self._script, workdir=cwd, stderr=None)
+            key = launch.per_run_placeholder()  # the loopback answers only this run's key, like the proxy
+            self.loopback = LoopbackServer(self._script, workdir=cwd, stderr=None, expect_key=key)
             url = await self.loopback.start()
-            return url, launch.PLACEHOLDER_KEY, launch.PLACEHOLDER_KEY, f"scripted loopback model at {url}, placeholder key"
+            return url, key, key, f"scripted loopback model at {url}, per-run placeholder key"
         if spec.credentials == "none":
             return spec.model_endpoint, launch.PLACEHOLDER_KEY, launch.PLACEHOLDER_KEY, \
                 f"endpoint {spec.model_endpoint}, placeholder key"
@@ -239,7 +242,8 @@ class ClaudeAdapter(Adapter):
             from metaharness.loopback.proxy import CredentialProxy
 
             upstream = spec.model_endpoint or "https://api.anthropic.com"
-            self.proxy = CredentialProxy(upstream, real_key, placeholder=launch.per_run_placeholder())
+            self.proxy = CredentialProxy(upstream, real_key, placeholder=launch.per_run_placeholder(), wire="anthropic",
+                                         on_refused=self._proxy_refused)
             url = await self.proxy.start()
             return url, self.proxy.placeholder, self.proxy.placeholder, \
                 f"per-run proxy on {url} holds the key; the child has a per-run placeholder"
@@ -293,14 +297,16 @@ class ClaudeAdapter(Adapter):
                 del self._stderr[:-STDERR_KEEP]
 
     async def _read_stdout(self) -> None:
-        assert self.process and self.process.stdout
-        stdout = self.process.stdout
+        assert self._stdout is not None
+        stdout = self._stdout
         try:
             while True:
                 try:
                     raw = await stdout.readline()
                 except ValueError:  # a line above the limit: keep what arrived, as opaque
                     raw = await stdout.read(64 * 1024 * 1024)
+                except OSError:  # the channel was reset: its output has ended
+                    break
                 if not raw:
                     break
                 self._on_line(raw, time.perf_counter_ns())
@@ -439,6 +445,15 @@ class ClaudeAdapter(Adapter):
         for item in held:
             self._dispatch(item, 0)
 
+    def _proxy_refused(self, method: str, target: str) -> None:
+        from metaharness.loopback.proxy import refused_message
+
+        if self.ctx is not None:
+            self.ctx.warn("PROXY_REFUSED", refused_message(method, target))
+
+    def alive(self) -> bool:
+        return self.process is None or self.process.returncode is None
+
     async def finish(self) -> None:
         self._closing = True
         self._maybe_close()
@@ -454,9 +469,9 @@ class ClaudeAdapter(Adapter):
     def _close_stdin(self) -> None:
         if self.channel is not None and not self.channel.closed:
             self.channel.closed = True
-            if self.process is not None and self.process.stdin is not None:
+            if self._stdin is not None:
                 try:
-                    self.process.stdin.close()
+                    self._stdin.close()
                 except (ConnectionError, BrokenPipeError):
                     pass
 

@@ -1,4 +1,4 @@
-"""`metaharness doctor claude` and `metaharness conformance claude` (vendors.md § 1.5).
+"""`metaharness doctor claude` and `metaharness conformance claude` (docs/guides/claude-and-codex.md).
 
 What belongs here: the checks, each returning `(name, ok, detail)`. Doctor checks the
 binary on the child's PATH, its version against the pin, the flags the adapter emits,
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import tempfile
 import time
@@ -63,6 +64,7 @@ def capability_check(binary: str, path: str) -> Check:
         child = subprocess.Popen(argv, cwd=scratch.work, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                  stderr=subprocess.PIPE, start_new_session=True)
     except OSError as exc:
+        shutil.rmtree(scratch.root, ignore_errors=True)
         return (name, False, f"spawn failed: {exc}")
     try:
         request = launch.initialize_request("mh-1", launch.hook_timeout_s(55000))
@@ -100,6 +102,11 @@ def capability_check(binary: str, path: str) -> Check:
         return (name, True, "hooks_applied, hook_on_failure_supported, clean exit")
     finally:
         launch.kill_tree(child.pid)
+        try:
+            child.wait(5)
+        except subprocess.TimeoutExpired:
+            pass
+        shutil.rmtree(scratch.root, ignore_errors=True)  # the doctor keeps nothing
 
 
 def replay(wire: bytes, written: list) -> list[str]:

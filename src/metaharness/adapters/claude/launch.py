@@ -17,11 +17,11 @@ import os
 import secrets
 import shutil
 import signal
-import tempfile
 from dataclasses import dataclass, field
 from typing import Any
 
 from metaharness.adapters.base import StartRefusal
+from metaharness.adapters.process import private_scratch
 
 PINNED_VERSION = "2.1.328"
 BINARY_NAME = "claude"
@@ -83,13 +83,13 @@ class Scratch:
 
 def scratch_base() -> str:
     """Where scratch directories live: not under /tmp (vendors.md § 2.1)."""
-    base = os.environ.get("METAHARNESS_SCRATCH_DIR") or os.path.join("/var/tmp", f"metaharness-{os.getuid()}")
-    os.makedirs(base, mode=0o700, exist_ok=True)
-    return base
+    return os.environ.get("METAHARNESS_SCRATCH_DIR") or os.path.join("/var/tmp", f"metaharness-{os.getuid()}")
 
 
 def make_scratch(base: str | None = None) -> Scratch:
-    root = tempfile.mkdtemp(prefix="claude-", dir=base or scratch_base())
+    """mkdtemp inside a base private to this user (adapters/process.py: owner, mode 0700, no
+    symlink); a base that fails the check raises ScratchRefused naming it."""
+    root = private_scratch(base or scratch_base(), "claude-")
     scratch = Scratch(root)
     for path in (scratch.home, scratch.tmp, scratch.config_home, scratch.work):
         os.makedirs(path, mode=0o700)
@@ -250,14 +250,6 @@ def memory_files_above(cwd: str) -> list[str]:
 
 
 # --- process control (vendors.md § 2.6) ---------------------------------------------
-
-
-def set_parent_death_signal() -> None:
-    """preexec_fn: the child gets SIGKILL when metaharness dies (PR_SET_PDEATHSIG)."""
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG = 1
 
 
 def _parent_and_group(pid: int) -> tuple[int, int] | None:

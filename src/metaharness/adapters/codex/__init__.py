@@ -32,6 +32,7 @@ import subprocess
 from typing import Any
 
 from metaharness.adapters.base import Adapter, ControlRefused, OpKey, Resolution, StartRefusal, plan_loopback_script
+from metaharness.adapters.process import spawn_on_channel
 from metaharness.protocol.values import (
     Exited,
     HermeticAttestation,
@@ -139,6 +140,7 @@ class CodexAdapter(Adapter):
     postures = launch.SANDBOX_WORDS
     default_posture = "workspace-write"
     replace_refusal = REPLACE_REASON
+    replace_hint = "start the run with --codex-replace-relay to deliver replace for shell calls"
     turn_blocks = True  # frame rendering, injects and prompt: separate text entries (§ 4.3)
 
     def __init__(self, spec: Any) -> None:
@@ -244,8 +246,10 @@ class CodexAdapter(Adapter):
         mode = spec.credentials
         self._scenario = None
         if spec.script:
+            from metaharness.loopback.proxy import new_placeholder
+
             self._scenario = plan_loopback_script(spec)
-            self._key = (launch.KEY_VARIABLE, launch.PLACEHOLDER_KEY)
+            self._key = (launch.KEY_VARIABLE, new_placeholder())  # the loopback answers only this key
             return
         if mode == "none":
             if not spec.model_endpoint:
@@ -301,11 +305,13 @@ class CodexAdapter(Adapter):
             self.plan()
         self.ctx = ctx
         spec = self.spec
+        # One rule for every harness: the run works in --cwd, else in the current directory.
+        work = os.path.abspath(spec.cwd or os.getcwd())
         try:
-            self.scratch = launch.make_scratch(spec.cwd)
+            self.scratch = launch.make_scratch(work)
         except launch.LaunchError as exc:
             raise StartRefusal("ScratchRefused", str(exc)) from None
-        self.work = os.path.abspath(spec.cwd) if spec.cwd else str(self.scratch.work)
+        self.work = work
         self._stubs_before = launch.existing_stubs(self.work)
         await self._start_endpoint()
         model = spec.model
@@ -320,21 +326,24 @@ class CodexAdapter(Adapter):
                                    f"the replace relay's socket could not be opened: {exc.strerror or exc}") from None
             self._services.append(self.relay)
             budget = spec.decision_timeout_ms
-            config += hook_toml(self.scratch.root, self.relay.secret, *hook_timing(budget, self.vendor_timeout_ms(budget)))
+            config += hook_toml(self.scratch.root, *hook_timing(budget, self.vendor_timeout_ms(budget)))
         (self.scratch.codex_home / "config.toml").write_text(config)
         assert self._key is not None
         env = launch.child_env(self.scratch, self.child_path, *self._key)
+        if spec.codex_replace_relay:
+            from .relay import SECRET_ENV
+
+            env[SECRET_ENV] = self.relay.secret  # for the hook only: never argv, never config.toml
         self._transcript = open(self.scratch.transcript, "wb")
         self._stderr = open(self.scratch.stderr, "wb")
-        self.proc = await asyncio.create_subprocess_exec(
-            *launch.argv(self.binary), cwd=self.work, env=env,
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=self._stderr,
-            start_new_session=True, limit=64 * 1024 * 1024,
-        )
+        # JSON-RPC over a Unix socketpair (adapters/process.py): nothing the agent starts can
+        # reopen it through /proc to answer an approval; the app-server confined like every child.
+        self.proc, rpc_in, rpc_out = await spawn_on_channel(launch.argv(self.binary), cwd=self.work, env=env,
+                                                            stderr=self._stderr)
         self.translator = Translator(ctx, on_turn_started=self._on_turn_started, on_turn_completed=self._on_turn_completed)
         ceiling = self.vendor_timeout_ms(spec.decision_timeout_ms)
         self.rpc = RpcChannel(
-            self.proc.stdout, self.proc.stdin, self._transcript,
+            rpc_in, rpc_out, self._transcript,
             on_request=lambda m, raw, n: self.seam.on_request(m, raw, n),
             on_notification=self.translator.notification,
             on_wire=self._record_sent,
@@ -373,7 +382,7 @@ class CodexAdapter(Adapter):
         if self._scenario is not None:
             from metaharness.loopback.server import LoopbackServer
 
-            self.loopback = LoopbackServer(self._scenario, workdir=self.work, stderr=None,
+            self.loopback = LoopbackServer(self._scenario, workdir=self.work, stderr=None, expect_key=self._key[1],
                                            log_path=str(self.scratch.root / "loopback.jsonl"))
             self._services.append(self.loopback)
             self._base_url = launch.provider_base_url(await self.loopback.start())
@@ -384,7 +393,8 @@ class CodexAdapter(Adapter):
             from metaharness.loopback.proxy import CredentialProxy
 
             upstream = spec.model_endpoint or "https://api.openai.com"
-            self.proxy = CredentialProxy(upstream, self._real_key, placeholder=self._key[1])
+            self.proxy = CredentialProxy(upstream, self._real_key, placeholder=self._key[1], wire="responses",
+                                         on_refused=self._proxy_refused)
             self._services.append(self.proxy)
             self._base_url = launch.provider_base_url(await self.proxy.start())
         else:
@@ -488,6 +498,14 @@ class CodexAdapter(Adapter):
             if self.rpc is not None:
                 self.rpc.close_stdin()
 
+    def _proxy_refused(self, method: str, target: str) -> None:
+        from metaharness.loopback.proxy import refused_message
+
+        self.ctx.warn("PROXY_REFUSED", refused_message(method, target))
+
+    def alive(self) -> bool:
+        return self.proc is None or self.proc.returncode is None
+
     def turn_coming(self) -> bool:
         """A steer Codex did not take up will open the next turn (see `_on_turn_completed`)."""
         return self._carry_coming
@@ -570,9 +588,14 @@ class CodexAdapter(Adapter):
         self.posture = word
         return "next turn"
 
+    def interrupting(self) -> None:
+        if self.seam is not None:
+            self.seam.interrupting = True
+
     async def interrupt(self) -> None:
         assert self.rpc is not None and self.seam is not None
         self._stopping = True  # until the next turn starts: the interrupted turn carries nothing
+        self.seam.interrupting = False
         self.seam.decline_all()
         await self.rpc.drain()
         turn_id = self.translator.active_turn_id if self.translator else None

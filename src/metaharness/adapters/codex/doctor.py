@@ -299,7 +299,7 @@ def conformance_checks(fixtures: str | None):
     needed = ['wire_api = "responses"', "plugins = false", "check_for_update_on_startup = false",
               "[analytics]\nenabled = false", "request_max_retries = 0", "stream_max_retries = 0"]
     missing = [n for n in needed if n not in config]
-    results.append(("launch plan", not missing, "the loopback-safe config.toml of § 2.3" if not missing
+    results.append(("launch plan", not missing, "the loopback-safe config.toml" if not missing
                     else f"config.toml lacks {missing}"))
     return results
 

@@ -18,9 +18,10 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from metaharness.adapters.process import ScratchRefused, private_scratch
 
 PIN = "0.171.0"
 MODEL = "gpt-5.5"
@@ -77,9 +78,10 @@ def scratch_base() -> Path:
 
 
 def make_scratch(cwd: str | None) -> Scratch:
-    base = scratch_base()
-    base.mkdir(parents=True, exist_ok=True)
-    root = Path(tempfile.mkdtemp(prefix="codex-", dir=base))
+    try:
+        root = Path(private_scratch(str(scratch_base()), "codex-"))
+    except ScratchRefused as exc:
+        raise LaunchError(str(exc)) from None
     if cwd is not None:
         resolved_cwd = Path(cwd).resolve()
         if root.resolve() == resolved_cwd or resolved_cwd in root.resolve().parents:
@@ -97,7 +99,7 @@ def default_vendor_dir() -> str | None:
     configured = os.environ.get("METAHARNESS_VENDOR_DIR")
     if configured:
         return configured
-    # A source checkout keeps the pinned CLIs in .vendor (vendors.md § 1.3).
+    # A source checkout keeps the pinned CLIs in .vendor; `make vendor` installs it in .vendor/node_modules/.bin, or give --vendor-dir DIR.
     checkout = Path(__file__).resolve().parents[4] / ".vendor" / "node_modules" / ".bin"
     return str(checkout) if checkout.is_dir() else None
 
@@ -121,7 +123,8 @@ def child_path(vendor_dir: str | None) -> str:
 def resolve_binary(path: str) -> str:
     found = shutil.which("codex", path=path)
     if found is None:
-        raise LaunchError(f"codex is not on the child PATH ({path}); install @openai/codex@{PIN} (vendors.md § 1.3)")
+        raise LaunchError(f"codex is not on the child PATH ({path}); install @openai/codex@{PIN} (in a source "
+                          "checkout `make vendor` puts it in .vendor/node_modules/.bin) or give --vendor-dir DIR")
     if shutil.which("node", path=path) is None:
         raise LaunchError(f"node is not on the child PATH ({path}); the codex launcher needs it")
     return os.path.abspath(found)

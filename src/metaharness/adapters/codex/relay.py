@@ -33,6 +33,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 SOCKET_NAME = "relay.sock"
+# The secret reaches the hook in its environment (inherited from the app-server), never in
+# argv, which every local user can read in /proc/<pid>/cmdline; `shell_environment_policy`
+# keeps it out of the commands the model runs.
+SECRET_ENV = "METAHARNESS_RELAY_SECRET"
 PROGRAM = Path(__file__).with_name("relay_program.py")
 READ_LIMIT = 64 * 1024 * 1024
 
@@ -48,12 +52,16 @@ def hook_timing(budget_ms: int, vendor_ms: int) -> tuple[int, float]:
     return max(1, math.ceil(vendor_ms / 1000)), (budget_ms + (vendor_ms - budget_ms) / 2) / 1000
 
 
-def hook_toml(directory: Path, secret: str, timeout_s: int, relay_wait: float) -> str:
-    """The `[[hooks.PreToolUse]]` declaration: no matcher (every tool), one command hook."""
+def hook_toml(directory: Path, timeout_s: int, relay_wait: float) -> str:
+    """The `[[hooks.PreToolUse]]` declaration: no matcher (every tool), one command hook.
+    The secret is not in it: the hook reads SECRET_ENV."""
     program = os.environ.get("METAHARNESS_CODEX_RELAY_PROGRAM") or str(PROGRAM)
-    command = shlex.join([sys.executable, "-I", "-S", program, str(directory), secret, f"{relay_wait:g}"])
+    command = shlex.join([sys.executable, "-I", "-S", program, str(directory), f"{relay_wait:g}"])
     escaped = command.replace("\\", "\\\\").replace('"', '\\"')
-    return ("\n[[hooks.PreToolUse]]\n[[hooks.PreToolUse.hooks]]\n"
+    # The commands the model runs do not inherit the secret (the hook does: hooks get Codex's environment).
+    return ("\n[shell_environment_policy]\n"
+            f'exclude = ["{SECRET_ENV}"]\n'
+            "\n[[hooks.PreToolUse]]\n[[hooks.PreToolUse.hooks]]\n"
             f'type = "command"\ncommand = "{escaped}"\ntimeout = {timeout_s}\n')
 
 

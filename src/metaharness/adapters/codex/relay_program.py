@@ -1,7 +1,8 @@
 """The replace relay's hook program (vendors.md § 4.6), run by Codex once per tool call.
 
 What belongs here: only what the PreToolUse hook process does. Codex starts it as
-`python -I -S relay_program.py DIR SECRET TIMEOUT_S`; it forwards the hook's stdin JSON
+`python -I -S relay_program.py DIR TIMEOUT_S` with the run's secret in its environment
+(METAHARNESS_RELAY_SECRET — never in argv, which other users can read); it forwards the hook's stdin JSON
 to the run's socket `DIR/relay.sock`, prints the answer it gets back and exits 0.
 
 Rules kept:
@@ -20,7 +21,8 @@ LIMIT = 64 * 1024 * 1024
 
 
 def main(argv: list[str]) -> None:
-    directory, secret, timeout_s = argv[1], argv[2], float(argv[3])
+    directory, timeout_s = argv[1], float(argv[2])
+    secret = os.environ.get("METAHARNESS_RELAY_SECRET", "")
     payload = sys.stdin.buffer.read(LIMIT)
     os.chdir(directory)  # a relative address: socket paths are limited to 108 bytes
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:

@@ -127,7 +127,10 @@ class RpcChannel:
     async def read_forever(self) -> None:
         try:
             while True:
-                raw = await self._reader.readline()
+                try:
+                    raw = await self._reader.readline()
+                except OSError:  # the channel was reset: the app-server's output has ended
+                    break
                 if not raw:
                     break
                 self._transcript.write(raw)

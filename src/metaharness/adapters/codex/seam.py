@@ -9,8 +9,11 @@ server request.
 Rules kept:
 * allow and abstain → `{"decision":"accept"}`; deny → `turn/steer` with the reason,
   its result awaited, then `{"decision":"decline"}` (a decline carries no reason);
-* never `acceptForSession`, `acceptWithExecpolicyAmendment` or `cancel` — nothing that
-  persists a rule in CODEX_HOME or removes the per-call decision;
+* never `acceptForSession` or `acceptWithExecpolicyAmendment` — nothing that persists a
+  rule in CODEX_HOME or removes the per-call decision; `cancel` only for an interrupt's
+  abandonment denies (`interrupting`): it declines and ends the turn with no further
+  model request, where a `decline` would let Codex ask the model once more before the
+  `turn/interrupt` that follows it arrives;
 * `replace` is refused by name; the call stays pending — except in a relay run
   (`--codex-replace-relay`, vendors.md § 4.6), where the PreToolUse hook presents each
   call first (`on_hook`): deny → the hook's deny with the reason; allow/abstain → no
@@ -42,7 +45,8 @@ from .rpc import RpcChannel, RpcError
 from .translate import Translator, rfc3339_ms
 
 REPLACE_REASON = (
-    "the codex adapter cannot deliver replace through app-server approvals; deny with a reason instead"
+    "the codex adapter cannot deliver replace through app-server approvals; a run started with "
+    "--codex-replace-relay delivers it for shell calls; otherwise deny with a reason instead"
 )
 DENY_TEMPLATE = "metaharness refused the previous tool call {call_id}: {reason}"
 STEER_WAIT_S = 5.0
@@ -94,6 +98,7 @@ class Seam:
     timings: list[tuple[str, int, int]] = field(default_factory=list)  # (call_id, request read ns, answer written ns)
     resolve: Callable[[str, Any, str | None], Any] | None = None  # the adapter's resolver (patch comparison)
     hook_calls: dict[str, HookCall] = field(default_factory=dict)
+    interrupting: bool = False  # set for an interrupt's abandonment: denies go out as `cancel`
 
     # --- server requests --------------------------------------------------------------
     def on_request(self, message: dict, raw: bytes, line: int) -> None:
@@ -261,7 +266,7 @@ class Seam:
         if isinstance(decision, Deny):
             # Abandonment (interrupt, halt, turn end) declines without a reason steer (§ 4.7).
             if decided_by == "adapter" or self.translator.active_turn_id is None:
-                self._answer(pending, "decline")
+                self._answer(pending, "cancel" if self.interrupting and decided_by == "adapter" else "decline")
                 return
             self._deny_with_reason(pending, decision.reason)
             return

@@ -9,13 +9,15 @@ back as a `decision` line; controls become `user`/`frame`/`steer`/`set_mode`/
 from __future__ import annotations
 
 import asyncio
+import os
 import tempfile
 from typing import Any, ClassVar
 
 import msgspec
 
 from metaharness.adapters.base import Adapter, PresentedCall, Resolution
-from metaharness.adapters.process import ChildProcess
+from metaharness.adapters.base import StartRefusal
+from metaharness.adapters.process import ChildProcess, ScratchRefused, private_scratch
 from metaharness.run.subjects import file_subject
 
 from . import launch, translate
@@ -45,6 +47,10 @@ class OHarnessAdapter(Adapter):
         self._pump: asyncio.Task | None = None
         self._ctx = None
         self._session_dir: str | None = None
+        # Set by interrupting(): the abandonment denies carry the interrupt with them, so
+        # oharness stops the turn as it reads the deny, before any further model request.
+        self._interrupt_with_decisions = False
+        self._interrupt_carried = False
 
     @classmethod
     def descriptor(cls) -> dict[str, Any]:
@@ -86,11 +92,19 @@ class OHarnessAdapter(Adapter):
         from metaharness.adapters.base import StartRefusal
         from oharness.providers import split_model
 
+        if self.spec.model is None and self.spec.script is None:
+            from oharness.providers import NO_MODEL
+
+            raise StartRefusal("NoModel", NO_MODEL)
         spelling = self.spec.model or "scripted:default"
         try:
             provider, _ = split_model(spelling)
         except _provider_error() as exc:
             raise StartRefusal("ModelInvalid", str(exc)) from None
+        from oharness.providers import missing_key
+
+        if sentence := missing_key(provider, launch.child_env(self.spec) or os.environ):  # the child's own env
+            raise StartRefusal("NoApiKey", sentence)
         if self.spec.script:
             from metaharness.adapters.base import load_script
 
@@ -100,8 +114,12 @@ class OHarnessAdapter(Adapter):
 
     async def start(self, ctx) -> None:
         self._ctx = ctx
-        self._session_dir = tempfile.mkdtemp(prefix="oharness-session-")
-        self.child = ChildProcess(launch.argv(self.spec, self._session_dir), cwd=self.spec.cwd or None)
+        try:
+            self._session_dir = private_scratch(session_base(), "oharness-session-")
+        except ScratchRefused as exc:
+            raise StartRefusal("ScratchRefused", str(exc)) from None
+        self.child = ChildProcess(launch.argv(self.spec, self._session_dir), cwd=self.spec.cwd or None,
+                                  env=launch.child_env(self.spec))
         await self.child.spawn()
         self._pump = asyncio.create_task(self._read())
 
@@ -127,6 +145,9 @@ class OHarnessAdapter(Adapter):
         kind = record["type"]
         if kind == "init":
             event = translate.session_started(record)
+            # The child's session directory dies with the run: name where the transcript is
+            # kept (--retain-dir), or nothing, never a file that is about to be deleted.
+            event.transcript = translate.TranscriptRef(path=self._kept_transcript())
             return lambda ctx: ctx.session_started(event)
         if kind == "turn_start":
             return lambda ctx: ctx.turn_started()
@@ -139,8 +160,7 @@ class OHarnessAdapter(Adapter):
                 raise ValueError("tool_call without ids")
             call = PresentedCall(
                 call_id=call_id, name=record["name"], input=record.get("input"), seam="owned_tool",
-                deliver=lambda decision, decided_by: self._send(
-                    {"type": "decision", "call_id": call_id, "decision": decision, "decided_by": decided_by}),
+                deliver=lambda decision, decided_by: self._deliver(call_id, decision, decided_by),
                 cwd=record.get("cwd"),
             )
             return lambda ctx: ctx.present(call)
@@ -154,6 +174,19 @@ class OHarnessAdapter(Adapter):
         if event is None:
             raise ValueError("unmapped record")
         return lambda ctx: ctx.emit(event)
+
+    def _deliver(self, call_id: str, decision: Any, decided_by: str) -> None:
+        line = {"type": "decision", "call_id": call_id, "decision": decision, "decided_by": decided_by}
+        if self._interrupt_with_decisions:
+            line["interrupt"] = True
+            self._interrupt_carried = True
+        self._send(line)
+
+    def interrupting(self) -> None:
+        self._interrupt_with_decisions = True
+
+    def alive(self) -> bool:
+        return self.child is None or self.child.proc is None or self.child.proc.returncode is None
 
     def _send(self, obj: dict) -> None:
         assert self.child is not None
@@ -178,6 +211,11 @@ class OHarnessAdapter(Adapter):
         return None
 
     async def interrupt(self) -> None:
+        carried, self._interrupt_carried, self._interrupt_with_decisions = self._interrupt_carried, False, False
+        if carried:  # the deny lines already stopped the turn; a second stop could hit the next one
+            assert self.child is not None
+            await self.child.drain()
+            return
         await self._send_now({"type": "interrupt"})
 
     async def finish(self) -> None:
@@ -204,6 +242,11 @@ class OHarnessAdapter(Adapter):
         if self._session_dir:
             shutil.rmtree(self._session_dir, ignore_errors=True)
 
+    def _kept_transcript(self) -> str | None:
+        if not self.spec.retain_dir:
+            return None
+        return os.path.join(os.path.abspath(self.spec.retain_dir), "oharness-session", "transcript.jsonl")
+
     def retain(self, directory: str) -> list[str]:
         import os
         import shutil
@@ -216,6 +259,13 @@ class OHarnessAdapter(Adapter):
             except OSError as exc:
                 failures.append(f"could not copy {self._session_dir} to {directory}: {exc}")
         return failures
+
+
+def session_base() -> str:
+    """Where oharness session directories live: a base private to this user."""
+    import os
+
+    return os.path.join(tempfile.gettempdir(), f"metaharness-{os.getuid()}")
 
 
 def _provider_error() -> type[Exception]:

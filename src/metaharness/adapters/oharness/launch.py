@@ -19,3 +19,21 @@ def argv(spec, session_dir: str | None) -> list[str]:
     if session_dir:
         args += ["--session-dir", session_dir]
     return args
+
+
+PLACEHOLDER_KEY = "mh-placeholder-oharness"
+
+
+def child_env(spec) -> dict[str, str] | None:
+    """The child's environment: inherited, unless `--model-endpoint` names the model server.
+
+    Then both SDKs are pointed at it (the OpenAI SDK's base URL carries `/v1`); with credentials
+    `none` the child gets a placeholder key instead of any key in metaharness's environment."""
+    if not spec.model_endpoint:
+        return None
+    endpoint = spec.model_endpoint.rstrip("/")
+    env = dict(os.environ, ANTHROPIC_BASE_URL=endpoint,
+               OPENAI_BASE_URL=endpoint if endpoint.endswith("/v1") else endpoint + "/v1")
+    if spec.credentials == "none":
+        env.update(ANTHROPIC_API_KEY=PLACEHOLDER_KEY, OPENAI_API_KEY=PLACEHOLDER_KEY)
+    return env

@@ -1,0 +1,231 @@
+"""One cell's result: what its stream says, and the `results.jsonl` file of a batch.
+
+What belongs here: `CellResult` (one line of results.jsonl), `summarise_stream`
+(turns, calls by decider, cost, tokens, the `metaharness check` verdict, all read
+from the cell's events), the table of what counts as an infrastructure failure
+(the only kind `--retries` reruns), and reading/appending results.jsonl.
+
+Rules kept: figures come only from the stream; a figure the stream does not report
+stays `None`, never 0. A check that failed is a verdict, never an infrastructure
+failure. When a cell has several lines (a skipped cell later run, a retry after a
+resume), the last one is the cell's result.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Literal
+
+import msgspec
+from msgspec import Struct
+
+RESULT_FORMAT = "metaharness.batch-result/1"
+
+Status = Literal["ran", "skipped", "interrupted"]
+Verdict = Literal["pass", "fail", "timeout", "none"]
+
+
+class Calls(Struct, kw_only=True):
+    requested: int = 0
+    allowed: int = 0
+    denied: int = 0
+    replaced: int = 0
+    abstained: int = 0
+    # decider → {"allowed": n, "denied": n, …}: who decided what
+    by_decider: dict[str, dict[str, int]] = msgspec.field(default_factory=dict)
+
+
+class Refused(Struct, kw_only=True):
+    """A call that was denied: what it was, and why."""
+    name: str
+    subject: str  # the call's input, summarised as the run views summarise it
+    reason: str | None = None
+    decided_by: str | None = None
+
+
+MAX_REFUSED = 20  # refused calls kept per cell (the count in `calls.denied` is always complete)
+
+
+class CellResult(Struct, kw_only=True):
+    format: str = RESULT_FORMAT
+    task: str
+    harness: str
+    kind: str
+    repeat: int
+    status: Status = "ran"
+    skipped: str | None = None  # why a cell never ran ("budget")
+    exit_code: int | None = None
+    close_reason: str | None = None
+    stream: str = "missing"  # complete | truncated | inconsistent | missing
+    check: Verdict = "none"
+    check_exit_code: int | None = None
+    passed: bool = False
+    timed_out: bool = False
+    refusal: str | None = None  # the run's own refusal sentence, when it refused to start
+    turns: int = 0
+    calls: Calls = msgspec.field(default_factory=Calls)
+    refused: list[Refused] = msgspec.field(default_factory=list)
+    cost_usd: float | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    wall_ms: int | None = None
+    started_at: float | None = None  # seconds since the epoch, when the last attempt's run started
+    attempts: int = 0
+    retried_for: list[str] = msgspec.field(default_factory=list)
+    infra: str | None = None  # an infrastructure failure the last attempt ended in
+
+    @property
+    def key(self) -> tuple[str, str, int]:
+        return (self.task, self.harness, self.repeat)
+
+
+# Fields that differ from one execution of the same plan to the next.
+TIMING_FIELDS = ("wall_ms", "started_at")
+
+_DECISION_COUNTER = {"allow": "allowed", "deny": "denied", "replace": "replaced", "abstain": "abstained"}
+
+# Start refusals that come from the vendor's side (a handshake that failed), and so may
+# succeed on a second try; any other refusal is the plan's and would fail again.
+RETRYABLE_REFUSALS = ("VendorCapability",)
+
+
+def cell_dir(out: str, key: tuple[str, str, int]) -> str:
+    task, harness, repeat = key
+    return os.path.join(out, task, harness, str(repeat))
+
+
+def summarise_stream(data: bytes) -> dict[str, Any]:
+    """The result fields that the cell's event stream decides."""
+    from metaharness.protocol.stream import check_stream
+    from metaharness.view.summarise import input_summary
+
+    verdict = check_stream(data).status if data else "missing"
+    calls = Calls()
+    requested: dict[str, tuple[str, str]] = {}
+    refused: list[Refused] = []
+    turns = 0
+    ended: dict[str, Any] | None = None
+    closed: dict[str, Any] | None = None
+    usage_cost: float | None = None
+    usage_in: int | None = None
+    usage_out: int | None = None
+    for raw in data.splitlines():
+        try:
+            line = json.loads(raw)
+        except ValueError:
+            continue
+        name = line.get("event") if isinstance(line, dict) else None
+        if name == "turn.started":
+            turns += 1
+        elif name == "tool.requested":
+            if line.get("call_id") not in requested:  # a call presented again is still one call
+                calls.requested += 1
+            requested[str(line.get("call_id"))] = (str(line.get("name")), input_summary(line.get("input"), 160))
+        elif name == "tool.decided":
+            decision = line.get("decision") or {}
+            counter = _DECISION_COUNTER.get(decision.get("decision"))
+            if counter == "denied" and len(refused) < MAX_REFUSED:
+                tool, subject = requested.get(str(line.get("call_id")), ("?", ""))
+                refused.append(Refused(name=tool, subject=subject, reason=decision.get("reason"),
+                                       decided_by=line.get("decided_by")))
+            if counter:
+                setattr(calls, counter, getattr(calls, counter) + 1)
+                per = calls.by_decider.setdefault(str(line.get("decided_by")), {})
+                per[counter] = per.get(counter, 0) + 1
+        elif name == "usage":
+            usage = line.get("usage") or {}
+            usage_cost = _add(usage_cost, usage.get("cost_usd"))
+            usage_in = _add(usage_in, usage.get("input_tokens"))
+            usage_out = _add(usage_out, usage.get("output_tokens"))
+        elif name == "session.ended":
+            ended = line
+        elif name == "stream.closed":
+            closed = line
+    ended_usage = (ended or {}).get("usage") or {}
+    cost = (ended or {}).get("total_cost_usd")
+    return {
+        "stream": verdict,
+        "close_reason": (closed or {}).get("reason"),
+        "turns": turns,
+        "calls": calls,
+        "refused": refused,
+        "cost_usd": cost if cost is not None else usage_cost,
+        "input_tokens": _first(ended_usage.get("input_tokens"), usage_in),
+        "output_tokens": _first(ended_usage.get("output_tokens"), usage_out),
+    }
+
+
+def _add(total: Any, value: Any) -> Any:
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return total
+    return value if total is None else total + value
+
+
+def _first(*values: Any) -> Any:
+    return next((v for v in values if v is not None), None)
+
+
+def infrastructure_failure(exit_code: int | None, stream: str, refusal: str | None,
+                           timed_out: bool) -> str | None:
+    """Why an attempt failed for reasons outside the task (retryable), or None.
+
+    A cell that hit its timeout is a result, not a failure of the machinery."""
+    if timed_out:
+        return None
+    if exit_code == 2 and refusal is not None:  # refused before anything ran: the plan's doing, unless the vendor's
+        if refusal.split(":")[0] in RETRYABLE_REFUSALS:
+            return f"the start was refused by the vendor: {refusal}"
+        return None
+    if stream in ("missing", "truncated"):
+        return f"the run's stream is {stream} (exit {exit_code})"
+    if exit_code == 3:
+        return "the harness ended without a terminal record (exit 3)"
+    return None
+
+
+# --- results.jsonl ---------------------------------------------------------------------
+
+_DECODER = msgspec.json.Decoder(CellResult)
+_ENCODER = msgspec.json.Encoder()
+
+
+def encode_result(result: CellResult) -> bytes:
+    return _ENCODER.encode(result) + b"\n"
+
+
+def read_results(path: str) -> dict[tuple[str, str, int], CellResult]:
+    """The last result line of each cell; a torn final line (a killed batch) is ignored."""
+    found: dict[tuple[str, str, int], CellResult] = {}
+    try:
+        with open(path, "rb") as handle:
+            for raw in handle:
+                try:
+                    result = _DECODER.decode(raw)
+                except msgspec.DecodeError:
+                    continue
+                found[result.key] = result
+    except FileNotFoundError:
+        pass
+    return found
+
+
+class ResultsFile:
+    """results.jsonl, appended one line per finished cell and flushed at once."""
+
+    def __init__(self, path: str) -> None:
+        self._handle = open(path, "ab")
+        # A line torn by a killed batch must not glue itself to the next one.
+        if self._handle.tell() > 0:
+            with open(path, "rb") as check:
+                check.seek(-1, os.SEEK_END)
+                if check.read(1) != b"\n":
+                    self._handle.write(b"\n")
+
+    def append(self, result: CellResult) -> None:
+        self._handle.write(encode_result(result))
+        self._handle.flush()
+        os.fsync(self._handle.fileno())
+
+    def close(self) -> None:
+        self._handle.close()

@@ -1,0 +1,240 @@
+"""Scheduling a batch: the pool, the budget, retries, resume, interruption.
+
+What belongs here: `run_batch(plan, out, …)`, the async generator both the CLI and
+embedders use. It owns the rules over cells; how one cell runs is `cell.run_cell`,
+and where it runs is a backend (`LocalBackend` here, `RayBackend` in ray_backend.py):
+an object with `async execute(job) -> CellResult` and `close()`.
+
+Rules kept:
+* at most `jobs` cells run at once; cells start in plan order (task, harness, repeat);
+* the budget is over the whole batch, the cells kept from an earlier run included:
+  once `max_runs` cells have run or the reported cost reaches `max_cost_usd`, no
+  further cell starts; running cells finish; each cell never started is recorded
+  `skipped: budget`;
+* a cell whose attempt failed for an infrastructure reason is run again, up to
+  `retries` more times; a failed check is never retried;
+* a result line is written the moment its cell ends; a resume on the same DIR keeps
+  each cell whose last line says it ran and whose stream is complete, and runs the rest;
+* cancelling the generator's consumer (Ctrl-C) halts the running cells (each
+  stream still closes) and records them `interrupted`, so a resume runs them again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+from dataclasses import dataclass, field
+from typing import AsyncIterator, Callable, Protocol
+
+import msgspec
+
+from metaharness.protocol.stream import check_stream
+
+from .cell import CellJob, run_cell
+from .plan import Cell, Plan, PlanError, cells, plan_fingerprint
+from .results import CellResult, ResultsFile, cell_dir, read_results
+
+BACKENDS = ("local", "ray")
+PLAN_COPY = "plan.json"
+RESULTS = "results.jsonl"
+
+
+class Backend(Protocol):
+    slots: int
+
+    async def execute(self, job: CellJob) -> CellResult: ...
+
+    def close(self) -> None: ...
+
+
+class LocalBackend:
+    """Cells as subprocesses of this process, `jobs` at a time."""
+
+    def __init__(self, jobs: int) -> None:
+        self.slots = jobs
+
+    async def execute(self, job: CellJob) -> CellResult:
+        return await run_cell(job)
+
+    def close(self) -> None:
+        pass
+
+
+@dataclass
+class Progress:
+    """What a live display shows; `run_batch` updates it and calls `on_change`."""
+    total: int
+    kept: int = 0
+    done: int = 0
+    passed: int = 0
+    failed: int = 0
+    skipped: int = 0
+    running: set[str] = field(default_factory=set)
+    cost_usd: float = 0.0
+    last: CellResult | None = None
+
+
+@dataclass
+class BatchOptions:
+    jobs: int | None = None
+    backend: str = "local"
+    ray_address: str | None = None
+    max_runs: int | None = None
+    max_cost_usd: float | None = None
+    cell_timeout_s: float | None = None
+    retries: int | None = None
+    keep_workspaces: bool = False
+    on_change: Callable[[Progress], None] | None = None
+
+
+def make_backend(options: BatchOptions, plan: Plan) -> Backend:
+    jobs = options.jobs or os.cpu_count() or 1
+    if options.backend == "local":
+        return LocalBackend(jobs)
+    if options.backend == "ray":
+        from .ray_backend import RayBackend
+
+        return RayBackend(plan, address=options.ray_address, jobs=options.jobs)
+    raise PlanError(f"unknown backend {options.backend!r} (known: {', '.join(BACKENDS)})")
+
+
+def _prepare_out(plan: Plan, out: str) -> None:
+    os.makedirs(out, exist_ok=True)
+    fingerprint = plan_fingerprint(plan)
+    copy = os.path.join(out, PLAN_COPY)
+    if os.path.exists(copy):
+        with open(copy, "rb") as handle:
+            if handle.read() != fingerprint:
+                raise PlanError(f"{out} holds the results of a different plan; give a new --out directory "
+                                "(or the plan that made it, to resume)")
+    else:
+        with open(copy, "wb") as handle:
+            handle.write(fingerprint)
+
+
+def kept_results(plan: Plan, out: str) -> dict[tuple[str, str, int], CellResult]:
+    """The cells a resume keeps: their last line says they ran, and their stream is complete."""
+    wanted = {cell.key for cell in cells(plan)}
+    kept = {}
+    for key, result in read_results(os.path.join(out, RESULTS)).items():
+        if key not in wanted or result.status != "ran":
+            continue
+        try:
+            with open(os.path.join(cell_dir(out, key), "events.jsonl"), "rb") as handle:
+                if check_stream(handle.read()).status != "complete":
+                    continue
+        except FileNotFoundError:
+            continue
+        kept[key] = result
+    return kept
+
+
+async def run_batch(plan: Plan, out: str, options: BatchOptions | None = None, *,
+                    backend: Backend | None = None, **kwargs) -> AsyncIterator[CellResult]:
+    """Run every cell of `plan` into DIR `out`, yielding each cell's result as it ends.
+
+    Keyword arguments are `BatchOptions` fields (`jobs=2, max_runs=10, …`). Cells kept from an
+    earlier run of the same DIR are not yielded again. The backend (given, or made from the
+    options) is closed when the generator ends."""
+    options = options or BatchOptions(**kwargs)
+    out = os.path.abspath(out)
+    _prepare_out(plan, out)
+    retries = options.retries if options.retries is not None else plan.defaults.retries
+    kept = kept_results(plan, out)
+    todo = [cell for cell in cells(plan) if cell.key not in kept]
+    progress = Progress(total=len(cells(plan)), kept=len(kept),
+                        cost_usd=sum(r.cost_usd or 0.0 for r in kept.values()))
+    runs_started = len(kept)
+    backend = backend or make_backend(options, plan)
+    results = ResultsFile(os.path.join(out, RESULTS))
+    scratch_root = os.path.join(out, ".scratch")
+    finished: asyncio.Queue[CellResult] = asyncio.Queue()
+    running: dict[asyncio.Task, Cell] = {}
+
+    def notify() -> None:
+        if options.on_change is not None:
+            options.on_change(progress)
+
+    def budget_reached() -> bool:
+        if options.max_runs is not None and runs_started >= options.max_runs:
+            return True
+        return options.max_cost_usd is not None and progress.cost_usd >= options.max_cost_usd
+
+    def record(result: CellResult) -> CellResult:
+        results.append(result)
+        progress.last = result
+        if result.status == "ran":
+            progress.done += 1
+            progress.cost_usd += result.cost_usd or 0.0
+            if result.passed:
+                progress.passed += 1
+            else:
+                progress.failed += 1
+        elif result.status == "skipped":
+            progress.skipped += 1
+        return result
+
+    async def attempt_cell(cell: Cell) -> CellResult:
+        retried: list[str] = []
+        attempt = 1
+        while True:
+            job = CellJob(task=cell.task, harness=cell.harness, repeat=cell.repeat,
+                          out_dir=cell_dir(out, cell.key), scratch_root=scratch_root,
+                          timeout_s=cell.task.timeout_s or options.cell_timeout_s or plan.defaults.timeout_s,
+                          keep_workspace=options.keep_workspaces, attempt=attempt)
+            result = await backend.execute(job)
+            if result.infra is None or attempt > retries:
+                return msgspec.structs.replace(result, retried_for=retried + result.retried_for)
+            retried.append(result.infra)
+            attempt += 1
+
+    async def one(cell: Cell) -> None:
+        progress.running.add(cell.label)
+        notify()
+        try:
+            result = await attempt_cell(cell)
+        finally:
+            progress.running.discard(cell.label)
+        finished.put_nowait(record(result))
+
+    pending = list(todo)
+    try:
+        while pending or running:
+            while pending and len(running) < backend.slots and not budget_reached():
+                cell = pending.pop(0)
+                runs_started += 1
+                running[asyncio.create_task(one(cell))] = cell
+            if budget_reached() and pending and not running:
+                for cell in pending:
+                    yield record(CellResult(task=cell.task.id, harness=cell.harness.name, kind=cell.harness.kind,
+                                            repeat=cell.repeat, status="skipped", skipped="budget"))
+                pending = []
+                notify()
+            if not running:
+                break
+            done, _ = await asyncio.wait(list(running), return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                running.pop(task, None)
+            while not finished.empty():
+                yield finished.get_nowait()
+            notify()
+            for task in done:
+                task.result()  # a failure of the machinery itself is not swallowed
+        while not finished.empty():
+            yield finished.get_nowait()
+    finally:
+        for task in running:
+            task.cancel()
+        for task, cell in list(running.items()):
+            try:
+                await task
+            except asyncio.CancelledError:
+                record(CellResult(task=cell.task.id, harness=cell.harness.name, kind=cell.harness.kind,
+                                  repeat=cell.repeat, status="interrupted"))
+            except Exception:
+                pass
+        results.close()
+        backend.close()
+        shutil.rmtree(scratch_root, ignore_errors=True)
+        notify()

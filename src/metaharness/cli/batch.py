@@ -1,0 +1,130 @@
+"""`metaharness batch check|run|report`: many runs from one plan.
+
+What belongs here: argument handling, the live display's wiring, exit codes, and
+turning refusals into one sentence on stderr. Everything else is
+`metaharness.batch`; this module is a thin shell over `run_batch`.
+
+Exit codes: 0 done (every cell has a result, failures and budget skips included);
+1 `batch check` found the plan invalid; 2 a usage error or a refusal (a bad plan,
+a DIR of another plan, a backend that is not installed); 130 interrupted (DIR is
+left resumable).
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from metaharness.cli._out import fail, say
+
+
+def _load(path: str):
+    from metaharness.batch.plan import PlanError, load_plan
+
+    try:
+        return load_plan(path)
+    except PlanError as exc:
+        fail(str(exc))
+
+
+@click.group()
+def batch() -> None:
+    """Run tasks × harnesses × repeats, each in its own workspace, under one budget."""
+
+
+@batch.command("check")
+@click.argument("plan", metavar="PLAN")
+def check(plan: str) -> None:
+    """Validate a metaharness.batch/1 plan (TOML or JSON) and list its cells."""
+    from metaharness.batch.plan import PlanError, cells, load_plan
+
+    try:
+        loaded = load_plan(plan)
+    except PlanError as exc:
+        fail(str(exc), code=1)
+    count = len(cells(loaded))
+    say(f"ok: {len(loaded.tasks)} task(s) × {len(loaded.harnesses)} harness(es) × {loaded.repeats} "
+        f"repeat(s) = {count} cell(s)")
+
+
+@batch.command("run")
+@click.argument("plan", metavar="PLAN")
+@click.option("--out", "out", required=True, type=click.Path(file_okay=False), metavar="DIR",
+              help="Where events, check output and results.jsonl go; the same DIR again resumes.")
+@click.option("--jobs", type=click.IntRange(1), help="Cells at once (default: the core count, or the cluster's CPUs).")
+@click.option("--backend", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+              help="Where cells run: a local pool of subprocesses, or Ray tasks (the ray extra).")
+@click.option("--ray-address", metavar="ADDR", help="An existing Ray cluster (default: start a local one).")
+@click.option("--max-runs", type=click.IntRange(0), help="Start no more than this many cells over the batch.")
+@click.option("--max-cost-usd", type=click.FloatRange(0), metavar="USD", help="Start no cell once the reported cost reaches this.")
+@click.option("--cell-timeout", "cell_timeout_s", type=click.FloatRange(0, min_open=True), metavar="SECONDS",
+              help="Halt a cell's run after this many seconds (a task's own timeout_s wins).")
+@click.option("--retries", type=click.IntRange(0), help="Rerun a cell this many times after an infrastructure failure.")
+@click.option("--keep-workspaces", is_flag=True, help="Keep each cell's workspace beside its events.")
+def run(plan: str, out: str, **options) -> None:
+    """Run every cell of PLAN into DIR; results.jsonl grows as cells end."""
+    import asyncio
+    import contextlib
+
+    from rich.console import Console
+
+    from metaharness.batch.plan import PlanError
+    from metaharness.batch.progress import Display
+    from metaharness.batch.runner import BatchOptions, make_backend, run_batch
+
+    if options["ray_address"] and options["backend"] != "ray":
+        raise click.UsageError("--ray-address needs --backend ray")
+    loaded = _load(plan)
+    batch_options = BatchOptions(**options)
+    console = Console(stderr=True, highlight=False)
+    try:
+        backend = make_backend(batch_options, loaded)
+    except PlanError as exc:
+        fail(str(exc))
+    display = Display(console, live=console.is_terminal, slots=backend.slots)
+    batch_options.on_change = display.update
+
+    async def go() -> None:
+        async with contextlib.aclosing(run_batch(loaded, out, batch_options, backend=backend)) as results:
+            async for result in results:
+                display.result(result)
+
+    try:
+        asyncio.run(go())
+    except PlanError as exc:  # refused before any cell ran (a DIR of another plan)
+        display.close()
+        backend.close()
+        fail(str(exc))
+    except KeyboardInterrupt:
+        display.close()
+        console.print(f"interrupted: running cells were halted; `metaharness batch run {plan} --out {out}` resumes")
+        sys.exit(130)
+    display.close()
+    from metaharness.batch.report import build_matrix, load_dir, render_text
+
+    render_text(build_matrix(*load_dir(out)), Console(highlight=False))
+    console.print(f"done: results in {out}/results.jsonl; `metaharness batch report {out} --html PAGE` writes the page")
+
+
+@batch.command("report")
+@click.argument("out", metavar="DIR")
+@click.option("--html", "html", type=click.Path(dir_okay=False), metavar="PAGE",
+              help="Also write a self-contained page (run pages go in a folder beside it).")
+@click.option("--pair", nargs=2, metavar="A B", help="The two harnesses shown side by side (default: the first two).")
+def report(out: str, html: str | None, pair: tuple[str, str] | None) -> None:
+    """Print the tasks × harnesses matrix of a batch DIR."""
+    from rich.console import Console
+
+    from metaharness.batch.report import ReportError, build_matrix, load_dir, render_text, write_html
+
+    try:
+        plan, results = load_dir(out)
+        render_text(build_matrix(plan, results), Console(highlight=False))
+        if html is not None:
+            written = write_html(out, html, tuple(pair) if pair else None)
+            say(f"wrote {written[0]} and {len(written) - 1} run page(s) beside it")
+    except ReportError as exc:
+        fail(str(exc))
+    except OSError as exc:
+        fail(f"cannot write {html}: {exc.strerror or exc}")

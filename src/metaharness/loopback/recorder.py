@@ -1,0 +1,100 @@
+"""`RecordingProxy` — forwards a harness's model traffic to its upstream and writes each exchange
+to a cassette.
+
+What belongs here: a 127.0.0.1 listener that forwards every request (any wire, any path) to the
+upstream base URL, streams the answer back as it arrives, and — once the answer is complete —
+appends the exchange to the cassette through `cassette.exchange_line`.
+
+Rules it keeps: headers pass to the upstream unchanged (a credential proxy in front of it has
+already put the real key in) but reach the cassette only through its allowlist and masks; the
+upstream is asked for an uncompressed answer (`accept-encoding: identity`) so the cassette holds
+text that can be masked and replayed; an exchange is numbered when its request arrives and
+written whole, under a lock, when its answer ends; an upstream that cannot be reached is a 502
+and is recorded like any other answer; proxies from the environment are ignored.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import IO
+
+import httpx
+
+from . import cassette
+from .http import ClientGone, Request, Responder
+from .proxy import HOP_BY_HOP
+from .service import LocalService
+
+
+class RecordingProxy(LocalService):
+    def __init__(self, upstream: str, cassette_path: str, *, redact: list[str] | None = None, port: int = 0,
+                 timeout: float = 600.0) -> None:
+        super().__init__(port=port)
+        self.upstream = upstream.rstrip("/")
+        self.cassette_path = cassette_path
+        self.redactor = cassette.Redactor.of(redact or [])
+        self._timeout = timeout
+        self._client: httpx.AsyncClient | None = None
+        self._file: IO[bytes] | None = None
+        self._lock = threading.Lock()
+        self.exchanges = 0
+
+    def __repr__(self) -> str:
+        return f"RecordingProxy(upstream={self.upstream!r}, url={self.url!r}, cassette={self.cassette_path!r})"
+
+    async def start(self) -> str:
+        self._file = open(self.cassette_path, "wb")
+        self._client = httpx.AsyncClient(trust_env=False, follow_redirects=False,
+                                         timeout=httpx.Timeout(self._timeout, connect=10.0))
+        return await super().start()
+
+    async def stop(self) -> None:
+        await super().stop()
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+        with self._lock:
+            if self._file is not None:
+                self._file.close()
+                self._file = None
+
+    def _write(self, line: bytes) -> None:
+        with self._lock:
+            if self._file is not None:
+                self._file.write(line)
+                self._file.flush()
+
+    async def _handle(self, request: Request, responder: Responder) -> None:
+        self.exchanges += 1
+        number = self.exchanges
+        headers = [(n, v) for n, v in request.headers if n not in HOP_BY_HOP and n != "accept-encoding"]
+        headers.append(("accept-encoding", "identity"))
+        assert self._client is not None
+        outgoing = self._client.build_request(request.method, self.upstream + request.target, headers=headers,
+                                              content=request.body)
+        body = bytearray()
+        try:
+            upstream = await self._client.send(outgoing, stream=True)
+        except httpx.HTTPError as exc:
+            message = (f'{{"error":{{"type":"api_error","message":"the upstream model endpoint {self.upstream} '
+                       f'could not be reached ({type(exc).__name__})"}}}}').encode()
+            reply = [("content-type", "application/json")]
+            self._record(number, request, 502, reply, message)
+            await responder.send(502, reply, message)
+            return
+        try:
+            reply = [(n, v) for n, v in upstream.headers.multi_items() if n.lower() not in HOP_BY_HOP]
+            await responder.start_stream(upstream.status_code, reply)
+            async for chunk in upstream.aiter_raw():
+                body += chunk
+                await responder.write(chunk)
+            await responder.end()
+        except httpx.HTTPError:
+            raise ClientGone() from None  # upstream broke mid-answer: nothing whole to record
+        finally:
+            await upstream.aclose()
+        self._record(number, request, upstream.status_code, reply, bytes(body))
+
+    def _record(self, number: int, request: Request, status: int, reply: list[tuple[str, str]], body: bytes) -> None:
+        self._write(cassette.exchange_line(number, request.method, request.target, request.headers, request.body,
+                                           status, reply, body, self.redactor))

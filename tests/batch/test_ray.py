@@ -1,0 +1,156 @@
+"""The Ray backend on a simulated two-node cluster on this machine (127.0.0.1, no dashboard,
+one CPU per node): the plan's files shipped to the workers by Ray, results gathered back,
+the same table as the local pool, and a node removed mid-batch with its cells run again."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import time
+import uuid
+
+import pytest
+
+# The test extra installs ray; under the test command a missing ray is a failure, not a skip.
+ray = __import__("ray") if os.environ.get("METAHARNESS_REQUIRE_VENDOR") == "1" else pytest.importorskip("ray")
+from ray.cluster_utils import Cluster  # noqa: E402
+
+from metaharness.batch import load_plan, run_batch  # noqa: E402
+from metaharness.batch.ray_backend import RayBackend  # noqa: E402
+from metaharness.protocol.stream import check_stream  # noqa: E402
+
+from .conftest import last_by_cell, runs_matching, table, write_plan, write_scenario  # noqa: E402
+
+pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    # The workers' scratch (XDG_CACHE_HOME, inherited by every Ray process) lives in this test's
+    # own directory, so a node removed mid-cell leaves nothing behind in the user's cache.
+    cache = tmp_path_factory.mktemp("ray-cache")
+    saved = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(cache)
+    cluster = Cluster(initialize_head=True, connect=False,
+                      head_node_args={"num_cpus": 1, "include_dashboard": False, "node_ip_address": "127.0.0.1"})
+    worker = cluster.add_node(num_cpus=1, node_ip_address="127.0.0.1")
+    cluster.wait_for_nodes()
+    try:
+        yield cluster, worker
+    finally:
+        cluster.shutdown()
+        if saved is None:
+            os.environ.pop("XDG_CACHE_HOME", None)
+        else:
+            os.environ["XDG_CACHE_HOME"] = saved
+
+
+def _gather(plan, out, backend=None, **options):
+    async def go():
+        return [r async for r in run_batch(plan, str(out), backend=backend, **options)]
+
+    return asyncio.run(go())
+
+
+def test_the_same_plan_gives_the_same_table_on_ray_and_locally(cluster, suite, monkeypatch):
+    monkeypatch.setenv("REAL_HOME", os.path.expanduser("~"))
+    head, _ = cluster
+    tmp = suite["tmp"]
+    plan = load_plan(write_plan(tmp / "plan.json", suite["tasks"], suite["harnesses"]))
+    _gather(plan, tmp / "local", jobs=2)
+    backend = RayBackend(plan, address=head.address, jobs=None)
+    assert backend.slots == 2  # one CPU on each node
+    _gather(plan, tmp / "ray", backend=backend)
+    assert table(tmp / "ray") == table(tmp / "local")
+    assert len(set(backend.nodes_seen)) == 2  # both nodes ran cells: the plan really travelled
+    for (task, harness, repeat) in last_by_cell(tmp / "ray"):
+        cell = tmp / "ray" / task / harness / str(repeat)
+        assert check_stream((cell / "events.jsonl").read_bytes()).status == "complete"
+        assert (cell / "check.txt").exists()
+    passed = {k: v["passed"] for k, v in last_by_cell(tmp / "ray").items()}
+    assert passed[("notes", "oh-frame", 1)] and not passed[("fails", "oh-frame", 1)]
+    # the worker never read the driver's paths: the shipped copies are what ran
+    events = (tmp / "ray" / "notes" / "oh-frame" / "1" / "events.jsonl").read_text()
+    assert str(tmp) not in events
+
+
+def test_a_vendor_cli_missing_on_the_worker_is_refused_there_by_name(cluster, tmp_path):
+    head, _ = cluster
+    script = write_scenario(tmp_path / "s.json", {"text": "done"})
+    empty = tmp_path / "no-vendor"
+    empty.mkdir()
+    plan = load_plan(write_plan(tmp_path / "plan.json", [{"id": "a", "prompt": "go", "script": script}],
+                                [{"kind": "codex", "vendor_dir": str(empty), "decisions": "observe"}]))
+    [result] = _gather(plan, tmp_path / "out", backend=RayBackend(plan, address=head.address, jobs=1), retries=1)
+    assert result.refusal is not None and result.refusal.startswith("VendorMissing: "), result
+    assert result.attempts == 1 and not result.passed
+    assert (tmp_path / "out" / "a" / "codex" / "1" / "stderr.txt").read_text().startswith("metaharness: VendorMissing")
+
+
+def test_cancelling_a_ray_batch_halts_its_cells_and_leaves_a_resumable_dir(cluster, tmp_path):
+    head, _ = cluster
+    marker = f"slow-{uuid.uuid4().hex}.json"
+    script = write_scenario(tmp_path / marker, {"text": "thinking", "delay_ms": 20000}, {"text": "done"})
+    plan = load_plan(write_plan(tmp_path / "plan.json", [{"id": "t0", "prompt": "go", "script": script}],
+                                [{"kind": "oharness", "decisions": "observe"}]))
+    out = tmp_path / "out"
+
+    async def go():
+        backend = RayBackend(plan, address=head.address, jobs=1)
+        consumer = asyncio.ensure_future(_drain(run_batch(plan, str(out), backend=backend)))
+        deadline = time.monotonic() + 60
+        while not runs_matching(marker) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert runs_matching(marker), "the cell's run never started"
+        consumer.cancel()  # what Ctrl-C does to the CLI's task
+        with pytest.raises(asyncio.CancelledError):
+            await consumer
+
+    asyncio.run(go())
+    assert last_by_cell(out)[("t0", "oharness", 1)]["status"] == "interrupted"
+    deadline = time.monotonic() + 30
+    while runs_matching(marker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not runs_matching(marker), "the cell's run outlived the cancelled batch"
+
+
+async def _drain(results):
+    return [r async for r in results]
+
+
+def test_a_node_removed_mid_batch_has_its_cells_run_again(cluster, tmp_path):
+    head, worker = cluster
+    marker = f"slow-{uuid.uuid4().hex}.json"  # names this test's runs among the machine's processes
+    script = write_scenario(tmp_path / marker, {"text": "thinking", "delay_ms": 4000}, {"text": "done"})
+    tasks = [{"id": f"t{i}", "prompt": "go", "script": script} for i in range(3)]
+    plan = load_plan(write_plan(tmp_path / "plan.json", tasks, [{"kind": "oharness", "decisions": "observe"}]))
+    backend = RayBackend(plan, address=head.address, jobs=2)
+    removed = threading.Event()
+
+    def remove_when_both_runs_are_up():
+        # Both nodes' runs are alive (not merely submitted): then the worker node goes away.
+        deadline = time.monotonic() + 60
+        while len(runs_matching(marker)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(1.0)
+        head.remove_node(worker, allow_graceful=False)
+        removed.set()
+
+    def on_change(progress):
+        if len(progress.running) == 2 and not started:
+            started.append(threading.Thread(target=remove_when_both_runs_are_up, daemon=True))
+            started[0].start()
+
+    started: list[threading.Thread] = []
+
+    results = _gather(plan, tmp_path / "out", backend=backend, on_change=on_change)
+    started[0].join(60)
+    assert removed.is_set()
+    assert len(results) == 3 and all(r.status == "ran" and r.passed for r in results), results
+    retried = [r for r in results if r.retried_for]
+    assert len(retried) == 1, results
+    assert retried[0].retried_for[0].startswith("the Ray worker was lost mid-cell")
+    for r in results:
+        data = (tmp_path / "out" / r.task / "oharness" / "1" / "events.jsonl").read_bytes()
+        assert check_stream(data).status == "complete"

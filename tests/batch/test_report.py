@@ -1,0 +1,119 @@
+"""`metaharness batch report DIR [--html PAGE]`: the matrix as text, and as a page in real Chromium."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from metaharness.batch import load_plan, run_batch
+from metaharness.cli.main import cli
+
+from .conftest import REPO, make_suite, write_plan
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+ARTIFACTS = REPO / "test-artifacts"
+
+
+@pytest.fixture(scope="module")
+def batch_dir(tmp_path_factory):
+    """One batch of the suite (two repeats), with the third task skipped by the budget on its last cells."""
+    tmp = tmp_path_factory.mktemp("report")
+    data = make_suite(tmp)
+    os.environ["REAL_HOME"] = os.path.expanduser("~")
+    plan = write_plan(tmp / "plan.json", data["tasks"], data["harnesses"], repeats=2)
+    out = tmp / "out"
+
+    async def go():
+        return [r async for r in run_batch(load_plan(plan), str(out), jobs=2, max_runs=10)]
+
+    asyncio.run(go())
+    return out
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+
+def test_the_matrix_in_the_terminal(batch_dir):
+    result = invoke("batch", "report", str(batch_dir))
+    assert result.exit_code == 0, result.output
+    text = result.output
+    for word in ("notes", "fails", "isolate", "oh-frame", "oh-policy"):
+        assert word in text
+    assert "pass 2/2" in text and "pass 0/2" in text and "2 denied" in text
+    assert "cost not reported" in text  # scripted runs report no cost: shown as unknown, not $0
+    assert "2 skipped" in text  # the budget's unscheduled cells (isolate × oh-policy)
+    # which calls were refused, and why: the frame's shell denial, once per repeat
+    assert "refused in notes on oh-frame (×2): bash command=echo hi > shell.txt — this step admits" in text
+
+
+def test_report_of_a_dir_that_is_not_a_batch_is_refused(tmp_path):
+    result = invoke("batch", "report", str(tmp_path))
+    assert result.exit_code == 2 and "is not a batch directory" in result.stderr
+
+
+@pytest.mark.browser
+def test_the_report_page_in_chromium(batch_dir, tmp_path):
+    if not CHROMIUM.exists():
+        if os.environ.get("METAHARNESS_REQUIRE_VENDOR") == "1":
+            pytest.fail("Debian's chromium is not installed at /usr/bin/chromium; `make test` installs it")
+        pytest.skip("Debian's chromium is not installed at /usr/bin/chromium")
+    from playwright.sync_api import sync_playwright
+
+    page_path = tmp_path / "report.html"
+    result = invoke("batch", "report", str(batch_dir), "--html", str(page_path))
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "report-runs" / "notes" / "oh-frame" / "1.html").exists()
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1300, "height": 700})
+            requests: list[str] = []
+            page.on("request", lambda request: requests.append(request.url))
+            page.goto(page_path.as_uri())
+            assert requests == [page_path.as_uri()]  # self-contained: nothing else is fetched
+            cell = page.locator('td.cell[data-task="notes"][data-harness="oh-frame"]')
+            assert "pass 2/2" in cell.inner_text() and "1 denied" not in cell.inner_text()
+            assert "2 denied" in cell.inner_text()
+            assert "all-pass" in cell.get_attribute("class")
+            assert "none-pass" in page.locator('td.cell[data-task="fails"][data-harness="oh-policy"]').get_attribute("class")
+            refused = cell.locator("details.refused")
+            assert "refused calls (1)" in refused.inner_text()
+            refused.locator("summary").click()
+            assert "echo hi > shell.txt" in refused.inner_text() and "which it does not" in refused.inner_text()
+            assert "2 skipped: budget" in page.locator('td.cell[data-task="isolate"][data-harness="oh-policy"]').inner_text()
+            page.screenshot(path=str(ARTIFACTS / "batch-report.png"), full_page=True)
+            # a cell's link opens that run's own page (the single-run view)
+            cell.locator("a", has_text="run 1").click()
+            page.wait_for_load_state()
+            assert page.url.endswith("report-runs/notes/oh-frame/1.html")
+            assert page.locator("tr.call-row").count() == 3
+            assert "DENY" in page.locator("body").inner_text()
+            page.go_back()
+            # per task, two harnesses side by side (the compare view)
+            page.locator("#task-notes td.compare a").click()
+            page.wait_for_load_state()
+            assert page.url.endswith("report-runs/notes/oh-frame-vs-oh-policy.html")
+            body = page.locator("body").inner_text()
+            assert "frame" in body and "policy" in body
+            assert page.locator(".runs > *").count() == 2
+            page.screenshot(path=str(ARTIFACTS / "batch-report-compare.png"), full_page=True)
+        finally:
+            browser.close()
+
+
+def test_pair_chooses_the_two_harnesses_and_an_unknown_one_is_refused(batch_dir, tmp_path):
+    page = tmp_path / "r.html"
+    result = invoke("batch", "report", str(batch_dir), "--html", str(page), "--pair", "oh-policy", "oh-frame")
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "r-runs" / "notes" / "oh-policy-vs-oh-frame.html").exists()
+    assert 'href="r-runs/notes/oh-policy-vs-oh-frame.html"' in page.read_text()
+    refused = invoke("batch", "report", str(batch_dir), "--html", str(tmp_path / "x.html"), "--pair", "oh-frame", "codex")
+    assert refused.exit_code == 2 and "--pair names harness 'codex', which the plan does not have" in refused.stderr

@@ -1,0 +1,121 @@
+"""protocol.md § 1.5: duplicate keys — the last one wins, for every key at every level
+(`id`, `command`, `format`, the payload, the decision's own tag), in command and
+event lines alike. Property: a line that repeats keys decodes exactly as the object
+holding only each key's last occurrence."""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import given, settings, strategies as st
+
+from metaharness.protocol.decode import LineError, decode_command_line, decode_event_line
+from metaharness.protocol.commands import Halt, ToolDecide
+from metaharness.protocol.values import Allow, Deny
+
+FORMAT = "metaharness.command/1"
+
+# JSON values an earlier (losing) occurrence may hold: anything, well-typed or not.
+scalars = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.text(max_size=8),
+                    st.sampled_from(["halt", "allow", "deny", "-", FORMAT, "tool.decide"]))
+junk = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=3),
+                                                     st.dictionaries(st.text(max_size=4), inner, max_size=3)),
+                    max_leaves=6)
+
+decisions = st.one_of(
+    st.just({"decision": "allow"}), st.just({"decision": "abstain"}),
+    st.builds(lambda r: {"decision": "deny", "reason": r}, st.text(min_size=1, max_size=8)),
+    st.builds(lambda i: {"decision": "replace", "input": i}, st.dictionaries(st.text(max_size=3), scalars, max_size=2)),
+)
+commands = st.one_of(
+    st.builds(lambda i, r: {"id": i, "command": "halt", "reason": r}, st.text(max_size=6), st.text(max_size=6)),
+    st.builds(lambda i, r: {"id": i, "command": "interrupt", "reason": r}, st.text(max_size=6), st.text(max_size=6)),
+    st.builds(lambda i, t: {"id": i, "command": "message.inject", "text": t}, st.text(max_size=6), st.text(max_size=6)),
+    st.builds(lambda i, p: {"id": i, "command": "permission.set", "posture": p}, st.text(max_size=6), st.text(max_size=6)),
+    st.builds(lambda i, c, d: {"id": i, "command": "tool.decide", "call_id": c, "decision": d},
+              st.text(max_size=6), st.text(max_size=6), decisions),
+)
+
+
+def render(pairs: list) -> str:
+    """A JSON object text from (key, value) pairs; a value that is a `Pairs` renders the same way."""
+    return "{" + ",".join(json.dumps(k) + ":" + (render(v.pairs) if isinstance(v, Pairs) else json.dumps(v))
+                          for k, v in pairs) + "}"
+
+
+class Pairs:
+    def __init__(self, pairs: list) -> None:
+        self.pairs = pairs
+
+
+def last_wins(pairs: list) -> dict:
+    out: dict = {}
+    for key, value in pairs:
+        out.pop(key, None)  # the last occurrence also takes the last position
+        out[key] = last_wins(value.pairs) if isinstance(value, Pairs) else value
+    return out
+
+
+@st.composite
+def repeated(draw, obj: dict) -> list:
+    """`obj` as pairs, with losing occurrences of some of its keys (and of the decision's keys)
+    inserted at random earlier positions."""
+    pairs: list = []
+    for key, value in obj.items():
+        if key == "decision" and isinstance(value, dict):
+            value = Pairs(draw(repeated(value)))
+        pairs.append((key, value))
+    for key in draw(st.lists(st.sampled_from(list(obj)), max_size=4)):
+        index = next(i for i, (k, _) in enumerate(pairs) if k == key)
+        position = draw(st.integers(0, index))
+        pairs.insert(position, (key, draw(junk)))
+    return pairs
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.data())
+def test_a_command_with_repeated_keys_decodes_as_its_last_occurrences(data):
+    obj = {"format": FORMAT, **data.draw(commands)}
+    pairs = data.draw(repeated(obj))
+    if data.draw(st.booleans()):  # a losing format tag too
+        pairs.insert(0, ("format", data.draw(junk)))
+    line = render(pairs).encode()
+    expected = decode_command_line(json.dumps(last_wins(pairs)).encode())
+    assert decode_command_line(line) == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["format", "id", "command", "reason", "call_id", "decision", "text"]),
+                          st.one_of(junk, st.sampled_from([FORMAT, "halt", "tool.decide", "x"]))),
+                min_size=1, max_size=8))
+def test_any_object_with_repeats_is_answered_as_its_last_occurrences(pairs):
+    """Valid or not, the answer (command, or refusal with id and reason) is the same."""
+    line = render(pairs).encode()
+    assert decode_command_line(line) == decode_command_line(json.dumps(last_wins(pairs)).encode())
+
+
+def test_the_cases_of_the_issue():
+    f = '{"format":"metaharness.command/1",'
+    assert decode_command_line((f + '"id":5,"id":"z","command":"halt","reason":"r"}').encode()) == Halt(id="z", reason="r")
+    assert decode_command_line((f + '"id":"a","command":"steer","text":"t","command":"halt","reason":"r"}').encode()) \
+        == Halt(id="a", reason="r")
+    line = f + '"id":"a","command":"tool.decide","call_id":"c","decision":{"decision":"allow","decision":"deny","reason":"no"}}'
+    assert decode_command_line(line.encode()) == ToolDecide(id="a", call_id="c", decision=Deny(reason="no"))
+    line = f + '"id":"a","command":"tool.decide","call_id":"c","decision":{"decision":"deny","decision":"allow"}}'
+    assert decode_command_line(line.encode()) == ToolDecide(id="a", call_id="c", decision=Allow())
+    refusal = decode_command_line((f + '"id":"a","command":"halt","reason":"r","id":7}').encode())
+    assert refusal.id == "-"  # the last id is not a string
+
+
+def test_event_lines_too():
+    e = '{"format":"metaharness.event/1","seq":1,"run":"r",'
+    _, event = decode_event_line((e + '"event":"text","text":5,"text":"b"}').encode())
+    assert event.text == "b"
+    _, event = decode_event_line((e + '"event":"warning","event":"text","text":"b"}').encode())
+    assert event.text == "b"
+    try:
+        decode_event_line((e + '"event":"text","text":"b","event":"nope"}').encode())
+    except LineError as exc:
+        assert exc.message == 'unknown event name "nope"'
+    else:
+        raise AssertionError("the last event name was not read")
