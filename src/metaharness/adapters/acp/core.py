@@ -439,6 +439,14 @@ def acp_descriptor(kind: str, pin: str, rendering: dict[str, str | None], fixed_
     }
 
 
+def mcp_resolution(name: str) -> Resolution | None:
+    """`mcp__<server>__<tool>` resolves by name to that mcp.call, as on every harness. (A run gives
+    the agent no MCP servers, so such a call does not arrive; if one did, only a frame naming
+    that server and tool admits it.)"""
+    server, sep, tool = name.removeprefix("mcp__").partition("__") if name.startswith("mcp__") else ("", "", "")
+    return Resolution(operations=[("mcp.call", server, tool)]) if sep and server and tool else None
+
+
 def session_model(result: dict) -> str | None:
     """The model a new session reports: Gemini CLI's `models.currentModelId`, or opencode's
     `model` config option."""
@@ -491,4 +499,5 @@ def _own_version() -> str:
         return "0"
 
 
-__all__ = ["AcpAdapter", "Resolution", "acp_descriptor", "frame_of", "frame_operation_names", "frame_has_subject_rules"]
+__all__ = ["AcpAdapter", "Resolution", "acp_descriptor", "frame_has_subject_rules", "frame_of", "frame_operation_names",
+           "mcp_resolution"]

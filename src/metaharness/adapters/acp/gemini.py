@@ -31,7 +31,8 @@ from metaharness.protocol.values import ImposedRow
 from metaharness.run.subjects import file_subject
 
 from . import launch
-from .core import PLACEHOLDER_KEY, AcpAdapter, acp_descriptor, frame_has_subject_rules, frame_of, frame_operation_names
+from .core import (PLACEHOLDER_KEY, AcpAdapter, acp_descriptor, frame_has_subject_rules, frame_of,
+                   frame_operation_names, mcp_resolution)
 
 PIN = "0.61.0"
 MODE = "default"
@@ -171,7 +172,7 @@ class GeminiAdapter(AcpAdapter):
     def resolve(self, name: str, input: Any, cwd: str | None) -> Resolution:
         entry = TOOLS.get(name)
         if entry is None:
-            return Resolution(operations=[])
+            return mcp_resolution(name) or Resolution(operations=[])
         key: OpKey = (entry[0], "", "")
         path = shown_path(name, input)
         run_cwd = self.work or os.path.abspath(self.spec.cwd or os.getcwd())

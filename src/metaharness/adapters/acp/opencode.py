@@ -29,7 +29,7 @@ from metaharness.protocol.values import ImposedRow
 from metaharness.run.subjects import file_subject
 
 from . import launch
-from .core import PLACEHOLDER_KEY, AcpAdapter, acp_descriptor, frame_of, frame_operation_names
+from .core import PLACEHOLDER_KEY, AcpAdapter, acp_descriptor, frame_of, frame_operation_names, mcp_resolution
 
 PIN = "1.18.33"
 PERMISSION = {"*": "ask", "task": "deny"}
@@ -173,7 +173,7 @@ class OpencodeAdapter(AcpAdapter):
     def resolve(self, name: str, input: Any, cwd: str | None) -> Resolution:
         entry = TOOLS.get(name)
         if entry is None:
-            return Resolution(operations=[])
+            return mcp_resolution(name) or Resolution(operations=[])
         op, subject_key = entry
         key: OpKey = (op, "", "")
         subjects: list[tuple[str, list[OpKey]]] = []
