@@ -119,6 +119,13 @@ class Adapter(abc.ABC):
     def resolve(self, name: str, input: Any, cwd: str | None) -> Resolution:
         """The neutral operations and normalised subjects of a call."""
 
+    @classmethod
+    def policy_view(cls, name: str, input: Any) -> tuple[str, Any]:
+        """The call as the policy engine's vendor mapping reads it (Claude Code's tool names and
+        input keys). Identity for the vendors that mapping already knows; an adapter whose tools
+        are named otherwise translates here, without changing what `tool.requested` shows."""
+        return name, input
+
     def vendor_timeout_ms(self, deadline_ms: int) -> int:
         """The harness's own timeout for a blocking call (protocol.md § 6.5 rule 1)."""
         return deadline_ms + 5000 if deadline_ms > 2500 else 2 * deadline_ms

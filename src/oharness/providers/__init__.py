@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 # metaharness checks a run's model spelling with `split_model` before it spawns oharness,
 # and its start-up time is benchmarked.
 
-PROVIDERS = ("scripted", "anthropic", "openai")
+PROVIDERS = ("scripted", "anthropic", "openai", "chat")
 DEFAULT_MODEL = "scripted:default"
 
 
@@ -66,6 +66,10 @@ def make_provider(spelling: str, script: str | None = None) -> Provider:
         from .anthropic_provider import AnthropicProvider
 
         return AnthropicProvider(spelling, model)
+    if provider == "chat":
+        from .chat_provider import ChatProvider
+
+        return ChatProvider(spelling, model)
     from .openai_provider import OpenAIProvider
 
     return OpenAIProvider(spelling, model)
