@@ -1,4 +1,4 @@
-"""Rendering a scenario's neutral calls into the requesting client's own tools (vendors.md § 7.3).
+"""Rendering a scenario's neutral calls into the requesting client's own tools (docs/guides/claude-and-codex.md).
 
 What belongs here: the table of § 7.3 — for each neutral operation, which tool of Claude Code
 (Anthropic Messages) or Codex (OpenAI Responses) carries it and how its input keys are filled.

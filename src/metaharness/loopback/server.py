@@ -1,4 +1,4 @@
-"""`LoopbackServer` — the local fake model server of vendors.md § 7.
+"""`LoopbackServer` — the local fake model server of docs/guides/claude-and-codex.md
 
 What belongs here: routing (Messages, Responses, the side endpoints of § 7.4), stateless turn
 selection, rendering each turn's calls into the requesting client's tools, `delay_ms`, the

@@ -1,4 +1,4 @@
-"""Reading wire lines: event lines and command (stdin) lines (protocol.md § 1.5, § 1.6).
+"""Reading wire lines: event lines and command (stdin) lines (docs/reference/wire.md).
 
 What belongs here: the one decoding algorithm of § 1.5 for both directions, the
 stdin rules of § 1.6 for command lines, the command-line encoder for library
@@ -46,7 +46,7 @@ class LineError(ValueError):
 
 
 class Envelope(Struct, kw_only=True):
-    """The event envelope (§ 1.3) as read from a line."""
+    """The event envelope as read from a line."""
 
     format: str
     seq: U64
@@ -55,7 +55,7 @@ class Envelope(Struct, kw_only=True):
 
 
 class CommandRefusal(Struct, frozen=True):
-    """A stdin line refused MALFORMED (§ 1.6): answer `id` with `reason`."""
+    """A stdin line refused MALFORMED: answer `id` with `reason`."""
 
     id: str
     reason: str

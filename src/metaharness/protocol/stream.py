@@ -1,4 +1,4 @@
-"""Writing a stream of event lines, and judging one (protocol.md § 1.2, § 1.3, § 4.1).
+"""Writing a stream of event lines, and judging one (docs/reference/wire.md).
 
 What belongs here: `encode_event_line` (the exact bytes of one line), the
 `EventWriter` (the ONE place `seq` is assigned, and the only writer of
@@ -79,7 +79,7 @@ def _run_key(run: str) -> bytes:
 
 
 def at_from_unix_ms(ms: int) -> str:
-    """A vendor's Unix-milliseconds timestamp as the envelope's `at` (§ 1.3): RFC 3339 UTC
+    """A vendor's Unix-milliseconds timestamp as the envelope's `at`: RFC 3339 UTC
     with milliseconds, e.g. 1795957611960 → "2026-11-29T13:06:51.960Z". A rendering of the
     vendor's value, never a clock reading."""
     import time
@@ -151,7 +151,7 @@ _EXIT = {"complete": 0, "truncated": 3, "inconsistent": 1, "invalid": 1}
 
 
 class StreamVerdict(Struct, frozen=True, kw_only=True):
-    """What `metaharness check` concludes about one stream (§ 4.1 rule 6, § 7.6)."""
+    """What `metaharness check` concludes about one stream."""
 
     status: Status
     lines: int  # lines read (a cut last line that does not decode is not counted)

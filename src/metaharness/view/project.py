@@ -1,4 +1,4 @@
-"""The `trace-ir/1` projection of an event stream (protocol.md § 13).
+"""The `trace-ir/1` projection of an event stream (docs/reference/wire.md).
 
 What belongs here: building the document from a stream's bytes (`project_stream`) and
 writing it as bytes (`dump_document`). The document is byte-stable: the same input
@@ -174,7 +174,7 @@ _EXPONENT = re.compile(r"e([+-])0*(\d+)")
 
 
 def format_float(value: float) -> str:
-    """Shortest round-trip form with the exponent written the Rust way (§ 1.2 rule 6)."""
+    """Shortest round-trip form with the exponent written the Rust way."""
     if not math.isfinite(value):
         return "null"
     text = repr(value)

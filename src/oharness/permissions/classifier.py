@@ -1,4 +1,4 @@
-"""Command classes: the read-only set (§ 7.5), edit commands (§ 3.2) and the Auto classifier (§ 10).
+"""Command classes: the read-only set, edit commands and the Auto classifier.
 
 The classifier measures blast radius, not intent, and is deterministic: risky features are checked
 first and no routine entry overrides one; anything not recognised as routine asks. All tables live
@@ -156,7 +156,7 @@ def _routine_for(base: str) -> list[dict]:
 
 
 def risky_feature(cmd: Cmd) -> str | None:
-    """The id of the first risky feature of a command (§ 10 step 1), or None."""
+    """The id of the first risky feature of a command, or None."""
     base = (cmd.basename or "").lower()
     if cmd.wrapper in ("sudo", "doas", "su", "pkexec", "runuser"):
         return "sudo"

@@ -1,4 +1,4 @@
-"""The `policy` decision mode: engine verdict → metaharness decision (permissions.md § 17.2, § 17.5).
+"""The `policy` decision mode: engine verdict → metaharness decision (docs/reference/permissions.md).
 
 What belongs here: the verdict → decision table, the frame combination order, the embedder's
 answers in the policy+ask combination, and the reason texts the model reads (always non-empty).
@@ -74,7 +74,7 @@ def policy_object(v: Verdict) -> dict[str, Any]:
 
 def policy_decision(v: Verdict, *, policy_ask: str = "none", deny_only: bool = False,
                     frame_deny_reason: str | None = None) -> PolicyDecision:
-    """Verdict → decision, combined with a frame when one is in force (§ 17.2)."""
+    """Verdict → decision, combined with a frame when one is in force."""
     if v.behavior == "deny":
         return PolicyDecision("deny", "policy", reason_text(v), "denied", _by(v), verdict=v)
     if frame_deny_reason is not None:

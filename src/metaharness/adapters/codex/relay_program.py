@@ -1,4 +1,4 @@
-"""The replace relay's hook program (vendors.md § 4.6), run by Codex once per tool call.
+"""The replace relay's hook program (docs/guides/claude-and-codex.md), run by Codex once per tool call.
 
 What belongs here: only what the PreToolUse hook process does. Codex starts it as
 `python -I -S relay_program.py DIR TIMEOUT_S` with the run's secret in its environment
