@@ -2,8 +2,9 @@
 
 What belongs here: turning a loop `ToolCall` and metaharness's external decision into the
 engine's `Call` and `ExternalDecision` (docs/reference/permissions.md), settling the verdict,
-asking a person through an injected `Asker` when someone can answer, "always allow", the decision trail, `set_mode`, and the two tool hooks the engine
-expects: `hidden` for glob/grep and `admit_url` for fetch redirects.
+asking a person through an injected `Asker` when someone can answer, "always allow", the
+decision trail, `set_mode`, and the two tool hooks the engine expects: `hidden` for glob/grep
+and `admit_url` for fetch redirects.
 `engine_gate_factory` builds it for `open_session` and refuses a start the settings forbid.
 
 Rules it keeps:
@@ -133,7 +134,7 @@ class EngineGate:
         return self.ctx.mode
 
     def set_mode(self, mode: Any) -> None:
-        """Change the mode from the next call on (metaharness `permission.set`, § 2.2)."""
+        """Change the mode from the next call on (what metaharness's `permission.set` does)."""
         from .permissions import MODES
 
         if mode not in MODES:

@@ -40,7 +40,7 @@ class Session:
         finally:
             close_gate = getattr(self.gate, "close", None)
             if close_gate is not None:
-                close_gate()  # drains the decision trail (bounded, § 14.5)
+                close_gate()  # drains the decision trail (bounded in time)
 
 
 class GateFactory(Protocol):

@@ -23,7 +23,7 @@ from typing import Any, Callable, ClassVar, Protocol
 from metaharness.protocol.events import SessionEnded, SessionStarted
 from metaharness.protocol.values import Decision, ProcessTermination
 
-# An operation as the canonical sort key of docs/reference/wire.md: (op, server, tool),
+# An operation as the canonical sort key of docs/reference/frame.md: (op, server, tool),
 # server and tool "" except for mcp.call.
 OpKey = tuple[str, str, str]
 
@@ -49,7 +49,7 @@ class ControlRefused(Exception):
 
 @dataclass
 class Resolution:
-    """What a call does, in the neutral vocabulary (docs/reference/wire.md).
+    """What a call does, in the neutral vocabulary (docs/reference/frame.md).
 
     `operations` empty means the tool renders to no operation (UNCOVERED_TOOL).
     `subjects` pairs each normalised subject (`file:src/a.py`) with the operations
@@ -125,7 +125,7 @@ class Adapter(abc.ABC):
 
     # --- lifecycle ----------------------------------------------------------------
     def plan(self) -> None:
-        """Launch-planning refusals (docs/reference/wire.md and 7); raise StartRefusal.
+        """Launch-planning refusals (see "Refused starts" in docs/reference/wire.md); raise StartRefusal.
         Runs before anything is spawned."""
 
     @abc.abstractmethod
@@ -192,7 +192,7 @@ class Adapter(abc.ABC):
 
 
 def load_script(path: str):
-    """The run's `--script` scenario, or a StartRefusal naming the turn (docs/reference/wire.md)."""
+    """The run's `--script` scenario, or a StartRefusal naming the turn (docs/scenarios.md)."""
     from metaharness.protocol.scenario import ScenarioError, load_scenario
 
     try:

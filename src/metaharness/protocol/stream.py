@@ -5,12 +5,13 @@ What belongs here: `encode_event_line` (the exact bytes of one line), the
 `stream.closed`), and `check_stream` (the `metaharness check` verdict).
 
 Rules kept:
-* Key order of a line: format, seq, run, [at], event, payload in § 3 order. The
+* Key order of a line: format, seq, run, [at], event, payload in the order of its
+  event's table in docs/reference/wire.md. The
   payload struct is encoded by one deterministic msgspec encoder — struct fields in
   declaration order (the tag, `event`, first), dict keys sorted at every level
   (pass-through values and the by_seam/by_decider/model_usage maps) — and the
   envelope is spliced in front of it.
-* msgspec's output already follows § 1.2 rule 1 and rule 6 (lowercase `\\u00XX`,
+* msgspec's output already follows the wire's encoding rules (lowercase `\\u00XX`,
   raw non-ASCII, `/` unescaped, NaN → null, Rust float exponents); what msgspec
   does not police — a bool or float where an integer is expected, a u64 above its
   ceiling — is checked before writing (`_typeplan.check_struct`).

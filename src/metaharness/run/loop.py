@@ -1,4 +1,4 @@
-"""The run loop — the one place a run's rules live (docs/reference/wire.md §§ 4–7).
+"""The run loop — the one place a run's rules live (docs/reference/wire.md).
 
 It owns: the stream writer (and so `seq`), the order of lines, the decision of
 every call per decision mode, deadlines, the census, pending calls and their
@@ -208,7 +208,7 @@ class Run:
         )
 
     def check_start(self) -> None:
-        """docs/reference/wire.md; raises RunRefused."""
+        """The start checks that refuse a run (see docs/reference/wire.md); raises RunRefused."""
         spec = self.spec
         # step 2: configuration
         if spec.record or spec.replay:
@@ -309,7 +309,7 @@ class Run:
                 event.available_operations = ops
         self._line(event, at)
         self._session_started = True
-        # docs/guides/claude-and-codex.md: session.started, then held lines, then the launch frame's boundary lines.
+        # Order at start: session.started, then held lines, then the launch frame's boundary lines.
         held, self._held = self._held, []
         for held_event, held_at in held:
             self._line(held_event, held_at)
@@ -352,7 +352,7 @@ class Run:
 
     def turn_ended(self, stop_reason: str | None, *, at: str | None = None) -> None:
         if self._interrupting:
-            # § 4.2 rule 8: the interrupt's command.result precedes the turn.ended it causes,
+            # The interrupt's command.result precedes the turn.ended it causes,
             # whichever the harness reports first.
             self._deferred_turn_end = (stop_reason, at)
             return
@@ -582,7 +582,7 @@ class Run:
                 self._commands.task_done()
 
     def _unanswered(self, item: Any, reason: str) -> None:
-        """The last guard of § 5.1: a command whose processing wrote no result gets one.
+        """The last guard of command processing: a command whose processing wrote no result gets one.
         A halt is answered at wind-up, right before `stream.closed`."""
         if self._inflight_answered or self.writer.closed or isinstance(item, Halt):
             return
@@ -829,7 +829,7 @@ class Run:
             self.adapter.cleanup()
 
     def _child_output_ended(self, _task: asyncio.Task) -> None:
-        # § 4.4: wind-up begins when the child's output ends; a command read from here on is TOO_LATE.
+        # Wind-up begins when the child's output ends; a command read from here on is TOO_LATE.
         self._winding_up = True
         self._wake.set()
 

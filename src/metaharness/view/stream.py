@@ -129,7 +129,7 @@ def _sort_maps(value: Any) -> Any:
 
 
 def payload_of(event: Any) -> dict[str, Any]:
-    """The event's payload keys in § 3 order with values as the event line writes them."""
+    """The event's payload keys in the order of its table with values as the event line writes them."""
     name = event_name(event)
     payload = msgspec.to_builtins(event)  # struct order; UNSET fields omitted; None kept
     payload.pop("event", None)
@@ -152,7 +152,8 @@ def payload_of(event: Any) -> dict[str, Any]:
 
 
 def completeness(names: list[str]) -> str:
-    """§ 4.1 rule 6 over the event names in stream order: complete, truncated or inconsistent."""
+    """Completeness, as `metaharness check` judges it, over the event names in stream order:
+    complete, truncated or inconsistent."""
     closed_at = [i for i, name in enumerate(names) if name == "stream.closed"]
     if not closed_at:
         return "truncated"

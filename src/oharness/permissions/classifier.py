@@ -39,7 +39,7 @@ def _clean(cmd: Cmd) -> bool:
 
 
 def is_read_only(cmd: Cmd, *, trusted: bool) -> bool:
-    """§ 7.5: listed program, no write-capable option, no dynamic option word, only reads."""
+    """The read-only set: listed program, no write-capable option, no dynamic option word, only reads."""
     if not _clean(cmd):
         return False
     if cmd.inner is not None:
@@ -183,7 +183,7 @@ def risky_feature(cmd: Cmd) -> str | None:
 
 
 def is_routine(cmd: Cmd) -> bool:
-    """§ 10 step 2: a routine-table entry, and not unprovable."""
+    """Auto mode's routine check: a routine-table entry, and not unprovable."""
     if not _clean(cmd) or cmd.wrapper is not None:
         return False
     prog = cmd.program.value

@@ -1,6 +1,6 @@
 """The decision procedure: `decide(call, ctx) -> Verdict` (docs/reference/permissions.md).
 
-What belongs here: calls and their subjects, the steps of § 11.2 in their normative order,
+What belongs here: calls and their subjects, the decision steps in their normative order,
 reason precedence, the principal, what "always allow" would write, and how a
 verdict is settled when nobody (or an embedder) answers.
 
@@ -202,7 +202,7 @@ class Context:
 
 
 def builtin_rules(project_root: str, home: str) -> list[Rule]:
-    """The built-in deny rules of § 9.4, in the order `permissions list` shows them."""
+    """The built-in deny rules, in the order `permissions list` shows them."""
     root = os.path.realpath(project_root)
     home = os.path.normpath(home)
     out = [parse_rule("Write(/.oharness)", "deny", "builtin"), parse_rule("Write(~/.oharness)", "deny", "builtin")]
@@ -445,7 +445,7 @@ class _RuleIndex:
     leaves out only rules the matcher would answer `NO` for:
 
     * broad (deny/ask) shell rules are keyed by the basename of their first literal token
-      (case-folded): every variant of § 6.1.4 compares that token with the program or its
+      (case-folded): every variant of broad deny/ask matching compares that token with the program or its
       basename, so a rule keyed `git` can never match a command whose program is `rm`. Within a
       program, a rule with required words (`rules.required_words`) is filed under one of them
       (the rarest): when every word of the command is static, `shell_broad_match` answers `NO`

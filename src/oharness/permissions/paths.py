@@ -150,7 +150,8 @@ class PathPattern:
 
 @lru_cache(maxsize=4096)
 def compile_path_pattern(spec: str, *, project_root: str, home: str, broad: bool) -> PathPattern:
-    """Compile a path specifier (§ 6.2 anchoring). `broad` = deny/ask (case-insensitive)."""
+    """Compile a path specifier and its anchoring: "/" project root, "~/" home, bare = any depth.
+    `broad` = deny/ask (case-insensitive)."""
     flags = re.IGNORECASE if broad else 0
     body = spec
     if body.startswith("//"):

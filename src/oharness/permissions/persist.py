@@ -161,7 +161,7 @@ def _update_unlocked(path: str, update: Callable[[dict], dict]) -> None:
 
 def always_allow(ctx, verdict, scope: str) -> str:
     """The whole "always allow" step for a session: write `verdict.remember[scope]` to the scope's
-    file and add it to the session's in-memory rules (the only in-session rule change, § 4.5).
+    file and add it to the session's in-memory rules (the only rule change a running session makes).
 
     Returns the rule written. Raises PersistError (nothing written; treat the approval as "allow
     once") or ValueError when the verdict offers no rule for that scope.

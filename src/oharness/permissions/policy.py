@@ -38,7 +38,7 @@ def _scope_text(v: Verdict) -> str:
 
 
 def reason_text(v: Verdict, *, unavailable: bool = False) -> str:
-    """The § 17.2 reason text for a refusal (deny, or an ask nobody could answer)."""
+    """The reason text policy mode gives for a refusal (deny, or an ask nobody could answer)."""
     if unavailable or v.behavior == "ask":
         return f"`{v.principal}` needs approval ({v.reason}) and this run has nobody to ask; refused fail-closed"
     if v.reason == "deny-rule":

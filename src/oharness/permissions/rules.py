@@ -1,7 +1,7 @@
 """Rule grammar, validation and matching (docs/reference/permissions.md).
 
-What belongs here: parsing a rule string into a compiled `Rule`, the load-time validation of
-§ 5.3 (an invalid rule is an error naming the rule, never silently dropped), and the two shell
+What belongs here: parsing a rule string into a compiled `Rule`, the load-time validation
+(an invalid rule is an error naming the rule, never silently dropped), and the two shell
 matchers: strict allow matching and broad deny/ask matching that returns
 `MATCH`, `MAYBE` or `NO` and may over-match but never under-match.
 
@@ -576,7 +576,7 @@ def _required_words(pattern: ShellPattern) -> frozenset[str]:
     """Words (case-folded) every matching command must contain, whatever the variant.
 
     These are the pattern's literal *operands* after option normalisation (options, their values
-    and the program's global options excluded): in every variant of § 6.1.4 such a token is
+    and the program's global options excluded): in every variant of broad deny/ask matching such a token is
     aligned with one whole word and compared for equality, so a command lacking the word can
     only give `NO` — unless it has a dynamic word, in which case this prefilter is not used.
     """

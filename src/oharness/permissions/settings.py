@@ -1,7 +1,7 @@
 """Settings scopes, parsing, merging and workspace trust (docs/reference/permissions.md).
 
 What belongs here: finding the three scope files (and policy files), reading them strictly, turning
-their rule strings into rules with their origin, merging per § 4.3, and the trust record of § 4.4.
+their rule strings into rules with their origin, merging them across scopes, and the workspace trust record.
 
 Rules this module keeps:
 * an unreadable or unparsable file, an invalid deny/ask rule and a `hooks` key are load *errors*

@@ -36,8 +36,9 @@ class ToolFailure(Exception):
 @dataclass
 class ToolContext:
     """What a running tool may use. `hidden(path)` says whether a listing or search must
-    skip a path (the permission engine sets it from its Read deny/ask rules, docs/reference/permissions.md); `admit_url(url)` vets each redirect target of a fetch; `decided_path(p)` is the
-    path as the engine decided it for the running call."""
+    skip a path (the permission engine sets it from its Read deny/ask rules; see
+    docs/reference/permissions.md); `admit_url(url)` vets each redirect target of a fetch;
+    `decided_path(p)` is the path as the engine decided it for the running call."""
 
     cwd: str
     skills_dirs: list[str] = field(default_factory=list)
@@ -49,9 +50,10 @@ class ToolContext:
     decided_path: Callable[[str], Any] = lambda lexical: None
     spawn_agent: Callable[[str, str | None], Awaitable[str]] | None = None
     agent: "Agent | None" = None
-    # The bash tool's working directory, carried from one bash call to the next (docs/reference/permissions.md
-    # § 7.2.9); None = `cwd`. The agent loop sets it from what each call reports and decides the
-    # next call with it, so the analysis and the shell agree on where relative paths point.
+    # The bash tool's working directory, carried from one bash call to the next (see the shell
+    # analysis in docs/reference/permissions.md); None = `cwd`. The agent loop sets it from what
+    # each call reports and decides the next call with it, so the analysis and the shell agree on
+    # where relative paths point.
     shell_cwd: str | None = None
 
     def resolve(self, path: str) -> str:

@@ -44,7 +44,7 @@ RENDERING: dict[str, str | None] = {
     "search": None, "shell": "Bash", "skill.load": "Skill", "subagent.spawn": "Agent", "task.todo": None,
     "web.read": None,
 }
-# Reverse lookup (docs/reference/wire.md): Agent and Task both spawn a subagent.
+# Reverse lookup (docs/reference/frame.md): Agent and Task both spawn a subagent.
 TOOL_OPERATIONS: dict[str, str] = {
     "Read": "file.read", "Write": "file.write", "Edit": "file.edit", "Bash": "shell", "Skill": "skill.load",
     "Agent": "subagent.spawn", "Task": "subagent.spawn",

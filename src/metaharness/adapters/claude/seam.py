@@ -191,7 +191,7 @@ class CallSeam:
         self.by_request[request_id] = call_id
         self.timings[call_id].callback_read_ns = read_ns
         if tool_input != call.input and not call.answered:
-            # Protocol § 4.2 rule 6: the loop writes the lines; the child hears a deny now.
+            # A mutated input is denied: the loop writes the lines; the child hears a deny now.
             call.mutated = True
             self._answer(call, Deny(reason=MUTATED_REASON))
             self._present_call(call_id, name, tool_input, None)

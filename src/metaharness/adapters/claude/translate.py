@@ -197,7 +197,7 @@ class Translator:
             items = self._map(record, rtype, subtype, line_no)
         except (Unreadable, msgspec.ValidationError, TypeError, KeyError, AttributeError, ValueError):
             items = [("opaque", rtype, subtype, line_no)]
-        # Opaque items carry their own line (its digest is written, § 3.19).
+        # Opaque items carry their own line (its digest is written).
         items = [item + (stripped,) if item[0] == "opaque" else item for item in items]
         return self._hold_or_emit(items)
 

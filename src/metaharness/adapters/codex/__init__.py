@@ -1,4 +1,5 @@
-"""The `codex` adapter: Codex CLI 0.171.0 driven through `codex app-server`(docs/guides/claude-and-codex.md, docs/reference/wire.md).
+"""The `codex` adapter: Codex CLI 0.171.0 driven through `codex app-server`
+(docs/guides/claude-and-codex.md).
 
 One app-server per run, a throwaway CODEX_HOME (`launch.py`), JSON-RPC over its stdio
 (`rpc.py`), notifications mapped to events (`translate.py`) and every shell call and
@@ -70,7 +71,7 @@ FRAME_OPS_HEADING = "Strictly only these operations are admitted here:"
 
 
 def operations_from_rendering(text: str) -> set[str] | None:
-    """The operation names of a frame from its rendered text (docs/reference/wire.md).
+    """The operation names of a frame from its rendered text (docs/reference/frame.md).
     The rendering is a wire fact, so the admitted set can be read back from it."""
     lines = text.split("\n")
     try:
@@ -532,7 +533,7 @@ class CodexAdapter(Adapter):
             self.frame_ops = None
             return
         ops = operations_from_rendering(text)
-        # Text that is not a rendering of § 8.8 yields no admitted writes: read-only.
+        # Text that is not a frame rendering yields no admitted writes: read-only.
         self.frame_ops = ops if ops is not None else set()
 
     async def set_frame(self, frame: Any) -> None:

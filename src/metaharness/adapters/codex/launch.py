@@ -5,7 +5,7 @@ loopback-safe `config.toml`, binary resolution on the child's own PATH, the argv
 the sandbox word / policy chosen from frame and posture, and the process-group sweep.
 
 Rules kept:
-* the environment is built, never inherited: only the keys of § 2.3 (plus the
+* the environment is built, never inherited: only the keys of the loopback-safe config (plus the
   caller's key variable in `api-key` mode) reach the child;
 * the binary is resolved on exactly the child's PATH;
 * the real key never lands in the child's environment, argv or scratch files in
@@ -131,7 +131,7 @@ def resolve_binary(path: str) -> str:
 
 
 def config_toml(base_url: str | None, *, model: str | None = None) -> str:
-    """The loopback-safe config of docs/guides/claude-and-codex.md `base_url` None: the default
+    """The loopback-safe config (docs/guides/claude-and-codex.md). `base_url` None: the default
     OpenAI provider (api-key mode) with the same phone-home switches off."""
     lines = [f'model = "{_toml_escape(model or MODEL)}"']
     if base_url is not None:

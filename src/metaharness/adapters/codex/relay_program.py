@@ -9,7 +9,7 @@ Rules kept:
 * standard library only, and nothing of metaharness: it starts in a bare interpreter;
 * every failure (no socket, a refused secret, a timeout, a broken answer) prints nothing
   and exits 0, which leaves the call to the approval request that follows (the fail-closed
-  backstop of § 4.6), never to a guess;
+  backstop), never to a guess;
 * it waits at most TIMEOUT_S, which the adapter sets below the hook's own `timeout`.
 """
 

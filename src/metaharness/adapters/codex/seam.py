@@ -1,4 +1,5 @@
-"""The per-call seam: app-server approval requests → presented calls → answers(docs/guides/claude-and-codex.md, docs/reference/wire.md).
+"""The per-call seam: app-server approval requests → presented calls → answers
+(docs/guides/claude-and-codex.md).
 
 What belongs here: building a `PresentedCall` from an approval request (with the
 `item/started` stored for it), turning a decision into the JSON-RPC answer, the

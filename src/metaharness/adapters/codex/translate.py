@@ -1,6 +1,6 @@
 """App-server notifications → `metaharness.event/1` events (docs/guides/claude-and-codex.md).
 
-What belongs here: the mapping table of § 4.8 and the small state it needs (items
+What belongs here: the notification-to-event mapping table and the small state it needs (items
 started but not completed, folded deltas, the turn counter, the last agent message,
 the last token totals). Approvals are not here (`seam.py`), nor process control.
 
@@ -146,7 +146,8 @@ class Translator:
         try:
             handled = handler(self, params, raw, line, at) if handler else False
         except (KeyError, TypeError, ValueError, AttributeError):
-            handled = False  # a known type that could not be read is opaque too (protocol § 3.19)
+            # A known type that could not be read is opaque too (see `opaque` in docs/reference/wire.md).
+            handled = False
         if not handled:
             subtype = None
             item = params.get("item")

@@ -370,7 +370,7 @@ _CODE_RUNNERS = {"deno", "awk", "gawk", "mawk", "nawk", "sed", "git"}
 
 
 def mark_unprovable(cmd: Cmd) -> None:
-    """§ 7.2.3: code the arguments do not show, and dynamic words that may be options."""
+    """Code-running marks: code the arguments do not show, and dynamic words that may be options."""
     base = cmd.basename
     words = cmd.words
     if base is None:

@@ -1,4 +1,6 @@
-"""The lexical pre-pass: what bash's lexer does before the parser sees the text (docs/reference/permissions.md), and the lexical scans that back up the tree where the grammar keeps code as text.
+"""The lexical pre-pass: what bash's lexer does before the parser sees the text
+(see the shell analysis in docs/reference/permissions.md), and the lexical scans that back up the
+tree where the grammar keeps code as text.
 
 What belongs here: backslash-newline joining where bash joins, unquoted CR/NUL/invalid UTF-8
 detection, the `time` reserved word before a compound command (the grammar reads `time { …; }`

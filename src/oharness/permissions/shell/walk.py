@@ -412,7 +412,7 @@ class Walker:
         self._run_after(after, env)
 
     def _track_cd(self, cmd: Cmd, env: Env) -> None:
-        """§ 7.2.8: a static `cd` at the top level of a list moves the directory for what follows."""
+        """A static `cd` at the top level of a list moves the directory for what follows."""
         if cmd.basename not in ("cd", "pushd", "popd") or cmd.layer != 0:
             return
         args = [w for w in cmd.words[1:] if not (w.value or "").startswith("-") or w.value == "-"]

@@ -24,7 +24,7 @@ _SAFE_EXACT = {"LANG", "TZ", "NO_COLOR", "FORCE_COLOR", "CLICOLOR", "TERM", "CI"
 
 
 def SAFE_ASSIGNMENTS(name: str) -> bool:  # noqa: N802 - reads as a set
-    """The safe list of § 7.2.5."""
+    """The safe list of leading assignments."""
     return name in _SAFE_EXACT or name.startswith("LC_")
 
 
