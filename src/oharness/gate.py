@@ -4,7 +4,7 @@ What belongs here: the small interface the loop calls (`Gate.check`), the extern
 decision as metaharness delivers it (`ExternalDecision`), and `ExternalOnlyGate`, a gate
 that applies only the external decision (kept for tests of the loop). Sessions use the
 permission engine's gate behind the same interface (`oharness.permission_gate`,
-permissions.md § 17.5); no rules are implemented here.
+docs/reference/permissions.md); no rules are implemented here.
 
 Rules it keeps: deny → refused with the decider's reason; replace → run with the
 replaced input; allow / abstain / no decision → run.

@@ -1,10 +1,10 @@
 """The engine-backed gate: every tool call of a session goes through `oharness.permissions.decide`.
 
 What belongs here: turning a loop `ToolCall` and metaharness's external decision into the
-engine's `Call` and `ExternalDecision` (permissions.md § 17.5), settling the verdict (§ 12.2),
-asking a person through an injected `Asker` when someone can answer (§ 12.1), "always allow"
-(§ 12.3), the decision trail (§ 14), `set_mode` (§ 2.2), and the two tool hooks the engine
-expects: `hidden` for glob/grep (§ 7.1) and `admit_url` for fetch redirects (§ 6.3).
+engine's `Call` and `ExternalDecision` (docs/reference/permissions.md), settling the verdict,
+asking a person through an injected `Asker` when someone can answer, "always allow", the
+decision trail, `set_mode`, and the two tool hooks the engine expects: `hidden` for glob/grep
+and `admit_url` for fetch redirects.
 `engine_gate_factory` builds it for `open_session` and refuses a start the settings forbid.
 
 Rules it keeps:
@@ -41,7 +41,7 @@ SCOPES = ("local", "project", "user")
 
 @dataclass(frozen=True)
 class Question:
-    """What a person is shown for one ask (§ 12.1)."""
+    """What a person is shown for one ask."""
 
     tool: str
     principal: str
@@ -78,7 +78,7 @@ def _scope_words(scope: str | None, file: str | None) -> str:
 
 
 def subject_words(s: Any) -> str:
-    """One subject's reason for asking, in words (§ 12.1)."""
+    """One subject's reason for asking, in words."""
     what = " ".join(s.words) if s.words else (s.path or s.label)
     reason = s.reason
     if reason == "ask-rule":
@@ -134,7 +134,7 @@ class EngineGate:
         return self.ctx.mode
 
     def set_mode(self, mode: Any) -> None:
-        """Change the mode from the next call on (metaharness `permission.set`, § 2.2)."""
+        """Change the mode from the next call on (what metaharness's `permission.set` does)."""
         from .permissions import MODES
 
         if mode not in MODES:
@@ -162,7 +162,7 @@ class EngineGate:
 
     def hidden(self, path: str) -> bool:
         """A path a listing or search must skip: one a Read deny or ask rule (or a secret path)
-        keeps from being read without a question (§ 7.1)."""
+        keeps from being read without a question."""
         try:
             verdict = decide(oharness_call("read", {"path": path}, self.ctx.cwd), self.ctx)
         except Exception:  # noqa: BLE001 - a path the engine cannot read is not listed
@@ -170,7 +170,7 @@ class EngineGate:
         return verdict.behavior != "allow"
 
     async def admit_url(self, url: str) -> str | None:
-        """None when the fetch may go to `url`; otherwise why not (§ 6.3)."""
+        """None when the fetch may go to `url`; otherwise why not."""
         verdict = decide(oharness_call("webfetch", {"url": url}, self.ctx.cwd), self.ctx)
         host = next((s.label for s in verdict.subjects if s.kind == "host"), None)
         if verdict.behavior == "allow" or (host is not None and host == self._approved.host and verdict.behavior == "ask"):
@@ -262,7 +262,7 @@ class EngineGate:
 
 
 def _engine_external(external: ExternalDecision | None) -> EngineDecision | None:
-    """metaharness's decision as the engine's external decider (§ 17.5); `input` → `replacement`."""
+    """metaharness's decision as the engine's external decider; `input` → `replacement`."""
     if external is None:
         return None
     replacement = None

@@ -1,6 +1,6 @@
-"""`LoopbackServer` — the local fake model server of vendors.md § 7.
+"""`LoopbackServer` — the local fake model server of `metaharness loopback` (see docs/scenarios.md).
 
-What belongs here: routing (Messages, Responses, the side endpoints of § 7.4), stateless turn
+What belongs here: routing (Messages, Responses, the side endpoints), stateless turn
 selection, rendering each turn's calls into the requesting client's tools, `delay_ms`, the
 `--expect-key` check, and the request log (in memory, and as JSON lines when asked).
 
