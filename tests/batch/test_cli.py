@@ -63,7 +63,7 @@ vendor_dir = "own-vendor"
 @pytest.mark.parametrize("change, message", [
     (lambda p: p["harnesses"].append({"kind": "oharness"}), "harness 'oharness' appears twice"),
     (lambda p: p["harnesses"][0].update(modle="x"), "harness 'oharness' (#1): Object contains unknown field `modle`"),
-    (lambda p: p["harnesses"][0].update(kind="gemini"), "harness 'gemini' (#1): Invalid enum value 'gemini' - at `$.kind`"),
+    (lambda p: p["harnesses"][0].update(kind="nosuch"), "harness 'nosuch' (#1): Invalid enum value 'nosuch' - at `$.kind`"),
     (lambda p: p["tasks"][0].update(script="missing.json"), "task 'notes': its script file"),
     (lambda p: p["tasks"][0].pop("prompt"), "task 'notes' has no prompt"),
     (lambda p: p["tasks"][0].update(id="has space"), "task 'has space' (#1)"),

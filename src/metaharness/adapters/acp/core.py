@@ -30,6 +30,7 @@ import shutil
 from typing import Any, ClassVar
 
 from metaharness.adapters.base import Adapter, ControlRefused, Resolution, StartRefusal, plan_loopback_script
+from metaharness.adapters.process import ScratchRefused, spawn_on_channel
 from metaharness.protocol.events import SessionStarted
 from metaharness.protocol.values import (
     Exited,
@@ -148,11 +149,12 @@ class AcpAdapter(Adapter):
             self.plan()
         self.ctx = ctx
         spec = self.spec
+        # Every harness works in --cwd, else in the current directory.
+        self.work = os.path.abspath(spec.cwd or os.getcwd())
         try:
-            self.scratch = launch.make_scratch(self.kind, spec.cwd)
-        except launch.LaunchError as exc:
+            self.scratch = launch.make_scratch(self.kind, self.work)
+        except (launch.LaunchError, ScratchRefused) as exc:
             raise StartRefusal("ScratchRefused", str(exc)) from None
-        self.work = os.path.abspath(spec.cwd) if spec.cwd else str(self.scratch.work)
         await self._start_endpoint()
         env = {"PATH": self.child_path, "HOME": str(self.scratch.home), "TMPDIR": str(self.scratch.tmp),
                "LANG": "C.UTF-8", "NO_COLOR": "1", "TERM": "dumb",
@@ -162,13 +164,13 @@ class AcpAdapter(Adapter):
         transcript = open(self.scratch.transcript, "wb")
         stderr = open(self.scratch.stderr, "wb")
         self._files += [transcript, stderr]
-        self.proc = await asyncio.create_subprocess_exec(
-            *launch.wrap_argv(self.vendor_argv(self.binary)), cwd=self.work, env=env,
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=stderr,
-            start_new_session=True, limit=64 * 1024 * 1024)
+        # The ACP channel is a socketpair (the agent's shell cannot reopen it through /proc) and
+        # the agent runs confined where the platform allows, with a parent-death signal.
+        self.proc, agent_out, agent_in = await spawn_on_channel(self.vendor_argv(self.binary), cwd=self.work,
+                                                                env=env, stderr=stderr)
         self.translator = Translator(ctx, on_arguments=lambda call_id: self.seam.arguments_arrived(call_id),
                                      on_mode=self._mode_changed, name_of=self.tool_name_of)
-        self.rpc = RpcChannel(self.proc.stdout, self.proc.stdin, transcript,
+        self.rpc = RpcChannel(agent_out, agent_in, transcript,
                               on_request=lambda m, raw, n: self.seam.on_request(m, raw, n),
                               on_notification=self.translator.notification,
                               on_unreadable=self._unreadable, on_wire=self._record_sent)

@@ -20,6 +20,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from metaharness.adapters.process import private_scratch
+
 
 class LaunchError(Exception):
     """The launch cannot be planned; the message is one sentence."""
@@ -35,7 +37,6 @@ class Scratch:
     data = property(lambda self: self.root / "home" / ".local" / "share")
     cache = property(lambda self: self.root / "home" / ".cache")
     state = property(lambda self: self.root / "home" / ".local" / "state")
-    work = property(lambda self: self.root / "work")
     transcript = property(lambda self: self.root / "transcript.jsonl")
     sent = property(lambda self: self.root / "sent.jsonl")
     stderr = property(lambda self: self.root / "stderr.log")
@@ -49,20 +50,17 @@ def scratch_base() -> Path:
     return Path(cache) / "metaharness" / "scratch"
 
 
-def make_scratch(kind: str, cwd: str | None) -> Scratch:
-    base = scratch_base()
-    base.mkdir(parents=True, exist_ok=True)
-    root = Path(tempfile.mkdtemp(prefix=f"{kind}-", dir=base))
-    if cwd is not None:
-        resolved = Path(cwd).resolve()
-        if root.resolve() == resolved or resolved in root.resolve().parents:
-            shutil.rmtree(root, ignore_errors=True)
-            raise LaunchError(f"the scratch directory {root} would lie inside the working directory {cwd}")
+def make_scratch(kind: str, cwd: str) -> Scratch:
+    """A fresh scratch home for one run: mkdtemp inside a base only this user can enter
+    (ScratchRefused, by name, otherwise), never inside the working directory `cwd`."""
+    root = Path(private_scratch(str(scratch_base()), f"{kind}-"))
+    resolved = Path(cwd).resolve()
+    if root.resolve() == resolved or resolved in root.resolve().parents:
+        shutil.rmtree(root, ignore_errors=True)
+        raise LaunchError(f"the scratch directory {root} would lie inside the working directory {cwd}")
     scratch = Scratch(root)
     for directory in (scratch.home, scratch.tmp, scratch.config, scratch.data, scratch.cache, scratch.state):
         directory.mkdir(parents=True, exist_ok=True)
-    if cwd is None:
-        scratch.work.mkdir()
     return scratch
 
 
@@ -106,11 +104,6 @@ def binary_version(binary: str, path: str) -> str | None:
         if token[:1].isdigit():
             return token
     return None
-
-
-def wrap_argv(argv: list[str]) -> list[str]:
-    setpriv = shutil.which("setpriv")
-    return [setpriv, "--pdeathsig", "KILL", "--", *argv] if setpriv else argv
 
 
 def kill_group(pid: int) -> None:
