@@ -33,7 +33,7 @@ from metaharness.protocol.values import (
     UnavailableRow,
     UnknownTermination,
 )
-from metaharness.run.subjects import file_subject
+from metaharness.protocol.subjects import file_subject
 
 from . import launch
 from .seam import CallSeam, ChannelClosed, ControlChannel, user_line

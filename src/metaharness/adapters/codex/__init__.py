@@ -42,7 +42,7 @@ from metaharness.protocol.values import (
     UnavailableRow,
     UnknownTermination,
 )
-from metaharness.run.subjects import file_subject
+from metaharness.protocol.subjects import file_subject
 
 from . import launch
 from .relay import RelayServer, hook_timing, hook_toml, patch_changes

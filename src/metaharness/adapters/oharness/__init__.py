@@ -18,7 +18,7 @@ import msgspec
 from metaharness.adapters.base import Adapter, PresentedCall, Resolution
 from metaharness.adapters.base import StartRefusal
 from metaharness.adapters.process import ChildProcess, ScratchRefused, private_scratch
-from metaharness.run.subjects import file_subject
+from metaharness.protocol.subjects import file_subject
 
 from . import launch, translate
 
