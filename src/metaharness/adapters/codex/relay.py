@@ -100,7 +100,7 @@ def patch_changes(text: Any) -> list[dict] | None:
     `changes` (`{"path", "kind": {"type", "move_path"}}`); None when it cannot be read.
     The headers are read as the permission engine reads them (`patch_entries`), so a policy
     and a frame see the same entries."""
-    from oharness.permissions.vendor import patch_entries  # on first use: only relay runs read patch text
+    from metaharness.permissions.vendor import patch_entries  # on first use: only relay runs read patch text
 
     entries = patch_entries(text) if isinstance(text, str) else None
     if entries is None:

@@ -18,6 +18,7 @@ import msgspec
 from metaharness.adapters.base import Adapter, PresentedCall, Resolution
 from metaharness.adapters.base import StartRefusal
 from metaharness.adapters.process import ChildProcess, ScratchRefused, private_scratch
+from metaharness.permissions import MODES
 from metaharness.protocol.subjects import file_subject
 
 from . import launch, translate
@@ -31,7 +32,6 @@ REVERSE = {tool: op for op, tool in RENDERING.items() if tool}
 # Which input key holds the path a tool acts on (its subject), and the default.
 PATH_KEYS = {"read": ("path", None), "write": ("path", None), "edit": ("path", None),
              "glob": ("path", "."), "grep": ("path", ".")}
-MODES = ("manual", "accept-edits", "plan", "auto", "bypass")
 
 _encode = msgspec.json.Encoder(order="deterministic").encode
 
