@@ -25,12 +25,16 @@ $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test
 
-# The pinned Claude Code and Codex CLIs (spec/vendors.md § 1.3), project-local.
+# The pinned Claude Code, Codex, opencode and Gemini CLI, project-local. `npm install` rather than
+# `npm ci`: opencode-ai lists optional per-platform packages that the lock holds only for this
+# platform, and `npm ci` refuses such a lock as out of sync; the lock still fixes every version.
 vendor: .vendor/node_modules/.installed
 .vendor/node_modules/.installed: .vendor/package.json .vendor/package-lock.json
-	npm ci --prefix .vendor --no-audit --no-fund --loglevel=error
+	npm install --prefix .vendor --no-audit --no-fund --no-save --loglevel=error
 	.vendor/node_modules/.bin/claude --version
 	.vendor/node_modules/.bin/codex --version
+	.vendor/node_modules/.bin/opencode --version
+	.vendor/node_modules/.bin/gemini --version
 	touch $@
 
 # Debian's chromium for the browser tests (Playwright drives it; no browser download).

@@ -1,7 +1,7 @@
 """What a session reads from the settings files besides permissions: MCP servers and
 skills directories.
 
-Files (permissions.md § 4.1): `~/.oharness/settings.json` (user), then at the project
+Files (docs/reference/permissions.md): `~/.oharness/settings.json` (user), then at the project
 root `.oharness/settings.json` (project) and `.oharness/settings.local.json` (local).
 Keys read here: `mcpServers` (by name; a narrower scope's entry replaces a wider one's)
 and `skillsDirs` (a list of directories; relative to the file's project root or `~`).

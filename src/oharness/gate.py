@@ -4,7 +4,7 @@ What belongs here: the small interface the loop calls (`Gate.check`), reading th
 decision metaharness delivers (`decision_from_wire`, into the engine's one `ExternalDecision`), and `ExternalOnlyGate`, a gate
 that applies only the external decision (kept for tests of the loop). Sessions use the
 permission engine's gate behind the same interface (`oharness.permission_gate`,
-permissions.md § 17.5); no rules are implemented here.
+docs/reference/permissions.md); no rules are implemented here.
 
 Rules it keeps: deny → refused with the decider's reason; replace → run with the
 replaced input; allow / abstain / no decision → run.

@@ -1,10 +1,10 @@
 """The engine-backed gate: every tool call of a session goes through `metaharness.permissions.decide`.
 
 What belongs here: turning a loop `ToolCall` and metaharness's external decision into the
-engine's `Call` and `ExternalDecision` (permissions.md § 17.5), settling the verdict (§ 12.2),
-asking a person through an injected `Asker` when someone can answer (§ 12.1), "always allow"
-(§ 12.3), the decision trail (§ 14), `set_mode` (§ 2.2), and the two tool hooks the engine
-expects: `hidden` for glob/grep (§ 7.1) and `admit_url` for fetch redirects (§ 6.3).
+engine's `Call` and `ExternalDecision` (docs/reference/permissions.md), settling the verdict,
+asking a person through an injected `Asker` when someone can answer, "always allow", the
+decision trail, `set_mode`, and the two tool hooks the engine expects: `hidden` for glob/grep
+and `admit_url` for fetch redirects.
 `engine_gate_factory` builds it for `open_session` and refuses a start the settings forbid.
 
 Rules it keeps:
@@ -41,7 +41,7 @@ SCOPES = ("local", "project", "user")
 
 @dataclass(frozen=True)
 class Question:
-    """What a person is shown for one ask (§ 12.1)."""
+    """What a person is shown for one ask."""
 
     tool: str
     principal: str
@@ -78,7 +78,7 @@ def _scope_words(scope: str | None, file: str | None) -> str:
 
 
 def subject_words(s: Any) -> str:
-    """One subject's reason for asking, in words (§ 12.1)."""
+    """One subject's reason for asking, in words."""
     what = " ".join(s.words) if s.words else (s.path or s.label)
     reason = s.reason
     if reason == "ask-rule":
@@ -134,7 +134,7 @@ class EngineGate:
         return self.ctx.mode
 
     def set_mode(self, mode: Any) -> None:
-        """Change the mode from the next call on (metaharness `permission.set`, § 2.2)."""
+        """Change the mode from the next call on (what metaharness's `permission.set` does)."""
         if mode not in MODES:
             raise ValueError(f"unknown permission mode {mode!r} (one of {', '.join(MODES)})")
         if mode == "bypass" and self.settings.disable_bypass_file:
@@ -160,7 +160,7 @@ class EngineGate:
 
     def hidden(self, path: str) -> bool:
         """A path a listing or search must skip: one a Read deny or ask rule (or a secret path)
-        keeps from being read without a question (§ 7.1)."""
+        keeps from being read without a question."""
         try:
             verdict = decide(oharness_call("read", {"path": path}, self.ctx.cwd), self.ctx)
         except Exception:  # noqa: BLE001 - a path the engine cannot read is not listed
@@ -168,7 +168,7 @@ class EngineGate:
         return verdict.behavior != "allow"
 
     async def admit_url(self, url: str) -> str | None:
-        """None when the fetch may go to `url`; otherwise why not (§ 6.3)."""
+        """None when the fetch may go to `url`; otherwise why not."""
         verdict = decide(oharness_call("webfetch", {"url": url}, self.ctx.cwd), self.ctx)
         host = next((s.label for s in verdict.subjects if s.kind == "host"), None)
         if verdict.behavior == "allow" or (host is not None and host == self._approved.host and verdict.behavior == "ask"):
@@ -260,7 +260,7 @@ class EngineGate:
 
 
 def _engine_external(external: ExternalDecision | None) -> ExternalDecision | None:
-    """metaharness's decision as the engine re-decides it (§ 17.5): a replacement that is not an object
+    """metaharness's decision as the engine re-decides it: a replacement that is not an object
     is wrapped so that the engine sees a mapping, and an unnamed decider is `unknown`."""
     if external is None:
         return None

@@ -42,7 +42,7 @@ class Session:
         finally:
             close_gate = getattr(self.gate, "close", None)
             if close_gate is not None:
-                close_gate()  # drains the decision trail (bounded, § 14.5)
+                close_gate()  # drains the decision trail (bounded in time)
 
 
 class GateFactory(Protocol):
@@ -52,7 +52,7 @@ class GateFactory(Protocol):
 
 
 def default_gate(*, mode: str | None, cwd: str, session_dir: str | None, decision_trail: bool) -> Gate:
-    """The permission engine with nobody to ask (permissions.md § 12.2, § 17.5)."""
+    """The permission engine with nobody to ask (docs/reference/permissions.md)."""
     from .permission_gate import engine_gate_factory
 
     return engine_gate_factory()(mode=mode, cwd=cwd, session_dir=session_dir, decision_trail=decision_trail)

@@ -73,7 +73,7 @@ class TerminalSink:
 
 
 class TerminalAsker:
-    """Asks a person in the terminal (permissions.md § 12.1): allow once, always allow in a
+    """Asks a person in the terminal (docs/reference/permissions.md): allow once, always allow in a
     chosen scope (the exact rule and file shown), or deny with an optional note.
 
     `prompt(text, choices, default)` is injectable; the default is rich's `Prompt.ask`.
@@ -93,7 +93,7 @@ class TerminalAsker:
                           show_default=bool(default))
 
     def confirm_trust(self, summary: str) -> bool:
-        """The first-start question (§ 4.4): trust this workspace? Anything but yes is no."""
+        """The first-start question: trust this workspace? Anything but yes is no."""
         self.console.print("[bold yellow]this workspace is not trusted[/bold yellow]")
         for line in summary.splitlines():
             self.console.print(f"  {escape(line)}")

@@ -103,8 +103,11 @@ def test_a_cell_over_its_time_limit_is_halted_and_its_stream_still_closes(tmp_pa
     assert data.rstrip().endswith(b"}") and b'"event":"stream.closed"' in data.splitlines()[-1]
 
 
-def _killing_plan(tmp: Path, marker: Path) -> str:
+def _killing_plan(tmp: Path, marker: Path, monkeypatch) -> str:
     # The first attempt's shell call kills the harness (oharness, the shell's parent) with SIGKILL.
+    # Confined, oharness is its PID namespace's init, which ignores a SIGKILL from inside: these
+    # tests are about a crashed harness, so they run it unconfined.
+    monkeypatch.setenv("METAHARNESS_NAMESPACE", "off")
     command = f"if [ ! -e {marker} ]; then touch {marker}; kill -9 $PPID; fi; echo ok > done.txt"
     script = write_scenario(tmp / "kill.json", {"calls": [shell(command)]}, {"text": "done"})
     return write_plan(tmp / "plan.json", [{"id": "crash", "prompt": "go", "script": script,
@@ -112,17 +115,17 @@ def _killing_plan(tmp: Path, marker: Path) -> str:
                       [{"kind": "oharness", "decisions": "observe"}])
 
 
-def test_a_cell_whose_harness_is_killed_is_retried_and_recorded(tmp_path):
+def test_a_cell_whose_harness_is_killed_is_retried_and_recorded(tmp_path, monkeypatch):
     out = tmp_path / "out"
-    [result] = run(_killing_plan(tmp_path, tmp_path / "killed-once"), out, jobs=1, retries=1)
+    [result] = run(_killing_plan(tmp_path, tmp_path / "killed-once", monkeypatch), out, jobs=1, retries=1)
     assert result.attempts == 2 and result.passed and result.infra is None
     assert result.retried_for == ["the harness ended without a terminal record (exit 3)"]
     assert last_by_cell(out)[("crash", "oharness", 1)]["retried_for"] == result.retried_for
 
 
-def test_without_retries_the_infrastructure_failure_is_the_result(tmp_path):
+def test_without_retries_the_infrastructure_failure_is_the_result(tmp_path, monkeypatch):
     out = tmp_path / "out"
-    [result] = run(_killing_plan(tmp_path, tmp_path / "killed-once"), out, jobs=1)
+    [result] = run(_killing_plan(tmp_path, tmp_path / "killed-once", monkeypatch), out, jobs=1)
     assert result.attempts == 1 and not result.passed
     assert result.exit_code == 3 and result.stream == "complete" and result.close_reason == "error"
     assert result.infra == "the harness ended without a terminal record (exit 3)"

@@ -310,7 +310,13 @@ async def test_c23_halt_with_pending_call(tmp_path):
 
 # Live runs of C21 and C26, kept for C34 (which replays their transcripts); C34 runs a
 # flow itself when its run happened in another process (pytest-xdist) or was deselected.
-LIVE: dict[str, tuple[ClaudeRun, str]] = {}
+# Each live flow's run and the retained transcript's bytes, read as the flow ends: a passed
+# test's tmp_path is removed (tmp_path_retention_policy = "failed"), so c34 cannot reopen it.
+LIVE: dict[str, tuple[ClaudeRun, bytes]] = {}
+
+
+def _keep(case: str, run: ClaudeRun) -> None:
+    LIVE[case] = (run, open(os.path.join(run.tmp, "retained", "claude-transcript.jsonl"), "rb").read())
 
 
 async def c21_flow(tmp_path) -> tuple[ClaudeRun, str]:
@@ -324,7 +330,7 @@ async def c21_flow(tmp_path) -> tuple[ClaudeRun, str]:
     cid = run.send("interrupt", reason="enough")
     assert await run.finish() == 0
     run.assert_complete()
-    LIVE["c21"] = (run, cid)
+    _keep("c21", run)
     return run, cid
 
 
@@ -380,7 +386,7 @@ async def c26_flow(tmp_path) -> tuple[ClaudeRun, str]:
     cid = run.send("steer", text="STEER-1")
     assert await run.finish() == 0
     run.assert_complete()
-    LIVE["c26"] = (run, cid)
+    _keep("c26", run)
     return run, cid
 
 
@@ -398,8 +404,10 @@ async def test_c26_steer_lands_after_tool_result(tmp_path):
 
 @pytest.mark.parametrize("case", ["c21", "c26"])
 async def test_c34_live_transcripts_replay_through_the_translator(tmp_path, case):
-    run, _cid = LIVE.get(case) or await {"c21": c21_flow, "c26": c26_flow}[case](tmp_path)
-    raw_lines = open(os.path.join(run.tmp, "retained", "claude-transcript.jsonl"), "rb").read().splitlines(keepends=True)
+    if case not in LIVE:
+        await {"c21": c21_flow, "c26": c26_flow}[case](tmp_path)
+    run, transcript = LIVE[case]
+    raw_lines = transcript.splitlines(keepends=True)
     translator = Translator()
     held_lines = 0
     replayed: list[tuple] = []

@@ -29,7 +29,7 @@ def doctor_first():
     """The binary is present and the sandbox can start, or the suite says which not."""
     if not CODEX.exists():
         pytest.fail(f"the pinned codex binary is missing at {CODEX}; run "
-                    "`npm ci --prefix .vendor --no-audit --no-fund` (vendors.md § 1.3)")
+                    "`make vendor` (vendors.md § 1.3)")
     done = subprocess.run([str(METAHARNESS), "doctor", "codex", "--smoke", "--vendor-dir", str(VENDOR)],
                           capture_output=True, text=True, timeout=300)
     if done.returncode != 0:

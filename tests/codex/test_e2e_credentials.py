@@ -171,7 +171,7 @@ def assert_nowhere(secret: str, live: dict, files: dict[Path, bytes]) -> None:
 def case(request):
     if not CODEX.exists():
         pytest.fail(f"the pinned codex binary is missing at {CODEX}; run "
-                    "`npm ci --prefix .vendor --no-audit --no-fund` (vendors.md § 1.3)")
+                    "`make vendor` (vendors.md § 1.3)")
     directory = E2E_ROOT / f"{request.node.name[:40]}-{uuid.uuid4().hex[:6]}"
     (directory / "work").mkdir(parents=True)
     yield directory

@@ -110,7 +110,7 @@ BEHAVIOURS: dict[str, Behaviour] = {
 def case(request):
     if not CODEX.exists():
         pytest.fail(f"the pinned codex binary is missing at {CODEX}; run "
-                    "`npm ci --prefix .vendor --no-audit --no-fund` (vendors.md § 1.3)")
+                    "`make vendor` (vendors.md § 1.3)")
     directory = E2E_ROOT / f"x31-{request.node.callspec.id[:30]}-{uuid.uuid4().hex[:6]}"
     directory.mkdir(parents=True)
     yield directory

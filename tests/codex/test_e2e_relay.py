@@ -26,7 +26,7 @@ PATCH_CONTENT = "written by apply_patch"
 @pytest.fixture
 def case(request):
     if not CODEX.exists():
-        pytest.fail(f"the pinned codex binary is missing at {CODEX}; run `npm ci --prefix .vendor --no-audit --no-fund`")
+        pytest.fail(f"the pinned codex binary is missing at {CODEX}; run `make vendor`")
     directory = E2E_ROOT / f"{request.node.name[:40]}-{uuid.uuid4().hex[:6]}"
     (directory / "work").mkdir(parents=True)
     yield directory

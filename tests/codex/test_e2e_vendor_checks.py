@@ -31,7 +31,7 @@ APPROVAL_FAILED = 'exec_command failed: CreateProcess { message: "Rejected(\\"ap
 def case(request):
     if not CODEX.exists():
         pytest.fail(f"the pinned codex binary is missing at {CODEX}; run "
-                    "`npm ci --prefix .vendor --no-audit --no-fund` (vendors.md § 1.3)")
+                    "`make vendor` (vendors.md § 1.3)")
     directory = E2E_ROOT / f"vc-{request.node.name[:40]}-{uuid.uuid4().hex[:6]}"
     directory.mkdir(parents=True)
     yield directory

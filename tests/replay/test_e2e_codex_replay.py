@@ -62,7 +62,7 @@ class RecordingCodexRun(CodexRun):
 @pytest.fixture
 def recorded(request):
     if not CODEX.exists():
-        pytest.fail(f"the pinned codex binary is missing at {CODEX}; run `npm ci --prefix .vendor --no-audit --no-fund`")
+        pytest.fail(f"the pinned codex binary is missing at {CODEX}; run `make vendor`")
     case = E2E_ROOT / f"{request.node.name[:40]}-{uuid.uuid4().hex[:6]}"
     (case / "work").mkdir(parents=True)
     s = scenario(case / "s.json", [{"text": "writing", "calls": [shell("echo hi > out.txt")]},

@@ -10,6 +10,8 @@ KINDS: dict[str, str] = {
     "oharness": "metaharness.adapters.oharness:OHarnessAdapter",
     "claude": "metaharness.adapters.claude:ClaudeAdapter",
     "codex": "metaharness.adapters.codex:CodexAdapter",
+    "opencode": "metaharness.adapters.acp.opencode:OpencodeAdapter",
+    "gemini": "metaharness.adapters.acp.gemini:GeminiAdapter",
 }
 
 

@@ -23,7 +23,7 @@ from typing import Any, Callable, ClassVar, Protocol
 from metaharness.protocol.events import SessionEnded, SessionStarted
 from metaharness.protocol.values import Decision, ProcessTermination
 
-# An operation as the canonical sort key of protocol.md § 8.3: (op, server, tool),
+# An operation as the canonical sort key of docs/reference/frame.md: (op, server, tool),
 # server and tool "" except for mcp.call.
 OpKey = tuple[str, str, str]
 
@@ -49,7 +49,7 @@ class ControlRefused(Exception):
 
 @dataclass
 class Resolution:
-    """What a call does, in the neutral vocabulary (protocol.md § 6.3 rule 2).
+    """What a call does, in the neutral vocabulary (docs/reference/frame.md).
 
     `operations` empty means the tool renders to no operation (UNCOVERED_TOOL).
     `subjects` pairs each normalised subject (`file:src/a.py`) with the operations
@@ -113,26 +113,33 @@ class Adapter(abc.ABC):
     @classmethod
     @abc.abstractmethod
     def descriptor(cls) -> dict[str, Any]:
-        """The capability descriptor (protocol.md § 9.1) as an ordered dict."""
+        """The capability descriptor (docs/reference/wire.md) as an ordered dict."""
 
     @abc.abstractmethod
     def resolve(self, name: str, input: Any, cwd: str | None) -> Resolution:
         """The neutral operations and normalised subjects of a call."""
 
+    @classmethod
+    def policy_view(cls, name: str, input: Any) -> tuple[str, Any]:
+        """The call as the policy engine's vendor mapping reads it (Claude Code's tool names and
+        input keys). Identity for the vendors that mapping already knows; an adapter whose tools
+        are named otherwise translates here, without changing what `tool.requested` shows."""
+        return name, input
+
     def vendor_timeout_ms(self, deadline_ms: int) -> int:
-        """The harness's own timeout for a blocking call (protocol.md § 6.5 rule 1)."""
+        """The harness's own timeout for a blocking call (docs/reference/wire.md)."""
         from metaharness.adapters.process import vendor_timeout_ms
 
         return vendor_timeout_ms(deadline_ms)
 
     # --- lifecycle ----------------------------------------------------------------
     def plan(self) -> None:
-        """Launch-planning refusals (protocol.md § 7.2 steps 2 and 7); raise StartRefusal.
+        """Launch-planning refusals (see "Refused starts" in docs/reference/wire.md); raise StartRefusal.
         Runs before anything is spawned."""
 
     @abc.abstractmethod
     async def start(self, ctx: RunContext) -> None:
-        """Spawn the child and begin reading it. Vendor capability checks (§ 7.2 step 9)
+        """Spawn the child and begin reading it. Vendor capability checks
         raise StartRefusal before any user line is written."""
 
     @abc.abstractmethod
@@ -194,7 +201,7 @@ class Adapter(abc.ABC):
 
 
 def load_script(path: str):
-    """The run's `--script` scenario, or a StartRefusal naming the turn (protocol.md § 12)."""
+    """The run's `--script` scenario, or a StartRefusal naming the turn (docs/scenarios.md)."""
     from metaharness.protocol.scenario import ScenarioError, load_scenario
 
     try:

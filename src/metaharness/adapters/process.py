@@ -279,7 +279,7 @@ def kill_tree(root: int) -> None:
 
 def vendor_timeout_ms(deadline_ms: int) -> int:
     """The harness's own timeout for a blocking call, for metaharness's decision deadline D:
-    strictly longer than D, so that a refusal at the deadline is metaharness's (protocol.md § 6.5 rule 1)."""
+    strictly longer than D, so that a refusal at the deadline is metaharness's."""
     return deadline_ms + 5000 if deadline_ms > 2500 else 2 * deadline_ms
 
 

@@ -14,12 +14,16 @@ import sys
 
 import click
 
-KINDS = {"claude": "metaharness.adapters.claude.doctor", "codex": "metaharness.adapters.codex.doctor"}
+KINDS = {"claude": "metaharness.adapters.claude.doctor", "codex": "metaharness.adapters.codex.doctor",
+         "opencode": "metaharness.adapters.acp.doctor:opencode", "gemini": "metaharness.adapters.acp.doctor:gemini"}
 
 
 def _module(kind: str):
+    # "module" holds the checks itself; "module:name" names the object in it that does (ACP kinds share one module).
+    module_name, _, attribute = KINDS[kind].partition(":")
     try:
-        return importlib.import_module(KINDS[kind])
+        module = importlib.import_module(module_name)
+        return getattr(module, attribute) if attribute else module
     except ModuleNotFoundError as exc:
         raise click.UsageError(f"the {kind} checks are not built in this checkout ({exc.name})") from None
 

@@ -1,4 +1,4 @@
-"""`metaharness loopback` — a local fake model server, and the credential proxy (vendors.md § 7, § 2.8).
+"""`metaharness loopback` — a local fake model server, and the credential proxy (docs/guides/claude-and-codex.md).
 
 Public API: `LoopbackServer` (answers Claude Code's Anthropic Messages requests and Codex's
 OpenAI Responses requests from a `metaharness.scenario/1`), `LoggedRequest` (one entry of its

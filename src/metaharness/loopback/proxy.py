@@ -1,4 +1,4 @@
-"""`CredentialProxy` — the authenticating reverse proxy of the `loopback` credential mode (vendors.md § 2.8).
+"""`CredentialProxy` — the authenticating reverse proxy of the `loopback` credential mode (docs/guides/claude-and-codex.md).
 
 What belongs here: a 127.0.0.1 listener that accepts only requests carrying this run's
 placeholder key, and forwards them to the upstream base URL with the real key put in the

@@ -1,6 +1,6 @@
-"""Rendering a scenario's neutral calls into the requesting client's own tools (vendors.md § 7.3).
+"""Rendering a scenario's neutral calls into the requesting client's own tools (docs/scenarios.md).
 
-What belongs here: the table of § 7.3 — for each neutral operation, which tool of Claude Code
+What belongs here: the rendering table — for each neutral operation, which tool of Claude Code
 (Anthropic Messages) or Codex (OpenAI Responses) carries it and how its input keys are filled.
 
 Rules it keeps: a tool counts only when the request's own `tools` array offers it by name and

@@ -1,6 +1,6 @@
-"""`LoopbackServer` — the local fake model server of vendors.md § 7.
+"""`LoopbackServer` — the local fake model server of `metaharness loopback` (see docs/scenarios.md).
 
-What belongs here: routing (Messages, Responses, the side endpoints of § 7.4), stateless turn
+What belongs here: routing (Messages, Responses, the side endpoints), stateless turn
 selection, rendering each turn's calls into the requesting client's tools, `delay_ms`, the
 `--expect-key` check, and the request log (in memory, and as JSON lines when asked).
 
@@ -30,12 +30,12 @@ import msgspec
 
 from metaharness.protocol.scenario import Scenario
 
-from . import wire_anthropic, wire_responses
+from . import wire_anthropic, wire_chat, wire_gemini, wire_responses
 from .http import Request, Responder
 from .render import RenderError, RenderedCall, render_anthropic, render_responses
 from .service import LocalService
 
-ClientKind = Literal["anthropic", "openai", "other"]
+ClientKind = Literal["anthropic", "openai", "chat", "gemini", "other"]
 SIDE_TEXT = "ok"
 
 
@@ -72,12 +72,18 @@ def _client_of(path: str) -> ClientKind:
         return "anthropic"
     if path.startswith("/v1/responses"):
         return "openai"
+    if path.startswith("/v1/chat/completions"):
+        return "chat"
+    if path.startswith("/v1beta/models/"):
+        return "gemini"
     return "other"
 
 
 def _error_bytes(client: ClientKind, message: str, error_type: str) -> bytes:
-    if client == "openai":
+    if client in ("openai", "chat"):
         return wire_responses.error_body(message, error_type)
+    if client == "gemini":
+        return wire_gemini.error_body(message)
     return wire_anthropic.error_body(message, error_type)
 
 
@@ -225,6 +231,8 @@ class LoopbackServer(LocalService):
             self._check_key(request)
             await self._answer_responses(request, responder, entry)
             return
+        if await self._route_more(request, responder, entry):
+            return
         entry.status = 404
         entry.error = f"no route for {method} {path}"
         self._record(entry)
@@ -298,6 +306,53 @@ class LoopbackServer(LocalService):
                                            ("x-request-id", f"req_{os.urandom(12).hex()}")])
         for event in events:
             await responder.write(wire_responses.encode_event(event))
+        await responder.end()
+
+    # -- Chat Completions (opencode, oharness's chat provider) and Gemini (Gemini CLI) ----
+
+    async def _route_more(self, request: Request, responder: Responder, entry: LoggedRequest) -> bool:
+        method, path = request.method, request.path
+        if path == "/v1/chat/completions" and method == "POST":
+            self._check_key(request)
+            await self._answer_chat(request, responder, entry)
+            return True
+        if path.startswith("/v1beta/models/") and method == "POST" and (
+                path.endswith(":streamGenerateContent") or path.endswith(":generateContent")):
+            if self.expect_key is not None and request.header("x-goog-api-key") is not None:
+                if not hmac.compare_digest(request.header("x-goog-api-key").encode(), self.expect_key.encode()):
+                    raise _Refusal(401, "the credential does not match the one this loopback expects")
+            else:
+                self._check_key(request)
+            await self._answer_gemini(request, responder, entry, stream=path.endswith(":streamGenerateContent"))
+            return True
+        return False
+
+    async def _answer_chat(self, request: Request, responder: Responder, entry: LoggedRequest) -> None:
+        body, text, calls, model = await self._prepare(entry, "Chat Completions", wire_chat, wire_chat.render_chat,
+                                                       "chat", "chat-loopback")
+        if body.get("stream") is not True:
+            await responder.send(200, [("content-type", "application/json")],
+                                 json.dumps(wire_chat.completion_object(model, text, calls)).encode())
+            return
+        await responder.start_stream(200, [("content-type", "text/event-stream"), ("cache-control", "no-cache")])
+        for chunk in wire_chat.sse_chunks(model, text, calls):
+            await responder.write(wire_chat.encode_chunk(chunk))
+        await responder.write(wire_chat.DONE)
+        await responder.end()
+
+    async def _answer_gemini(self, request: Request, responder: Responder, entry: LoggedRequest, *, stream: bool) -> None:
+        body, text, calls, _ = await self._prepare(entry, "Gemini", wire_gemini, wire_gemini.render_gemini,
+                                                   "gemini", "gemini-loopback")
+        model = wire_gemini.model_of(request.path)
+        if not entry.main:
+            text = wire_gemini.side_text(body, SIDE_TEXT)
+        if not stream:
+            await responder.send(200, [("content-type", "application/json")],
+                                 json.dumps(wire_gemini.response_object(model, text, calls)).encode())
+            return
+        await responder.start_stream(200, [("content-type", "text/event-stream")])
+        for chunk in wire_gemini.sse_chunks(model, text, calls):
+            await responder.write(wire_gemini.encode_chunk(chunk))
         await responder.end()
 
 

@@ -1,10 +1,10 @@
-"""The Anthropic Messages side of the loopback: turn counting and the answer's bytes (vendors.md § 7.2, § 7.5).
+"""The Anthropic Messages side of the loopback: turn counting and the answer's bytes (docs/scenarios.md).
 
 What belongs here: reading a Messages request body (how many model responses its history
 holds, whether it offers tools) and building the answer — the full SSE sequence Claude Code
 accepts, or one JSON `message` for `"stream": false`, or an error body.
 
-Rules it keeps: the SSE sequence is always the full one of § 7.5 (message_start, ping, each
+Rules it keeps: the SSE sequence is always the full one (message_start, ping, each
 block's start/deltas/stop, message_delta, message_stop); tool input JSON is streamed in
 12-character pieces; the model name is echoed from the request. Pure: no I/O.
 """

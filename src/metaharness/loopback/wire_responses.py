@@ -1,4 +1,4 @@
-"""The OpenAI Responses side of the loopback: turn counting and the answer's bytes (vendors.md § 7.2, § 7.5).
+"""The OpenAI Responses side of the loopback: turn counting and the answer's bytes (docs/scenarios.md).
 
 What belongs here: reading a Responses request body (how many model responses its `input`
 history holds, whether it offers tools) and building the answer — the full SSE sequence

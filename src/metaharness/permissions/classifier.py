@@ -1,4 +1,4 @@
-"""Command classes: the read-only set (§ 7.5), edit commands (§ 3.2) and the Auto classifier (§ 10).
+"""Command classes: the read-only set, edit commands and the Auto classifier.
 
 The classifier measures blast radius, not intent, and is deterministic: risky features are checked
 first and no routine entry overrides one; anything not recognised as routine asks. All tables live
@@ -39,7 +39,7 @@ def _clean(cmd: Cmd) -> bool:
 
 
 def is_read_only(cmd: Cmd, *, trusted: bool) -> bool:
-    """§ 7.5: listed program, no write-capable option, no dynamic option word, only reads."""
+    """The read-only set: listed program, no write-capable option, no dynamic option word, only reads."""
     if not _clean(cmd):
         return False
     if cmd.inner is not None:
@@ -156,7 +156,7 @@ def _routine_for(base: str) -> list[dict]:
 
 
 def risky_feature(cmd: Cmd) -> str | None:
-    """The id of the first risky feature of a command (§ 10 step 1), or None."""
+    """The id of the first risky feature of a command, or None."""
     base = (cmd.basename or "").lower()
     if cmd.wrapper in ("sudo", "doas", "su", "pkexec", "runuser"):
         return "sudo"
@@ -183,7 +183,7 @@ def risky_feature(cmd: Cmd) -> str | None:
 
 
 def is_routine(cmd: Cmd) -> bool:
-    """§ 10 step 2: a routine-table entry, and not unprovable."""
+    """Auto mode's routine check: a routine-table entry, and not unprovable."""
     if not _clean(cmd) or cmd.wrapper is not None:
         return False
     prog = cmd.program.value

@@ -1,8 +1,8 @@
-"""The decision procedure: `decide(call, ctx) -> Verdict` (permissions.md § 11).
+"""The decision procedure: `decide(call, ctx) -> Verdict` (docs/reference/permissions.md).
 
-What belongs here: calls and their subjects (§ 7.1), the steps of § 11.2 in their normative order,
-reason precedence, the principal (§ 14.3), what "always allow" would write (§ 12.3), and how a
-verdict is settled when nobody (or an embedder) answers (§ 12.2, § 11.4).
+What belongs here: calls and their subjects, the decision steps in their normative order,
+reason precedence, the principal, what "always allow" would write, and how a
+verdict is settled when nobody (or an embedder) answers.
 
 Rules this module keeps:
 * `decide` is pure: it writes nothing, prompts nobody and never reads a settings file;
@@ -40,7 +40,7 @@ __all__ = [
 ]
 
 Behavior = Literal["allow", "ask", "deny"]
-#: What the UI must say when entering Bypass (§ 2.1).
+#: What the UI must say when entering Bypass.
 BYPASS_NOTICE = ("Bypass: every call runs unless a deny rule or workspaceMode stops it, "
                  "or a deny rule cannot be ruled out")
 FORCED_ORDER = ("ask-rule", "maybe-deny", "ask-rule-maybe", "protected-path", "secret-path", "critical-removal", "dynamic-write", "opaque")
@@ -92,7 +92,7 @@ class Call:
 
 
 def oharness_call(tool: str, input: Mapping[str, Any], cwd: str | None = None, *, read_only_hint: bool = False) -> Call:
-    """Map an oharness native tool call to a Call (§ 7.1)."""
+    """Map an oharness native tool call to a Call."""
     t = tool.casefold()
     inp = dict(input) if isinstance(input, Mapping) else {}
 
@@ -179,7 +179,7 @@ class Context:
     tmp_roots: tuple[str, ...] = ("/tmp",)
     trusted: bool = True
     can_ask: bool = True
-    child_allow: tuple[tuple[Rule, ...], ...] = ()  # subagent definitions' own allow lists (§ 13), each must hold
+    child_allow: tuple[tuple[Rule, ...], ...] = ()  # subagent definitions' own allow lists, each must hold
     _roots: tuple[str, ...] = ()
     _cache: dict = field(default_factory=dict)
 
@@ -201,7 +201,7 @@ class Context:
 
 
 def builtin_rules(project_root: str, home: str) -> list[Rule]:
-    """The built-in deny rules of § 9.4, in the order `permissions list` shows them."""
+    """The built-in deny rules, in the order `permissions list` shows them."""
     root = os.path.realpath(project_root)
     home = os.path.normpath(home)
     out = [parse_rule("Write(/.oharness)", "deny", "builtin"), parse_rule("Write(~/.oharness)", "deny", "builtin")]
@@ -292,7 +292,7 @@ class Verdict:
 
 @dataclass(frozen=True, slots=True)
 class ExternalDecision:
-    """A metaharness decision for this call, given to the engine as an external decider (§ 11.4, § 17.5).
+    """A metaharness decision for this call, given to the engine as an external decider.
 
     The one class for it: oharness's stdio reads a `decision` line into it and its gates pass it on.
     """
@@ -322,7 +322,7 @@ _BY_REASON = {
 
 
 def settle(verdict: Verdict, *, can_ask: bool, external: ExternalDecision | None = None) -> Settlement | None:
-    """Settle a verdict without a prompt; None means "ask a person now" (§ 12)."""
+    """Settle a verdict without a prompt; None means "ask a person now"."""
     if verdict.behavior == "allow":
         return Settlement("allowed", _BY_REASON.get(verdict.reason, "rule"))
     if verdict.behavior == "deny":
@@ -410,7 +410,7 @@ def _subjects(call: Call, ctx: Context) -> tuple[list[_Subj], Analysis | None]:
         carried = {c.opaque for c in analysis.cmds if c.program_unknown}
         for why in dict.fromkeys(analysis.program_unknown):
             if why not in carried:
-                # A parse error: the program that will run cannot be determined (§ 6.1.4).
+                # A parse error: the program that will run cannot be determined.
                 subs.append(_Subj("cmd", why, cmd=Cmd(words=[], program_unknown=True, opaque=why)))
         for why in dict.fromkeys(analysis.opaque):
             subs.append(_Subj("opaque", why, opaque_why=why))
@@ -448,7 +448,7 @@ class _RuleIndex:
     leaves out only rules the matcher would answer `NO` for:
 
     * broad (deny/ask) shell rules are keyed by the basename of their first literal token
-      (case-folded): every variant of § 6.1.4 compares that token with the program or its
+      (case-folded): every variant of broad deny/ask matching compares that token with the program or its
       basename, so a rule keyed `git` can never match a command whose program is `rm`. Within a
       program, a rule with required words (`rules.required_words`) is filed under one of them
       (the rarest): when every word of the command is static, `shell_broad_match` answers `NO`
@@ -647,7 +647,7 @@ def _index_of(rules: list[Rule], ctx: "Context") -> _RuleIndex:
 
 def _path_rule_applies(rule: Rule, access: str) -> bool:
     if rule.tool == "Read":
-        return True  # a Read deny/ask also covers writes of the same paths (§ 3.1)
+        return True  # a Read deny/ask also covers writes of the same paths
     if rule.tool == "Write":
         return access == "write"
     return False
@@ -666,7 +666,7 @@ def _path_match(rule: Rule, s: _Subj, ctx: Context, *, broad: bool) -> int:
 
 
 def _walk_for_denied(root: str, rule: Rule, ctx: Context, limit: int = 20_000) -> bool:
-    """A recursive reader over `root`: does it hold an entry a Read deny rule matches? (§ 7.2.7)"""
+    """A recursive reader over `root`: does it hold an entry a Read deny rule matches?"""
     pat = compile_path_pattern(rule.path, project_root=ctx.project_root, home=ctx.home, broad=True)
     if not os.path.isdir(root):
         return False
@@ -1006,7 +1006,7 @@ def _critical(c: CanonicalPath, ctx: Context, cwd: str | None) -> bool:
 
 
 def decide(call: Call, ctx: Context, external: ExternalDecision | None = None) -> Verdict:
-    """Decide one call (§ 11.2). Pure: writes nothing, prompts nobody."""
+    """Decide one call. Pure: writes nothing, prompts nobody."""
     if external is not None and external.decision == "replace" and external.replacement is not None:
         v = decide(replace_input(call, external.replacement), ctx, None)
         v.replaced = True
@@ -1202,7 +1202,7 @@ def _forced_why(reason: str) -> str:
 
 
 def _deny_rules_for(call: Call, ctx: Context) -> Rule | None:
-    """A deny rule that could apply to this call's subjects (§ 11.2, `deny_rules_for`)."""
+    """A deny rule that could apply to this call's subjects (`deny_rules_for`)."""
     for rule in ctx.rules.deny:
         if call.rule_tool == "Bash" and rule.tool in ("Bash", "Read", "Write"):
             return rule
@@ -1289,7 +1289,7 @@ def _allow_covers(rule: Rule, s: _Subj, call: Call, ctx: Context) -> bool:
 
 
 def _child_allows(s: _Subj, call: Call, ctx: Context) -> bool:
-    """A subagent's own allow list narrows the parent's grants by rule (§ 13: intersection)."""
+    """A subagent's own allow list narrows the parent's grants by rule (intersection)."""
     return all(any(_covers(rule, s, call, ctx) for rule in allow_list) for allow_list in ctx.child_allow)
 
 
@@ -1306,7 +1306,7 @@ def _covers(rule: Rule, s: _Subj, call: Call, ctx: Context) -> bool:
 def subagent_context(parent: Context, *, child_mode: str | None = None, child_allow: Sequence[Rule] | None = None,
                      child_deny: Sequence[Rule] = (), child_ask: Sequence[Rule] = (),
                      child_workspace_mode: str | None = None) -> Context:
-    """The effective context of a subagent (§ 13): deny/ask united, allow intersected, the less
+    """The effective context of a subagent: deny/ask united, allow intersected, the less
     permissive mode and the more restrictive workspaceMode."""
     order = {m: i for i, m in enumerate(MODES)}
     mode = parent.mode if child_mode is None else min(parent.mode, child_mode, key=order.__getitem__)
@@ -1467,7 +1467,7 @@ def _dangerous(name: str) -> bool:
 
 
 def _remember(v: Verdict, pending: list[_Subj], subs: list[_Subj], call: Call, ctx: Context) -> None:
-    """What "always allow" would write (§ 12.3), per scope; or why it is not offered."""
+    """What "always allow" would write, per scope; or why it is not offered."""
     def no(why: str) -> None:
         v.remember, v.remember_why_not = None, why
 

@@ -2,7 +2,7 @@
 
 Pure constants, importable without the engine (the CLI builds its options from them at
 start-up). Both lists are ordered least permissive first: a subagent takes the earlier of
-its parent's and its own (§ 13).
+its parent's and its own.
 """
 
 MODES = ("plan", "manual", "accept-edits", "auto", "bypass")

@@ -1,4 +1,4 @@
-"""Path canonicalisation, path patterns and containment (permissions.md § 6.2, § 7.3).
+"""Path canonicalisation, path patterns and containment (docs/reference/permissions.md).
 
 Rules this module keeps:
 * one function, `canonical`, gives both spellings of a path (lexical and real); the engine and
@@ -53,7 +53,7 @@ def expand_home(p: str, home: str | None) -> str:
 
 
 def canonical(p: str, cwd: str, home: str | None = None) -> CanonicalPath:
-    """Both spellings of `p` resolved against `cwd` (§ 7.3 steps 1-3)."""
+    """Both spellings of `p` resolved against `cwd`."""
     if "\x00" in p or "\x00" in cwd:
         raise PathError("path contains a NUL byte")
     joined = os.path.join(cwd, expand_home(p, home))
@@ -150,7 +150,8 @@ class PathPattern:
 
 @lru_cache(maxsize=4096)
 def compile_path_pattern(spec: str, *, project_root: str, home: str, broad: bool) -> PathPattern:
-    """Compile a path specifier (§ 6.2 anchoring). `broad` = deny/ask (case-insensitive)."""
+    """Compile a path specifier and its anchoring: "/" project root, "~/" home, bare = any depth.
+    `broad` = deny/ask (case-insensitive)."""
     flags = re.IGNORECASE if broad else 0
     body = spec
     if body.startswith("//"):
@@ -180,12 +181,12 @@ def compile_path_pattern(spec: str, *, project_root: str, home: str, broad: bool
 
 
 class PathChanged(OSError):
-    """The file changed between the decision and its use (§ 7.3)."""
+    """The file changed between the decision and its use."""
 
 
 def open_decided(path: CanonicalPath, flags: int, mode: int = 0o644) -> int:
     """Open a path exactly as decided: `O_NOFOLLOW` on the final component unless the decided path
-    was itself a symlink, then compare the descriptor's real path with the decided one (§ 7.3).
+    was itself a symlink, then compare the descriptor's real path with the decided one.
     Returns the fd; raises PathChanged (fd closed) when they differ."""
     was_link = path.lexical != path.real and os.path.islink(path.lexical)
     fd = os.open(path.lexical, flags | (0 if was_link else os.O_NOFOLLOW), mode)

@@ -1,4 +1,4 @@
-""""Always allow": writing one rule to a scope file, atomically (permissions.md § 12.3, § 4.4).
+""""Always allow": writing one rule to a scope file, atomically (docs/reference/permissions.md).
 
 Rules this module keeps: the write is read-modify-write under an exclusive `fcntl.flock` on
 `<file>.lock`, through a temporary file in the same directory, `fsync`, `os.replace`; other keys
@@ -93,7 +93,7 @@ def remember_rule(settings_file: str, rule: str, *, scope: str, project_root: st
     """Add `rule` to `permissions.allow` of `settings_file` (deduplicated), atomically.
 
     Raises PersistError when the file cannot be parsed or written. For `project` scope the trust
-    hash (§ 4.4) is updated inside the same lock, so the workspace stays trusted.
+    hash is updated inside the same lock, so the workspace stays trusted.
     """
     created = not os.path.exists(settings_file)
 
@@ -161,7 +161,7 @@ def _update_unlocked(path: str, update: Callable[[dict], dict]) -> None:
 
 def always_allow(ctx, verdict, scope: str) -> str:
     """The whole "always allow" step for a session: write `verdict.remember[scope]` to the scope's
-    file and add it to the session's in-memory rules (the only in-session rule change, § 4.5).
+    file and add it to the session's in-memory rules (the only rule change a running session makes).
 
     Returns the rule written. Raises PersistError (nothing written; treat the approval as "allow
     once") or ValueError when the verdict offers no rule for that scope.

@@ -1,4 +1,4 @@
-"""The `policy` decision mode: engine verdict → metaharness decision (permissions.md § 17.2, § 17.5).
+"""The `policy` decision mode: engine verdict → metaharness decision (docs/reference/permissions.md).
 
 What belongs here: the verdict → decision table, the frame combination order, the embedder's
 answers in the policy+ask combination, and the reason texts the model reads (always non-empty).
@@ -38,7 +38,7 @@ def _scope_text(v: Verdict) -> str:
 
 
 def reason_text(v: Verdict, *, unavailable: bool = False) -> str:
-    """The § 17.2 reason text for a refusal (deny, or an ask nobody could answer)."""
+    """The reason text policy mode gives for a refusal (deny, or an ask nobody could answer)."""
     if unavailable or v.behavior == "ask":
         return f"`{v.principal}` needs approval ({v.reason}) and this run has nobody to ask; refused fail-closed"
     if v.reason == "deny-rule":
@@ -74,7 +74,7 @@ def policy_object(v: Verdict) -> dict[str, Any]:
 
 def policy_decision(v: Verdict, *, policy_ask: str = "none", deny_only: bool = False,
                     frame_deny_reason: str | None = None) -> PolicyDecision:
-    """Verdict → decision, combined with a frame when one is in force (§ 17.2)."""
+    """Verdict → decision, combined with a frame when one is in force."""
     if v.behavior == "deny":
         return PolicyDecision("deny", "policy", reason_text(v), "denied", _by(v), verdict=v)
     if frame_deny_reason is not None:

@@ -1,8 +1,8 @@
-"""Rule grammar, validation and matching (permissions.md § 3.1, § 5, § 6).
+"""Rule grammar, validation and matching (docs/reference/permissions.md).
 
-What belongs here: parsing a rule string into a compiled `Rule`, the load-time validation of
-§ 5.3 (an invalid rule is an error naming the rule, never silently dropped), and the two shell
-matchers: strict allow matching (§ 6.1.3) and broad deny/ask matching (§ 6.1.4) that returns
+What belongs here: parsing a rule string into a compiled `Rule`, the load-time validation
+(an invalid rule is an error naming the rule, never silently dropped), and the two shell
+matchers: strict allow matching and broad deny/ask matching that returns
 `MATCH`, `MAYBE` or `NO` and may over-match but never under-match.
 
 Rules this module keeps: the specifier kind is chosen by the tool, never guessed from the text;
@@ -61,7 +61,7 @@ def __getattr__(name: str):
         return getattr(shell, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-# Canonical rule tool names (§ 3.1), keyed by their case-folded spelling.
+# Canonical rule tool names, keyed by their case-folded spelling.
 _CANONICAL = {
     "bash": "Bash", "read": "Read", "write": "Write", "edit": "Write", "webfetch": "WebFetch",
     "websearch": "WebSearch", "agent": "Agent", "task": "Agent", "skill": "Skill", "glob": "Glob",
@@ -90,7 +90,7 @@ def canonical_tool(name: str) -> str:
 
 
 # --------------------------------------------------------------------------------------------
-# Shell patterns (§ 6.1.1)
+# Shell patterns
 
 LITERAL, GLOB, STAR, TAIL = "literal", "glob", "star", "tail"
 
@@ -269,7 +269,7 @@ def _split_rule(text: str) -> tuple[str, str | None]:
 
 
 def parse_rule(text: str, behavior: str, scope: str = "builtin", file: str | None = None) -> Rule:
-    """Parse and validate one rule string (§ 5). Raises RuleError with the reason."""
+    """Parse and validate one rule string. Raises RuleError with the reason."""
     tool_part, spec = _split_rule(text)
     broad = behavior != "allow"
     warnings: list[str] = []
@@ -428,7 +428,7 @@ def _broad_cmp(t: Token, w: Word) -> int:
 
 
 def shell_allow_match(pattern: ShellPattern, cmd: Cmd) -> bool:
-    """Strict allow matching (§ 6.1.3) of one simple command."""
+    """Strict allow matching of one simple command."""
     if cmd.program_unknown or cmd.opaque:
         return False
     if cmd.unprovable and not pattern.exact:
@@ -437,7 +437,7 @@ def shell_allow_match(pattern: ShellPattern, cmd: Cmd) -> bool:
 
 
 def strict_words(cmd: Cmd) -> list[Word]:
-    """The word list allow matching sees (§ 6.1.3): assignments not on the safe list (or not
+    """The word list allow matching sees: assignments not on the safe list (or not
     static) as `NAME=value` words, then the command's words. Cached on the Cmd (one analysis)."""
     words = cmd.norm_cache.get("strict_words")
     if words is None:
@@ -468,7 +468,7 @@ def literal_texts(pattern: ShellPattern) -> frozenset[str]:
     return frozenset(t.text for t in pattern.tokens if t.kind == LITERAL)
 
 
-# -- option normalisation (§ 6.1.4 variant 3) ---------------------------------------------------
+# -- option normalisation ---------------------------------------------------
 
 
 def _normalise(base: str, words: list[Word]) -> tuple[frozenset[str], list[Word], bool]:
@@ -521,7 +521,7 @@ def _normalise(base: str, words: list[Word]) -> tuple[frozenset[str], list[Word]
             if name not in aliases and len(name) >= 3:
                 # GNU getopt takes any unambiguous prefix (`--recur` for `--recursive`); an
                 # ambiguous one is refused and nothing runs, so mapping it to every option it
-                # abbreviates only over-matches (§ 6.1.4).
+                # abbreviates only over-matches.
                 for long_name, canon in aliases.items():
                     if long_name.startswith(name) and long_name != name and long_name.startswith("--"):
                         options.add(canon.casefold())
@@ -576,7 +576,7 @@ def _required_words(pattern: ShellPattern) -> frozenset[str]:
     """Words (case-folded) every matching command must contain, whatever the variant.
 
     These are the pattern's literal *operands* after option normalisation (options, their values
-    and the program's global options excluded): in every variant of § 6.1.4 such a token is
+    and the program's global options excluded): in every variant of broad deny/ask matching such a token is
     aligned with one whole word and compared for equality, so a command lacking the word can
     only give `NO` — unless it has a dynamic word, in which case this prefilter is not used.
     """
@@ -634,7 +634,7 @@ def _pattern_normalised_uncached(pattern: ShellPattern) -> tuple[str, frozenset[
 
 
 def shell_broad_match(pattern: ShellPattern, cmd: Cmd) -> int:
-    """Broad deny/ask matching (§ 6.1.4): the best of all variants."""
+    """Broad deny/ask matching: the best of all variants."""
     if cmd.program_unknown:
         return MAYBE
     wordset = broad_wordset(cmd)

@@ -1,7 +1,7 @@
-"""Settings scopes, parsing, merging and workspace trust (permissions.md § 2.2, § 4).
+"""Settings scopes, parsing, merging and workspace trust (docs/reference/permissions.md).
 
 What belongs here: finding the three scope files (and policy files), reading them strictly, turning
-their rule strings into rules with their origin, merging per § 4.3, and the trust record of § 4.4.
+their rule strings into rules with their origin, merging them across scopes, and the workspace trust record.
 
 Rules this module keeps:
 * an unreadable or unparsable file, an invalid deny/ask rule and a `hooks` key are load *errors*
@@ -78,7 +78,7 @@ class Settings:
     errors: list[LoadIssue] = field(default_factory=list)
     warnings: list[LoadIssue] = field(default_factory=list)
     files: list[tuple[str, str, bool]] = field(default_factory=list)  # (scope, path, exists)
-    # What trusting the workspace would turn on (§ 4.4), one line each: the project-scope allow
+    # What trusting the workspace would turn on, one line each: the project-scope allow
     # rules, writableRoots and defaultMode "accept-edits" that are ignored until it is trusted.
     untrusted_grants: list[str] = field(default_factory=list)
     project_hash: str = ""
@@ -126,7 +126,7 @@ def scope_files(project_root: str, home: str) -> dict[str, str]:
 
 
 def _local_is_demoted(path: str, project_root: str, in_git: bool) -> bool:
-    """A tracked or symlinked local file is read as project scope (§ 4.1)."""
+    """A tracked or symlinked local file is read as project scope."""
     if os.path.islink(path):
         return True
     if not in_git or not os.path.exists(path):
@@ -138,7 +138,7 @@ def _local_is_demoted(path: str, project_root: str, in_git: bool) -> bool:
 
 
 def project_settings_hash(project_root: str, home: str | None = None, in_git: bool | None = None) -> str:
-    """SHA-256 of the bytes of every file read at project scope, in order (§ 4.4)."""
+    """SHA-256 of the bytes of every file read at project scope, in order."""
     files = scope_files(project_root, home or os.path.expanduser("~"))
     if in_git is None:
         in_git = find_project_root(project_root)[1]
@@ -169,7 +169,7 @@ def _now() -> str:
 
 
 def trust_workspace(project_root: str, home: str) -> str:
-    """Record trust for the project's current settings (§ 4.4). Returns the hash recorded."""
+    """Record trust for the project's current settings. Returns the hash recorded."""
     from .persist import locked_json_update
 
     root = os.path.realpath(project_root)
@@ -259,7 +259,7 @@ def load_settings(
     scopes: bool = True,
     no_trail: bool = False,
 ) -> Settings:
-    """Read and merge every scope for a session starting in `cwd` (§ 4). Never raises on bad input:
+    """Read and merge every scope for a session starting in `cwd`. Never raises on bad input:
     problems are in `.errors` (refuse to start) and `.warnings`."""
     home = os.path.normpath(home or os.path.expanduser("~"))
     cwd = os.path.realpath(cwd)
@@ -377,7 +377,7 @@ def load_settings(
                         writable_roots=tuple(dict.fromkeys(roots)), disable_bypass_file=disable_bypass_file,
                         untrusted_grants=untrusted_grants)
 
-    # workspaceMode: the most restrictive of every scope and the command line (§ 4.3).
+    # workspaceMode: the most restrictive of every scope and the command line.
     candidates = list(ws_votes)
     if cli_workspace_mode is not None:
         candidates.append((cli_workspace_mode, "command line", "--workspace-mode"))
@@ -387,10 +387,10 @@ def load_settings(
         if cli_workspace_mode is not None and _WS_ORDER[cli_workspace_mode] > _WS_ORDER[value]:
             warnings.append(LoadIssue("warning", f"--workspace-mode {cli_workspace_mode} does not widen workspaceMode {value}", path))
 
-    # Mode (§ 2.2).
+    # Mode.
     settings.mode, settings.mode_source = _choose_mode(cli_mode, mode_votes, trusted, disable_bypass_file, warnings, settings)
 
-    # Trail (§ 4.3): local > user; project ignored; the command line can turn it off.
+    # Trail: local > user; project ignored; the command line can turn it off.
     trail = trail_votes.get("local", trail_votes.get("user", trail_votes.get("file", True)))
     settings.trail_enabled = bool(trail) and not no_trail
     return settings

@@ -1,4 +1,4 @@
-"""The decision trail writer: `decisions.jsonl` beside the transcript (permissions.md § 14).
+"""The decision trail writer: `decisions.jsonl` beside the transcript (docs/reference/permissions.md).
 
 Rules this module keeps:
 * fire-and-forget but serialised: the decision path only does a non-blocking `put_nowait`; one
@@ -156,7 +156,7 @@ class TrailWriter:
         self._log.warning("decision trail: %s%s", message, extra)
 
     def close(self, timeout: float = 2.0) -> None:
-        """Drain the queue, bounded by `timeout` seconds (§ 14.5)."""
+        """Drain the queue, bounded by `timeout` seconds."""
         if self._thread is None:
             return
         try:

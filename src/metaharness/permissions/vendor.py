@@ -1,5 +1,5 @@
-"""Mapping foreign tool calls to engine calls: vendor tools for policy mode (permissions.md § 17.4)
-and the `Tool(arg)` call notation of `permissions explain` (§ 16.1).
+"""Mapping foreign tool calls to engine calls: vendor tools for policy mode (docs/reference/permissions.md)
+and the `Tool(arg)` call notation of `permissions explain`.
 
 Rules this module keeps: an input that lacks the expected field, or has it with the wrong type, is
 opaque (never guessed); relative paths resolve against the call's own cwd, else the run's.
@@ -48,7 +48,7 @@ def patch_paths(text: str) -> list[str] | None:
 
 
 def vendor_call(tool_name: str, input: Any, cwd: str | None) -> Call:
-    """Map a vendor (Claude Code / Codex) tool call to an engine Call (§ 17.4)."""
+    """Map a vendor (Claude Code / Codex) tool call to an engine Call."""
     inp: Mapping[str, Any] = input if isinstance(input, Mapping) else {}
     call_cwd = inp.get("cwd") if isinstance(inp.get("cwd"), str) else cwd
 
@@ -132,7 +132,7 @@ class NotationError(ValueError):
 
 
 def notation_call(text: str, cwd: str, input_json: str | None = None) -> Call:
-    """`Bash(git status)`, `Write(src/a.py)`, `WebFetch(https://…)`, `mcp__s__t` → Call (§ 16.1).
+    """`Bash(git status)`, `Write(src/a.py)`, `WebFetch(https://…)`, `mcp__s__t` → Call.
     The text between the first `(` and the final `)` is the argument, verbatim."""
     text = text.strip()
     m = re.fullmatch(r"([A-Za-z][A-Za-z0-9_.-]*)(?:\((.*)\))?", text, re.DOTALL)

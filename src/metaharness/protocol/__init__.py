@@ -1,4 +1,4 @@
-"""`metaharness.protocol` — the wire core: events, commands, frames (protocol.md).
+"""`metaharness.protocol` — the wire core: events, commands, frames (docs/reference/wire.md).
 
 Pure: no I/O beyond `load_frame` reading one file, no asyncio, no subprocess, and
 nothing of metaharness outside this package. Importing it stays cheap (≤ 50 ms);

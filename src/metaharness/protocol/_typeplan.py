@@ -1,6 +1,6 @@
 """Internal: what msgspec cannot check by itself, and serde-like error wording.
 
-Two gaps in msgspec that the wire rules need closed (protocol.md § 1.2 rule 6, § 1.5):
+Two gaps in msgspec that the wire rules need closed (docs/reference/wire.md):
 
 * msgspec's integer bounds stop at int64, so a `u64` field would accept
   18446744073709551616; and msgspec's *encoder* writes whatever Python value a

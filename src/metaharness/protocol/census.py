@@ -1,4 +1,4 @@
-"""The decision census (protocol.md § 6.6): one count per `tool.decided` line.
+"""The decision census (docs/reference/wire.md): one count per `tool.decided` line.
 
 Pure. The run loop counts the decisions it writes; the viewers count the lines they
 read; both through this one class, so the two can never disagree on the rule.
@@ -14,7 +14,7 @@ _BUCKET = {Allow: "allowed", Deny: "denied", Replace: "replaced", Abstain: "abst
 
 
 def census_dict(census: DecisionCensus) -> dict[str, Any]:
-    """The census as plain JSON values in wire order, its maps key-sorted (§ 1.2 rule 3)."""
+    """The census as plain JSON values in wire order, its maps key-sorted."""
     return {
         "allowed": census.allowed,
         "denied": census.denied,

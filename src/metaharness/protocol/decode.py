@@ -1,14 +1,14 @@
-"""Reading wire lines: event lines and command (stdin) lines (protocol.md § 1.5, § 1.6).
+"""Reading wire lines: event lines and command (stdin) lines (docs/reference/wire.md).
 
-What belongs here: the one decoding algorithm of § 1.5 for both directions, the
-stdin rules of § 1.6 for command lines, the command-line encoder for library
-clients, and the § 5.1 step-1/2 well-formedness checks that need no adapter.
+What belongs here: the one decoding algorithm for both directions, the
+stdin rules for command lines, the command-line encoder for library clients, and
+the well-formedness checks of a command that need no adapter.
 
 Rules kept:
 * `decode_command_line` never raises: every non-blank line gives one parsed
   command or one `CommandRefusal` (code MALFORMED), under the line's string `id`
   when it parsed as an object carrying one, else under `-`. A blank line gives None.
-* The checks run in the § 1.5 order and the first failure wins, with the fixed
+* The checks run in the decoding algorithm's order and the first failure wins, with the fixed
   message forms of that table; payload details use serde's words where msgspec has
   an obvious equivalent (`_typeplan.translate_error`).
 * The common case is fast: a valid line is decoded typed by msgspec in two short
@@ -38,7 +38,7 @@ _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
 
 class LineError(ValueError):
-    """A wire line that fails § 1.5; `message` is the fixed-form failure message."""
+    """A wire line that fails decoding; `message` is the fixed-form failure message."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -46,7 +46,7 @@ class LineError(ValueError):
 
 
 class Envelope(Struct, kw_only=True):
-    """The event envelope (§ 1.3) as read from a line."""
+    """The event envelope as read from a line."""
 
     format: str
     seq: U64
@@ -55,7 +55,7 @@ class Envelope(Struct, kw_only=True):
 
 
 class CommandRefusal(Struct, frozen=True):
-    """A stdin line refused MALFORMED (§ 1.6): answer `id` with `reason`."""
+    """A stdin line refused MALFORMED: answer `id` with `reason`."""
 
     id: str
     reason: str
@@ -154,7 +154,7 @@ def _no_repeats(pairs: list) -> None:
 
 
 def _last_wins(raw: bytes, obj: Any) -> bytes:
-    """§ 1.5: duplicate keys, the last one wins — at every level, for every key. `obj`
+    """Duplicate keys: the last one wins — at every level, for every key. `obj`
     (msgspec's untyped parse) already holds the last occurrences; when `raw` repeats a
     key, the typed decode reads `obj` re-encoded instead of `raw`."""
     try:
@@ -194,7 +194,7 @@ def _typed(decoder: msgspec.json.Decoder, raw: bytes, root: type, obj: Any, name
 
 
 def decode_event_line(raw: bytes) -> tuple[Envelope, Any]:
-    """One `metaharness.event/1` line → (Envelope, Event); LineError with the § 1.5 message."""
+    """One `metaharness.event/1` line → (Envelope, Event); LineError with the fixed-form message."""
     try:
         event = _decode_event(raw)
         envelope = _decode_envelope(raw)
@@ -277,7 +277,7 @@ def _format_is_ours(raw: bytes) -> bool:
 
 
 def _decode_command_slow(raw: bytes, union_error: str | None = None) -> Any:
-    """The § 1.5 steps in order for a line the fast path did not accept.
+    """The decoding steps in order for a line the fast path did not accept.
 
     `union_error` is msgspec's complaint from decoding against the tagged union; once
     the name is known to be valid it is the named command's own complaint, so step 5
@@ -315,7 +315,7 @@ def _decode_command_slow(raw: bytes, union_error: str | None = None) -> Any:
 
 
 def well_formedness_refusal(command: Any) -> str | None:
-    """§ 5.1 step 2 (independent of the adapter): the MALFORMED reason, or None.
+    """A command's well-formedness check (independent of the adapter): the MALFORMED reason, or None.
 
     A deny whose reason is blank after trimming; a `frame.set` whose frame has a
     wrong `format` tag, is misshapen, or whose digest does not verify."""

@@ -51,7 +51,7 @@ class _Event(Struct, tag_field="event", kw_only=True):
 
 
 class SessionStarted(_Event, tag="session.started", kw_only=True):
-    adapter: Literal["oharness", "claude", "codex"]
+    adapter: Literal["oharness", "claude", "codex", "opencode", "gemini"]
     adapter_class: Literal["harness", "direct_provider"] = "harness"
     harness_version: str | None = None
     session_id: str | None = None

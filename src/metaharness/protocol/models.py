@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-PROVIDERS = ("scripted", "anthropic", "openai")
+PROVIDERS = ("scripted", "anthropic", "openai", "chat")
 DEFAULT_MODEL = "scripted:default"
 # The environment variable each real provider's key is read from.
 API_KEYS = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}

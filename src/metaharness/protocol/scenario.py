@@ -1,4 +1,4 @@
-"""`metaharness.scenario/1` — a script for a model (protocol.md § 12).
+"""`metaharness.scenario/1` — a script for a model (docs/scenarios.md).
 
 The same document drives oharness's `scripted` provider and `metaharness loopback`.
 Pure: parse and validate bytes into typed turns; every refusal names the turn

@@ -1,16 +1,17 @@
-"""Writing a stream of event lines, and judging one (protocol.md § 1.2, § 1.3, § 4.1).
+"""Writing a stream of event lines, and judging one (docs/reference/wire.md).
 
 What belongs here: `encode_event_line` (the exact bytes of one line), the
 `EventWriter` (the ONE place `seq` is assigned, and the only writer of
 `stream.closed`), and `check_stream` (the `metaharness check` verdict).
 
 Rules kept:
-* Key order of a line: format, seq, run, [at], event, payload in § 3 order. The
+* Key order of a line: format, seq, run, [at], event, payload in the order of its
+  event's table in docs/reference/wire.md. The
   payload struct is encoded by one deterministic msgspec encoder — struct fields in
   declaration order (the tag, `event`, first), dict keys sorted at every level
   (pass-through values and the by_seam/by_decider/model_usage maps) — and the
   envelope is spliced in front of it.
-* msgspec's output already follows § 1.2 rule 1 and rule 6 (lowercase `\\u00XX`,
+* msgspec's output already follows the wire's encoding rules (lowercase `\\u00XX`,
   raw non-ASCII, `/` unescaped, NaN → null, Rust float exponents); what msgspec
   does not police — a bool or float where an integer is expected, a u64 above its
   ceiling — is checked before writing (`_typeplan.check_struct`).
@@ -79,7 +80,7 @@ def _run_key(run: str) -> bytes:
 
 
 def at_from_unix_ms(ms: int) -> str:
-    """A vendor's Unix-milliseconds timestamp as the envelope's `at` (§ 1.3): RFC 3339 UTC
+    """A vendor's Unix-milliseconds timestamp as the envelope's `at`: RFC 3339 UTC
     with milliseconds, e.g. 1795957611960 → "2026-11-29T13:06:51.960Z". A rendering of the
     vendor's value, never a clock reading."""
     import time
@@ -151,7 +152,7 @@ _EXIT = {"complete": 0, "truncated": 3, "inconsistent": 1, "invalid": 1}
 
 
 class StreamVerdict(Struct, frozen=True, kw_only=True):
-    """What `metaharness check` concludes about one stream (§ 4.1 rule 6, § 7.6)."""
+    """What `metaharness check` concludes about one stream."""
 
     status: Status
     lines: int  # lines read (a cut last line that does not decode is not counted)

@@ -1,4 +1,4 @@
-"""Subjects of a call and the frame's subject scope (protocol.md § 3.11, § 8.4).
+"""Subjects of a call and the frame's subject scope (docs/reference/frame.md).
 
 Pure functions. A subject is a scheme-prefixed string (`file:src/a.py`,
 `proc:/usr/bin/cargo`). File paths are normalised so that one subject rule matches

@@ -1,4 +1,4 @@
-"""Frame-mode verdicts and the fixed reason sentences of decisions (protocol.md § 6).
+"""Frame-mode verdicts and the fixed reason sentences of decisions (docs/reference/wire.md).
 
 Pure: given the frame in force and a call's resolution, say allow or deny and why.
 The sentences here are wire facts quoted by the spec; change them only with it.

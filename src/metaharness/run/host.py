@@ -88,7 +88,7 @@ class Intake:
                     carry, skipping = bytearray(), True
             if batch and not self._hand(batch):
                 return
-        if carry and not skipping:  # a final line without "\n" is still a line (§ 1.6 rule 1)
+        if carry and not skipping:  # a final line without "\n" is still a line
             self._slots.acquire()
             if not self._hand([bytes(carry)]):
                 return

@@ -1,4 +1,4 @@
-"""The run loop — the one place a run's rules live (protocol.md §§ 4–7).
+"""The run loop — the one place a run's rules live (docs/reference/wire.md).
 
 It owns: the stream writer (and so `seq`), the order of lines, the decision of
 every call per decision mode, deadlines, the census, pending calls and their
@@ -162,7 +162,7 @@ class Run:
         self._policy = None
         self._interrupting = False
         self._deferred_turn_end: tuple[str | None, str | None] | None = None
-        # Phases the commands depend on (protocol.md § 1.6 rule 9, § 5.1): a command that must
+        # Phases the commands depend on (docs/reference/wire.md): a command that must
         # reach the child waits until the spawn settled; a stop (halt, SIGINT/SIGTERM) wakes
         # every wait of the run, so no phase can hold it.
         self._spawn_settled = asyncio.Event()
@@ -181,7 +181,7 @@ class Run:
         self._line(WarningEvent(code=code, message=message))
 
     def _call_warn(self, code: str, message: str) -> None:
-        # About a call: held with the call's own lines until session.started (§ 4.1 rule 3).
+        # About a call: held with the call's own lines until session.started.
         self.emit(WarningEvent(code=code, message=message))
 
     def _result(self, command_id: str, outcome: Any) -> None:
@@ -208,7 +208,7 @@ class Run:
         )
 
     def check_start(self) -> None:
-        """protocol.md § 7.2 steps 2–7; raises RunRefused."""
+        """The start checks that refuse a run (see docs/reference/wire.md); raises RunRefused."""
         spec = self.spec
         # step 2: configuration
         if spec.record or spec.replay:
@@ -291,7 +291,7 @@ class Run:
         self._winding_up = True
         for command_id, code, reason in refusal.results:
             self._result(command_id, refused(code, reason))
-        self._answer_leftovers()  # every line read before stream.closed is answered (§ 1.6 rule 9)
+        self._answer_leftovers()  # every line read before stream.closed is answered
         self.writer.close("error", UnknownTermination())
         return 2
 
@@ -309,7 +309,7 @@ class Run:
                 event.available_operations = ops
         self._line(event, at)
         self._session_started = True
-        # vendors.md § 3.10: session.started, then held lines, then the launch frame's boundary lines.
+        # Order at start: session.started, then held lines, then the launch frame's boundary lines.
         held, self._held = self._held, []
         for held_event, held_at in held:
             self._line(held_event, held_at)
@@ -352,7 +352,7 @@ class Run:
 
     def turn_ended(self, stop_reason: str | None, *, at: str | None = None) -> None:
         if self._interrupting:
-            # § 4.2 rule 8: the interrupt's command.result precedes the turn.ended it causes,
+            # The interrupt's command.result precedes the turn.ended it causes,
             # whichever the harness reports first.
             self._deferred_turn_end = (stop_reason, at)
             return
@@ -490,7 +490,7 @@ class Run:
             pending.timer.cancel()
         latency = int((time.monotonic() - pending.requested_at) * 1000)
         if pending.policy is not None:
-            # A forwarded policy ask: the engine resolves the answer (§ 17.2); the trail records it.
+            # A forwarded policy ask: the engine resolves the answer; the trail records it.
             verdict = pending.policy[0]
             answer = None if decided_by == "deadline" else decision
             resolved = self._policy.answer(verdict, answer)
@@ -563,7 +563,7 @@ class Run:
             self.on_command_taken()
             if type(item) is bytes:
                 item = decode_command_line(item)
-                if item is None:  # a blank line: no command, no answer (§ 1.6 rule 3)
+                if item is None:  # a blank line: no command, no answer
                     self._commands.task_done()
                     continue
             self._inflight, self._inflight_answered = item, False
@@ -582,7 +582,7 @@ class Run:
                 self._commands.task_done()
 
     def _unanswered(self, item: Any, reason: str) -> None:
-        """The last guard of § 5.1: a command whose processing wrote no result gets one.
+        """The last guard of command processing: a command whose processing wrote no result gets one.
         A halt is answered at wind-up, right before `stream.closed`."""
         if self._inflight_answered or self.writer.closed or isinstance(item, Halt):
             return
@@ -681,7 +681,7 @@ class Run:
                 return
             await self._control(cid, self.adapter.steer(item.text))
         elif isinstance(item, PermissionSet):
-            # Before the child exists the posture is held until it does (§ 5.4: delivered, then ok).
+            # Before the child exists the posture is held until it does (delivered, then ok).
             if not await self._child_reachable():
                 self._unreachable(cid)
                 return
@@ -689,7 +689,7 @@ class Run:
         elif isinstance(item, Interrupt):
             if not self._spawn_settled.is_set() and not self._winding_up:
                 # Taken before the child exists: no turn can be running, so there is nothing to
-                # stop (§ 5.1: still ok). Carried later it would stop a turn begun after it.
+                # stop (still ok). Carried later it would stop a turn begun after it.
                 self._result(cid, Ok(applies_at=None))
                 return
             if not await self._child_reachable():
@@ -787,7 +787,7 @@ class Run:
 
     # ------------------------------------------------------------------ drive
     async def execute(self) -> int:
-        """Run to the end; return the exit code (protocol.md § 7.5)."""
+        """Run to the end; return the exit code (docs/reference/wire.md)."""
         from metaharness.adapters.process import make_non_dumpable
 
         make_non_dumpable()  # nothing of this user's reaches our fds, environment or memory
@@ -829,7 +829,7 @@ class Run:
             self.adapter.cleanup()
 
     def _child_output_ended(self, _task: asyncio.Task) -> None:
-        # § 4.4: wind-up begins when the child's output ends; a command read from here on is TOO_LATE.
+        # Wind-up begins when the child's output ends; a command read from here on is TOO_LATE.
         self._winding_up = True
         self._wake.set()
 
@@ -946,7 +946,7 @@ class Run:
 
     def _answer_leftovers(self) -> None:
         """Answer the command in flight (if its processing could not finish) and every
-        command still queued: all were read before `stream.closed` (§ 1.6 rule 9)."""
+        command still queued: all were read before `stream.closed`."""
         item = self._inflight
         if item is not None and not self._inflight_answered and not isinstance(item, Halt):
             self._answer_late(item)

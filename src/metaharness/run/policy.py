@@ -45,6 +45,9 @@ class PolicyDecider:
             raise ValueError(settings.bypass_refused)
         self.spec = spec
         self.kind = spec.kind
+        from metaharness.adapters import adapter_class
+
+        self._view = adapter_class(spec.kind).policy_view
         self.ctx = settings.context(can_ask=spec.policy_ask == "embedder")
         # The trail is kept only where the user asked for a record (--retain-dir): nothing is
         # left in a temporary directory nobody was told about. The events carry every decision.
@@ -55,9 +58,10 @@ class PolicyDecider:
         self.trail = TrailWriter(self.trail_path, enabled=enabled)
 
     def verdict(self, name: str, input: Any, cwd: str):
-        # oharness presents its own tool names; vendors their own.
-        call = oharness_call(name, input, cwd) if self.kind == "oharness" else vendor_call(name, input, cwd)
-        return decide(call, self.ctx)
+        # oharness presents its own tool names; vendors their own (an adapter may translate them).
+        if self.kind == "oharness":
+            return decide(oharness_call(name, input, cwd), self.ctx)
+        return decide(vendor_call(*self._view(name, input), cwd), self.ctx)
 
     def decision(self, verdict, frame_deny_reason: str | None):
         return policy_decision(verdict, policy_ask=self.spec.policy_ask, deny_only=self.spec.deny_only,

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-KINDS = ("oharness", "claude", "codex")
+KINDS = ("oharness", "claude", "codex", "opencode", "gemini")
 DECISION_MODES = ("frame", "ask", "observe", "policy")
 HERMETIC_MODES = ("off", "on", "strict")
 CREDENTIAL_MODES = ("none", "loopback", "api-key")

@@ -4,7 +4,7 @@ Public API (small on purpose):
 
 * `EventRenderer(console)` — `.feed(line_bytes)`, `.feed_event(envelope, event)`,
   `.summary()`; one readable line per event on a rich console (`terminal.py`).
-* `project_stream(data, source)` → the § 13 document; `dump_document(doc)` → its bytes
+* `project_stream(data, source)` → the `trace-ir/1` document; `dump_document(doc)` → its bytes
   (`project.py`).
 * `render_page([(source, lines), …])` → the self-contained HTML page for one or two runs
   (`html.py`, aligned by `compare.py`).

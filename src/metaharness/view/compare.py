@@ -185,7 +185,7 @@ def extract_run(lines: list[StreamLine], source: str, label: str) -> RunView:
             known = by_id.get(e.call_id)
             payload = payload_of(e)
             if known and known[-1].name == e.name and known[-1].input == payload["input"]:
-                known[-1].presented += 1  # identical re-presentation (§ 4.2 rule 5): one call
+                known[-1].presented += 1  # identical re-presentation: one call
                 continue
             call = Call(
                 index=len(calls),

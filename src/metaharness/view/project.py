@@ -1,13 +1,13 @@
-"""The `trace-ir/1` projection of an event stream (protocol.md § 13).
+"""The `trace-ir/1` projection of an event stream (docs/guides/reading-runs.md).
 
 What belongs here: building the document from a stream's bytes (`project_stream`) and
 writing it as bytes (`dump_document`). The document is byte-stable: the same input
 gives the same bytes — nothing comes from a clock, randomness or dict iteration over
-unordered data. Key orders are the spec's; the only sorted maps are `families`,
+unordered data. Key orders are the documented ones; the only sorted maps are `families`,
 `unk_kinds` and the census maps.
 
 The writer is our own small pretty-printer rather than `json.dumps(indent=2)` only
-because § 1.2 rule 6 asks floats with an exponent in the Rust form (`1e-7`, not
+because the wire asks floats with an exponent in the Rust form (`1e-7`, not
 `1e-07`); for documents without such floats its bytes equal `json.dumps(doc,
 indent=2, ensure_ascii=False) + "\\n"` (a test holds it to that).
 """
@@ -164,7 +164,7 @@ def project_lines(lines: list[StreamLine], data: bytes, source: str) -> dict[str
 
 
 def project_stream(data: bytes, source: str) -> dict[str, Any]:
-    """The § 13 document for a stream's bytes; raises `BadLine` naming the first invalid line."""
+    """The `trace-ir/1` document for a stream's bytes; raises `BadLine` naming the first invalid line."""
     return project_lines(decode_stream(data), data, source)
 
 
@@ -174,7 +174,7 @@ _EXPONENT = re.compile(r"e([+-])0*(\d+)")
 
 
 def format_float(value: float) -> str:
-    """Shortest round-trip form with the exponent written the Rust way (§ 1.2 rule 6)."""
+    """Shortest round-trip form with the exponent written the Rust way."""
     if not math.isfinite(value):
         return "null"
     text = repr(value)

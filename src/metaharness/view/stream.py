@@ -2,8 +2,8 @@
 
 What belongs here: splitting stream bytes into lines, decoding each through the one
 wire decoder (`metaharness.protocol.decode`), turning a decoded event back into its
-payload *as the event line carries it* (protocol.md § 1.2 rules 3–5), classifying a
-stream's completeness (§ 4.1 rule 6) and counting its census (§ 6.6).
+payload *as the event line carries it* (docs/reference/wire.md), classifying a
+stream's completeness and counting its census.
 
 Rules it keeps: nothing here reads a clock or guesses; an undecodable line is
 reported by number with the decoder's own message (`BadLine`), never skipped
@@ -22,12 +22,12 @@ import msgspec
 from metaharness.protocol.census import Census
 from metaharness.protocol.events import EVENT_FORMAT, event_name
 
-# Values carried without owning their shape (§ 1.2 rule 4): key-sorted at every level.
+# Values carried without owning their shape: key-sorted at every level.
 _PASS_THROUGH: dict[str, tuple[str, ...]] = {
     "tool.requested": ("input",),
     "tool.result": ("content", "tool_use_result"),
 }
-# Map-typed values (§ 1.2 rule 3): keys sorted, one level.
+# Map-typed values: keys sorted, one level.
 _SORTED_MAPS = ("by_seam", "by_decider", "model_usage")
 
 
@@ -129,7 +129,7 @@ def _sort_maps(value: Any) -> Any:
 
 
 def payload_of(event: Any) -> dict[str, Any]:
-    """The event's payload keys in § 3 order with values as the event line writes them."""
+    """The event's payload keys in the order of its table with values as the event line writes them."""
     name = event_name(event)
     payload = msgspec.to_builtins(event)  # struct order; UNSET fields omitted; None kept
     payload.pop("event", None)
@@ -152,7 +152,8 @@ def payload_of(event: Any) -> dict[str, Any]:
 
 
 def completeness(names: list[str]) -> str:
-    """§ 4.1 rule 6 over the event names in stream order: complete, truncated or inconsistent."""
+    """Completeness, as `metaharness check` judges it, over the event names in stream order:
+    complete, truncated or inconsistent."""
     closed_at = [i for i, name in enumerate(names) if name == "stream.closed"]
     if not closed_at:
         return "truncated"

@@ -340,7 +340,8 @@ class EventRenderer:
     # --- summary ------------------------------------------------------------------------
 
     def verdict(self) -> str:
-        """§ 4.1 rule 6 over what was fed: complete, truncated or inconsistent."""
+        """Completeness, as `metaharness check` judges it, over what was fed: complete,
+        truncated or inconsistent."""
         closed_at = [i for i, name in enumerate(self.names) if name == "stream.closed"]
         if not closed_at:
             return "truncated"

@@ -53,6 +53,10 @@ def make_provider(spelling: str, script: str | None = None) -> Provider:
         from .anthropic_provider import AnthropicProvider
 
         return AnthropicProvider(spelling, model)
+    if provider == "chat":
+        from .chat_provider import ChatProvider
+
+        return ChatProvider(spelling, model)
     from .openai_provider import OpenAIProvider
 
     return OpenAIProvider(spelling, model)

@@ -1,7 +1,8 @@
 """The tools oharness offers the model, and how neutral operations render to them.
 
-`OP_TO_TOOL` is the oharness column of protocol.md § 8.2; `render_call` fills a
-tool's input from a neutral scenario input (protocol.md § 12). The neutral input keys
+`OP_TO_TOOL` is the oharness column of the operations table in
+docs/reference/frame.md; `render_call` fills a
+tool's input from a neutral scenario input (docs/scenarios.md). The neutral input keys
 are the tools' own keys (read {path}, write {path, content}, edit {path, old, new},
 glob {path}, grep {pattern, path}, bash {command}, webfetch {url}, skill {name},
 agent {prompt}, todo {items}); mcp.call renders to `mcp__<server>__<tool>` with

@@ -36,9 +36,9 @@ class ToolFailure(Exception):
 @dataclass
 class ToolContext:
     """What a running tool may use. `hidden(path)` says whether a listing or search must
-    skip a path (the permission engine sets it from its Read deny/ask rules, permissions.md
-    § 7.1); `admit_url(url)` vets each redirect target of a fetch (§ 6.3); `decided_path(p)` is the
-    path as the engine decided it for the running call (§ 7.3)."""
+    skip a path (the permission engine sets it from its Read deny/ask rules; see
+    docs/reference/permissions.md); `admit_url(url)` vets each redirect target of a fetch;
+    `decided_path(p)` is the path as the engine decided it for the running call."""
 
     cwd: str
     skills_dirs: list[str] = field(default_factory=list)
@@ -46,13 +46,14 @@ class ToolContext:
     hidden: Callable[[str], bool] = lambda path: False
     admit_url: Callable[[str], Awaitable[str | None]] | None = None  # None → every URL admitted
     # The canonical path (lexical, real) the permission engine decided for a lexical path of the
-    # call being run, or None (permissions.md § 7.3: the executor opens what was decided).
+    # call being run, or None (the executor opens what was decided).
     decided_path: Callable[[str], Any] = lambda lexical: None
     spawn_agent: Callable[[str, str | None], Awaitable[str]] | None = None
     agent: "Agent | None" = None
-    # The bash tool's working directory, carried from one bash call to the next (permissions.md
-    # § 7.2.9); None = `cwd`. The agent loop sets it from what each call reports and decides the
-    # next call with it, so the analysis and the shell agree on where relative paths point.
+    # The bash tool's working directory, carried from one bash call to the next (see the shell
+    # analysis in docs/reference/permissions.md); None = `cwd`. The agent loop sets it from what
+    # each call reports and decides the next call with it, so the analysis and the shell agree on
+    # where relative paths point.
     shell_cwd: str | None = None
 
     def resolve(self, path: str) -> str:

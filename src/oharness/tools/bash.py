@@ -1,4 +1,4 @@
-"""The bash tool: one fresh shell per call (permissions.md § 7.2.9).
+"""The bash tool: one fresh shell per call (docs/reference/permissions.md).
 
 Rules it keeps: runs exactly the given string, in a fresh `bash --noprofile --norc -c`
 with BASH_ENV, ENV, SHELLOPTS and BASHOPTS removed from the environment, stdin closed,

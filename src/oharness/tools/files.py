@@ -1,8 +1,9 @@
-"""File tools: read, write, edit, glob, grep (protocol.md § 8.2, oharness column).
+"""File tools: read, write, edit, glob, grep (oharness's tools for the file operations of
+docs/reference/frame.md).
 
 Rules they keep: paths are relative to the session's working directory and are resolved
-with the permission engine's `canonical()` and opened with `open_decided()` (permissions.md
-§ 7.3: no following a symlink that was not there when the path was decided, and a file whose
+with the permission engine's `canonical()` and opened with `open_decided()`
+(no following a symlink that was not there when the path was decided, and a file whose
 real path changed since is refused), so the checker and the executor agree; edit is an
 exact string replacement that refuses a missing or ambiguous match; glob and grep skip
 `.git`, skip whatever `ctx.hidden` names (and say how many they skipped), and grep
@@ -27,7 +28,7 @@ BINARY_SNIFF = 8192
 
 
 def _canonical(path: str, ctx: ToolContext) -> Any:
-    """The path as the engine decided it; refused when it resolves differently now (§ 7.3)."""
+    """The path as the engine decided it; refused when it resolves differently now."""
     from metaharness.permissions import canonical
     from metaharness.permissions.paths import PathError
 

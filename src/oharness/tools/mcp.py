@@ -141,7 +141,7 @@ class McpTool(Tool):
         self.name = f"mcp__{connection.config.name}__{tool.name}"  # type: ignore[misc]
         self.description = tool.description or f"{tool.name} (MCP server {connection.config.name})"  # type: ignore[misc]
         self.input_schema = dict(tool.input_schema or {"type": "object"})  # type: ignore[misc]
-        # The server's own readOnlyHint: Plan admits an allowed MCP call only with it (permissions.md § 3.3).
+        # The server's own readOnlyHint: Plan admits an allowed MCP call only with it (docs/reference/permissions.md).
         notes = getattr(tool, "annotations", None)
         self.read_only_hint = bool(getattr(notes, "read_only_hint", None) or getattr(notes, "readOnlyHint", None))
 

@@ -1,7 +1,7 @@
 """The other built-in tools: webfetch, skill, todo, agent.
 
 Rules they keep: webfetch speaks only http/https, follows at most 5 redirects itself
-and vets every target with `ctx.admit_url` before following it (permissions.md § 6.3),
+and vets every target with `ctx.admit_url` before following it (docs/reference/permissions.md),
 and returns text (HTML reduced to its readable text); skill reads `<dir>/<name>/SKILL.md`
 from the configured skills directories, first match wins; todo is inert (it only keeps
 the list); agent runs a nested loop whose calls go through the same per-call seam.

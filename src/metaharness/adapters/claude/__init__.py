@@ -1,4 +1,4 @@
-"""The Claude Code adapter (vendors.md § 3): launch (hermetic spawn), translate
+"""The Claude Code adapter (docs/guides/claude-and-codex.md): launch (hermetic spawn), translate
 (stream-json records → events), seam (the stdio PreToolUse hook_callback and the
 controls), adapter (the lifecycle), doctor (the free checks)."""
 

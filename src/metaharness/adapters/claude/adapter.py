@@ -1,4 +1,4 @@
-"""`ClaudeAdapter` — Claude Code 2.1.328 under metaharness (vendors.md § 3).
+"""`ClaudeAdapter` — Claude Code 2.1.328 under metaharness (docs/guides/claude-and-codex.md).
 
 What belongs here: the lifecycle glue between the run loop and one Claude process —
 planning refusals, the hermetic spawn (launch.py), the `initialize` capability check,
@@ -44,7 +44,7 @@ RENDERING: dict[str, str | None] = {
     "search": None, "shell": "Bash", "skill.load": "Skill", "subagent.spawn": "Agent", "task.todo": None,
     "web.read": None,
 }
-# Reverse lookup (protocol.md § 8.2): Agent and Task both spawn a subagent.
+# Reverse lookup (docs/reference/frame.md): Agent and Task both spawn a subagent.
 TOOL_OPERATIONS: dict[str, str] = {
     "Read": "file.read", "Write": "file.write", "Edit": "file.edit", "Bash": "shell", "Skill": "skill.load",
     "Agent": "subagent.spawn", "Task": "subagent.spawn",
@@ -75,7 +75,7 @@ class ClaudeAdapter(Adapter):
     kind: ClassVar[str] = "claude"
     postures: ClassVar[tuple[str, ...]] = launch.SET_POSTURES
     default_posture: ClassVar[str | None] = "default"
-    turn_blocks: ClassVar[bool] = True  # one text block per frame rendering / inject / prompt (§ 3.6)
+    turn_blocks: ClassVar[bool] = True  # one text block per frame rendering / inject / prompt
 
     def __init__(self, spec: Any) -> None:
         super().__init__(spec)
@@ -323,7 +323,7 @@ class ClaudeAdapter(Adapter):
         assert self.translator is not None
         for item in self.translator.feed(raw, self._line_no):
             if self._interrupting and item[0] in ("turn_ended", "result"):
-                # The interrupt's command.result precedes the turn.ended it causes (§ 3.7).
+                # The interrupt's command.result precedes the turn.ended it causes.
                 self._held_end.append(item)
                 continue
             self._dispatch(item, read_ns)
@@ -400,7 +400,7 @@ class ClaudeAdapter(Adapter):
             pass  # the child is gone; the loop sees its output end
 
     def turn_coming(self) -> bool:
-        """A user line written but not yet consumed starts a turn of its own (§ 3.6)."""
+        """A user line written but not yet consumed starts a turn of its own."""
         return self.translator is not None and self.translator.unreplayed > 0 and not self._closing
 
     async def steer(self, text: str) -> None:
@@ -459,7 +459,7 @@ class ClaudeAdapter(Adapter):
         self._maybe_close()
 
     def _maybe_close(self) -> None:
-        """Close stdin once finishing and no written user line waits to be consumed (§ 3.6)."""
+        """Close stdin once finishing and no written user line waits to be consumed."""
         if not self._closing or self.translator is None or self.channel is None:
             return
         if self.translator.unreplayed or self.translator.in_turn:

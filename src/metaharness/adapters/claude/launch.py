@@ -1,4 +1,4 @@
-"""Hermetic launch of Claude Code (vendors.md § 2, § 3.1, § 3.3).
+"""Hermetic launch of Claude Code (docs/guides/claude-and-codex.md).
 
 Pure planning plus two small process helpers. What belongs here: the pin, the
 scratch layout, the constructed environment, the argv, the binary lookup on the
@@ -23,13 +23,13 @@ from metaharness.adapters.process import private_scratch, vendor_timeout_ms, who
 
 PINNED_VERSION = "2.1.328"
 BINARY_NAME = "claude"
-# The fixed placeholder of credential mode `none` (vendors.md § 2.8); `loopback`
+# The fixed placeholder of credential mode `none` (docs/guides/claude-and-codex.md); `loopback`
 # uses a per-run one.
 PLACEHOLDER_KEY = "sk-ant-metaharness-placeholder"
 HOOK_CALLBACK_ID = "mh_pretooluse"
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 
-# Launch posture words (vendors.md § 3.1); `permission.set` takes all but `manual`.
+# Launch posture words (docs/guides/claude-and-codex.md); `permission.set` takes all but `manual`.
 LAUNCH_POSTURES = ("default", "acceptEdits", "auto", "bypassPermissions", "manual", "dontAsk", "plan")
 SET_POSTURES = ("default", "acceptEdits", "plan", "dontAsk", "auto", "bypassPermissions")
 
@@ -39,7 +39,7 @@ FLAGS = (
     "--permission-prompts", "--setting-sources", "--strict-mcp-config",
     "--permission-mode", "--model", "--effort", "--max-budget-usd",
 )
-# Flags that skip hooks or permissions; never passed (vendors.md § 3.1).
+# Flags that skip hooks or permissions; never passed (docs/guides/claude-and-codex.md).
 FORBIDDEN_FLAGS = (
     "--bare", "--safe-mode", "--dangerously-skip-permissions", "--allow-dangerously-skip-permissions",
     "--add-dir", "--permission-prompt-tool", "--include-hook-events", "--include-partial-messages",
@@ -54,7 +54,7 @@ MEMORY_FILES = ("CLAUDE.md", "CLAUDE.local.md", os.path.join(".claude", "CLAUDE.
 
 @dataclass
 class Scratch:
-    """One run's scratch directory (vendors.md § 2.1)."""
+    """One run's scratch directory (docs/guides/claude-and-codex.md)."""
 
     root: str
 
@@ -80,7 +80,7 @@ class Scratch:
 
 
 def scratch_base() -> str:
-    """Where scratch directories live: not under /tmp (vendors.md § 2.1)."""
+    """Where scratch directories live: not under /tmp (docs/guides/claude-and-codex.md)."""
     return os.environ.get("METAHARNESS_SCRATCH_DIR") or os.path.join("/var/tmp", f"metaharness-{os.getuid()}")
 
 
@@ -95,7 +95,7 @@ def make_scratch(base: str | None = None) -> Scratch:
 
 
 def child_path(vendor_dir: str | None) -> str:
-    """The child's PATH: vendor dir, node's dir, the system dirs (vendors.md § 1.4)."""
+    """The child's PATH: vendor dir, node's dir, the system dirs (docs/guides/claude-and-codex.md)."""
     parts: list[str] = []
     vendor_dir = vendor_dir or os.environ.get("METAHARNESS_VENDOR_DIR")
     if vendor_dir:
@@ -116,7 +116,7 @@ def resolve_binary(path: str) -> str | None:
 
 
 def hook_timeout_s(deadline_ms: int) -> int:
-    """The hook `timeout` in seconds for decision budget D (vendors.md § 3.3)."""
+    """The hook `timeout` in seconds for decision budget D (docs/guides/claude-and-codex.md)."""
     return whole_seconds(vendor_timeout_ms(deadline_ms))
 
 
@@ -138,7 +138,7 @@ def initialize_request(request_id: str, timeout_s: int) -> dict[str, Any]:
 
 def check_initialize_reply(response: dict[str, Any]) -> dict[str, Any]:
     """The `response` object of the reply's `control_response`; StartRefusal unless it
-    confirms the fail-closed per-call seam (vendors.md § 3.3)."""
+    confirms the fail-closed per-call seam (docs/guides/claude-and-codex.md)."""
     version = None
     inner = response.get("response") if isinstance(response, dict) else None
     if isinstance(inner, dict):
@@ -160,7 +160,7 @@ def check_initialize_reply(response: dict[str, Any]) -> dict[str, Any]:
 
 
 def parse_version(text: str) -> str | None:
-    """The first whitespace-separated token that starts with a digit (vendors.md § 1.1)."""
+    """The first whitespace-separated token that starts with a digit (docs/guides/claude-and-codex.md)."""
     for token in text.split():
         if token[:1].isdigit():
             return token
@@ -198,7 +198,7 @@ def build_env(
     for switch in PHONE_HOME_SWITCHES:
         env[switch] = "1"
     if bypass_as_root:
-        # As root Claude refuses bypassPermissions without it (vendors.md § 2.2).
+        # As root Claude refuses bypassPermissions without it (docs/guides/claude-and-codex.md).
         env["IS_SANDBOX"] = "1"
     return env
 

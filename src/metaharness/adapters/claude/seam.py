@@ -1,5 +1,5 @@
 """Claude Code's stdio control protocol: the writer, control requests, and the
-per-call PreToolUse `hook_callback` seam (vendors.md § 3.2–§ 3.5).
+per-call PreToolUse `hook_callback` seam (docs/guides/claude-and-codex.md).
 
 What belongs here: `ControlChannel` (the one writer of the child's stdin and the
 `mh-N` control requests awaiting their `control_response`) and `CallSeam` (one
@@ -29,7 +29,7 @@ MUTATED_REASON = "this call id was already presented with a different input"
 
 
 def hook_output(decision: Decision) -> dict[str, Any]:
-    """The PreToolUse hook output object for one metaharness decision (§ 3.5)."""
+    """The PreToolUse hook output object for one metaharness decision."""
     if isinstance(decision, Allow):
         return {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "allow"}}
     if isinstance(decision, Deny):
@@ -191,7 +191,7 @@ class CallSeam:
         self.by_request[request_id] = call_id
         self.timings[call_id].callback_read_ns = read_ns
         if tool_input != call.input and not call.answered:
-            # Protocol § 4.2 rule 6: the loop writes the lines; the child hears a deny now.
+            # A mutated input is denied: the loop writes the lines; the child hears a deny now.
             call.mutated = True
             self._answer(call, Deny(reason=MUTATED_REASON))
             self._present_call(call_id, name, tool_input, None)
@@ -214,7 +214,7 @@ class CallSeam:
     def _deliver(self, call_id: str, decision: Decision) -> None:
         call = self.calls.get(call_id)
         if call is None or call.answered or call.cancelled:
-            return  # a late answer to a withdrawn request is ignored silently (§ 3.5)
+            return  # a late answer to a withdrawn request is ignored silently
         if call.mutated and not isinstance(decision, Deny):
             decision = Deny(reason=MUTATED_REASON)
         call.parked = decision

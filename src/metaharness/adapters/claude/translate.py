@@ -1,4 +1,4 @@
-"""Claude Code stream-json records → metaharness items (vendors.md § 3.10).
+"""Claude Code stream-json records → metaharness items (docs/guides/claude-and-codex.md).
 
 Pure and synchronous: `Translator.feed(raw_line, line_no)` returns the items one
 stdout line yields; nothing here does I/O or reads a clock. An item is one of
@@ -197,7 +197,7 @@ class Translator:
             items = self._map(record, rtype, subtype, line_no)
         except (Unreadable, msgspec.ValidationError, TypeError, KeyError, AttributeError, ValueError):
             items = [("opaque", rtype, subtype, line_no)]
-        # Opaque items carry their own line (its digest is written, § 3.19).
+        # Opaque items carry their own line (its digest is written).
         items = [item + (stripped,) if item[0] == "opaque" else item for item in items]
         return self._hold_or_emit(items)
 
@@ -445,7 +445,7 @@ def _reject_constant(name: str) -> Any:
 
 
 def line_digest(raw: bytes) -> str:
-    """SHA-256 of a transcript line without its terminator (protocol.md § 3.19)."""
+    """SHA-256 of a transcript line without its terminator (docs/reference/wire.md)."""
     if raw.endswith(b"\r\n"):
         raw = raw[:-2]
     elif raw.endswith(b"\n"):

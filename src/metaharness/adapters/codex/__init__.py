@@ -1,5 +1,5 @@
 """The `codex` adapter: Codex CLI 0.171.0 driven through `codex app-server`
-(vendors.md § 4; protocol.md § 6.2, § 9.1).
+(docs/guides/claude-and-codex.md).
 
 One app-server per run, a throwaway CODEX_HOME (`launch.py`), JSON-RPC over its stdio
 (`rpc.py`), notifications mapped to events (`translate.py`) and every shell call and
@@ -19,7 +19,7 @@ Rules kept:
   command alive;
 * a steer is never dropped silently: one Codex has not taken up by `turn/completed`
   (still in flight, refused "no active turn", or accepted without its `userMessage`)
-  opens the next turn, and the run stays open until that turn is done (§ 4.7).
+  opens the next turn, and the run stays open until that turn is done.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ FRAME_OPS_HEADING = "Strictly only these operations are admitted here:"
 
 
 def operations_from_rendering(text: str) -> set[str] | None:
-    """The operation names of a frame from its rendered text (protocol.md § 8.8 item 8).
+    """The operation names of a frame from its rendered text (docs/reference/frame.md).
     The rendering is a wire fact, so the admitted set can be read back from it."""
     lines = text.split("\n")
     try:
@@ -108,7 +108,7 @@ def frame_operations(frame: Any) -> set[str] | None:
 
 
 def apply_patch_resolution(changes: Any, call_cwd: str | None, run_cwd: str) -> Resolution:
-    """apply_patch resolves per file entry (protocol.md § 6.3 rule 2): add → file.write,
+    """apply_patch resolves per file entry (docs/reference/wire.md): add → file.write,
     update → file.edit, delete → file.write, move → file.write of destination and source."""
     subjects: list[tuple[str, list[OpKey]]] = []
     ops: list[OpKey] = []
@@ -141,7 +141,7 @@ class CodexAdapter(Adapter):
     default_posture = "workspace-write"
     replace_refusal = REPLACE_REASON
     replace_hint = "start the run with --codex-replace-relay to deliver replace for shell calls"
-    turn_blocks = True  # frame rendering, injects and prompt: separate text entries (§ 4.3)
+    turn_blocks = True  # frame rendering, injects and prompt: separate text entries
 
     def __init__(self, spec: Any) -> None:
         super().__init__(spec)
@@ -353,7 +353,7 @@ class CodexAdapter(Adapter):
         try:
             await self._handshake()
         except StartRefusal:
-            # A refused start writes only the refusal (protocol.md § 7.3): drop held vendor lines.
+            # A refused start writes only the refusal (docs/reference/wire.md): drop held vendor lines.
             self.translator.held.clear()
             self._ended = True
             await self._kill_now()
@@ -417,7 +417,7 @@ class CodexAdapter(Adapter):
         if self.spec.model:
             params["model"] = self.spec.model
         if self.spec.codex_replace_relay:
-            # Hooks run only when trusted; app-server takes the bypass per thread (§ 4.6).
+            # Hooks run only when trusted; app-server takes the bypass per thread.
             params["config"] = {"bypass_hook_trust": True}
         result = await self.rpc.request("thread/start", params, timeout=60)
         if not isinstance(result, dict) or result.get("approvalPolicy") != "untrusted":
@@ -436,7 +436,7 @@ class CodexAdapter(Adapter):
             self.ctx.warn("VERSION_OFF_PIN", f"codex reports version {version}, outside the pin {launch.PIN}")
 
     def _attestation(self, result: dict) -> HermeticAttestation:
-        """metaharness's own claim about the launch (protocol.md § 9.3); the loop fills
+        """metaharness's own claim about the launch (docs/reference/wire.md); the loop fills
         mode/decisions/deny_only and clears the rows under --hermetic off."""
         version = ((result.get("thread") or {}).get("cliVersion"))
         imposed = [
@@ -468,7 +468,7 @@ class CodexAdapter(Adapter):
     def _on_turn_completed(self, turn: dict) -> None:
         if self.turn_id == turn.get("id"):
             self.turn_id = None
-        # Steers this turn did not take up become the next turn's input (vendors.md § 4.7).
+        # Steers this turn did not take up become the next turn's input (docs/guides/claude-and-codex.md).
         # Codex 0.171.0 was seen to take every accepted steer into the same turn; what is left
         # here is a steer that reached it after it went idle, or one it accepted and never showed.
         undelivered = {**self._steers_in_flight, **self._steers_refused_idle}
@@ -533,7 +533,7 @@ class CodexAdapter(Adapter):
             self.frame_ops = None
             return
         ops = operations_from_rendering(text)
-        # Text that is not a rendering of § 8.8 yields no admitted writes: read-only.
+        # Text that is not a frame rendering yields no admitted writes: read-only.
         self.frame_ops = ops if ops is not None else set()
 
     async def set_frame(self, frame: Any) -> None:
@@ -606,7 +606,7 @@ class CodexAdapter(Adapter):
                 await self.rpc.request("turn/interrupt", {"threadId": self.thread_id, "turnId": turn_id}, timeout=5)
             except (RpcError, RpcClosed, asyncio.TimeoutError):
                 pass
-        # turn/interrupt does not stop a running command (vendors.md § 4.7): kill its groups.
+        # turn/interrupt does not stop a running command (docs/guides/claude-and-codex.md): kill its groups.
         groups |= self._descendant_groups()
         kill_groups(groups, spare={self.proc.pid} if self.proc else set())
 
@@ -667,7 +667,7 @@ class CodexAdapter(Adapter):
         if self._reader is not None:
             await asyncio.gather(self._reader, return_exceptions=True)
         code = await self.proc.wait()
-        # The sandbox leaves empty mount-point stubs after a killed command (§ 2.6).
+        # The sandbox leaves empty mount-point stubs after a killed command.
         if self.work:
             launch.remove_new_stubs(self.work, self._stubs_before)
         if self.translator is not None and not self._ended:

@@ -1,12 +1,12 @@
-"""`metaharness doctor codex` and `metaharness conformance codex` (vendors.md § 1.5).
+"""`metaharness doctor codex` and `metaharness conformance codex` (docs/guides/claude-and-codex.md).
 
 What belongs here: the checks, each returning one `Check` (ok or FAIL with a
 one-sentence reason). Checks 1–5 never call a model; check 6 (`--smoke`) runs one
 sandboxed `exec_command` through an in-process loopback. The conformance check
 compares the adapter's descriptor with what the binary's protocol surface offers.
 
-Rules kept: the binary is looked for on the child PATH only (§ 1.4); every check
-uses a throwaway CODEX_HOME with the loopback-safe config (§ 2.3); a check that
+Rules kept: the binary is looked for on the child PATH only; every check
+uses a throwaway CODEX_HOME with the loopback-safe config; a check that
 cannot run says why instead of raising.
 """
 

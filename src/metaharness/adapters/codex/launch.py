@@ -1,15 +1,15 @@
-"""Hermetic launch of `codex app-server` (vendors.md § 2.1, § 2.3, § 2.6, § 2.8, § 4.2).
+"""Hermetic launch of `codex app-server` (docs/guides/claude-and-codex.md).
 
 What belongs here: the scratch layout, the constructed child environment, the
 loopback-safe `config.toml`, binary resolution on the child's own PATH, the argv,
 the sandbox word / policy chosen from frame and posture, and the process-group sweep.
 
 Rules kept:
-* the environment is built, never inherited: only the keys of § 2.3 (plus the
+* the environment is built, never inherited: only the keys of the loopback-safe config (plus the
   caller's key variable in `api-key` mode) reach the child;
-* the binary is resolved on exactly the child's PATH (§ 1.4);
+* the binary is resolved on exactly the child's PATH;
 * the real key never lands in the child's environment, argv or scratch files in
-  `none` and `loopback` modes (§ 2.8);
+  `none` and `loopback` modes;
 * the scratch directory is neither under /tmp nor inside the working directory.
 """
 
@@ -29,7 +29,7 @@ KEY_VARIABLE = "LOOPBACK_API_KEY"
 PLACEHOLDER_KEY = "metaharness-placeholder-key"
 SANDBOX_WORDS = ("read-only", "workspace-write", "danger-full-access")
 WRITING_OPS = frozenset({"file.write", "file.edit", "shell"})
-# Mount-point stubs the sandbox leaves after a killed command (§ 2.6).
+# Mount-point stubs the sandbox leaves after a killed command.
 SANDBOX_STUBS = (".agents", ".aws", ".codex", ".git")
 
 
@@ -67,7 +67,7 @@ class Scratch:
 
 
 def scratch_base() -> Path:
-    """Where per-run scratch directories live: never /tmp (§ 2.1; workspace-write lets
+    """Where per-run scratch directories live: never /tmp (workspace-write lets
     sandboxed commands write anywhere under /tmp)."""
     configured = os.environ.get("METAHARNESS_SCRATCH")
     if configured:
@@ -130,7 +130,7 @@ def resolve_binary(path: str) -> str:
 
 
 def config_toml(base_url: str | None, *, model: str | None = None) -> str:
-    """The loopback-safe config of vendors.md § 2.3. `base_url` None: the default
+    """The loopback-safe config (docs/guides/claude-and-codex.md). `base_url` None: the default
     OpenAI provider (api-key mode) with the same phone-home switches off."""
     lines = [f'model = "{_toml_escape(model or MODEL)}"']
     if base_url is not None:
@@ -164,7 +164,7 @@ def _toml_escape(value: str) -> str:
 
 
 def provider_base_url(endpoint: str) -> str:
-    """`URL` → `URL/v1` (vendors.md § 2.8); an endpoint already ending in /v1 is kept."""
+    """`URL` → `URL/v1` (docs/guides/claude-and-codex.md); an endpoint already ending in /v1 is kept."""
     endpoint = endpoint.rstrip("/")
     return endpoint if endpoint.endswith("/v1") else endpoint + "/v1"
 
@@ -181,14 +181,14 @@ def child_env(scratch: Scratch, path: str, key_variable: str, key_value: str) ->
 
 
 def argv(binary: str) -> list[str]:
-    """`codex app-server`, with PR_SET_PDEATHSIG=SIGKILL through setpriv when present (§ 2.6)."""
+    """`codex app-server`, with PR_SET_PDEATHSIG=SIGKILL through setpriv when present."""
     setpriv = shutil.which("setpriv")
     if setpriv:
         return [setpriv, "--pdeathsig", "KILL", "--", binary, "app-server"]
     return [binary, "app-server"]
 
 
-# --- sandbox from frame and posture (§ 4.2, § 4.7) --------------------------------------
+# --- sandbox from frame and posture --------------------------------------
 
 
 def sandbox_word(frame_ops: set[str] | None, posture: str) -> str:
@@ -212,7 +212,7 @@ def sandbox_policy(frame_ops: set[str] | None, posture: str) -> dict:
         "writableRoots": [],
         "networkAccess": False,
         "excludeTmpdirEnvVar": False,
-        # Only a frame-derived sandbox shuts /tmp (§ 4.7); a bare posture keeps Codex's default.
+        # Only a frame-derived sandbox shuts /tmp; a bare posture keeps Codex's default.
         "excludeSlashTmp": frame_ops is not None,
     }
 

@@ -1,4 +1,4 @@
-"""The replace relay's server side (vendors.md § 4.6): a per-run Unix socket that the
+"""The replace relay's server side (docs/guides/claude-and-codex.md): a per-run Unix socket that the
 PreToolUse hook program (`relay_program.py`) forwards each hook payload to.
 
 What belongs here: the socket (mode 0600 in the run's private scratch directory, a
@@ -47,7 +47,7 @@ OnHook = Callable[[dict, Callable[[bytes], None]], None]
 def hook_timing(budget_ms: int, vendor_ms: int) -> tuple[int, float]:
     """(the hook's `timeout` in whole seconds, the relay's own wait in seconds).
 
-    The hook's timeout is the adapter's vendor timeout (protocol.md § 6.5 rule 1); the relay
+    The hook's timeout is the adapter's vendor timeout (docs/reference/wire.md); the relay
     waits halfway between the decision budget and it, so the verdict, due by the budget,
     reaches it, and it is done before Codex stops it."""
     return whole_seconds(vendor_ms), (budget_ms + (vendor_ms - budget_ms) / 2) / 1000

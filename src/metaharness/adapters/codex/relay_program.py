@@ -1,4 +1,4 @@
-"""The replace relay's hook program (vendors.md § 4.6), run by Codex once per tool call.
+"""The replace relay's hook program (docs/guides/claude-and-codex.md), run by Codex once per tool call.
 
 What belongs here: only what the PreToolUse hook process does. Codex starts it as
 `python -I -S relay_program.py DIR TIMEOUT_S` with the run's secret in its environment
@@ -9,7 +9,7 @@ Rules kept:
 * standard library only, and nothing of metaharness: it starts in a bare interpreter;
 * every failure (no socket, a refused secret, a timeout, a broken answer) prints nothing
   and exits 0, which leaves the call to the approval request that follows (the fail-closed
-  backstop of § 4.6), never to a guess;
+  backstop), never to a guess;
 * it waits at most TIMEOUT_S, which the adapter sets below the hook's own `timeout`.
 """
 

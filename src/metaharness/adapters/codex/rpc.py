@@ -1,4 +1,4 @@
-"""JSON-RPC 2.0 over the app-server's stdio, one JSON object per line (vendors.md § 4.1).
+"""JSON-RPC 2.0 over the app-server's stdio, one JSON object per line (docs/guides/claude-and-codex.md).
 
 What belongs here: framing, id bookkeeping and the raw capture — nothing about
 approvals or events. Three kinds of incoming line are told apart: responses to our

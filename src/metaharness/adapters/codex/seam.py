@@ -1,5 +1,5 @@
 """The per-call seam: app-server approval requests → presented calls → answers
-(vendors.md § 4.5, § 4.5.6; protocol.md § 6.2).
+(docs/guides/claude-and-codex.md).
 
 What belongs here: building a `PresentedCall` from an approval request (with the
 `item/started` stored for it), turning a decision into the JSON-RPC answer, the
@@ -15,7 +15,7 @@ Rules kept:
   model request, where a `decline` would let Codex ask the model once more before the
   `turn/interrupt` that follows it arrives;
 * `replace` is refused by name; the call stays pending — except in a relay run
-  (`--codex-replace-relay`, vendors.md § 4.6), where the PreToolUse hook presents each
+  (`--codex-replace-relay`, docs/guides/claude-and-codex.md), where the PreToolUse hook presents each
   call first (`on_hook`): deny → the hook's deny with the reason; allow/abstain → no
   output; replace (a Bash command only) → `allow` + `updatedInput`. The approval that
   follows for that call is then answered here, never presented again: `accept` only if
@@ -264,7 +264,7 @@ class Seam:
             self._answer(pending, "accept")
             return
         if isinstance(decision, Deny):
-            # Abandonment (interrupt, halt, turn end) declines without a reason steer (§ 4.7).
+            # Abandonment (interrupt, halt, turn end) declines without a reason steer.
             if decided_by == "adapter" or self.translator.active_turn_id is None:
                 self._answer(pending, "cancel" if self.interrupting and decided_by == "adapter" else "decline")
                 return

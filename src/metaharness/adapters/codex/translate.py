@@ -1,6 +1,6 @@
-"""App-server notifications → `metaharness.event/1` events (vendors.md § 4.8).
+"""App-server notifications → `metaharness.event/1` events (docs/guides/claude-and-codex.md).
 
-What belongs here: the mapping table of § 4.8 and the small state it needs (items
+What belongs here: the notification-to-event mapping table and the small state it needs (items
 started but not completed, folded deltas, the turn counter, the last agent message,
 the last token totals). Approvals are not here (`seam.py`), nor process control.
 
@@ -146,7 +146,8 @@ class Translator:
         try:
             handled = handler(self, params, raw, line, at) if handler else False
         except (KeyError, TypeError, ValueError, AttributeError):
-            handled = False  # a known type that could not be read is opaque too (protocol § 3.19)
+            # A known type that could not be read is opaque too (see `opaque` in docs/reference/wire.md).
+            handled = False
         if not handled:
             subtype = None
             item = params.get("item")
@@ -309,7 +310,7 @@ class Translator:
     def _hook_completed(self, params: dict, raw: bytes, line: int, at: str | None) -> bool:
         run = params.get("run") or {}
         if run.get("status") == "blocked":
-            # The relay's deny (vendors.md § 4.6): no item follows, so this is the call's result.
+            # The relay's deny (docs/guides/claude-and-codex.md): no item follows, so this is the call's result.
             # The run id ends with the call id: `pre-tool-use:<index>:<source path>:<call_id>`.
             call_id = str(run.get("id", "")).rsplit(":", 1)[-1]
             if call_id not in self.presented:
@@ -359,7 +360,7 @@ _HANDLERS: dict[str, Callable[..., bool]] = {
     "item/reasoning/textDelta": Translator._folded,
     "item/reasoning/summaryPartAdded": Translator._folded,
     "item/plan/delta": Translator._folded,
-    "serverRequest/resolved": Translator._folded,  # seam traffic: no event (§ 4.8)
+    "serverRequest/resolved": Translator._folded,  # seam traffic: no event
     "thread/tokenUsage/updated": Translator._token_usage,
     "account/rateLimits/updated": Translator._rate_limits,
     "error": Translator._error,

@@ -39,7 +39,7 @@ _encode = msgspec.json.Encoder(order="deterministic").encode
 class OHarnessAdapter(Adapter):
     kind: ClassVar[str] = "oharness"
     postures: ClassVar[tuple[str, ...]] = MODES
-    default_posture: ClassVar[str | None] = None  # the configured mode (permissions.md § 2.2)
+    default_posture: ClassVar[str | None] = None  # the configured mode (docs/reference/permissions.md)
 
     def __init__(self, spec: Any) -> None:
         super().__init__(spec)

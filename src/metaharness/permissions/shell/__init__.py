@@ -1,4 +1,4 @@
-"""Shell analysis: from a command string to simple commands and path subjects (permissions.md § 7.2).
+"""Shell analysis: from a command string to simple commands and path subjects (docs/reference/permissions.md).
 
 The analysis runs in steps, one module each, and this package's `analyse` is the only entry:
 
@@ -56,12 +56,12 @@ from .fileops import INTERPRETER_CODE_FLAGS  # noqa: E402,F401
 
 
 def analyse(command: str, cwd: str | None, home: str | None = None) -> Analysis:
-    """Analyse one shell command string (§ 7.2.1)."""
+    """Analyse one shell command string."""
     result = Analysis()
     if len(command) > MAX_COMMAND_CHARS:
         result.too_large = True
         return result
-    # `~` is the session's HOME unless the call assigns HOME anywhere (§ 7.2.1 step 6).
+    # `~` is the session's HOME unless the call assigns HOME anywhere.
     home_assigned = re.search(r"(?<![$\w{])HOME\b", command) is not None
     state = State(home=home, cwd=cwd, result=result, home_assigned=home_assigned)
     analyse_text(command, state, Env())

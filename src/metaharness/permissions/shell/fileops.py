@@ -1,4 +1,4 @@
-"""File operands and code-running marks of simple commands (permissions.md § 7.2.3, § 7.2.7).
+"""File operands and code-running marks of simple commands (docs/reference/permissions.md).
 
 What belongs here: which operands of a known file command are read and which are written (per
 `data/filecommands.toml`, options with their values parsed as getopt does: clusters, attached
@@ -150,7 +150,7 @@ def _select(operands: list[Word], how: str | None) -> list[Word]:
 
 
 def file_operands(cmd: Cmd, st: State) -> None:
-    """The read and write path subjects of one simple command (§ 7.2.7)."""
+    """The read and write path subjects of one simple command."""
     base = cmd.basename
     if base is None:
         return
@@ -226,7 +226,7 @@ def file_operands(cmd: Cmd, st: State) -> None:
 def _link_targets(cmd: Cmd, sources: list[Word], link: Word | None, *, symbolic: bool) -> None:
     """`ln [-s] TARGET LINK`, `cp -s/-l`: a write through LINK later in the call lands on TARGET,
     which the path rules cannot see then (the link does not exist yet). So the target counts as
-    written, for deny (§ 0: deny holds whatever the spelling)."""
+    written, for deny (deny holds whatever the spelling)."""
     for w in sources:
         cmd.paths.append(PathRef("write", w, cmd.cwd, "operand", cmd, deny_only=True))
         v = w.deny_value
@@ -370,7 +370,7 @@ _CODE_RUNNERS = {"deno", "awk", "gawk", "mawk", "nawk", "sed", "git"}
 
 
 def mark_unprovable(cmd: Cmd) -> None:
-    """§ 7.2.3: code the arguments do not show, and dynamic words that may be options."""
+    """Code-running marks: code the arguments do not show, and dynamic words that may be options."""
     base = cmd.basename
     words = cmd.words
     if base is None:

@@ -1,5 +1,6 @@
-"""The lexical pre-pass: what bash's lexer does before the parser sees the text (permissions.md
-§ 7.2.1 step 2), and the lexical scans that back up the tree where the grammar keeps code as text.
+"""The lexical pre-pass: what bash's lexer does before the parser sees the text
+(see the shell analysis in docs/reference/permissions.md), and the lexical scans that back up the
+tree where the grammar keeps code as text.
 
 What belongs here: backslash-newline joining where bash joins, unquoted CR/NUL/invalid UTF-8
 detection, the `time` reserved word before a compound command (the grammar reads `time { …; }`
@@ -118,7 +119,7 @@ def has_unquoted_cr(text: str) -> bool:
 
 # `time` is a reserved word in front of a pipeline; before a group, a subshell, `!` or another
 # compound command the grammar misreads it, so it is blanked (same length: positions stay) — it
-# adds nothing to what runs (§ 7.2.4: transparent).
+# adds nothing to what runs (transparent).
 _TIME_KW = re.compile(
     r"(^|[;&|(){}\n!]|\b(?:then|do|else|elif)\b)([ \t]*)(time(?:[ \t]+-p)*(?:[ \t]+--)?)"
     r"(?=[ \t]+(?:[{(!]|(?:if|while|until|for|case|select)\b|\[\[))")

@@ -1,5 +1,5 @@
 """What the shell analysis produces: simple commands (`Cmd`), path references (`PathRef`) and the
-call's `Analysis` (permissions.md § 7.2.1).
+call's `Analysis` (docs/reference/permissions.md).
 
 Rules this module keeps: these are plain values, built by the walk and read by the matchers; a
 mark once set (opaque, program unknown, unprovable) is never cleared by a later step.
@@ -18,7 +18,7 @@ __all__ = ["PathRef", "Cmd", "Analysis"]
 
 @dataclass(slots=True)
 class PathRef:
-    """A file the call reads or writes, as the analysis sees it (§ 7.2.6, § 7.2.7)."""
+    """A file the call reads or writes, as the analysis sees it."""
 
     access: str  # "read" | "write"
     word: Word
@@ -71,7 +71,7 @@ class Cmd:
         self.cwd = cwd
         self.paths: list[PathRef] = []
         self.norm_cache: dict = {}  # rules.py / engine.py memo, per analysis
-        self.env_marks: list[str] = []  # unsafe assignments every inner layer runs under (§ 7.2.5)
+        self.env_marks: list[str] = []  # unsafe assignments every inner layer runs under
         self.stdin: str | None = None  # "pipe" (dynamic stdin), "script" (a static heredoc/here-string)
 
     def __repr__(self) -> str:

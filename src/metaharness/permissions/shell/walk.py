@@ -1,4 +1,4 @@
-"""The tree walk: from a tree-sitter-bash tree to simple commands (permissions.md § 7.2.1 steps 3–5).
+"""The tree walk: from a tree-sitter-bash tree to simple commands (docs/reference/permissions.md).
 
 What belongs here: parsing each variant the pre-pass gives, the walk over every node, and what a
 node contributes — a simple command, an assignment, a redirect, a nested script — through one
@@ -124,7 +124,7 @@ def recurse(text: str, st: State, env: Env, *, deny_only: bool = False, unprovab
     st.cwd = saved_cwd if deny_only else st.cwd
     for c in st.result.cmds[before:]:
         if outer is not None:
-            # Everything a wrapper's string runs belongs to the wrapper's command (§ 7.2.4).
+            # Everything a wrapper's string runs belongs to the wrapper's command.
             c.group, c.layer = outer.group, outer.layer + 1 + c.layer
             if outer.in_body:
                 c.in_body = True
@@ -412,7 +412,7 @@ class Walker:
         self._run_after(after, env)
 
     def _track_cd(self, cmd: Cmd, env: Env) -> None:
-        """§ 7.2.8: a static `cd` at the top level of a list moves the directory for what follows."""
+        """A static `cd` at the top level of a list moves the directory for what follows."""
         if cmd.basename not in ("cd", "pushd", "popd") or cmd.layer != 0:
             return
         args = [w for w in cmd.words[1:] if not (w.value or "").startswith("-") or w.value == "-"]

@@ -1,4 +1,4 @@
-"""Words of a shell command: quote removal, static vs dynamic, shapes (permissions.md § 6.1.2, § 7.2.1 step 6).
+"""Words of a shell command: quote removal, static vs dynamic, shapes (docs/reference/permissions.md).
 
 What belongs here: `Word` and `parse_word` (one word's source text → its runtime value, or the
 regular expression of its possible values), ANSI-C decoding, and the quote-aware scanning helpers
@@ -24,12 +24,12 @@ _SAFE_EXACT = {"LANG", "TZ", "NO_COLOR", "FORCE_COLOR", "CLICOLOR", "TERM", "CI"
 
 
 def SAFE_ASSIGNMENTS(name: str) -> bool:  # noqa: N802 - reads as a set
-    """The safe list of § 7.2.5."""
+    """The safe list of leading assignments."""
     return name in _SAFE_EXACT or name.startswith("LC_")
 
 
 class Word(NamedTuple):
-    """One word of a simple command (§ 6.1.2).
+    """One word of a simple command.
 
     `value` is the exact runtime value when static, else None. `deny_value` is the value used for
     deny/ask matching (ANSI-C strings are decoded there but count as dynamic for allow).
@@ -177,7 +177,7 @@ _PLAIN = re.compile(r"[A-Za-z0-9_./:=+,@%^-]+")
 
 
 def parse_word(text: str, home: str | None = None) -> Word:
-    """Evaluate one shell word from its source text (§ 7.2.1 step 6)."""
+    """Evaluate one shell word from its source text."""
     if _PLAIN.fullmatch(text):
         return static_word(text)  # no quoting, expansion, glob or tilde: the text is the value
     lit: list[str] = []  # literal chars, current run
@@ -208,7 +208,7 @@ def parse_word(text: str, home: str | None = None) -> Word:
         i = 1
     elif text.startswith("~") and (m := _TILDE_PREFIX.match(text)) is not None:
         # `~user`, `~+` ($PWD), `~-` ($OLDPWD), `~N`/`~+N`/`~-N` (the directory stack): bash
-        # expands each when the command runs, so the word is dynamic (§ 7.2.1 step 6).
+        # expands each when the command runs, so the word is dynamic.
         dyn()
         i = m.end()
     while i < n:

@@ -1,4 +1,4 @@
-"""Wrappers: programs that run another command (permissions.md § 7.2.4), one handler per kind.
+"""Wrappers: programs that run another command (docs/reference/permissions.md), one handler per kind.
 
 What belongs here: unwrapping a simple command through `data/wrappers.toml` — each entry names a
 `kind`, and `KINDS` maps every kind to the function that finds what the layer runs (inner words,

@@ -1,0 +1,503 @@
+"""`AcpAdapter` — one ACP agent per run, every tool call asked and decided, fail-closed.
+
+What belongs here: the lifecycle every ACP agent shares — plan (credentials, binary, pin,
+vendor refusals), spawn in its own process group with a scratch home, `initialize`,
+`session/new`, one `session/prompt` per turn, the controls, and wind-up. Each vendor
+(`opencode.py`, `gemini.py`) is a subclass that says how it is pinned (files and
+environment), how a permission request becomes a call (`call_of`) and how a call resolves
+(`resolve`), and which mode it must stay in.
+
+Rules kept:
+* no client capability is advertised (no `fs`, no `terminal`): the agent does its own I/O,
+  and each such I/O is a tool call it must ask about;
+* the agent's mode is fixed at `session/new`; a `current_mode_update` to any other mode ends
+  the run (the pinned mode is what makes every tool ask);
+* `--script` serves the model from a per-run loopback; `--credentials none` takes
+  `--model-endpoint`; other credential modes are refused by name;
+* a child whose stdout ends while its stdin is still open died: no `session.ended` is
+  written (the loop reports NO_TERMINAL_RECORD and abandons every pending call — nothing the
+  child asked about ran, as it can no longer run anything);
+* `steer` and `permission.set` have no ACP carriage and are refused by name; `replace`
+  cannot travel either (the seam refuses it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+from typing import Any, ClassVar
+
+from metaharness.adapters.base import Adapter, ControlRefused, Resolution, StartRefusal, plan_loopback_script
+from metaharness.protocol.events import SessionStarted
+from metaharness.protocol.values import (
+    Exited,
+    HermeticAttestation,
+    ImposedRow,
+    ProcessTermination,
+    Signaled,
+    TranscriptRef,
+    UnavailableRow,
+    UnknownTermination,
+)
+
+from . import launch
+from .rpc import RpcChannel, RpcClosed, RpcError
+from .seam import Seam
+from .translate import Translator
+
+HANDSHAKE_TIMEOUT_S = 120.0  # opencode's session/new takes seconds; a loaded machine more
+PROTOCOL_VERSION = 1
+PLACEHOLDER_KEY = "metaharness-placeholder-key"
+
+
+class AcpAdapter(Adapter):
+    # --- what each vendor says ----------------------------------------------------------
+    binary_name: ClassVar[str]
+    package: ClassVar[str]
+    pin: ClassVar[str]
+    fixed_refusal: ClassVar[str]  # the text the model sees for a refused call
+    hold_s: ClassVar[float] = 5.0
+    takeup_s: ClassVar[float] = 60.0  # a real model may think long before the agent's next line
+
+    def vendor_argv(self, binary: str) -> list[str]:
+        raise NotImplementedError
+
+    def vendor_env(self, scratch: launch.Scratch, base_url: str) -> dict[str, str]:
+        """Write the pinning files into the scratch home; the child's own environment keys."""
+        raise NotImplementedError
+
+    def call_of(self, tool_call: dict, final: bool) -> tuple[str, Any, str | None] | None:
+        """(vendor tool name, input, cwd) of a permission request; None while the arguments
+        are still to come (unless `final`)."""
+        raise NotImplementedError
+
+    def tool_name_of(self, tool_call: dict) -> str:
+        """The vendor tool name of a reported call (the title, unless the vendor says otherwise)."""
+        return str(tool_call.get("title") or "unknown")
+
+    def check_session(self, result: dict) -> None:
+        """Refuse (StartRefusal) a session whose mode is not the pinned one."""
+
+    def mode_allowed(self, mode: str) -> bool:
+        return mode == self.initial_mode
+
+    def vendor_plan(self) -> None:
+        """Vendor refusals before anything is spawned (the frame, the decision mode)."""
+
+    def vendor_rows(self) -> list[ImposedRow]:
+        return []
+
+    # --- shared -------------------------------------------------------------------------
+    def __init__(self, spec: Any) -> None:
+        super().__init__(spec)
+        self.ctx: Any = None
+        self.scratch: launch.Scratch | None = None
+        self.work: str | None = None
+        self.proc: asyncio.subprocess.Process | None = None
+        self.rpc: RpcChannel | None = None
+        self.seam: Seam | None = None
+        self.translator: Translator | None = None
+        self.session_id: str | None = None
+        self.initial_mode: str | None = None
+        self.agent_info: dict = {}
+        self.wire: list[dict] = []  # every line we wrote, in order
+        self._reader: asyncio.Task | None = None
+        self._prompt: asyncio.Task | None = None
+        self._services: list[Any] = []
+        self._files: list[Any] = []
+        self._scenario = None
+        self._base_url: str | None = None
+        self._end_error: str | None = None
+        self._termination: ProcessTermination | None = None
+        self._ended = False
+
+    def plan(self) -> None:
+        spec = self.spec
+        if not spec.prompt and not spec.keep_open:
+            raise StartRefusal("NoPrompt", f"the {self.kind} adapter needs a prompt (-p) to start its first turn")
+        if spec.cwd is not None and not os.path.isdir(spec.cwd):
+            raise StartRefusal("WorkingDirectory", f"the working directory {spec.cwd} does not exist")
+        if spec.deny_only:
+            raise StartRefusal("DenyOnlyUnavailable", (
+                f"--deny-only needs a harness permission pipeline that decides an abstained call, and {self.kind} is "
+                "pinned to ask metaharness about every call, so an abstain would grant"))
+        if spec.script:
+            self._scenario = plan_loopback_script(spec)
+        elif spec.credentials != "none":
+            raise StartRefusal("CredentialsUnsupported", (
+                f"the {self.kind} adapter runs against a local model server only: use --script FILE, or "
+                "--credentials none with --model-endpoint URL"))
+        elif not spec.model_endpoint:
+            raise StartRefusal("NoModelEndpoint", "credentials none needs --model-endpoint URL or --script FILE")
+        self.vendor_plan()
+        self.child_path = launch.child_path(spec.vendor_dir or launch.default_vendor_dir())
+        try:
+            self.binary = launch.resolve_binary(self.binary_name, self.child_path, self.package, self.pin)
+        except launch.LaunchError as exc:
+            raise StartRefusal("VendorMissing", str(exc)) from None
+        self.version = launch.binary_version(self.binary, self.child_path)
+        if spec.strict_version and self.version != self.pin:
+            raise StartRefusal("VersionOffPin", f"{self.binary_name} at {self.binary} is version "
+                                                f"{self.version or 'unknown'}, not the pin {self.pin}")
+
+    # --- start --------------------------------------------------------------------------
+    async def start(self, ctx: Any) -> None:
+        if not hasattr(self, "binary"):
+            self.plan()
+        self.ctx = ctx
+        spec = self.spec
+        try:
+            self.scratch = launch.make_scratch(self.kind, spec.cwd)
+        except launch.LaunchError as exc:
+            raise StartRefusal("ScratchRefused", str(exc)) from None
+        self.work = os.path.abspath(spec.cwd) if spec.cwd else str(self.scratch.work)
+        await self._start_endpoint()
+        env = {"PATH": self.child_path, "HOME": str(self.scratch.home), "TMPDIR": str(self.scratch.tmp),
+               "LANG": "C.UTF-8", "NO_COLOR": "1", "TERM": "dumb",
+               "XDG_CONFIG_HOME": str(self.scratch.config), "XDG_DATA_HOME": str(self.scratch.data),
+               "XDG_CACHE_HOME": str(self.scratch.cache), "XDG_STATE_HOME": str(self.scratch.state)}
+        env.update(self.vendor_env(self.scratch, self._base_url or ""))
+        transcript = open(self.scratch.transcript, "wb")
+        stderr = open(self.scratch.stderr, "wb")
+        self._files += [transcript, stderr]
+        self.proc = await asyncio.create_subprocess_exec(
+            *launch.wrap_argv(self.vendor_argv(self.binary)), cwd=self.work, env=env,
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=stderr,
+            start_new_session=True, limit=64 * 1024 * 1024)
+        self.translator = Translator(ctx, on_arguments=lambda call_id: self.seam.arguments_arrived(call_id),
+                                     on_mode=self._mode_changed, name_of=self.tool_name_of)
+        self.rpc = RpcChannel(self.proc.stdout, self.proc.stdin, transcript,
+                              on_request=lambda m, raw, n: self.seam.on_request(m, raw, n),
+                              on_notification=self.translator.notification,
+                              on_unreadable=self._unreadable, on_wire=self._record_sent)
+        self.seam = Seam(self.rpc, ctx, self.kind, self.vendor_timeout_ms(spec.decision_timeout_ms),
+                         call_of=self._call_of, settled=self._settled, cancel_turn=self._cancel_turn,
+                         hold_s=self.hold_s, takeup_s=self.takeup_s)
+        self._reader = asyncio.get_running_loop().create_task(self.rpc.read_forever())
+        try:
+            await self._handshake()
+        except StartRefusal:
+            await self._kill_now()
+            raise
+        except (RpcClosed, RpcError, asyncio.TimeoutError) as exc:
+            await self._kill_now()
+            raise StartRefusal("VendorCapability", f"{self.binary_name} did not complete the ACP handshake: "
+                                                   f"{exc or type(exc).__name__}{self._stderr_tail()}") from None
+
+    async def _start_endpoint(self) -> None:
+        if self._scenario is not None:
+            from metaharness.loopback.server import LoopbackServer
+
+            assert self.scratch is not None
+            server = LoopbackServer(self._scenario, workdir=self.work, stderr=None,
+                                    log_path=str(self.scratch.root / "loopback.jsonl"))
+            self._services.append(server)
+            self.loopback = server
+            self._base_url = (await server.start()).rstrip("/")
+        else:
+            self._base_url = self.spec.model_endpoint.rstrip("/")
+
+    async def _handshake(self) -> None:
+        assert self.rpc is not None and self.translator is not None and self.scratch is not None
+        init = await self.rpc.request("initialize", {
+            "protocolVersion": PROTOCOL_VERSION,
+            "clientCapabilities": {"fs": {"readTextFile": False, "writeTextFile": False}, "terminal": False},
+            "clientInfo": {"name": "metaharness", "version": _own_version()},
+        }, timeout=HANDSHAKE_TIMEOUT_S)
+        self.agent_info = (init or {}).get("agentInfo") or {} if isinstance(init, dict) else {}
+        result = await self.rpc.request("session/new", {"cwd": self.work, "mcpServers": []},
+                                        timeout=HANDSHAKE_TIMEOUT_S)
+        if not isinstance(result, dict) or not isinstance(result.get("sessionId"), str):
+            raise StartRefusal("VendorCapability", f"{self.binary_name} answered session/new without a session id")
+        self.session_id = result["sessionId"]
+        self.check_session(result)
+        version = self.agent_info.get("version") or self.version
+        self.ctx.session_started(SessionStarted(
+            adapter=self.kind, harness_version=version, session_id=self.session_id,
+            model=self.spec.model or session_model(result), permission_mode=self.initial_mode, cwd=self.work,
+            transcript=TranscriptRef(path=str(self.scratch.transcript)), hermetic=self._attestation(version),
+        ))
+        if version != self.pin:
+            self.ctx.warn("VERSION_OFF_PIN", f"{self.binary_name} reports version {version}, outside the pin {self.pin}")
+
+    def _attestation(self, version: str | None) -> HermeticAttestation:
+        rows = [
+            ImposedRow(row="h1a", how=f"HOME and XDG_* are a per-run scratch directory; {self.binary_name} is pinned "
+                                      "by files written there"),
+            ImposedRow(row="h3", how="constructed environment: PATH HOME TMPDIR LANG NO_COLOR TERM XDG_* and the "
+                                     "vendor's pinning variables"),
+            ImposedRow(row="h4", how="the child sees a placeholder key"),
+            ImposedRow(row="h5", how="session/new carries no MCP servers"),
+            ImposedRow(row="h6", how=f"model endpoint {self._base_url}"),
+            ImposedRow(row="h7", how=f"cwd {self.work}"),
+            *self.vendor_rows(),
+        ]
+        unavailable = []
+        if version == self.pin:
+            rows.append(ImposedRow(row="h9", how=f"{self.binary_name} {version}"))
+        else:
+            unavailable.append(UnavailableRow(row="h9", why=f"{self.binary_name} reports {version}, off the pin {self.pin}"))
+        return HermeticAttestation(imposed=rows, unavailable=unavailable)
+
+    def _record_sent(self, message: dict) -> None:
+        self.wire.append(message)
+        if self.scratch is not None:
+            with open(self.scratch.sent, "a") as handle:
+                handle.write(json.dumps(message, ensure_ascii=False, separators=(",", ":")) + "\n")
+
+    def _unreadable(self, raw: bytes, line: int) -> None:
+        self.ctx.opaque(raw, vendor_type=None, vendor_subtype=None, source_line=line)
+
+    # --- seam hooks -----------------------------------------------------------------------
+    def _call_of(self, tool_call: dict, final: bool) -> tuple[str, Any, str | None] | None:
+        assert self.translator is not None
+        self.translator.flush()
+        self.translator.call(str(tool_call.get("toolCallId"))).asked = True
+        return self.call_of(tool_call, final)
+
+    def _settled(self, call_id: str) -> bool:
+        if self._prompt is None or self._prompt.done():
+            return True  # the turn is over: nothing of it can still run
+        call = self.translator.calls.get(call_id) if self.translator else None
+        return call is not None and call.status in ("completed", "failed")
+
+    def _cancel_turn(self) -> None:
+        if self.rpc is not None and self.session_id is not None and not self.rpc.stdin_closed:
+            try:
+                self.rpc.notify("session/cancel", {"sessionId": self.session_id})
+            except RpcClosed:
+                pass
+
+    def _mode_changed(self, mode: str) -> None:
+        if self.mode_allowed(mode):
+            return
+        self._end_error = f"{self.binary_name} switched to mode {mode!r}; the pinned mode is {self.initial_mode!r}"
+        self.ctx.warn("VENDOR_ERROR", f"{self._end_error}, which may stop it asking, so the run ends")
+        if self.seam is not None:
+            self.seam.cancel_all()
+        self._close_stdin()
+        if self.proc is not None and self.proc.returncode is None:
+            launch.kill_group(self.proc.pid)
+
+    # --- turns ----------------------------------------------------------------------------
+    async def begin_turn(self, text: str) -> None:
+        assert self.rpc is not None
+        self.ctx.turn_started()
+        future = self.rpc.send_request("session/prompt", {"sessionId": self.session_id,
+                                                          "prompt": [{"type": "text", "text": text}]})
+        await self.rpc.drain()
+        self._prompt = asyncio.get_running_loop().create_task(self._await_prompt(future))
+
+    async def _await_prompt(self, future: asyncio.Future) -> None:
+        assert self.translator is not None
+        try:
+            result = await future
+        except RpcError as exc:
+            self.translator.flush()
+            self.ctx.warn("VENDOR_ERROR", f"{self.binary_name} failed the prompt: {exc.message}")
+            self.ctx.turn_ended("error")
+            return
+        except RpcClosed:
+            return  # the child went away; the stream's end says so
+        self.ctx.turn_ended(self.translator.prompt_result(result))
+
+    # --- controls -------------------------------------------------------------------------
+    async def steer(self, text: str) -> None:
+        raise ControlRefused("UNSUPPORTED_CONTROL", "ACP has no way to add a message to a running turn; "
+                                                    "message.inject reaches the next turn")
+
+    async def interrupt(self) -> None:
+        if self.seam is not None:
+            self.seam.cancel_all()
+        self._cancel_turn()
+        if self.rpc is not None:
+            await self.rpc.drain()
+
+    async def finish(self) -> None:
+        if self._prompt is not None and not self._prompt.done():
+            await asyncio.gather(self._prompt, return_exceptions=True)
+        self._close_stdin()
+
+    def _close_stdin(self) -> None:
+        if self.rpc is not None:
+            self.rpc.close_stdin()
+
+    async def halt(self) -> None:
+        if self.seam is not None:
+            self.seam.cancel_all()
+        self._cancel_turn()
+        if self.rpc is not None:
+            await self.rpc.drain()
+        self._close_stdin()
+        if self.proc is not None and self.proc.returncode is None:
+            try:
+                await asyncio.wait_for(self.proc.wait(), 2)
+            except asyncio.TimeoutError:
+                launch.kill_group(self.proc.pid)
+
+    async def _kill_now(self) -> None:
+        self._ended = True
+        self._close_stdin()
+        if self.proc is not None and self.proc.returncode is None:
+            launch.kill_group(self.proc.pid)
+            await self.proc.wait()
+        if self._reader is not None:
+            await asyncio.gather(self._reader, return_exceptions=True)
+        await self._stop_services()
+
+    async def _stop_services(self) -> None:
+        if self.seam is not None:
+            self.seam.stop_timers()
+        services, self._services = self._services, []
+        for service in services:
+            try:
+                await service.stop()
+            except Exception:
+                pass
+
+    async def wait(self) -> ProcessTermination:
+        if self._termination is not None:
+            return self._termination
+        if self.proc is None:
+            return UnknownTermination()
+        if self._reader is not None:
+            await asyncio.gather(self._reader, return_exceptions=True)
+        # stdout ended: either we closed stdin (finish, halt, a mode change, the seam's
+        # escalation — the agent exits at once) or it died.
+        died = self.rpc is None or not self.rpc.stdin_closed
+        if died and self.proc.returncode is None:
+            launch.kill_group(self.proc.pid)
+        code = await self.proc.wait()
+        launch.kill_group(self.proc.pid)  # anything it left in its group
+        if self._prompt is not None and not self._prompt.done():
+            await asyncio.gather(self._prompt, return_exceptions=True)
+        if self.translator is not None and not self._ended and not died:
+            self._ended = True
+            self.ctx.session_ended(self.translator.session_ended(error=self._end_error))
+        for handle in self._files:
+            handle.close()
+        await self._stop_services()
+        self._termination = Signaled(signal=-code) if code < 0 else Exited(code=code)
+        return self._termination
+
+    def stderr_tail(self) -> str:
+        return self._stderr_tail().removeprefix("; stderr: ")
+
+    def _stderr_tail(self) -> str:
+        if self.scratch is None:
+            return ""
+        try:
+            tail = self.scratch.stderr.read_text(errors="replace").strip().splitlines()[-3:]
+        except OSError:
+            return ""
+        return ("; stderr: " + " | ".join(tail)) if tail else ""
+
+    def cleanup(self) -> None:
+        if self.scratch is not None and not os.environ.get("METAHARNESS_SCRATCH"):
+            shutil.rmtree(self.scratch.root, ignore_errors=True)
+
+    def retain(self, directory: str) -> list[str]:
+        failures: list[str] = []
+        if self.scratch is None:
+            return failures
+        os.makedirs(directory, exist_ok=True)
+        for source in (self.scratch.transcript, self.scratch.sent):
+            if not source.exists():
+                continue
+            try:
+                shutil.copy2(source, os.path.join(directory, f"{self.kind}-{source.name}"))
+            except OSError as exc:
+                failures.append(f"could not copy {source} into {directory}: {exc.strerror or exc}")
+        return failures
+
+
+def acp_descriptor(kind: str, pin: str, rendering: dict[str, str | None], fixed_refusal: str,
+                   **extra: Any) -> dict[str, Any]:
+    """The capability descriptor every ACP adapter shares: asked calls and turn-boundary text are
+    delivered; steer and permission.set have no ACP carriage; no input rewrite; the model sees
+    only the agent's fixed refusal text. `extra` keys (vendor facts) go before `rendering`."""
+    return {
+        "adapter": {"id": kind, "class": "harness"},
+        "versions_pinned": [pin],
+        "tiers": {"registration": "unverified", "call": "delivered", "turn": "delivered", "kill": "delivered"},
+        "commands": {
+            "frame.set": "honoured",
+            "halt": "honoured",
+            "interrupt": "honoured",
+            "message.inject": "honoured",
+            "permission.set": {"refused": "UNSUPPORTED_CONTROL"},
+            "steer": {"refused": "UNSUPPORTED_CONTROL"},
+            "tool.decide": "honoured",
+        },
+        "decision_modes": {"ask": "delivered", "frame": "delivered", "observe": "delivered", "policy": "delivered"},
+        "replace": "absent",
+        "deny_reason": {"reaches_model": False, "model_sees": fixed_refusal},
+        **extra,
+        "rendering": dict(rendering),
+    }
+
+
+def mcp_resolution(name: str) -> Resolution | None:
+    """`mcp__<server>__<tool>` resolves by name to that mcp.call, as on every harness. (A run gives
+    the agent no MCP servers, so such a call does not arrive; if one did, only a frame naming
+    that server and tool admits it.)"""
+    server, sep, tool = name.removeprefix("mcp__").partition("__") if name.startswith("mcp__") else ("", "", "")
+    return Resolution(operations=[("mcp.call", server, tool)]) if sep and server and tool else None
+
+
+def session_model(result: dict) -> str | None:
+    """The model a new session reports: Gemini CLI's `models.currentModelId`, or opencode's
+    `model` config option."""
+    models = result.get("models") if isinstance(result.get("models"), dict) else {}
+    if isinstance(models.get("currentModelId"), str):
+        return models["currentModelId"]
+    for option in result.get("configOptions") or []:
+        if isinstance(option, dict) and option.get("id") == "model" and isinstance(option.get("currentValue"), str):
+            return option["currentValue"]
+    return None
+
+
+def frame_of(spec: Any) -> dict | None:
+    """The launch frame as a plain dict (a library frame or the --frame file), or None."""
+    frame = spec.library_frame
+    if frame is None and spec.frame:
+        try:
+            with open(spec.frame, "rb") as handle:
+                frame = json.load(handle)
+        except (OSError, ValueError):
+            return None  # the loop refuses an unreadable frame first
+    if frame is None:
+        return None
+    if not isinstance(frame, dict):
+        import msgspec
+
+        frame = msgspec.to_builtins(frame)
+    return frame if isinstance(frame, dict) else None
+
+
+def frame_operation_names(frame: dict | None) -> set[str]:
+    names: set[str] = set()
+    for op in (frame or {}).get("operations") or []:
+        if isinstance(op, dict) and isinstance(op.get("op"), str):
+            names.add(op["op"])
+    return names
+
+
+def frame_has_subject_rules(frame: dict | None) -> bool:
+    subjects = (frame or {}).get("subjects")
+    return isinstance(subjects, dict) and bool(subjects.get("rules"))
+
+
+def _own_version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("metaharness")
+    except Exception:
+        return "0"
+
+
+__all__ = ["AcpAdapter", "Resolution", "acp_descriptor", "frame_has_subject_rules", "frame_of", "frame_operation_names",
+           "mcp_resolution"]

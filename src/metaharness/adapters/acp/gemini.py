@@ -1,0 +1,180 @@
+"""The `gemini` adapter: Gemini CLI 0.61.0 driven through `gemini --acp`.
+
+Pinning (every tool asks, nothing in the workspace can undo it):
+* `--approval-mode default` on the command line (it beats a workspace's
+  `defaultApprovalMode`), and the run never sends `session/set_mode`; a `current_mode_update`
+  away from `default` ends the run — auto-edit skips the ask for edit tools even under the
+  policy below;
+* `--policy <scratch>/ask-all.toml`: one user-tier rule, every tool `ask_user` at priority
+  999 — without it reads, listing, glob, grep and web search are never asked;
+* `~/.gemini/settings.json` in the scratch home: API-key auth against the loopback,
+  `security.disableAlwaysAllow` (no "allow for this session" option is even offered) and
+  `privacy.usageStatisticsEnabled: false` (no usage telemetry);
+* `GEMINI_CLI_TRUST_WORKSPACE` is never set, so a workspace `.gemini/settings.json` is not
+  read.
+
+What Gemini CLI cannot give over ACP, and the refusals that follow (`vendor_plan`):
+* the permission request carries no arguments object: the shell command is its `title`, a
+  write's path its diff, a read's path its `locations`; glob and grep show only the pattern,
+  so a frame whose subject rules would have to place a `dir.list` or `search` is refused;
+* `invoke_agent`'s inner calls never appear: a frame admitting `subagent.spawn` is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, ClassVar
+
+from metaharness.adapters.base import OpKey, Resolution, StartRefusal
+from metaharness.protocol.values import ImposedRow
+from metaharness.protocol.subjects import file_subject
+
+from . import launch
+from .core import (PLACEHOLDER_KEY, AcpAdapter, acp_descriptor, frame_has_subject_rules, frame_of,
+                   frame_operation_names, mcp_resolution)
+
+PIN = "0.61.0"
+MODE = "default"
+ASK_ALL = '[[rule]]\ntoolName = "*"\ndecision = "ask_user"\npriority = 999\n'
+# Gemini tool → neutral operation; how its subject is found (None: no subject shown)
+TOOLS: dict[str, tuple[str, str | None]] = {
+    "run_shell_command": ("shell", None),
+    "write_file": ("file.write", "diff"),
+    "replace": ("file.edit", "diff"),
+    "read_file": ("file.read", "location"),
+    "read_many_files": ("file.read", "location"),
+    "list_directory": ("dir.list", "location"),
+    "glob": ("dir.list", None),
+    "grep_search": ("search", None),
+    "web_fetch": ("web.read", None),
+    "activate_skill": ("skill.load", None),
+    "invoke_agent": ("subagent.spawn", None),
+    "write_todos": ("task.todo", None),
+}
+RENDERING: dict[str, str | None] = {
+    "dir.list": "list_directory", "file.edit": "replace", "file.read": "read_file", "file.write": "write_file",
+    "mcp.call": None, "search": "grep_search", "shell": "run_shell_command", "skill.load": "activate_skill",
+    "subagent.spawn": None, "task.todo": None, "web.read": "web_fetch",
+}
+POLICY_FILE_TOOLS = {"write_file": "Write", "replace": "Edit", "read_file": "Read"}
+# The operations whose permission request shows no subject.
+SUBJECTLESS = ("dir.list", "search")
+FIXED_REFUSAL = 'Tool "<name>" was canceled by the user.'
+
+
+def settings() -> dict[str, Any]:
+    return {
+        "security": {"auth": {"selectedType": "gemini-api-key"}, "disableAlwaysAllow": True},
+        "privacy": {"usageStatisticsEnabled": False},
+    }
+
+
+def tool_name(tool_call: dict) -> str:
+    """`run_shell_command__run_shell_command_1796…_0` → `run_shell_command`."""
+    call_id = str(tool_call.get("toolCallId") or "")
+    name = call_id.split("__", 1)[0] if "__" in call_id else ""
+    return name or str(tool_call.get("kind") or "unknown")
+
+
+def shown_path(name: str, input: Any) -> str | None:
+    """The path Gemini CLI shows for a call: a diff's path, else the first location."""
+    entry = TOOLS.get(name)
+    if entry is None or entry[1] is None or not isinstance(input, dict):
+        return None
+    if entry[1] == "diff":
+        for block in input.get("content") or []:
+            if isinstance(block, dict) and block.get("type") == "diff" and isinstance(block.get("path"), str):
+                return block["path"]
+    for location in input.get("locations") or []:
+        if isinstance(location, dict) and isinstance(location.get("path"), str):
+            return location["path"]
+    return None
+
+
+class GeminiAdapter(AcpAdapter):
+    kind: ClassVar[str] = "gemini"
+    binary_name = "gemini"
+    package = "@google/gemini-cli"
+    pin = PIN
+    fixed_refusal = FIXED_REFUSAL
+
+    @classmethod
+    def descriptor(cls) -> dict[str, Any]:
+        return acp_descriptor(cls.kind, PIN, RENDERING, FIXED_REFUSAL, subjectless=list(SUBJECTLESS))
+
+    def vendor_plan(self) -> None:
+        frame = frame_of(self.spec)
+        ops = frame_operation_names(frame)
+        if "subagent.spawn" in ops:
+            raise StartRefusal("SubagentUnavailable", (
+                "the frame admits subagent.spawn, and Gemini CLI's subagent calls never reach the permission "
+                "seam, so they could not be decided"))
+        needs = sorted(op for op in SUBJECTLESS if op in ops)
+        if needs and frame_has_subject_rules(frame):
+            raise StartRefusal("SubjectUnavailable", (
+                f"the frame scopes subjects and admits {', '.join(needs)}, and Gemini CLI shows only the pattern of "
+                "a glob or grep call, not where it searches, so the scope could not be applied; admit them without "
+                "subject rules or leave them out"))
+
+    def vendor_argv(self, binary: str) -> list[str]:
+        assert self.scratch is not None
+        return [binary, "--acp", "--approval-mode", MODE, "--policy", str(self.scratch.root / "ask-all.toml")]
+
+    def vendor_env(self, scratch: launch.Scratch, base_url: str) -> dict[str, str]:
+        gemini_home = scratch.home / ".gemini"
+        gemini_home.mkdir(parents=True, exist_ok=True)
+        (gemini_home / "settings.json").write_text(json.dumps(settings(), indent=2))
+        (scratch.root / "ask-all.toml").write_text(ASK_ALL)
+        env = {"GEMINI_API_KEY": PLACEHOLDER_KEY, "GOOGLE_GEMINI_BASE_URL": base_url}
+        if self.spec.model:
+            env["GEMINI_MODEL"] = self.spec.model
+        return env
+
+    def vendor_rows(self) -> list[ImposedRow]:
+        return [
+            ImposedRow(row="h2", how="GEMINI_CLI_TRUST_WORKSPACE unset: no workspace .gemini/settings.json is read"),
+            ImposedRow(row="h8", how="--approval-mode default and --policy ask-all.toml (every tool ask_user, "
+                                     "priority 999); always-allow disabled; no hooks run in ACP mode"),
+        ]
+
+    def check_session(self, result: dict) -> None:
+        modes = result.get("modes") if isinstance(result.get("modes"), dict) else {}
+        mode = modes.get("currentModeId")
+        if mode != MODE:
+            raise StartRefusal("VendorCapability", f"gemini opened its session in mode {mode!r}, not {MODE!r}; "
+                                                   "only the default mode asks about every call")
+        self.initial_mode = MODE
+
+    def tool_name_of(self, tool_call: dict) -> str:
+        return tool_name(tool_call)
+
+    def call_of(self, tool_call: dict, final: bool) -> tuple[str, Any, str | None] | None:
+        shown = {key: tool_call[key] for key in ("title", "kind", "content", "locations") if key in tool_call}
+        return tool_name(tool_call), shown, None
+
+    @classmethod
+    def policy_view(cls, name: str, input: Any) -> tuple[str, Any]:
+        """Gemini CLI shows no arguments object: the engine gets what the request shows. A shell
+        call's command is its title; a file call's path its diff or location. glob and grep show
+        no directory, so they keep their own names and the engine, knowing no rule for them, asks
+        (and without `--policy-ask embedder` an ask is a refusal)."""
+        if not isinstance(input, dict):
+            return name, input
+        if name == "run_shell_command" and isinstance(input.get("title"), str):
+            return "Bash", {"command": input["title"]}
+        rule_tool = POLICY_FILE_TOOLS.get(name)
+        path = shown_path(name, input)
+        if rule_tool is not None and path is not None:
+            return rule_tool, {"file_path": path}
+        return name, input
+
+    def resolve(self, name: str, input: Any, cwd: str | None) -> Resolution:
+        entry = TOOLS.get(name)
+        if entry is None:
+            return mcp_resolution(name) or Resolution(operations=[])
+        key: OpKey = (entry[0], "", "")
+        path = shown_path(name, input)
+        run_cwd = self.work or os.path.abspath(self.spec.cwd or os.getcwd())
+        subjects = [(file_subject(path, cwd, run_cwd), [key])] if path else []
+        return Resolution(operations=[key], subjects=subjects)

@@ -1,0 +1,187 @@
+"""The `opencode` adapter: opencode 1.18.33 driven through `opencode acp`.
+
+Pinning (every tool asks, nothing in the workspace can undo it):
+* the global `opencode.json` in the scratch XDG config home holds the loopback provider
+  (`@ai-sdk/openai-compatible`, bundled) and `"permission": {"*": "ask", "task": "deny"}`,
+  and `OPENCODE_PERMISSION` carries the same rules (merged last, over any other source);
+* `OPENCODE_DISABLE_PROJECT_CONFIG=1`: a workspace `opencode.json` is never read — it could
+  otherwise allow a tool outright;
+* phone-home off: `OPENCODE_DISABLE_MODELS_FETCH=1` (models.dev), `autoupdate:false`,
+  `share:"disabled"`, and `@opencode-ai/plugin` already present in the config directory (linked
+  from the pinned install), so opencode starts no background npm install;
+* `experimental.continue_loop_on_deny: true`: a refused call returns opencode's fixed text to
+  the model and the turn goes on, as on the other harnesses (by default one refusal ends it).
+
+The arguments of a call arrive in a `tool_call_update` (`rawInput`), before or after the
+permission request: the request is held until they are there (`call_of`).
+Subagents (`task`) are denied by the pinning: their own calls would not be asked over ACP.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, ClassVar
+
+from metaharness.adapters.base import OpKey, Resolution, StartRefusal
+from metaharness.protocol.values import ImposedRow
+from metaharness.protocol.subjects import file_subject
+
+from . import launch
+from .core import PLACEHOLDER_KEY, AcpAdapter, acp_descriptor, frame_of, frame_operation_names, mcp_resolution
+
+PIN = "1.18.33"
+PERMISSION = {"*": "ask", "task": "deny"}
+PROVIDER = "metaharness"
+MODEL = "loopback"
+# opencode tool → neutral operation, and the input key naming its subject (None: no subject)
+TOOLS: dict[str, tuple[str, str | None]] = {
+    "bash": ("shell", None),
+    "write": ("file.write", "filePath"),
+    "edit": ("file.edit", "filePath"),
+    "read": ("file.read", "filePath"),
+    "glob": ("dir.list", "path"),
+    "grep": ("search", "path"),
+    "webfetch": ("web.read", None),
+    "todowrite": ("task.todo", None),
+    "skill": ("skill.load", None),
+    "task": ("subagent.spawn", None),
+}
+RENDERING: dict[str, str | None] = {
+    "dir.list": "glob", "file.edit": "edit", "file.read": "read", "file.write": "write", "mcp.call": None,
+    "search": "grep", "shell": "bash", "skill.load": "skill", "subagent.spawn": None, "task.todo": "todowrite",
+    "web.read": "webfetch",
+}
+# opencode tool → (the policy engine's tool name, input key renames): the engine reads Claude Code's words.
+POLICY_VIEW: dict[str, tuple[str, dict[str, str]]] = {
+    "bash": ("Bash", {"command": "command"}),
+    "write": ("Write", {"filePath": "file_path", "content": "content"}),
+    "edit": ("Edit", {"filePath": "file_path", "oldString": "old_string", "newString": "new_string"}),
+    "read": ("Read", {"filePath": "file_path"}),
+    "glob": ("Glob", {"pattern": "pattern", "path": "path"}),
+    "grep": ("Grep", {"pattern": "pattern", "path": "path"}),
+    "webfetch": ("WebFetch", {"url": "url"}),
+    "task": ("Task", {"subagent_type": "subagent_type", "prompt": "prompt"}),
+    "skill": ("Skill", {"name": "skill"}),
+    "todowrite": ("TodoWrite", {"todos": "todos"}),
+}
+FIXED_REFUSAL = "The user rejected permission to use this specific tool call."
+
+
+def config(base_url: str, model: str) -> dict[str, Any]:
+    return {
+        "$schema": "https://opencode.ai/config.json",
+        "autoupdate": False,
+        "share": "disabled",
+        "model": f"{PROVIDER}/{model}",
+        "small_model": f"{PROVIDER}/{model}",
+        "provider": {PROVIDER: {
+            "npm": "@ai-sdk/openai-compatible", "name": "metaharness loopback",
+            "options": {"baseURL": f"{base_url}/v1", "apiKey": PLACEHOLDER_KEY},
+            "models": {model: {"name": model, "tool_call": True, "limit": {"context": 100000, "output": 8000}}},
+        }},
+        "permission": dict(PERMISSION),
+        "experimental": {"continue_loop_on_deny": True},
+    }
+
+
+class OpencodeAdapter(AcpAdapter):
+    kind: ClassVar[str] = "opencode"
+    binary_name = "opencode"
+    package = "opencode-ai"
+    pin = PIN
+    fixed_refusal = FIXED_REFUSAL
+
+    @classmethod
+    def descriptor(cls) -> dict[str, Any]:
+        return acp_descriptor(cls.kind, PIN, RENDERING, FIXED_REFUSAL)
+
+    def vendor_plan(self) -> None:
+        frame = frame_of(self.spec)
+        if "subagent.spawn" in frame_operation_names(frame):
+            raise StartRefusal("SubagentUnavailable", (
+                "the frame admits subagent.spawn, and opencode does not forward a subagent's own permission "
+                "requests, so its calls could not be decided; opencode's task tool stays denied"))
+
+    def vendor_argv(self, binary: str) -> list[str]:
+        return [binary, "acp"]
+
+    def vendor_env(self, scratch: launch.Scratch, base_url: str) -> dict[str, str]:
+        home = scratch.config / "opencode"
+        home.mkdir(parents=True, exist_ok=True)
+        (home / "opencode.json").write_text(json.dumps(config(base_url, self.spec.model or MODEL), indent=2))
+        self._link_plugin_package(home)
+        return {
+            "OPENCODE_PERMISSION": json.dumps(PERMISSION),
+            "OPENCODE_DISABLE_PROJECT_CONFIG": "1",
+            "OPENCODE_DISABLE_MODELS_FETCH": "1",
+            "OPENCODE_DISABLE_AUTOUPDATE": "1",
+            "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
+        }
+
+    def _link_plugin_package(self, home: Path) -> None:
+        """The config directory as opencode leaves it after its own dependency install: it installs
+        only when `node_modules` is missing or `package-lock.json` lacks a declared dependency."""
+        modules = Path(self.child_path.split(":")[0]).parent  # <vendor>/node_modules/.bin → node_modules
+        if not (modules / "@opencode-ai" / "plugin").is_dir():
+            return  # opencode will try (and, offline, fail) its background install; doctor says so
+        dependencies = {"@opencode-ai/plugin": PIN}
+        (home / "package.json").write_text(json.dumps({"dependencies": dependencies}))
+        (home / "package-lock.json").write_text(json.dumps(
+            {"lockfileVersion": 3, "requires": True, "packages": {"": {"dependencies": dependencies}}}))
+        os.symlink(modules, home / "node_modules")
+
+    def vendor_rows(self) -> list[ImposedRow]:
+        return [
+            ImposedRow(row="h2", how="OPENCODE_DISABLE_PROJECT_CONFIG=1: no workspace opencode.json is read"),
+            ImposedRow(row="h8", how=f"permission {json.dumps(PERMISSION)} in the global config and OPENCODE_PERMISSION"),
+        ]
+
+    def check_session(self, result: dict) -> None:
+        """opencode names its mode (the agent, `build`) in `configOptions`; older builds in `modes`."""
+        modes = result.get("modes") if isinstance(result.get("modes"), dict) else {}
+        mode = modes.get("currentModeId")
+        for option in result.get("configOptions") or []:
+            if isinstance(option, dict) and option.get("id") == "mode":
+                mode = option.get("currentValue")
+        self.initial_mode = mode if isinstance(mode, str) else None
+
+    def mode_allowed(self, mode: str) -> bool:
+        return self.initial_mode is None or mode == self.initial_mode
+
+    def call_of(self, tool_call: dict, final: bool) -> tuple[str, Any, str | None] | None:
+        assert self.translator is not None
+        known = self.translator.calls.get(str(tool_call.get("toolCallId")))
+        name = (known.title if known and known.title else None) or str(tool_call.get("title") or "unknown")
+        if known is not None and known.raw_input is not None:
+            return name, known.raw_input, known.cwd
+        if not final:
+            return None
+        raw = tool_call.get("rawInput")
+        return name, raw if isinstance(raw, dict) else {}, known.cwd if known else None
+
+    @classmethod
+    def policy_view(cls, name: str, input: Any) -> tuple[str, Any]:
+        view = POLICY_VIEW.get(name)
+        if view is None or not isinstance(input, dict):
+            return name, input
+        rule_tool, keys = view
+        return rule_tool, {**{theirs: input[ours] for ours, theirs in keys.items() if ours in input},
+                           **({"cwd": input["cwd"]} if isinstance(input.get("cwd"), str) else {})}
+
+    def resolve(self, name: str, input: Any, cwd: str | None) -> Resolution:
+        entry = TOOLS.get(name)
+        if entry is None:
+            return mcp_resolution(name) or Resolution(operations=[])
+        op, subject_key = entry
+        key: OpKey = (op, "", "")
+        subjects: list[tuple[str, list[OpKey]]] = []
+        run_cwd = self.work or os.path.abspath(self.spec.cwd or os.getcwd())
+        if subject_key is not None and isinstance(input, dict):
+            path = input.get(subject_key)
+            if isinstance(path, str) and path:
+                subjects.append((file_subject(path, cwd, run_cwd), [key]))
+            elif op in ("dir.list", "search"):
+                subjects.append((file_subject(".", cwd, run_cwd), [key]))  # opencode searches its cwd
+        return Resolution(operations=[key], subjects=subjects)
