@@ -17,9 +17,9 @@ import time
 import tree_sitter
 import tree_sitter_bash
 
-from oharness.permissions import Context, RuleSet, decide, oharness_call, parse_rule
-from oharness.permissions.engine import builtin_rules
-from oharness.permissions.shell import analyse
+from metaharness.permissions import Context, RuleSet, decide, oharness_call, parse_rule
+from metaharness.permissions.engine import builtin_rules
+from metaharness.permissions.shell import analyse
 
 COMMAND = ("cd src && git status --short && npm run test -- --watch=false 2>&1 | tee /tmp/test.log; "
            "FOO=1 timeout 60 make -j4 build > build.log && echo \"done $(date +%s)\" || "

@@ -17,7 +17,8 @@ from typing import Any
 
 import click
 
-from .gate import MODES
+from metaharness.permissions import MODES
+
 
 
 class _Group(click.Group):
@@ -133,7 +134,7 @@ def _offer_trust(cwd: str | None, asker: Any, console: Any) -> None:
     import os
 
     from .cli_permissions import trust_summary
-    from .permissions import load_settings, trust_workspace
+    from metaharness.permissions import load_settings, trust_workspace
 
     settings = load_settings(os.path.abspath(cwd or os.getcwd()))
     if not settings.ok or settings.trusted or not settings.untrusted_grants:

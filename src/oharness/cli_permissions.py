@@ -14,8 +14,8 @@ import sys
 
 import click
 
-from oharness.permissions import MODES, WORKSPACE_MODES, NotationError, decide, load_settings, notation_call
-from oharness.permissions.settings import Settings, revoke_trust, trust_workspace
+from metaharness.permissions import MODES, WORKSPACE_MODES, NotationError, decide, load_settings, notation_call
+from metaharness.permissions.settings import Settings, revoke_trust, trust_workspace
 
 __all__ = ["permissions"]
 

@@ -6,7 +6,7 @@ root `.oharness/settings.json` (project) and `.oharness/settings.local.json` (lo
 Keys read here: `mcpServers` (by name; a narrower scope's entry replaces a wider one's)
 and `skillsDirs` (a list of directories; relative to the file's project root or `~`).
 Skills directories always include `<project>/.oharness/skills` and `~/.oharness/skills`.
-Everything under `permissions` belongs to `oharness.permissions` and is not read here.
+Everything under `permissions` belongs to `metaharness.permissions` and is not read here.
 
 Rules it keeps: a file that exists but is not a JSON object is a `ConfigError` (one
 sentence naming the file) — the session refuses to start rather than drop it.

@@ -1,7 +1,7 @@
 """The permission gate: the one seam every tool call passes before it runs.
 
-What belongs here: the small interface the loop calls (`Gate.check`), the external
-decision as metaharness delivers it (`ExternalDecision`), and `ExternalOnlyGate`, a gate
+What belongs here: the small interface the loop calls (`Gate.check`), reading the external
+decision metaharness delivers (`decision_from_wire`, into the engine's one `ExternalDecision`), and `ExternalOnlyGate`, a gate
 that applies only the external decision (kept for tests of the loop). Sessions use the
 permission engine's gate behind the same interface (`oharness.permission_gate`,
 docs/reference/permissions.md); no rules are implemented here.
@@ -15,33 +15,26 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from metaharness.permissions import MODES, ExternalDecision
+
 from .model import ToolCall
 
-MODES = ("manual", "accept-edits", "plan", "auto", "bypass")
 DEFAULT_MODE = "manual"
+_KINDS = ("allow", "deny", "replace", "abstain")
 
 
-@dataclass(frozen=True)
-class ExternalDecision:
-    """metaharness's answer for one call (the stdio `decision` line)."""
-
-    decision: Literal["allow", "deny", "replace", "abstain"]
-    reason: str | None = None
-    input: Any = None  # the replacement input, for `replace`
-    decided_by: str | None = None
-
-    @classmethod
-    def from_wire(cls, raw: Any, decided_by: Any = None) -> "ExternalDecision":
-        """Parse `{"decision": …}`; raises ValueError with one sentence when malformed."""
-        if not isinstance(raw, dict) or raw.get("decision") not in ("allow", "deny", "replace", "abstain"):
-            raise ValueError("a decision must be an object whose `decision` is allow, deny, replace or abstain")
-        kind = raw["decision"]
-        if kind == "replace" and "input" not in raw:
-            raise ValueError("a replace decision needs an `input`")
-        reason = raw.get("reason")
-        if reason is not None and not isinstance(reason, str):
-            raise ValueError("a decision's `reason` must be a string")
-        return cls(kind, reason, raw.get("input"), decided_by if isinstance(decided_by, str) else None)
+def decision_from_wire(raw: Any, decided_by: Any = None) -> ExternalDecision:
+    """Parse `{"decision": …}` of a stdio `decision` line; raises ValueError with one sentence when malformed."""
+    if not isinstance(raw, dict) or raw.get("decision") not in _KINDS:
+        raise ValueError("a decision must be an object whose `decision` is allow, deny, replace or abstain")
+    kind = raw["decision"]
+    if kind == "replace" and "input" not in raw:
+        raise ValueError("a replace decision needs an `input`")
+    reason = raw.get("reason")
+    if reason is not None and not isinstance(reason, str):
+        raise ValueError("a decision's `reason` must be a string")
+    return ExternalDecision(kind, decided_by=decided_by if isinstance(decided_by, str) else None, reason=reason,
+                            replacement=raw.get("input"))
 
 
 @dataclass(frozen=True)
@@ -75,4 +68,4 @@ class ExternalOnlyGate:
             return GateResult(True, None, call.input)
         if external.decision == "deny":
             return GateResult(False, external.reason or "denied by the decider", call.input)
-        return GateResult(True, None, external.input)
+        return GateResult(True, None, external.replacement)

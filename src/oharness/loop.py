@@ -20,7 +20,9 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from .gate import ExternalDecision, Gate
+from metaharness.permissions import ExternalDecision
+
+from .gate import Gate
 from .model import (
     Message, ModelRequest, Provider, ProviderError, Stop, TextBlock, ThinkingBlock, ToolCall, ToolCallBlock, Usage,
     add_usage, empty_usage,

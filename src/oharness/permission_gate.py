@@ -1,4 +1,4 @@
-"""The engine-backed gate: every tool call of a session goes through `oharness.permissions.decide`.
+"""The engine-backed gate: every tool call of a session goes through `metaharness.permissions.decide`.
 
 What belongs here: turning a loop `ToolCall` and metaharness's external decision into the
 engine's `Call` and `ExternalDecision` (docs/reference/permissions.md), settling the verdict,
@@ -23,14 +23,14 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Literal
 
-from .gate import ExternalDecision, GateResult
-from .model import ToolCall
-from .permissions import (
-    Context, PersistError, Settings, TrailWriter, Verdict, always_allow, decide, load_settings,
-    oharness_call, reason_text, settle,
+from metaharness.permissions import (
+    MODES, Context, ExternalDecision, PersistError, Settings, TrailWriter, Verdict, always_allow, decide,
+    load_settings, oharness_call, reason_text, settle,
 )
-from .permissions import ExternalDecision as EngineDecision
-from .permissions.engine import BYPASS_NOTICE
+from metaharness.permissions.engine import BYPASS_NOTICE
+
+from .gate import GateResult
+from .model import ToolCall
 
 TRAIL_FILE = "decisions.jsonl"
 SCOPES = ("local", "project", "user")
@@ -135,8 +135,6 @@ class EngineGate:
 
     def set_mode(self, mode: Any) -> None:
         """Change the mode from the next call on (what metaharness's `permission.set` does)."""
-        from .permissions import MODES
-
         if mode not in MODES:
             raise ValueError(f"unknown permission mode {mode!r} (one of {', '.join(MODES)})")
         if mode == "bypass" and self.settings.disable_bypass_file:
@@ -190,7 +188,7 @@ class EngineGate:
         except Exception as exc:  # noqa: BLE001 - a seam that fails must fail closed
             return GateResult(False, f"the permission engine could not decide this call ({type(exc).__name__}: "
                                      f"{exc}); refused fail-closed", call.input)
-        run_input = external.input if external is not None and external.decision == "replace" else call.input
+        run_input = external.replacement if external is not None and external.decision == "replace" else call.input
         settlement = settle(verdict, can_ask=self.can_ask, external=ext)
         decided_by = external.decided_by if external is not None else None
         if settlement is not None:
@@ -228,7 +226,7 @@ class EngineGate:
         return GateResult(True, None, run_input)
 
     def _question(self, verdict: Verdict, agent: str | None) -> Question:
-        from .permissions.settings import scope_files
+        from metaharness.permissions.settings import scope_files
 
         files = scope_files(self.ctx.project_root, self.ctx.home)
         remember = {scope: (verdict.remember[scope], files[scope]) for scope in SCOPES
@@ -239,7 +237,7 @@ class EngineGate:
                         verdict.remember_why_not, agent)
 
     def _note_allowed(self, verdict: Verdict) -> None:
-        from .permissions.paths import CanonicalPath
+        from metaharness.permissions.paths import CanonicalPath
 
         # Calls run one at a time: the paths of the call about to run are the ones decided last.
         self._decided.clear()
@@ -261,14 +259,16 @@ class EngineGate:
         self.trail.close()
 
 
-def _engine_external(external: ExternalDecision | None) -> EngineDecision | None:
-    """metaharness's decision as the engine's external decider; `input` → `replacement`."""
+def _engine_external(external: ExternalDecision | None) -> ExternalDecision | None:
+    """metaharness's decision as the engine re-decides it: a replacement that is not an object
+    is wrapped so that the engine sees a mapping, and an unnamed decider is `unknown`."""
     if external is None:
         return None
     replacement = None
     if external.decision == "replace":
-        replacement = external.input if isinstance(external.input, dict) else {"__not_an_object__": external.input}
-    return EngineDecision(external.decision, external.decided_by or "unknown", external.reason, replacement)
+        replacement = external.replacement if isinstance(external.replacement, dict) else {"__not_an_object__": external.replacement}
+    return ExternalDecision(external.decision, decided_by=external.decided_by or "unknown", reason=external.reason,
+                            replacement=replacement)
 
 
 # -- building it -----------------------------------------------------------------------------

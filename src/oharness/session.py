@@ -12,7 +12,9 @@ import os
 from dataclasses import dataclass
 from typing import Protocol
 
-from .gate import MODES, Gate
+from metaharness.permissions import MODES
+
+from .gate import Gate
 from .loop import Agent, Seam, Shared, Sink
 from .model import Provider, ProviderError
 from .tools import Tool, ToolContext, builtin_tools

@@ -27,8 +27,10 @@ from typing import Any
 
 import msgspec
 
+from metaharness.permissions import ExternalDecision
+
 from . import __version__
-from .gate import ExternalDecision
+from .gate import decision_from_wire
 from .model import ToolCall
 from .tools.base import ToolOutput
 
@@ -99,7 +101,7 @@ class StdioSeam:
 
     async def decide(self, call: ToolCall) -> ExternalDecision | None:
         if self.closed:
-            return ExternalDecision("deny", EOF_DENIAL)
+            return ExternalDecision("deny", reason=EOF_DENIAL)
         future: asyncio.Future[ExternalDecision] = asyncio.get_running_loop().create_future()
         self.pending[call.id] = future
         try:
@@ -118,7 +120,7 @@ class StdioSeam:
         self.closed = True
         for future in self.pending.values():
             if not future.done():
-                future.set_result(ExternalDecision("deny", EOF_DENIAL))
+                future.set_result(ExternalDecision("deny", reason=EOF_DENIAL))
 
 
 def _stdin_lines(loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[bytes | None]) -> None:
@@ -211,7 +213,7 @@ class ChildServer:
         elif kind == "decision":
             call_id = record.get("call_id")
             try:
-                decision = ExternalDecision.from_wire(record.get("decision"), record.get("decided_by"))
+                decision = decision_from_wire(record.get("decision"), record.get("decided_by"))
             except ValueError as exc:
                 self._error(f"decision for {call_id!r} ignored: {exc}")
                 return

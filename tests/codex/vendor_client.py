@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from metaharness.adapters.process import descendant_groups, kill_groups
 from metaharness.adapters.codex import launch
 
 from e2e_support import NETNS, NETNS_OK, VENDOR
@@ -170,7 +171,7 @@ class AppServer:
     # --- ending ----------------------------------------------------------------------
     def close(self, timeout: float = 10) -> int | None:
         """Close stdin, wait for the exit, then kill whatever of the run is left."""
-        groups = launch.descendant_groups(self.proc.pid) if self.proc.poll() is None else set()
+        groups = descendant_groups(self.proc.pid) if self.proc.poll() is None else set()
         try:
             assert self.proc.stdin is not None
             self.proc.stdin.close()
@@ -180,7 +181,7 @@ class AppServer:
             code = self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
             code = None
-        launch.kill_groups(groups | {self.proc.pid}, spare=set())
+        kill_groups(groups | {self.proc.pid}, spare=set())
         if self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(5)

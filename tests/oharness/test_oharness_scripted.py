@@ -8,7 +8,8 @@ import time
 import pytest
 
 from metaharness.protocol.scenario import FINAL_TEXT, ScenarioError, parse_scenario
-from oharness.gate import ExternalDecision, ExternalOnlyGate
+from metaharness.permissions import ExternalDecision
+from oharness.gate import ExternalOnlyGate
 from oharness.loop import Agent
 from oharness.model import ModelRequest, Stop, TextBlock, ToolCallBlock
 from oharness.providers import make_provider
@@ -131,8 +132,8 @@ async def test_deny_reason_reaches_the_model_and_replace_changes_input(tmp_path,
             {"op": "shell", "input": {"command": "echo original"}},
         ]},
     ], answers={
-        "write": ExternalDecision("deny", "the frame admits only reading"),
-        "bash": ExternalDecision("replace", input={"command": "echo replaced"}),
+        "write": ExternalDecision("deny", reason="the frame admits only reading"),
+        "bash": ExternalDecision("replace", replacement={"command": "echo replaced"}),
     })
     await agent.run_turn("go")
     results = agent.messages[2]["content"]

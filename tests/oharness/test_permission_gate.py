@@ -11,11 +11,11 @@ import os
 import pytest
 from rich.console import Console
 
-from oharness.gate import ExternalDecision
+from metaharness.permissions import ExternalDecision
 from oharness.model import ToolCall
 from oharness.permission_gate import EngineGate, engine_gate_factory
-from oharness.permissions import trust_workspace
-from oharness.permissions.engine import BYPASS_NOTICE
+from metaharness.permissions import trust_workspace
+from metaharness.permissions.engine import BYPASS_NOTICE
 from oharness.terminal import TerminalAsker
 from oharness.tools import ToolContext, builtin_tools
 
@@ -56,7 +56,7 @@ def trail_lines(session_dir):
 
 async def test_metaharness_deny_is_a_deny_with_its_reason(project):
     gate = make_gate(project)
-    result = await gate.check(bash("ls"), ExternalDecision("deny", "this step admits only file.read", None, "frame"))
+    result = await gate.check(bash("ls"), ExternalDecision("deny", decided_by="frame", reason="this step admits only file.read"))
     assert not result.allowed and result.reason == "this step admits only file.read"
 
 
@@ -106,9 +106,9 @@ async def test_embedder_allow_answers_an_ask_once_but_cannot_reopen_a_deny(proje
 
 async def test_replace_is_decided_again_from_step_zero(project):
     gate = make_gate(project)
-    bad = await gate.check(bash("ls"), ExternalDecision("replace", None, {"command": "rm -rf build"}, "embedder"))
+    bad = await gate.check(bash("ls"), ExternalDecision("replace", decided_by="embedder", replacement={"command": "rm -rf build"}))
     assert not bad.allowed and "Bash(rm -rf *)" in bad.reason
-    good = await gate.check(bash("rm -rf build"), ExternalDecision("replace", None, {"command": "ls -la"}, "embedder"))
+    good = await gate.check(bash("rm -rf build"), ExternalDecision("replace", decided_by="embedder", replacement={"command": "ls -la"}))
     assert good.allowed and good.input == {"command": "ls -la"}
 
 
@@ -169,7 +169,7 @@ async def test_always_allow_writes_the_most_specific_rule_to_the_chosen_scope(pr
     answers = [l for l in trail_lines(session) if l["kind"] == "answer"]
     assert answers[0]["remembered"] == "Bash(npm test)"
     if scope == "project":  # writing a project rule keeps the workspace trusted (§ 4.4)
-        from oharness.permissions import load_settings
+        from metaharness.permissions import load_settings
 
         assert load_settings(str(project), home=str(isolated_home)).trusted
 
@@ -390,7 +390,7 @@ async def test_interactive_print_session_asks_and_remembers(project, tmp_path):
 @pytest.mark.parametrize("answer", ["y", "n"])
 async def test_interactive_first_start_offers_trust_and_only_yes_grants_it(tmp_path, isolated_home, answer):
     from oharness.cli import _run_prompt
-    from oharness.permissions import load_settings
+    from metaharness.permissions import load_settings
 
     root = tmp_path / "cloned"
     (root / ".oharness").mkdir(parents=True)

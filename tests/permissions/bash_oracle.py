@@ -18,8 +18,8 @@ import subprocess
 import sys
 import tempfile
 
-from oharness.permissions import decide, load_settings, notation_call, trust_workspace
-from oharness.permissions.engine import oharness_call
+from metaharness.permissions import decide, load_settings, notation_call, trust_workspace
+from metaharness.permissions.engine import oharness_call
 
 DENY_RULES = ["Bash(rm -rf *)", "Bash(git push*)", "Write(.env*)", "Read(secret/**)"]
 ACTIONS = ("rm", "push", "env-write", "secret-read")

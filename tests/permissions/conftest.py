@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from oharness.permissions import (
+from metaharness.permissions import (
     Context, ExternalDecision, Verdict, decide, load_settings, notation_call, trust_workspace,
 )
 
@@ -67,7 +67,7 @@ class World:
         if trusted:
             self.trust()
         else:
-            from oharness.permissions import revoke_trust
+            from metaharness.permissions import revoke_trust
             revoke_trust(self.root, self.home)
         return self.load()
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from oharness.permissions import classifier, parse_rule
-from oharness.permissions.engine import INERT_TOOLS
-from oharness.permissions.rules import MATCH, NO, shell_broad_match
-from oharness.permissions.shell import FILECOMMANDS, WRAPPERS, analyse
+from metaharness.permissions import classifier, parse_rule
+from metaharness.permissions.engine import INERT_TOOLS
+from metaharness.permissions.rules import MATCH, NO, shell_broad_match
+from metaharness.permissions.shell import FILECOMMANDS, WRAPPERS, analyse
 
 CWD, HOME = "/w/proj", "/home/u"
 
@@ -67,7 +67,7 @@ WRAPPED = {
 
 
 def test_every_wrapper_kind_has_a_handler():
-    from oharness.permissions.shell.wrappers import KINDS
+    from metaharness.permissions.shell.wrappers import KINDS
     assert {spec["kind"] for spec in WRAPPERS.values()} <= set(KINDS)
 
 
@@ -205,7 +205,7 @@ def test_risky(fid):
 
 # protected.toml / inert.toml -----------------------------------------------------------------
 def test_protected_and_secret(world):
-    from oharness.permissions.engine import PROTECTED
+    from metaharness.permissions.engine import PROTECTED
     ctx = world.ctx(world.setup(project={}), mode="manual", ws="full-access")
     for p in PROTECTED["paths"]:
         target = p if p.startswith("~") else (p.lstrip("/*") if "/" in p else "sub/" + p)

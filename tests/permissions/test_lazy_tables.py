@@ -12,7 +12,7 @@ from importlib import resources
 
 import pytest
 
-from oharness.permissions import classifier, engine, rules, shell
+from metaharness.permissions import classifier, engine, rules, shell
 
 TABLES = [
     (shell, "WRAPPERS", "wrappers.toml", None),
@@ -26,7 +26,7 @@ TABLES = [
 
 
 def _parsed(file: str) -> dict:
-    with resources.files("oharness.permissions.data").joinpath(file).open("rb") as f:
+    with resources.files("metaharness.permissions.data").joinpath(file).open("rb") as f:
         return tomllib.load(f)
 
 
@@ -62,14 +62,14 @@ def test_monkeypatched_table_is_what_the_module_reads(monkeypatch):
 _FRESH = """
 import json, sys
 import oharness.permission_gate
-from oharness.permissions import engine
+from metaharness.permissions import engine
 before = {
-    "shell": "oharness.permissions.shell" in sys.modules,
-    "classifier": "oharness.permissions.classifier" in sys.modules,
+    "shell": "metaharness.permissions.shell" in sys.modules,
+    "classifier": "metaharness.permissions.classifier" in sys.modules,
     "tree_sitter": "tree_sitter" in sys.modules,
     "tables": [n for n in ("INERT_TOOLS", "PROTECTED") if n in vars(engine)],
 }
-from oharness.permissions import Context, RuleSet, decide, oharness_call
+from metaharness.permissions import Context, RuleSet, decide, oharness_call
 ctx = Context(rules=RuleSet(), project_root="/p", home="/h", cwd="/p", mode="auto")
 verdicts = [decide(oharness_call(tool, input, "/p"), ctx).behavior
             for tool, input in [("bash", {"command": "ls -la | grep x"}), ("bash", {"command": "sudo rm -rf /x"}),
@@ -83,7 +83,7 @@ def test_fresh_process_loads_nothing_until_the_first_call_and_then_decides():
     result = json.loads(out.stdout)
     assert result["before"] == {"shell": False, "classifier": False, "tree_sitter": False, "tables": []}
     in_process = []
-    from oharness.permissions import Context, RuleSet, decide, oharness_call
+    from metaharness.permissions import Context, RuleSet, decide, oharness_call
 
     ctx = Context(rules=RuleSet(), project_root="/p", home="/h", cwd="/p", mode="auto")
     for tool, input in [("bash", {"command": "ls -la | grep x"}), ("bash", {"command": "sudo rm -rf /x"}),

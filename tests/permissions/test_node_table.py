@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from oharness.permissions.shell import _lazy, analyse
-from oharness.permissions.shell import walk
+from metaharness.permissions.shell import _lazy, analyse
+from metaharness.permissions.shell import walk
 
 
 def grammar_node_types() -> set[str]:

@@ -9,8 +9,8 @@ import os
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from permissions_rules import R
-from oharness.permissions import Context, RuleSet, decide, notation_call, parse_rule
-from oharness.permissions.engine import MODES
+from metaharness.permissions import Context, RuleSet, decide, notation_call, parse_rule
+from metaharness.permissions.engine import MODES
 
 RANK = {"deny": 0, "ask": 1, "allow": 2}
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))

@@ -15,10 +15,10 @@ import tempfile
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from oharness.permissions import Context, RuleSet, decide, oharness_call, parse_rule
-from oharness.permissions import engine
-from oharness.permissions.engine import MATCH, NO, _allow_covers, _broad, _index_of, builtin_rules
-from oharness.permissions.rules import shell_allow_match
+from metaharness.permissions import Context, RuleSet, decide, oharness_call, parse_rule
+from metaharness.permissions import engine
+from metaharness.permissions.engine import MATCH, NO, _allow_covers, _broad, _index_of, builtin_rules
+from metaharness.permissions.rules import shell_allow_match
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
 
@@ -203,7 +203,7 @@ _CTX = Context(rules=RuleSet(), project_root="/w/proj", home="/home/u", cwd="/w/
 @given(anchor=st.sampled_from(["root", "home", "/", "/tmp"]),
        parts=st.lists(st.sampled_from(_COMPONENTS), min_size=0, max_size=5))
 def test_pattern_set_equals_a_scan_of_every_pattern(anchor, parts):
-    from oharness.permissions.paths import compile_path_pattern
+    from metaharness.permissions.paths import compile_path_pattern
 
     ctx = _CTX
     base = {"root": ctx.project_root, "home": ctx.home, "/": "", "/tmp": "/tmp"}[anchor]

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from oharness.permissions.shell import analyse
+from metaharness.permissions.shell import analyse
 
 PROGRAMS = ["rm", "git", "npm", "prog", "cat", "ls", "sudo", "timeout", "nice", "env", "xargs", "grep", "mkdir"]
 CORPUS = [

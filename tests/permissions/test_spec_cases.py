@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from permissions_rules import R
-from oharness.permissions import settle
+from metaharness.permissions import settle
 
 # (case, call, mode, workspace_mode, behavior, reason, rule, scope)
 R_CASES = [

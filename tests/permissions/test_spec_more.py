@@ -13,13 +13,13 @@ import time
 import pytest
 
 from permissions_rules import R
-from oharness.permissions import (
+from metaharness.permissions import (
     ExternalDecision, TrailWriter, decide, load_settings, notation_call, parse_rule, policy_answer,
     policy_decision, remember_rule, settle, vendor_call,
 )
-from oharness.permissions.engine import subagent_context
-from oharness.permissions.paths import PathChanged, canonical, open_decided
-from oharness.permissions.persist import PersistError
+from metaharness.permissions.engine import subagent_context
+from metaharness.permissions.paths import PathChanged, canonical, open_decided
+from metaharness.permissions.persist import PersistError
 
 
 def test_10_ask_beats_narrower_allow(world):
@@ -287,7 +287,7 @@ def test_85_trail_switch(world):
 
 
 def test_86_no_upload_path():
-    import oharness.permissions as p
+    import metaharness.permissions as p
     src = "".join(open(os.path.join(os.path.dirname(p.__file__), f)).read()
                   for f in os.listdir(os.path.dirname(p.__file__)) if f.endswith(".py"))
     for needle in ("import httpx", "urllib.request", "import requests", "import socket", "shutil.copy"):
@@ -397,7 +397,7 @@ def test_177_178_under_metaharness(world):
 
 
 def test_always_allow_in_memory_and_on_disk(world):
-    from oharness.permissions import always_allow
+    from metaharness.permissions import always_allow
     ctx = world.ctx()
     v = world.decide("Bash(npm test)", ctx)
     assert always_allow(ctx, v, "project") == "Bash(npm test)"

@@ -196,8 +196,8 @@ def test_capabilities_cli():
 
 
 def test_pinned_version_is_the_installed_distribution_version():
-    # The descriptor reads oharness.__version__ (cheap) for the distribution's version
-    # (importlib.metadata is slow to import): the two must never drift apart.
+    # The adapter pins oharness's version as a constant (importlib.metadata is slow to import);
+    # oharness's own __version__, the pin and the distribution's version must never drift apart.
     from importlib.metadata import version
 
     import oharness

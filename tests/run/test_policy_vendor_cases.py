@@ -15,7 +15,7 @@ import pytest
 
 from metaharness.adapters.base import Resolution
 from metaharness.run.spec import RunSpec
-from oharness.permissions import trust_workspace
+from metaharness.permissions import trust_workspace
 
 from .conftest import make_frame
 from .fake import Call, FakeAdapter, Turn, cmd, drive

@@ -128,7 +128,9 @@ class Adapter(abc.ABC):
 
     def vendor_timeout_ms(self, deadline_ms: int) -> int:
         """The harness's own timeout for a blocking call (docs/reference/wire.md)."""
-        return deadline_ms + 5000 if deadline_ms > 2500 else 2 * deadline_ms
+        from metaharness.adapters.process import vendor_timeout_ms
+
+        return vendor_timeout_ms(deadline_ms)
 
     # --- lifecycle ----------------------------------------------------------------
     def plan(self) -> None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import functools
+import math
 import os
 import shutil
 import signal
@@ -215,6 +216,76 @@ def confinement() -> tuple[list[str], str]:
 def confined_argv(argv: list[str]) -> list[str]:
     prefix, _how = confinement()
     return [*prefix, *argv]
+
+
+# --- the process tree --------------------------------------------------------------------
+# A vendor's tool commands run in process groups of their own below the child; stopping a run
+# collects every group first and kills them after, so nothing re-parents out of reach.
+
+
+def _parent_and_group(pid: int) -> tuple[int, int] | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            raw = handle.read().decode("utf-8", "replace")
+    except OSError:
+        return None
+    # The command name may hold spaces and parentheses; the fields follow the last ')'.
+    fields = raw[raw.rfind(")") + 2:].split()
+    return int(fields[1]), int(fields[2])
+
+
+def descendant_groups(root: int, *, with_root: bool = False) -> set[int]:
+    """The process groups of every descendant of `root` (and root's own, `with_root`),
+    collected, not killed."""
+    children: dict[int, list[int]] = {}
+    groups: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        info = _parent_and_group(int(entry))
+        if info is None:
+            continue
+        children.setdefault(info[0], []).append(int(entry))
+        groups[int(entry)] = info[1]
+    found: set[int] = {groups[root]} if with_root and root in groups else set()
+    stack = [root]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            if child in groups:
+                found.add(groups[child])
+            stack.append(child)
+    return found
+
+
+def kill_groups(groups: set[int], *, spare: set[int] = frozenset()) -> None:  # type: ignore[assignment]
+    """SIGKILL each group, never our own, init's, or one in `spare`."""
+    spare = set(spare) | {os.getpgrp()}
+    for group in groups:
+        if group in spare or group <= 1:
+            continue
+        try:
+            os.killpg(group, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def kill_tree(root: int) -> None:
+    """SIGKILL `root`'s group and every descendant's group except our own."""
+    kill_groups(descendant_groups(root, with_root=True) | {root})
+
+
+# --- the vendor's timeout ----------------------------------------------------------------
+
+
+def vendor_timeout_ms(deadline_ms: int) -> int:
+    """The harness's own timeout for a blocking call, for metaharness's decision deadline D:
+    strictly longer than D, so that a refusal at the deadline is metaharness's."""
+    return deadline_ms + 5000 if deadline_ms > 2500 else 2 * deadline_ms
+
+
+def whole_seconds(ms: int) -> int:
+    """A vendor timeout given in whole seconds: rounded up, at least one."""
+    return max(1, math.ceil(ms / 1000))
 
 
 class ChildProcess:

@@ -24,6 +24,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta, Struct
 
+from metaharness.permissions import MODES, WORKSPACE_MODES
 from metaharness.run.spec import CREDENTIAL_MODES, DECISION_MODES, HERMETIC_MODES, KINDS
 
 BATCH_FORMAT = "metaharness.batch/1"
@@ -67,8 +68,8 @@ class RunOptions(Struct, kw_only=True, forbid_unknown_fields=True):
     model_endpoint: str | None = None
     vendor_dir: str | None = None
     policy_scopes: Literal["all", "none"] | None = None
-    policy_mode: Literal["manual", "accept-edits", "plan", "auto", "bypass"] | None = None
-    policy_workspace_mode: Literal["read-only", "workspace-write", "full-access"] | None = None
+    policy_mode: Literal[MODES] | None = None  # type: ignore[valid-type]
+    policy_workspace_mode: Literal[WORKSPACE_MODES] | None = None  # type: ignore[valid-type]
     policy_ask: Literal["none", "embedder"] | None = None
     no_decision_trail: bool | None = None
 

@@ -12,8 +12,7 @@ import sys
 import click
 
 from metaharness.cli._out import fail, say
-
-POLICY_MODES = ["manual", "accept-edits", "plan", "auto", "bypass"]
+from metaharness.permissions import MODES
 
 
 @click.command()
@@ -22,7 +21,7 @@ POLICY_MODES = ["manual", "accept-edits", "plan", "auto", "bypass"]
               help="A sealed metaharness.frame/1 document, in force for every call.")
 @click.option("--policy", "policy_files", multiple=True, type=click.Path(dir_okay=False),
               help="A settings document of permission rules (repeatable).")
-@click.option("--policy-mode", type=click.Choice(POLICY_MODES), help="The permission mode the policy decides in.")
+@click.option("--policy-mode", type=click.Choice(MODES), help="The permission mode the policy decides in.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document instead of text.")
 @click.option("--fail-on", type=click.Choice(["allowed", "denied", "any"]), default="any", show_default=True,
               help="Exit 1 when a call would be newly allowed, newly denied, or either (or otherwise changed).")

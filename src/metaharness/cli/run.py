@@ -12,6 +12,7 @@ from typing import Callable
 
 import click
 
+from metaharness.permissions import MODES, WORKSPACE_MODES
 from metaharness.run.spec import CREDENTIAL_MODES, DECISION_MODES, HERMETIC_MODES, KINDS, RunSpec
 
 
@@ -62,9 +63,9 @@ OPTIONS: dict[str, Callable] = {
                   help="policy mode: an extra OHarness settings document (repeatable)."),
     "policy_scopes": click.option("--policy-scopes", type=click.Choice(["all", "none"]), default="all", show_default=True,
                   help="policy mode: read the user, project and local OHarness settings (all) or only --policy files."),
-    "policy_mode": click.option("--policy-mode", type=click.Choice(["manual", "accept-edits", "plan", "auto", "bypass"]),
+    "policy_mode": click.option("--policy-mode", type=click.Choice(MODES),
                   help="policy mode: the permission mode (default: the settings' defaultMode, else manual)."),
-    "policy_workspace_mode": click.option("--policy-workspace-mode", type=click.Choice(["read-only", "workspace-write", "full-access"]),
+    "policy_workspace_mode": click.option("--policy-workspace-mode", type=click.Choice(WORKSPACE_MODES),
                   help="policy mode: narrow workspaceMode (it never widens what the settings say)."),
     "policy_ask": click.option("--policy-ask", type=click.Choice(["none", "embedder"]), default="none", show_default=True,
                   help="policy mode: who answers a rule that asks: none (refused fail-closed) or embedder (tool.decide)."),

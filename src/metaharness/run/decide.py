@@ -10,9 +10,8 @@ import json
 from typing import Any
 
 from metaharness.protocol import frame as frames
+from metaharness.protocol.subjects import OpKey, scope_refusal
 from metaharness.protocol.values import Abstain, Allow, Deny
-
-from .subjects import OpKey, scope_refusal
 
 UNCOVERED = (
     "{tool} is outside the operation vocabulary this step was framed with, so this step does not admit it"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from oharness.permissions import (
+from metaharness.permissions import (
     ExternalDecision,
     Settlement,
     TrailWriter,
@@ -22,7 +22,7 @@ from oharness.permissions import (
     policy_decision,
     vendor_call,
 )
-from oharness.permissions.engine import oharness_call
+from metaharness.permissions.engine import oharness_call
 
 from metaharness.protocol.values import Abstain, Allow, Deny, PolicyAsk, Replace
 

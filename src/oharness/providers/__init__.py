@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ..model import Provider
 
-# `oharness.model` is imported when a provider is made or a spelling refused, not here:
-# metaharness checks a run's model spelling with `split_model` before it spawns oharness,
-# and its start-up time is benchmarked.
+from metaharness.protocol.models import (  # noqa: F401  (the spelling rules are shared with metaharness)
+    API_KEYS, DEFAULT_MODEL, NO_MODEL, PROVIDERS, ModelSpellingError, missing_key,
+)
+from metaharness.protocol.models import split_model as _split_model
 
-PROVIDERS = ("scripted", "anthropic", "openai", "chat")
-DEFAULT_MODEL = "scripted:default"
+# `oharness.model` is imported when a provider is made or a spelling refused, not here.
 
 
 def __getattr__(name: str) -> Any:
@@ -30,26 +30,13 @@ def __getattr__(name: str) -> Any:
 
 
 def split_model(spelling: str) -> tuple[str, str]:
-    provider, sep, model = spelling.partition(":")
-    if not sep or not model or provider not in PROVIDERS:
+    """(provider, model); a bad spelling is oharness's `ProviderError`, with the shared sentence."""
+    try:
+        return _split_model(spelling)
+    except ModelSpellingError as exc:
         from ..model import ProviderError
 
-        raise ProviderError(
-            f"the model {spelling!r} is not spelled PROVIDER:MODEL with PROVIDER one of {', '.join(PROVIDERS)}"
-        )
-    return provider, model
-
-
-# The environment variable each real provider's key is read from.
-API_KEYS = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
-
-
-def missing_key(provider: str, environ: Any) -> str | None:
-    """The one sentence for a real provider whose key is not in `environ`, else None."""
-    variable = API_KEYS.get(provider)
-    if variable is None or environ.get(variable):
-        return None
-    return f"the {provider} provider needs {variable} in the environment"
+        raise ProviderError(str(exc)) from None
 
 
 def make_provider(spelling: str, script: str | None = None) -> Provider:
@@ -73,8 +60,3 @@ def make_provider(spelling: str, script: str | None = None) -> Provider:
     from .openai_provider import OpenAIProvider
 
     return OpenAIProvider(spelling, model)
-
-
-# What oharness says when nothing chose a model (its own CLI, and metaharness's oharness adapter).
-NO_MODEL = ("no model chosen: give --model PROVIDER:MODEL for a real one (anthropic:claude-sonnet-4-5 with "
-            "ANTHROPIC_API_KEY, openai:gpt-5 with OPENAI_API_KEY), or --script FILE to script one")

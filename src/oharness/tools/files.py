@@ -29,8 +29,8 @@ BINARY_SNIFF = 8192
 
 def _canonical(path: str, ctx: ToolContext) -> Any:
     """The path as the engine decided it; refused when it resolves differently now."""
-    from ..permissions import canonical
-    from ..permissions.paths import PathError
+    from metaharness.permissions import canonical
+    from metaharness.permissions.paths import PathError
 
     try:
         now = canonical(path, ctx.cwd)
@@ -45,7 +45,7 @@ def _canonical(path: str, ctx: ToolContext) -> Any:
 
 
 def _open(canon: Any, flags: int) -> Any:
-    from ..permissions import PathChanged, open_decided
+    from metaharness.permissions import PathChanged, open_decided
 
     try:
         fd = open_decided(canon, flags)

@@ -26,7 +26,7 @@ from typing import Any, ClassVar
 
 from metaharness.adapters.base import OpKey, Resolution, StartRefusal
 from metaharness.protocol.values import ImposedRow
-from metaharness.run.subjects import file_subject
+from metaharness.protocol.subjects import file_subject
 
 from . import launch
 from .core import PLACEHOLDER_KEY, AcpAdapter, acp_descriptor, frame_of, frame_operation_names, mcp_resolution

@@ -23,7 +23,7 @@ import time
 from typing import Any, ClassVar
 
 from metaharness.adapters.base import Adapter, ControlRefused, Resolution, RunContext, StartRefusal, plan_loopback_script
-from metaharness.adapters.process import ScratchRefused, spawn_on_channel
+from metaharness.adapters.process import ScratchRefused, kill_tree, spawn_on_channel
 from metaharness.protocol.values import (
     Exited,
     HermeticAttestation,
@@ -33,7 +33,7 @@ from metaharness.protocol.values import (
     UnavailableRow,
     UnknownTermination,
 )
-from metaharness.run.subjects import file_subject
+from metaharness.protocol.subjects import file_subject
 
 from . import launch
 from .seam import CallSeam, ChannelClosed, ControlChannel, user_line
@@ -495,7 +495,7 @@ class ClaudeAdapter(Adapter):
             await asyncio.wait_for(process.wait(), 2.0)
         except asyncio.TimeoutError:
             pass
-        launch.kill_tree(process.pid)
+        kill_tree(process.pid)
 
     async def wait(self) -> ProcessTermination:
         process = self.process
@@ -506,7 +506,7 @@ class ClaudeAdapter(Adapter):
             await self._reader
         code = await process.wait()
         # Tool commands may run in groups of their own: sweep what the child left behind.
-        launch.kill_tree(process.pid)
+        kill_tree(process.pid)
         if self._stderr_task is not None:
             try:
                 await asyncio.wait_for(self._stderr_task, 2.0)

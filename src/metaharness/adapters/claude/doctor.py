@@ -18,6 +18,8 @@ import tempfile
 import time
 from typing import Iterator
 
+from metaharness.adapters.process import kill_tree
+
 from . import launch
 from .translate import Translator, encode_item
 
@@ -101,7 +103,7 @@ def capability_check(binary: str, path: str) -> Check:
             return (name, False, f"claude exited {code}")
         return (name, True, "hooks_applied, hook_on_failure_supported, clean exit")
     finally:
-        launch.kill_tree(child.pid)
+        kill_tree(child.pid)
         try:
             child.wait(5)
         except subprocess.TimeoutExpired:

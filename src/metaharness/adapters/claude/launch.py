@@ -12,16 +12,14 @@ the PATH the child will get; nothing here talks to a model.
 
 from __future__ import annotations
 
-import math
 import os
 import secrets
 import shutil
-import signal
 from dataclasses import dataclass, field
 from typing import Any
 
 from metaharness.adapters.base import StartRefusal
-from metaharness.adapters.process import private_scratch
+from metaharness.adapters.process import private_scratch, vendor_timeout_ms, whole_seconds
 
 PINNED_VERSION = "2.1.328"
 BINARY_NAME = "claude"
@@ -119,8 +117,7 @@ def resolve_binary(path: str) -> str | None:
 
 def hook_timeout_s(deadline_ms: int) -> int:
     """The hook `timeout` in seconds for decision budget D (docs/guides/claude-and-codex.md)."""
-    vendor_ms = deadline_ms + 5000 if deadline_ms > 2500 else 2 * deadline_ms
-    return max(1, math.ceil(vendor_ms / 1000))
+    return whole_seconds(vendor_timeout_ms(deadline_ms))
 
 
 def initialize_request(request_id: str, timeout_s: int) -> dict[str, Any]:
@@ -247,53 +244,3 @@ def memory_files_above(cwd: str) -> list[str]:
         if parent == current:
             return found
         current = parent
-
-
-# --- process control (docs/guides/claude-and-codex.md) ---------------------------------------------
-
-
-def _parent_and_group(pid: int) -> tuple[int, int] | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            data = handle.read().decode("utf-8", "replace")
-    except OSError:
-        return None
-    # The command name may hold spaces and parentheses: split after the last ')'.
-    fields = data[data.rfind(")") + 2:].split()
-    return int(fields[1]), int(fields[2])
-
-
-def descendant_groups(root: int) -> set[int]:
-    """Process groups of `root` and all its descendants, collected before any kill."""
-    parents: dict[int, int] = {}
-    groups: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            info = _parent_and_group(int(entry))
-            if info:
-                parents[int(entry)], groups[int(entry)] = info
-    result: set[int] = set()
-    frontier = [root]
-    seen = {root}
-    while frontier:
-        pid = frontier.pop()
-        if pid in groups:
-            result.add(groups[pid])
-        for child, parent in parents.items():
-            if parent == pid and child not in seen:
-                seen.add(child)
-                frontier.append(child)
-    return result
-
-
-def kill_tree(root: int) -> None:
-    """SIGKILL the child's group and every descendant's group except our own."""
-    own = os.getpgrp()
-    groups = descendant_groups(root) | {root}
-    for group in groups:
-        if group == own or group <= 1:
-            continue
-        try:
-            os.killpg(group, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass

@@ -32,7 +32,7 @@ import subprocess
 from typing import Any
 
 from metaharness.adapters.base import Adapter, ControlRefused, OpKey, Resolution, StartRefusal, plan_loopback_script
-from metaharness.adapters.process import spawn_on_channel
+from metaharness.adapters.process import descendant_groups, kill_groups, spawn_on_channel
 from metaharness.protocol.values import (
     Exited,
     HermeticAttestation,
@@ -42,7 +42,7 @@ from metaharness.protocol.values import (
     UnavailableRow,
     UnknownTermination,
 )
-from metaharness.run.subjects import file_subject
+from metaharness.protocol.subjects import file_subject
 
 from . import launch
 from .relay import RelayServer, hook_timing, hook_toml, patch_changes
@@ -608,12 +608,12 @@ class CodexAdapter(Adapter):
                 pass
         # turn/interrupt does not stop a running command (docs/guides/claude-and-codex.md): kill its groups.
         groups |= self._descendant_groups()
-        launch.kill_groups(groups, spare={self.proc.pid} if self.proc else set())
+        kill_groups(groups, spare={self.proc.pid} if self.proc else set())
 
     def _descendant_groups(self) -> set[int]:
         if self.proc is None or self.proc.returncode is not None:
             return set()
-        return launch.descendant_groups(self.proc.pid)
+        return descendant_groups(self.proc.pid)
 
     async def finish(self) -> None:
         if self.seam is not None:
@@ -636,16 +636,16 @@ class CodexAdapter(Adapter):
             except asyncio.TimeoutError:
                 pass
             groups |= self._descendant_groups()
-            launch.kill_groups(groups | {self.proc.pid}, spare=set())
+            kill_groups(groups | {self.proc.pid}, spare=set())
         else:
-            launch.kill_groups(groups, spare=set())
+            kill_groups(groups, spare=set())
 
     async def _kill_now(self) -> None:
         if self.rpc is not None:
             self.rpc.close_stdin()
         if self.proc is not None and self.proc.returncode is None:
             groups = self._descendant_groups() | {self.proc.pid}
-            launch.kill_groups(groups, spare=set())
+            kill_groups(groups, spare=set())
             await self.proc.wait()
         if self._reader is not None:
             await asyncio.gather(self._reader, return_exceptions=True)

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from metaharness.adapters.process import descendant_groups, kill_groups
+
 from . import launch
 from .rpc import RpcChannel
 
@@ -124,7 +126,7 @@ async def _close(proc: Any, rpc: RpcChannel, within: float = 5) -> int | None:
     try:
         code = await asyncio.wait_for(proc.wait(), within)
     except asyncio.TimeoutError:
-        launch.kill_groups(launch.descendant_groups(proc.pid) | {proc.pid}, spare=set())
+        kill_groups(descendant_groups(proc.pid) | {proc.pid}, spare=set())
         await proc.wait()
         return None
     await asyncio.gather(rpc.reader, return_exceptions=True)  # type: ignore[attr-defined]

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -216,53 +215,6 @@ def sandbox_policy(frame_ops: set[str] | None, posture: str) -> dict:
         # Only a frame-derived sandbox shuts /tmp; a bare posture keeps Codex's default.
         "excludeSlashTmp": frame_ops is not None,
     }
-
-
-# --- process groups -----------------------------------------------------------
-
-
-def _proc_parent_and_group(pid: int) -> tuple[int, int] | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            raw = handle.read().decode("utf-8", "replace")
-    except OSError:
-        return None
-    # The command name may hold spaces and parentheses; the fields follow the last ')'.
-    fields = raw[raw.rfind(")") + 2:].split()
-    return int(fields[1]), int(fields[2])
-
-
-def descendant_groups(root_pid: int) -> set[int]:
-    """Process groups of every descendant of root_pid (collected, not killed)."""
-    children: dict[int, list[int]] = {}
-    groups: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        info = _proc_parent_and_group(int(entry))
-        if info is None:
-            continue
-        children.setdefault(info[0], []).append(int(entry))
-        groups[int(entry)] = info[1]
-    found: set[int] = set()
-    stack = [root_pid]
-    while stack:
-        for child in children.get(stack.pop(), []):
-            if child in groups:
-                found.add(groups[child])
-            stack.append(child)
-    return found
-
-
-def kill_groups(groups: set[int], *, spare: set[int]) -> None:
-    spare = spare | {os.getpgrp()}
-    for group in groups:
-        if group in spare or group <= 1:
-            continue
-        try:
-            os.killpg(group, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
 
 
 def existing_stubs(work: str) -> set[str]:

@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
-import math
 import os
 import secrets
 import shlex
@@ -31,6 +30,8 @@ import socket
 import sys
 from pathlib import Path
 from typing import Any, Callable
+
+from metaharness.adapters.process import whole_seconds
 
 SOCKET_NAME = "relay.sock"
 # The secret reaches the hook in its environment (inherited from the app-server), never in
@@ -49,7 +50,7 @@ def hook_timing(budget_ms: int, vendor_ms: int) -> tuple[int, float]:
     The hook's timeout is the adapter's vendor timeout (docs/reference/wire.md); the relay
     waits halfway between the decision budget and it, so the verdict, due by the budget,
     reaches it, and it is done before Codex stops it."""
-    return max(1, math.ceil(vendor_ms / 1000)), (budget_ms + (vendor_ms - budget_ms) / 2) / 1000
+    return whole_seconds(vendor_ms), (budget_ms + (vendor_ms - budget_ms) / 2) / 1000
 
 
 def hook_toml(directory: Path, timeout_s: int, relay_wait: float) -> str:
@@ -100,7 +101,7 @@ def patch_changes(text: Any) -> list[dict] | None:
     `changes` (`{"path", "kind": {"type", "move_path"}}`); None when it cannot be read.
     The headers are read as the permission engine reads them (`patch_entries`), so a policy
     and a frame see the same entries."""
-    from oharness.permissions.vendor import patch_entries  # on first use: only relay runs read patch text
+    from metaharness.permissions.vendor import patch_entries  # on first use: only relay runs read patch text
 
     entries = patch_entries(text) if isinstance(text, str) else None
     if entries is None:

@@ -18,7 +18,8 @@ import msgspec
 from metaharness.adapters.base import Adapter, PresentedCall, Resolution
 from metaharness.adapters.base import StartRefusal
 from metaharness.adapters.process import ChildProcess, ScratchRefused, private_scratch
-from metaharness.run.subjects import file_subject
+from metaharness.permissions import MODES
+from metaharness.protocol.subjects import file_subject
 
 from . import launch, translate
 
@@ -31,7 +32,6 @@ REVERSE = {tool: op for op, tool in RENDERING.items() if tool}
 # Which input key holds the path a tool acts on (its subject), and the default.
 PATH_KEYS = {"read": ("path", None), "write": ("path", None), "edit": ("path", None),
              "glob": ("path", "."), "grep": ("path", ".")}
-MODES = ("manual", "accept-edits", "plan", "auto", "bypass")
 
 _encode = msgspec.json.Encoder(order="deterministic").encode
 
@@ -90,19 +90,15 @@ class OHarnessAdapter(Adapter):
     def plan(self) -> None:
         """Refuse what oharness would refuse, before anything is spawned."""
         from metaharness.adapters.base import StartRefusal
-        from oharness.providers import split_model
+        from metaharness.protocol.models import DEFAULT_MODEL, NO_MODEL, ModelSpellingError, missing_key, split_model
 
         if self.spec.model is None and self.spec.script is None:
-            from oharness.providers import NO_MODEL
-
             raise StartRefusal("NoModel", NO_MODEL)
-        spelling = self.spec.model or "scripted:default"
+        spelling = self.spec.model or DEFAULT_MODEL
         try:
             provider, _ = split_model(spelling)
-        except _provider_error() as exc:
+        except ModelSpellingError as exc:
             raise StartRefusal("ModelInvalid", str(exc)) from None
-        from oharness.providers import missing_key
-
         if sentence := missing_key(provider, launch.child_env(self.spec) or os.environ):  # the child's own env
             raise StartRefusal("NoApiKey", sentence)
         if self.spec.script:
@@ -268,14 +264,6 @@ def session_base() -> str:
     return os.path.join(tempfile.gettempdir(), f"metaharness-{os.getuid()}")
 
 
-def _provider_error() -> type[Exception]:
-    # Evaluated only when split_model raised (which imported oharness.model): a valid spelling
-    # does not pay for importing oharness.model before the child is spawned.
-    from oharness.model import ProviderError
-
-    return ProviderError
-
-
 def _type_of(line: bytes) -> str | None:
     try:
         value = msgspec.json.decode(line)
@@ -292,9 +280,4 @@ def _warning(code: str, message: str):
 
 
 def _version() -> str:
-    # oharness ships in the metaharness distribution, so its `__version__` is the distribution's
-    # version (tests/run/test_cli_oharness.py holds them equal); reading it costs nothing, where
-    # importlib.metadata costs ~15 ms of every run's start-up.
-    from oharness import __version__
-
-    return f"oharness {__version__}"
+    return f"oharness {launch.PINNED_VERSION}"

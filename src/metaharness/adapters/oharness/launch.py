@@ -5,9 +5,16 @@ from __future__ import annotations
 import os
 import sys
 
+from metaharness.protocol.models import DEFAULT_MODEL
+
+# The oharness this adapter speaks to. oharness ships in the metaharness distribution, so the pin
+# is the distribution's version and oharness's own `__version__` (tests/run/test_cli_oharness.py
+# holds the three equal); a constant, where importlib.metadata costs ~15 ms of every start-up.
+PINNED_VERSION = "0.1.0"
+
 
 def argv(spec, session_dir: str | None) -> list[str]:
-    args = [sys.executable, "-m", "oharness", "--stdio", "--model", spec.model or "scripted:default"]
+    args = [sys.executable, "-m", "oharness", "--stdio", "--model", spec.model or DEFAULT_MODEL]
     if spec.script:
         args += ["--script", os.path.abspath(spec.script)]
     if spec.cwd:

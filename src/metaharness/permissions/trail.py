@@ -25,7 +25,7 @@ from .engine import Settlement, Verdict
 
 __all__ = ["TrailWriter", "new_decision_id", "decision_line", "answer_line"]
 
-log = logging.getLogger("oharness.permissions.trail")
+log = logging.getLogger("metaharness.permissions.trail")
 _STOP = object()
 
 

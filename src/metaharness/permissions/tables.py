@@ -17,11 +17,11 @@ from typing import Any, Callable
 
 
 def load_table(name: str) -> dict:
-    """One TOML file of `oharness/permissions/data`, parsed."""
+    """One TOML file of `metaharness/permissions/data`, parsed."""
     import tomllib
     from importlib import resources
 
-    with resources.files("oharness.permissions.data").joinpath(name).open("rb") as f:
+    with resources.files("metaharness.permissions.data").joinpath(name).open("rb") as f:
         return tomllib.load(f)
 
 

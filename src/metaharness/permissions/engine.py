@@ -18,9 +18,10 @@ import os
 import re
 import shlex
 import urllib.parse
-from dataclasses import dataclass, field, replace
+from dataclasses import KW_ONLY, dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Iterable, Literal, Mapping, Sequence
 
+from .modes import MODES, WORKSPACE_MODES
 from .paths import CanonicalPath, PathError, PathPattern, canonical, compile_path_pattern, escape_glob, is_inside
 from .rules import (
     LITERAL, MATCH, MAYBE, NO, Rule, _normalise, broad_wordset, literal_texts, parse_rule, required_words,
@@ -42,8 +43,6 @@ Behavior = Literal["allow", "ask", "deny"]
 #: What the UI must say when entering Bypass.
 BYPASS_NOTICE = ("Bypass: every call runs unless a deny rule or workspaceMode stops it, "
                  "or a deny rule cannot be ruled out")
-MODES = ("plan", "manual", "accept-edits", "auto", "bypass")
-WORKSPACE_MODES = ("read-only", "workspace-write", "full-access")
 FORCED_ORDER = ("ask-rule", "maybe-deny", "ask-rule-maybe", "protected-path", "secret-path", "critical-removal", "dynamic-write", "opaque")
 GRANT_ORDER = ("bypass", "hook-allow", "allow-rule", "auto-routine", "edit-grant", "read-only", "inert")
 DANGEROUS_ASSIGNMENT_PREFIXES = ("LD_", "DYLD_", "GIT_")
@@ -293,12 +292,16 @@ class Verdict:
 
 @dataclass(frozen=True, slots=True)
 class ExternalDecision:
-    """A metaharness decision for this call, given to the engine as an external decider."""
+    """A metaharness decision for this call, given to the engine as an external decider.
+
+    The one class for it: oharness's stdio reads a `decision` line into it and its gates pass it on.
+    """
 
     decision: Literal["allow", "deny", "abstain", "replace"]
-    decided_by: str = "embedder"  # frame | observe | policy | embedder | ask | deadline
+    _: KW_ONLY  # the rest by name: two classes of this name once took them in two orders
+    decided_by: str | None = None  # frame | observe | policy | embedder | ask | deadline; None: not named
     reason: str | None = None
-    replacement: Mapping[str, Any] | None = None
+    replacement: Any = None  # the input a `replace` runs with, as delivered (the engine re-decides a mapping)
 
 
 @dataclass(frozen=True, slots=True)
