@@ -25,6 +25,7 @@ import functools
 import math
 import os
 import shutil
+from pathlib import Path
 import signal
 import socket
 import subprocess
@@ -131,6 +132,31 @@ async def spawn_on_channel(argv: list[str], *, env: dict[str, str] | None, cwd: 
         theirs.close()
     reader, writer = await open_channel(ours)
     return proc, reader, writer
+
+
+# --- the child's PATH ------------------------------------------------------------------------
+
+def default_vendor_dir() -> str | None:
+    """METAHARNESS_VENDOR_DIR, else a source checkout's `.vendor/node_modules/.bin` (`make
+    vendor` installs the pinned CLIs there), else None (give --vendor-dir DIR)."""
+    configured = os.environ.get("METAHARNESS_VENDOR_DIR")
+    if configured:
+        return configured
+    checkout = Path(__file__).resolve().parents[3] / ".vendor" / "node_modules" / ".bin"
+    return str(checkout) if checkout.is_dir() else None
+
+
+def child_path(vendor_dir: str | None) -> str:
+    """The child's PATH: the vendor dir, node's own dir (real and as found), the system dirs;
+    each once, in that order."""
+    parts: list[str] = []
+    if vendor_dir:
+        parts.append(os.path.abspath(vendor_dir))
+    node = shutil.which("node")
+    if node:
+        parts += [os.path.dirname(os.path.realpath(node)), os.path.dirname(node)]
+    parts += ["/usr/local/bin", "/usr/bin", "/bin"]
+    return ":".join(dict.fromkeys(parts))
 
 
 # --- scratch ------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from metaharness.adapters.process import private_scratch
+from metaharness.adapters.process import child_path, default_vendor_dir, private_scratch
 
 
 class LaunchError(Exception):
@@ -62,25 +62,6 @@ def make_scratch(kind: str, cwd: str) -> Scratch:
     for directory in (scratch.home, scratch.tmp, scratch.config, scratch.data, scratch.cache, scratch.state):
         directory.mkdir(parents=True, exist_ok=True)
     return scratch
-
-
-def default_vendor_dir() -> str | None:
-    configured = os.environ.get("METAHARNESS_VENDOR_DIR")
-    if configured:
-        return configured
-    checkout = Path(__file__).resolve().parents[4] / ".vendor" / "node_modules" / ".bin"
-    return str(checkout) if checkout.is_dir() else None
-
-
-def child_path(vendor_dir: str | None) -> str:
-    parts: list[str] = []
-    if vendor_dir:
-        parts.append(os.path.abspath(vendor_dir))
-    node = shutil.which("node")
-    if node:
-        parts += [os.path.dirname(os.path.realpath(node)), os.path.dirname(node)]
-    parts += ["/usr/local/bin", "/usr/bin", "/bin"]
-    return ":".join(dict.fromkeys(parts))
 
 
 def resolve_binary(name: str, path: str, package: str, pin: str) -> str:

@@ -20,7 +20,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from metaharness.adapters.process import ScratchRefused, private_scratch
+from metaharness.adapters.process import ScratchRefused, child_path, default_vendor_dir, private_scratch
 
 PIN = "0.171.0"
 MODEL = "gpt-5.5"
@@ -92,31 +92,6 @@ def make_scratch(cwd: str | None) -> Scratch:
     if cwd is None:
         scratch.work.mkdir()
     return scratch
-
-
-def default_vendor_dir() -> str | None:
-    configured = os.environ.get("METAHARNESS_VENDOR_DIR")
-    if configured:
-        return configured
-    # A source checkout keeps the pinned CLIs in .vendor; `make vendor` installs it in .vendor/node_modules/.bin, or give --vendor-dir DIR.
-    checkout = Path(__file__).resolve().parents[4] / ".vendor" / "node_modules" / ".bin"
-    return str(checkout) if checkout.is_dir() else None
-
-
-def child_path(vendor_dir: str | None) -> str:
-    parts: list[str] = []
-    if vendor_dir:
-        parts.append(os.path.abspath(vendor_dir))
-    node = shutil.which("node")
-    if node:
-        parts.append(os.path.dirname(os.path.realpath(node)))
-        parts.append(os.path.dirname(node))
-    parts += ["/usr/local/bin", "/usr/bin", "/bin"]
-    seen: list[str] = []
-    for part in parts:
-        if part not in seen:
-            seen.append(part)
-    return ":".join(seen)
 
 
 def resolve_binary(path: str) -> str:
