@@ -547,3 +547,10 @@ def test_lines_read_before_a_refused_start_are_answered():
 
     run.core.refuse_start(refusal.value, [decode_command_line(cmd("halt", id="h", reason="x"))])
     assert run.result("h")["refused"] == {"code": "TOO_LATE", "reason": "the run is ending"}
+
+
+def test_the_pipeline_has_one_route_per_command_under_its_wire_name():
+    from metaharness.protocol.commands import COMMAND_TYPES
+
+    assert set(commands.PIPELINE) == set(COMMAND_TYPES)
+    assert all(route.name == kind.__struct_config__.tag for kind, route in commands.PIPELINE.items())
