@@ -32,7 +32,6 @@ from metaharness.protocol.decode import decode_command_line
 from metaharness.protocol.values import UnknownTermination
 
 from . import commands
-from .calls import call_digest  # noqa: F401  (re-exported: the digest of a presented call)
 from .core import RunCore
 from .harness import Harness
 from .spec import RunSpec
