@@ -1,7 +1,9 @@
-"""A fake harness for testing the run loop without a child process.
+"""A fake harness for testing a run without a child process.
 
 Each turn is a list of calls; a call waits for its decision, then "runs" (a
-tool.result) unless denied. Turns can hold open until interrupted.
+tool.result) unless denied. Turns can hold open until interrupted. `drive` runs it
+under the asyncio driver (`Run`); `CoreRun` drives the run core by plain calls, with
+no event loop and a fake clock.
 """
 
 from __future__ import annotations
