@@ -554,3 +554,22 @@ def test_the_pipeline_has_one_route_per_command_under_its_wire_name():
 
     assert set(commands.PIPELINE) == set(COMMAND_TYPES)
     assert all(route.name == kind.__struct_config__.tag for kind, route in commands.PIPELINE.items())
+
+
+@pytest.mark.parametrize("module", ["core", "calls", "commands", "start", "harness", "decide"])
+def test_the_core_modules_need_no_event_loop(module):
+    """The rules stay drivable by plain calls: no module of the core imports asyncio (the driver,
+    run/loop.py, is the only one that waits)."""
+    import ast
+    import pathlib
+
+    import metaharness.run as package
+
+    source = (pathlib.Path(package.__file__).parent / f"{module}.py").read_text()
+    imported = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            imported.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            imported.add(node.module.split(".")[0])
+    assert "asyncio" not in imported and "threading" not in imported
