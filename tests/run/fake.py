@@ -1,7 +1,9 @@
-"""A fake harness for testing the run loop without a child process.
+"""A fake harness for testing a run without a child process.
 
 Each turn is a list of calls; a call waits for its decision, then "runs" (a
-tool.result) unless denied. Turns can hold open until interrupted.
+tool.result) unless denied. Turns can hold open until interrupted. `drive` runs it
+under the asyncio driver (`Run`); `CoreRun` drives the run core by plain calls, with
+no event loop and a fake clock.
 """
 
 from __future__ import annotations
@@ -161,3 +163,107 @@ def cmd(command: str, id: str = "c1", **payload) -> bytes:
 
 def names(events: list[dict]) -> list[str]:
     return [e["event"] for e in events]
+
+
+# --- the run core driven by plain calls: no event loop, a fake clock ------------------------
+
+
+class Clock:
+    """A clock that moves only when told (seconds)."""
+
+    def __init__(self, now: float = 1000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> float:
+        self.now += seconds
+        return self.now
+
+
+class CoreRun:
+    """A `RunCore` over a FakeAdapter, driven synchronously the way `loop.py` drives it:
+    `start()` (the start checks, the spawn settled, `session.started`), `open_turn()` and
+    `turn_started()`, `call()` (the harness presents a call), `send()` (one stdin line
+    through the decoder and the pipeline), `expire()` at the fake clock, `wind_up()`."""
+
+    def __init__(self, spec: RunSpec, *, descriptor: dict | None = None) -> None:
+        from metaharness.run.core import RunCore
+        from metaharness.run.harness import Harness
+
+        self.spec = spec
+        self.clock = Clock()
+        self.lines: list[bytes] = []
+        self.stderr: list[str] = []
+        self.adapter = FakeAdapter(spec, [], descriptor=descriptor)
+        self.delivered: list[tuple[str, Any, str]] = []
+        self.turn_inputs: list[Any] = []
+        self.frames_set: list[Any] = []
+        self.wakes = 0
+        self.core = RunCore(spec, self.lines.append, run_id="test-run", harness=Harness(self.adapter, spec),
+                            stderr=self.stderr.append, clock=self.clock)
+        self.core.on_wake = self._woken
+
+    def _woken(self) -> None:
+        self.wakes += 1
+
+    @property
+    def events(self) -> list[dict]:
+        return [json.loads(line) for line in self.lines]
+
+    def by(self, name: str) -> list[dict]:
+        return [e for e in self.events if e["event"] == name]
+
+    def result(self, cid: str) -> dict:
+        return [e for e in self.by("command.result") if e["id"] == cid][-1]["outcome"]
+
+    def start(self, *, session: bool = True) -> None:
+        self.core.check_start()
+        self.core.spawn_settled = self.core.spawned = True
+        if session:
+            self.core.session_started(SessionStarted(adapter="oharness", offered_tools=["read", "write", "bash"],
+                                                     transcript=TranscriptRef(), hermetic=HermeticAttestation()))
+
+    def turn(self, first: bool = False) -> None:
+        """A boundary, then the harness starts the turn."""
+        frame, turn_input = self.core.open_turn(self.spec.prompt or "" if first else None)
+        if frame is not None:
+            self.frames_set.append(frame)
+        self.turn_inputs.append(turn_input)
+        self.core.turn_started()
+
+    def call(self, name: str, input: Any, call_id: str) -> None:
+        def deliver(decision, decided_by, _id=call_id):
+            self.delivered.append((_id, decision, decided_by))
+
+        self.core.present(PresentedCall(call_id=call_id, name=name, input=input, seam="owned_tool", deliver=deliver))
+
+    def send(self, line: bytes) -> bool:
+        """One stdin line; True when the core hands it to the driver to carry to the child."""
+        from metaharness.protocol.decode import decode_command_line
+        from metaharness.run import commands
+
+        item = decode_command_line(line)
+        if item is None:
+            return False
+        self.core.inflight, self.core.inflight_answered = item, False
+        try:
+            carry = self.core.take(item)
+            if not carry:
+                commands.unanswered(self.core, item, "metaharness could not carry it")
+            return carry
+        finally:
+            self.core.inflight = None
+
+    def expire(self) -> None:
+        self.core.expire(self.clock())
+
+    def wind_up(self, queued: list[bytes] = ()) -> int:
+        from metaharness.protocol.decode import decode_command_line
+
+        items = [decode_command_line(line) for line in queued]
+        return self.core.wind_up(Exited(code=0), [i for i in items if i is not None])
+
+    def end_session(self) -> None:
+        self.core.session_ended(SessionEnded(is_error=False, subtype="success", census=DecisionCensus()))

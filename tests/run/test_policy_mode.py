@@ -1,5 +1,5 @@
 """`--decisions policy`: the OHarness permission engine at metaharness's per-call seam
-(permissions.md § 17), against the fake harness and through the CLI."""
+(permissions.md § 17), on the run core by plain calls and through the CLI."""
 
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ import sys
 import pytest
 
 from metaharness.run.spec import RunSpec
+from metaharness.run.start import RunRefused
 
 from .conftest import make_frame
-from .fake import Call, Turn, cmd, drive
+from .fake import CoreRun, cmd
 
 
 def settings(tmp_path, permissions: dict) -> str:
@@ -35,91 +36,108 @@ def decided(events):
     return [e for e in events if e["event"] == "tool.decided"]
 
 
-async def test_deny_rule_holds_and_names_rule_and_scope(tmp_path):
+def started(s: RunSpec) -> CoreRun:
+    run = CoreRun(s)
+    run.start()
+    run.turn(first=True)
+    return run
+
+
+def delivered_words(run: CoreRun) -> list[str]:
+    return [decision.__struct_config__.tag for _, decision, _ in run.delivered]
+
+
+def test_deny_rule_holds_and_names_rule_and_scope(tmp_path):
     policy = settings(tmp_path, {"deny": ["Bash(rm -rf *)"], "allow": ["Bash(echo *)"]})
-    events, code, adapter, *_ = await drive(
-        spec(tmp_path, policy_files=[policy], policy_mode="bypass"),
-        turns=[Turn([Call("bash", {"command": "echo hi; rm -rf build"}), Call("bash", {"command": "echo hi"})])])
-    first, second = decided(events)
+    run = started(spec(tmp_path, policy_files=[policy], policy_mode="bypass"))
+    run.call("bash", {"command": "echo hi; rm -rf build"}, "c1")
+    run.call("bash", {"command": "echo hi"}, "c2")
+    run.end_session()
+    run.wind_up()
+    first, second = decided(run.events)
     assert first["decision"]["decision"] == "deny" and first["decided_by"] == "policy"
     assert "Bash(rm -rf *)" in first["decision"]["reason"] and "file scope" in first["decision"]["reason"]
     assert second["decision"] == {"decision": "allow"} and second["decided_by"] == "policy"
-    assert adapter.ran == ["call_2"]
-    census = [e for e in events if e["event"] == "session.ended"][0]["census"]
-    assert census["by_decider"] == {"policy": 2}
+    assert delivered_words(run) == ["deny", "allow"]
+    assert run.by("session.ended")[0]["census"]["by_decider"] == {"policy": 2}
     trail = [json.loads(l) for l in (tmp_path / "record" / "decisions.jsonl").read_text().splitlines()]
     assert [t["kind"] for t in trail] == ["decision", "answer", "decision", "answer"]
     assert trail[0]["id"] == trail[1]["id"] and trail[1]["outcome"] == "denied"
+    assert run.stderr == [f"metaharness: the policy decision trail is in {tmp_path / 'record' / 'decisions.jsonl'}"]
 
 
-async def test_ask_without_embedder_is_unavailable_deny(tmp_path):
-    events, *_ = await drive(spec(tmp_path, policy_mode="manual"),
-                             turns=[Turn([Call("bash", {"command": "make"})])])
-    d = decided(events)[0]
+def test_ask_without_embedder_is_unavailable_deny(tmp_path):
+    run = started(spec(tmp_path, policy_mode="manual"))
+    run.call("bash", {"command": "make"}, "c1")
+    d = decided(run.events)[0]
     assert d["decision"]["decision"] == "deny" and d["decided_by"] == "policy"
     assert "nobody to ask; refused fail-closed" in d["decision"]["reason"]
-    requested = [e for e in events if e["event"] == "tool.requested"][0]
+    requested = run.by("tool.requested")[0]
     assert requested["decision_required"] is False and "policy" not in requested
 
 
-async def test_ask_forwarded_to_embedder(tmp_path):
-    def embedder(run, event):
-        if event["event"] == "tool.requested" and event["decision_required"]:
-            run.feed_line(cmd("tool.decide", id="d", call_id=event["call_id"], decision={"decision": "allow"}))
-
-    events, code, adapter, *_ = await drive(spec(tmp_path, policy_mode="manual", policy_ask="embedder"),
-                                            turns=[Turn([Call("bash", {"command": "make"})])], on_event=embedder)
-    requested = [e for e in events if e["event"] == "tool.requested"][0]
+def test_ask_forwarded_to_embedder(tmp_path):
+    run = started(spec(tmp_path, policy_mode="manual", policy_ask="embedder"))
+    run.call("bash", {"command": "make"}, "c1")
+    requested = run.by("tool.requested")[0]
     assert requested["decision_required"] is True
     assert list(requested["policy"]) == ["behavior", "reason", "rule", "scope", "principal"]
     assert requested["policy"]["principal"] == "Bash(make)"
-    d = decided(events)[0]
+    run.send(cmd("tool.decide", id="d", call_id="c1", decision={"decision": "allow"}))
+    d = decided(run.events)[0]
     assert d["decision"] == {"decision": "allow"} and d["decided_by"] == "embedder"
-    assert adapter.ran == ["call_1"]
+    assert delivered_words(run) == ["allow"]
 
 
-async def test_embedder_abstain_does_not_answer_a_policy_question(tmp_path):
-    def embedder(run, event):
-        if event["event"] == "tool.requested" and event["decision_required"]:
-            run.feed_line(cmd("tool.decide", id="d", call_id=event["call_id"], decision={"decision": "abstain"}))
-
-    events, code, adapter, *_ = await drive(spec(tmp_path, policy_mode="manual", policy_ask="embedder"),
-                                            turns=[Turn([Call("bash", {"command": "make"})])], on_event=embedder)
-    assert decided(events)[0]["decision"]["decision"] == "deny"
-    assert adapter.ran == []
+def test_embedder_abstain_does_not_answer_a_policy_question(tmp_path):
+    run = started(spec(tmp_path, policy_mode="manual", policy_ask="embedder"))
+    run.call("bash", {"command": "make"}, "c1")
+    run.send(cmd("tool.decide", id="d", call_id="c1", decision={"decision": "abstain"}))
+    assert decided(run.events)[0]["decision"]["decision"] == "deny"
+    assert delivered_words(run) == ["deny"]
 
 
-async def test_policy_deny_before_frame_deny_and_frame_deny_next(tmp_path):
+def test_a_forwarded_ask_whose_deadline_passes_is_resolved_by_the_engine_as_unanswered(tmp_path):
+    run = started(spec(tmp_path, policy_mode="manual", policy_ask="embedder", decision_timeout_ms=1000))
+    run.call("bash", {"command": "make"}, "c1")
+    run.clock.advance(1.5)
+    run.expire()
+    d = decided(run.events)[0]
+    assert (d["decision"]["decision"], d["decided_by"], d["latency_ms"]) == ("deny", "deadline", 1500)
+    assert delivered_words(run) == ["deny"]
+
+
+def test_policy_deny_before_frame_deny_and_frame_deny_next(tmp_path):
     from metaharness.protocol import frame as frames
 
     frame_path = tmp_path / "f.json"
     frame_path.write_bytes(frames.document_bytes(frames.seal(make_frame([{"op": "file.read"}]))))
     policy = settings(tmp_path, {"deny": ["Bash(rm *)"]})
-    events, *_ = await drive(
-        spec(tmp_path, policy_files=[policy], policy_mode="bypass", frame=str(frame_path)),
-        turns=[Turn([Call("bash", {"command": "rm x"}), Call("bash", {"command": "ls"}),
-                     Call("read", {"path": "a.txt"})])])
-    d = decided(events)
+    run = started(spec(tmp_path, policy_files=[policy], policy_mode="bypass", frame=str(frame_path)))
+    run.call("bash", {"command": "rm x"}, "c1")
+    run.call("bash", {"command": "ls"}, "c2")
+    run.call("read", {"path": "a.txt"}, "c3")
+    d = decided(run.events)
     assert [x["decided_by"] for x in d] == ["policy", "frame", "policy"]
     assert [x["decision"]["decision"] for x in d] == ["deny", "deny", "allow"]
-    assert not [e for e in events if e["event"] == "warning" and e["code"] == "NO_FRAME_IN_FORCE"]
+    assert not [e for e in run.events if e["event"] == "warning" and e["code"] == "NO_FRAME_IN_FORCE"]
 
 
-async def test_deny_only_policy_allow_becomes_abstain(tmp_path):
-    events, *_ = await drive(spec(tmp_path, policy_mode="bypass", deny_only=True),
-                             turns=[Turn([Call("bash", {"command": "ls"})])])
-    assert decided(events)[0]["decision"] == {"decision": "abstain"}
+def test_deny_only_policy_allow_becomes_abstain(tmp_path):
+    run = started(spec(tmp_path, policy_mode="bypass", deny_only=True))
+    run.call("bash", {"command": "ls"}, "c1")
+    assert decided(run.events)[0]["decision"] == {"decision": "abstain"}
+    assert delivered_words(run) == ["abstain"]
 
 
-async def test_invalid_policy_refused_at_start(tmp_path):
+def test_invalid_policy_refused_at_start(tmp_path):
     bad = settings(tmp_path, {"deny": ["Bash(unclosed"]})
-    events, code, adapter, _, stderr = await drive(spec(tmp_path, policy_files=[bad]), turns=[Turn([])])
-    assert code == 2 and [e["event"] for e in events] == ["stream.closed"]
-    assert "Bash(unclosed" in stderr[0]
+    with pytest.raises(RunRefused, match=r"Bash\(unclosed"):
+        CoreRun(spec(tmp_path, policy_files=[bad])).core.check_start()
     hooks = tmp_path / "hooks.json"
     hooks.write_text(json.dumps({"hooks": {}}))
-    events, code, _, _, stderr = await drive(spec(tmp_path, policy_files=[str(hooks)]), turns=[Turn([])])
-    assert code == 2 and "hooks" in stderr[0]
+    with pytest.raises(RunRefused, match="hooks"):
+        CoreRun(spec(tmp_path, policy_files=[str(hooks)])).core.check_start()
 
 
 def test_policy_mode_end_to_end_on_oharness(tmp_path):

@@ -314,21 +314,28 @@ def _decode_command_slow(raw: bytes, union_error: str | None = None) -> Any:
     return command
 
 
-def well_formedness_refusal(command: Any) -> str | None:
-    """A command's well-formedness check (independent of the adapter): the MALFORMED reason, or None.
+def well_formedness(command: Any) -> tuple[Any, str | None]:
+    """A command's well-formedness check (independent of the adapter): (the frame a `frame.set`
+    carries, parsed and verified — else None; the MALFORMED reason, or None).
 
     A deny whose reason is blank after trimming; a `frame.set` whose frame has a
     wrong `format` tag, is misshapen, or whose digest does not verify."""
     if type(command) is ToolDecide and type(command.decision) is Deny and not command.decision.reason.strip():
-        return "malformed tool.decide: a deny needs a reason that is not empty; it is the only part the model can act on"
+        return None, ("malformed tool.decide: a deny needs a non-empty reason; "
+                      "it is the only part the model can act on")
     if type(command) is FrameSet:
         from .frame import FrameCommandError, frame_from_command
 
         try:
-            frame_from_command(command.frame)
+            return frame_from_command(command.frame), None
         except FrameCommandError as exc:
-            return exc.reason
-    return None
+            return None, exc.reason
+    return None, None
+
+
+def well_formedness_refusal(command: Any) -> str | None:
+    """The MALFORMED reason of `well_formedness`, or None."""
+    return well_formedness(command)[1]
 
 
 def encode_command_line(command: Any) -> bytes:

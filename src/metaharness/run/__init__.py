@@ -1,4 +1,6 @@
-"""The run loop and its options (`RunSpec`), shared by every adapter.
+"""One run: its rules (`core`, `commands`, `calls`, `start`), the asyncio driver around
+them (`loop.Run`), its options (`spec.RunSpec`) and its hosting (`host`); shared by every
+adapter, which the run reaches through `harness` only.
 
 This module stays light: `metaharness run` installs the early signal handlers below
 before it imports anything else, so a SIGINT/SIGTERM that comes while the process is

@@ -1,0 +1,277 @@
+"""Call bookkeeping: every call the harness presents, from `tool.requested` to `tool.decided`.
+
+What belongs here: the calls presented (and their digests), the calls pending an
+answer and their deadlines, the decisions delivered, abandonment, the census, and
+the decision modes as a table {mode → decider}. Pure: time comes from the `clock`
+given, and a deadline is not a timer — `next_deadline()` says when the earliest falls
+and whoever drives the run calls `expire(now)` then (`loop.py` arms one asyncio timer
+for it; tests call it with a fake clock).
+
+Rules it keeps:
+* Every presented call gets exactly one decision, delivered to the child before its
+  `tool.decided` line is written, and counted once in the census.
+* A call id presented again with the same input is the same call (it shares the
+  decision); with a different input it is denied (REQUEST_MUTATED).
+* A deny-only run never grants: an allow is delivered as abstain (`as_delivered`).
+* A pending call is decided by the embedder, by its deadline (deny, decided_by
+  "deadline"), or abandoned (deny, "adapter") when its turn, the run or the stream ends.
+* A result for a call that was presented and never decided is reported as exactly
+  that (UNDECIDED_CALL_RAN), and the call is closed without a decision.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import msgspec
+
+from metaharness.adapters.base import PresentedCall, Resolution
+from metaharness.protocol.census import Census
+from metaharness.protocol.events import ToolDecided, ToolRequested, WarningEvent
+from metaharness.protocol.values import Abstain, Allow, Deny
+
+from . import decide as texts
+from .harness import Harness
+
+_KEY_ENCODER = msgspec.json.Encoder(order="deterministic")
+
+
+def call_digest(call_id: str, name: str, input: Any) -> str:
+    return hashlib.sha256(_KEY_ENCODER.encode({"call_id": call_id, "input": input, "name": name})).hexdigest()
+
+
+@dataclass
+class Pending:
+    """A call waiting for the embedder; every presentation of it waits on the one decision."""
+
+    call: PresentedCall
+    requested_at: float
+    deadline_at: float
+    waiting: list[PresentedCall] = field(default_factory=list)
+    policy: Any = None  # (verdict, outcome) of a call the policy forwarded to the embedder
+
+
+@dataclass
+class _View:
+    """How one presentation reads on the wire (its `tool.requested`)."""
+
+    call: PresentedCall
+    operations: list[str]
+    subjects: list[str]
+
+
+class Calls:
+    """The calls of one run. `emit` writes a line in the run's order; `warn` writes a
+    warning about a call (held with the call's lines until `session.started`)."""
+
+    def __init__(self, spec: Any, harness: Harness, census: Census, *, emit: Callable[[Any], None],
+                 warn: Callable[[str, str], None], stderr: Callable[[str], None],
+                 clock: Callable[[], float], run_cwd: str) -> None:
+        self.spec = spec
+        self.harness = harness
+        self.census = census
+        self.emit = emit
+        self.warn = warn
+        self.stderr = stderr
+        self.clock = clock
+        self.run_cwd = run_cwd
+        self.presented: dict[str, str] = {}  # call_id → digest, every call presented for decision
+        self.pending: dict[str, Pending] = {}  # in presentation order, so in deadline order
+        self.decided: dict[str, tuple[Any, str]] = {}  # call_id → (decision, decided_by) delivered
+        self.ran_undecided: set[str] = set()  # presented, never decided, and a result came
+        self.frame: Any = None  # the frame in force, and what it admits (`enforce`)
+        self.admitted: list = []
+        self.scope: list = []
+        self.policy: Any = None  # the PolicyDecider of a policy-mode run
+        self.halted = False  # a halt was taken: a call presented from now on is abandoned at once
+        self.on_pending: Callable[[], None] = lambda: None  # a call began to wait (the driver arms its timer)
+        self._no_frame_warned = False
+        self._decider = DECIDERS[spec.decisions]
+
+    def enforce(self, frame: Any) -> None:
+        self.frame = frame
+        self.admitted, self.scope = texts.frame_terms(frame)
+
+    # --- presenting ------------------------------------------------------------------
+    def present(self, call: PresentedCall) -> None:
+        digest = call_digest(call.call_id, call.name, call.input)
+        known = self.presented.get(call.call_id)
+        resolution = self.harness.resolve(call.name, call.input, call.cwd)
+        view = _View(call, list(dict.fromkeys(op[0] for op in sorted(resolution.operations))),
+                     [s for s, _ in resolution.subjects])
+        if known is not None:
+            self._requested(view, False, call.seam)
+            if known != digest:
+                self.warn("REQUEST_MUTATED", f"{call.call_id} was presented again with a different input")
+                self._decide(call, [call], Deny(reason=texts.MUTATED), "adapter", call.seam, None)
+            elif (pending := self.pending.get(call.call_id)) is not None:
+                pending.waiting.append(call)
+            elif call.call_id in self.decided:
+                decision, decided_by = self.decided[call.call_id]
+                self.harness.deliver(call, decision, decided_by)
+            return
+        self.presented[call.call_id] = digest
+        if self.halted:
+            self._requested(view, False, call.seam)
+            self._decide(call, [call], Deny(reason=texts.ABANDONED.format(why="the run was halted")),
+                         "adapter", call.seam, None)
+            return
+        self._decider(self, call, resolution, view)
+
+    def _requested(self, view: _View, required: bool, seam: str, deadline: int | None = None,
+                   policy: Any = msgspec.UNSET) -> None:
+        call = view.call
+        self.emit(ToolRequested(
+            call_id=call.call_id, name=call.name, input=call.input,
+            operations=view.operations or msgspec.UNSET, subjects=view.subjects or msgspec.UNSET,
+            decision_required=required, deadline_ms=deadline, seam=seam, policy=policy,  # type: ignore[arg-type]
+        ), at=call.at)
+
+    # --- the deciders, one per decision mode -------------------------------------------
+    def _by_frame(self, call: PresentedCall, resolution: Resolution, view: _View) -> None:
+        if self.frame is None:
+            if not self._no_frame_warned:
+                self._no_frame_warned = True
+                self.warn("NO_FRAME_IN_FORCE", texts.NO_FRAME_WARNING)
+            self._requested(view, False, "none")
+            self._decide(call, [call], Abstain(), "adapter", "none", None)
+            return
+        decision = self._frame_verdict(call, resolution)
+        self._requested(view, False, call.seam)
+        self._decide(call, [call], decision, "frame", call.seam, None)
+
+    def _ask(self, call: PresentedCall, resolution: Resolution, view: _View, policy: Any = None) -> None:
+        deadline = self.spec.decision_timeout_ms
+        wire = self.policy.wire_policy(policy[1]) if policy is not None else msgspec.UNSET
+        self._requested(view, True, call.seam, deadline, wire)
+        now = self.clock()
+        self.pending[call.call_id] = Pending(call=call, requested_at=now, deadline_at=now + deadline / 1000,
+                                             waiting=[call], policy=policy)
+        self.on_pending()
+
+    def _observe(self, call: PresentedCall, resolution: Resolution, view: _View) -> None:
+        self._requested(view, False, call.seam)
+        self._decide(call, [call], Allow(), "observe", call.seam, None)
+
+    def _by_policy(self, call: PresentedCall, resolution: Resolution, view: _View) -> None:
+        policy = self.policy
+        verdict = policy.verdict(call.name, call.input, call.cwd or self.run_cwd)
+        frame_reason = None
+        if verdict.behavior != "deny" and self.frame is not None:  # deny rules are reported first
+            decision = self._frame_verdict(call, resolution)
+            if isinstance(decision, Deny):
+                frame_reason = decision.reason
+        outcome = policy.decision(verdict, frame_reason)
+        if outcome.decision == "forward":
+            self._ask(call, resolution, view, policy=(verdict, outcome))
+            return
+        self._requested(view, False, call.seam)
+        self._decide(call, [call], policy.as_decision(outcome), outcome.decided_by, call.seam, None)
+        policy.record(call.call_id, outcome)
+
+    def _frame_verdict(self, call: PresentedCall, resolution: Resolution) -> Any:
+        decision, uncovered = texts.frame_verdict(self.admitted, self.scope, call.name,
+                                                  resolution.operations, resolution.subjects)
+        if uncovered:
+            self.warn("UNCOVERED_TOOL", f"{call.name} renders to no operation, so no frame can admit it")
+        return decision
+
+    # --- answering pending calls -------------------------------------------------------
+    def decide(self, call_id: str, decision: Any) -> tuple[str, str] | None:
+        """The embedder's answer: None when it closed the call; else the TOO_LATE or UNKNOWN_CALL
+        refusal as (code, reason)."""
+        if call_id not in self.pending:
+            if call_id in self.presented:
+                return "TOO_LATE", texts.REPLAYED.format(call_id=call_id)
+            return "UNKNOWN_CALL", texts.UNKNOWN_CALL.format(call_id=call_id)
+        self._close(call_id, decision, "embedder")
+        return None
+
+    def was_presented(self, call_id: str) -> bool:
+        return call_id in self.presented
+
+    def replace_refusal(self, call_id: str, new_input: Any) -> str | None:
+        """Why a replace cannot reach this call (refused UNSUPPORTED_CONTROL), or None."""
+        pending = self.pending.get(call_id)
+        if not self.harness.replace_delivered() or (pending is not None and not pending.call.can_replace):
+            return (f"the {self.harness.kind} adapter cannot deliver replace for this call; "
+                    "deny with a reason instead")
+        if pending is not None and pending.call.replace_refusal:
+            return pending.call.replace_refusal(new_input)
+        return None
+
+    def next_deadline(self) -> float | None:
+        """When the earliest pending call's deadline falls (clock time), or None. Every call waits
+        the same decision_timeout_ms, so the first call still pending is the first to expire."""
+        for pending in self.pending.values():
+            return pending.deadline_at
+        return None
+
+    def expire(self, now: float) -> None:
+        """Deny every pending call whose deadline fell at or before `now`."""
+        n = self.spec.decision_timeout_ms
+        while self.pending:
+            call_id, pending = next(iter(self.pending.items()))
+            if pending.deadline_at > now:
+                return
+            reason = texts.DEADLINE.format(n=n, m=self.harness.vendor_timeout_ms(n))
+            self._close(call_id, Deny(reason=reason), "deadline")
+
+    def abandon_all(self, why: str) -> None:
+        for call_id in list(self.pending):
+            self._close(call_id, Deny(reason=texts.ABANDONED.format(why=why)), "adapter")
+            self.warn("PENDING_CALL_ABANDONED", f"{call_id} was never decided by the embedder")
+
+    def ran_without_decision(self, call_id: str) -> bool:
+        """A result came for `call_id`: True when it was presented and never decided (nor already reported)."""
+        return call_id in self.presented and call_id not in self.decided and call_id not in self.ran_undecided
+
+    def undecided_result(self, call_id: str) -> None:
+        """A result for a call metaharness presented and never decided: say exactly that.
+        The call is closed without a decision (no tool.decided, no census count), so nothing
+        later claims that it did not run."""
+        self.pending.pop(call_id, None)
+        self.ran_undecided.add(call_id)
+        self.emit(WarningEvent(code="UNDECIDED_CALL_RAN", message=(
+            f"{call_id} produced a result though metaharness never decided it: "
+            "something other than this run's embedder let it run")))
+
+    def _close(self, call_id: str, decision: Any, decided_by: str) -> None:
+        pending = self.pending.pop(call_id)
+        latency = int((self.clock() - pending.requested_at) * 1000)
+        if pending.policy is not None:
+            # A forwarded policy ask: the engine resolves the answer; the trail records it.
+            verdict = pending.policy[0]
+            answer = None if decided_by == "deadline" else decision
+            resolved = self.policy.answer(verdict, answer)
+            if decided_by == "embedder":
+                decision = self.policy.as_decision(resolved, decision)
+            self.policy.record(pending.call.call_id, resolved)
+        self._decide(pending.call, pending.waiting, decision, decided_by, pending.call.seam, latency)
+
+    def _decide(self, call: PresentedCall, waiting: list[PresentedCall], decision: Any, decided_by: str,
+                seam: str, latency: int | None) -> None:
+        decision = texts.as_delivered(decision, self.spec.deny_only)
+        self.decided[call.call_id] = (decision, decided_by)
+        for presented in waiting:  # the child hears the decision before the line is written
+            self._deliver(presented, decision, decided_by)
+        self.emit(ToolDecided(call_id=call.call_id, decision=decision, decided_by=decided_by,  # type: ignore[arg-type]
+                              seam=seam, latency_ms=latency))  # type: ignore[arg-type]
+        self.census.count(decision, decided_by, seam)
+
+    def _deliver(self, call: PresentedCall, decision: Any, decided_by: str) -> None:
+        try:
+            self.harness.deliver(call, decision, decided_by)
+        except Exception as exc:  # a child that went away cannot run the call either
+            self.stderr(f"metaharness: could not deliver the decision for {call.call_id}: {exc}")
+
+
+# The decision modes: who decides a call the moment it is presented.
+DECIDERS: dict[str, Callable[[Calls, PresentedCall, Resolution, _View], None]] = {
+    "frame": Calls._by_frame,
+    "ask": Calls._ask,
+    "observe": Calls._observe,
+    "policy": Calls._by_policy,
+}

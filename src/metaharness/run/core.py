@@ -1,0 +1,416 @@
+"""The run core: a run's rules as plain state and plain calls (docs/reference/wire.md).
+
+What belongs here: the order of the lines (`session.started` first, lines reported
+before it held, a boundary's lines before the turn they open), the `RunContext` the
+adapter reports through, turns and their boundaries (`frame.set`, `message.inject`,
+`--keep-open`, `--max-turns`), halts and interrupts as state, and wind-up ending in
+exactly one `stream.closed`. The calls are `calls.py`'s, the command steps
+`commands.py`'s, the start checks `start.py`'s; the adapter is reached through
+`harness.py` only.
+
+Pure: no event loop, no timer, no queue. What must wait (the spawn, a control the
+child answers, a deadline, the child's end) is the driver's (`loop.py`): the core
+tells it through three hooks — `on_wake` (a boundary command came, a turn ended,
+stdin ended), `on_turn_done`, and `Calls.on_pending` (a deadline to arm) — and the
+driver calls back `take`, `expire`, `wind_up`. So every rule can be driven in a test
+by plain calls with a fake clock (tests/run/test_core.py).
+
+Rules it keeps:
+* Every line goes through one `EventWriter` (so one `seq`); a line about the run
+  before `session.started` is held and written right after it.
+* A turn's input is the frame's rendering (when a frame takes effect), then each
+  inject in arrival order, then (first turn only) the prompt.
+* An interrupt's `command.result` precedes the `turn.ended` it causes, whichever the
+  harness reports first.
+* Wind-up: pending calls abandoned, a missing terminal record said, boundary commands
+  that never took effect said, every command still unanswered answered, the halt's
+  result, then `stream.closed` with the close reason.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+import msgspec
+
+from metaharness.adapters.base import PresentedCall
+from metaharness.protocol import frame as frames
+from metaharness.protocol.census import Census
+from metaharness.protocol.commands import Halt
+from metaharness.protocol.events import (
+    CommandResult,
+    Injection,
+    Opaque,
+    SessionEnded,
+    SessionStarted,
+    StepEntered,
+    ToolRequested,
+    ToolResult,
+    TurnEnded,
+    TurnStarted,
+    WarningEvent,
+)
+from metaharness.protocol.stream import EventWriter
+from metaharness.protocol.values import HermeticAttestation, Ok, UnknownTermination, refused
+
+from . import commands
+from .calls import Calls
+from .harness import Harness
+from .start import RunRefused, check_start
+from .spec import RunSpec
+
+
+@dataclass
+class Boundary:
+    """What takes effect at the next turn boundary."""
+
+    frame: Any = None
+    frame_command: str | None = None
+    superseded: list[str] = field(default_factory=list)
+    injects: list[tuple[str, str]] = field(default_factory=list)  # (command id, text)
+
+    def __bool__(self) -> bool:
+        return self.frame is not None or bool(self.injects)
+
+
+class RunCore:
+    """One run's rules. `harness` is the adapter as the run sees it; `clock` gives seconds."""
+
+    def __init__(self, spec: RunSpec, write: Callable[[bytes], None], *, run_id: str, harness: Harness,
+                 stderr: Callable[[str], None], clock: Callable[[], float] = time.monotonic) -> None:
+        self.spec = spec
+        self.run_id = run_id
+        self.harness = harness
+        self.writer = EventWriter(write, run_id)
+        self.run_cwd = os.path.abspath(spec.cwd or os.getcwd())
+        self.stderr = stderr
+        self.census = Census()
+        self.calls = Calls(spec, harness, self.census, emit=self.emit, warn=self.call_warn, stderr=stderr,
+                           clock=clock, run_cwd=self.run_cwd)
+        self.boundary = Boundary()
+        self._boundary_lines: list[Any] = []
+        self._held: list[tuple[Any, str | None]] = []
+        self._session_started = False
+        self.ended: SessionEnded | None = None  # the harness's terminal record
+        self.turn = 0
+        self.turn_running = False
+        self.winding_up = False  # from here on a command is TOO_LATE
+        self.halt_id: str | None = None
+        self.budget_stop = False
+        self.stdin_done = False
+        self._interrupting = False
+        self._deferred_turn_end: tuple[str | None, str | None] | None = None
+        # Phases, set by the driver: the adapter's start() returned or failed; a child exists.
+        self.spawn_settled = False
+        self.spawned = False
+        # The command being processed, so its answer is known to have been written.
+        self.inflight: Any = None
+        self.inflight_answered = False
+        self.on_wake: Callable[[], None] = lambda: None
+        self.on_turn_done: Callable[[], None] = lambda: None
+
+    @property
+    def frame(self) -> Any:
+        """The frame in force."""
+        return self.calls.frame
+
+    @property
+    def policy(self) -> Any:
+        return self.calls.policy
+
+    # --- lines ---------------------------------------------------------------------------
+    def warn(self, code: str, message: str) -> None:
+        self.writer.write(WarningEvent(code=code, message=message))
+
+    def call_warn(self, code: str, message: str) -> None:
+        # About a call: held with the call's own lines until session.started.
+        self.emit(WarningEvent(code=code, message=message))
+
+    def result(self, command_id: str, outcome: Any) -> None:
+        if self.inflight is not None and command_id == getattr(self.inflight, "id", None):
+            self.inflight_answered = True
+        self.writer.write(CommandResult(id=command_id, outcome=outcome))
+
+    # --- start -----------------------------------------------------------------------------
+    def check_start(self) -> None:
+        """The start checks (start.py); raises RunRefused, else the run is set to start."""
+        plan = check_start(self.spec, self.harness, self.run_cwd)
+        self.calls.policy = plan.policy
+        if plan.launch_frame is not None:
+            self.boundary.frame = plan.launch_frame
+
+    def refuse_start(self, refusal: RunRefused, queued: Iterable[Any] = ()) -> int:
+        self.stderr(f"metaharness: {refusal.sentence}")
+        self.winding_up = True
+        for command_id, code, reason in refusal.results:
+            self.result(command_id, refused(code, reason))
+        self.answer_leftovers(queued)  # every line read before stream.closed is answered
+        self.writer.close("error", UnknownTermination())
+        return 2
+
+    # --- the RunContext (what the adapter reports) ----------------------------------------------
+    def session_started(self, event: SessionStarted, *, at: str | None = None) -> None:
+        if self._session_started:
+            self.warn("VENDOR_NOTICE", "the harness reported a second opening record; it was not written again")
+            return
+        event.hermetic = self._attestation(event.hermetic)
+        if event.available_operations is msgspec.UNSET and event.offered_tools:
+            ops = self.harness.operations_of_tools(event.offered_tools)
+            if ops:
+                event.available_operations = ops
+        self.writer.write(event, at)
+        self._session_started = True
+        # Order at start: session.started, then held lines, then the launch frame's boundary lines.
+        held, self._held = self._held, []
+        for held_event, held_at in held:
+            self.writer.write(held_event, held_at)
+        self._flush_boundary_lines()
+
+    def _attestation(self, given: HermeticAttestation) -> HermeticAttestation:
+        given.mode = self.spec.hermetic  # type: ignore[assignment]
+        given.decisions = self.spec.decisions  # type: ignore[assignment]
+        given.deny_only = self.spec.deny_only
+        if self.spec.hermetic == "off":
+            given.imposed, given.unavailable = [], []
+        return given
+
+    def emit(self, event: Any, *, at: str | None = None) -> None:
+        if type(event) is ToolResult and self.calls.ran_without_decision(event.call_id):
+            self.calls.undecided_result(event.call_id)
+        if not self._session_started:
+            self._held.append((event, at))
+        else:
+            self.writer.write(event, at)
+
+    def present(self, call: PresentedCall) -> None:
+        self.calls.present(call)
+
+    def record_call(self, call_id: str, name: str, input: Any, *, at: str | None = None) -> None:
+        self.emit(ToolRequested(call_id=call_id, name=name, input=input, decision_required=False, seam="none"), at=at)
+
+    def opaque(self, raw_line: bytes, *, vendor_type: str | None, vendor_subtype: str | None,
+               source_line: int | None) -> None:
+        line = raw_line.rstrip(b"\n")
+        if line.endswith(b"\r"):
+            line = line[:-1]
+        self.emit(Opaque(vendor_type=vendor_type, vendor_subtype=vendor_subtype,
+                         digest=hashlib.sha256(line).hexdigest(), source_line=source_line))
+
+    def turn_started(self, *, at: str | None = None) -> None:
+        self.turn += 1
+        self.turn_running = True
+        frame = self.calls.frame
+        event = TurnStarted(turn=self.turn, frame_digest=frame.digest if frame is not None else None)
+        if self._session_started:
+            self._flush_boundary_lines()
+        self.emit(event, at=at)
+
+    def turn_ended(self, stop_reason: str | None, *, at: str | None = None) -> None:
+        if self._interrupting:
+            # The interrupt's command.result precedes the turn.ended it causes,
+            # whichever the harness reports first.
+            self._deferred_turn_end = (stop_reason, at)
+            return
+        self.emit(TurnEnded(turn=self.turn, stop_reason=stop_reason), at=at)
+        self.turn_running = False
+        self.calls.abandon_all("the turn ended")
+        self.on_turn_done()
+        self.on_wake()
+
+    def session_ended(self, event: SessionEnded, *, at: str | None = None) -> None:
+        if self.ended is not None:
+            return
+        # Decisions still open cannot be counted after the census is written.
+        self.calls.abandon_all("the stream ended")
+        event.census = self.census.snapshot()
+        self.ended = event
+        self.emit(event, at=at)
+
+    # --- commands (commands.py holds the steps) -------------------------------------------------
+    def take(self, item: Any) -> bool:
+        """Process one command; True when the driver must now carry it to the child."""
+        return commands.take(self, item)
+
+    def answer_late(self, item: Any) -> None:
+        self.result(item.id, refused(*commands.late_refusal(self, item)))
+
+    def answer_leftovers(self, queued: Iterable[Any]) -> None:
+        """Answer the command in flight (if its processing could not finish) and every
+        command still queued: all were read before `stream.closed`."""
+        item = self.inflight
+        if item is not None and not self.inflight_answered and type(item) is not Halt:
+            self.answer_late(item)
+        for item in queued:
+            self.answer_late(item)
+
+    def set_frame_at_boundary(self, cid: str, new_frame: Any) -> None:
+        frame = self.calls.frame
+        same_step = frame is not None and frame.step == new_frame.step
+        if self.boundary.frame_command is not None:
+            self.boundary.superseded.append(self.boundary.frame_command)
+        self.boundary.frame = new_frame
+        self.boundary.frame_command = cid
+        self.result(cid, Ok(applies_at="next turn" if same_step else "next step"))
+        self.on_wake()
+
+    def inject_at_boundary(self, cid: str, text: str) -> None:
+        self.boundary.injects.append((cid, text))
+        self.result(cid, Ok(applies_at="next turn"))
+        self.on_wake()
+
+    def halt_taken(self, cid: str) -> None:
+        self.calls.abandon_all("the run was halted")
+        self.halt_id = cid
+        self.calls.halted = True
+        self.winding_up = True
+
+    def interrupt_begins(self) -> None:
+        self._interrupting = True
+        self.harness.interrupting()
+        self.calls.abandon_all("the run was interrupted")
+
+    def interrupt_ends(self) -> None:
+        self._interrupting = False
+        if self._deferred_turn_end is not None:
+            stop_reason, at = self._deferred_turn_end
+            self._deferred_turn_end = None
+            self.turn_ended(stop_reason, at=at)
+
+    def stop_requested(self) -> None:
+        """SIGINT/SIGTERM: wind up (no halt command was processed)."""
+        if not self.winding_up:
+            self.winding_up = True
+            self.calls.abandon_all("the stream ended")
+
+    def stdin_ended(self) -> None:
+        self.stdin_done = True
+        self.on_wake()
+
+    def child_output_ended(self) -> None:
+        # Wind-up begins when the child's output ends; a command read from here on is TOO_LATE.
+        self.winding_up = True
+        self.on_wake()
+
+    # --- deadlines (the driver arms a timer for next_deadline and calls expire then) ----------------
+    def next_deadline(self) -> float | None:
+        return self.calls.next_deadline()
+
+    def expire(self, now: float) -> None:
+        self.calls.expire(now)
+
+    # --- turns and boundaries ----------------------------------------------------------------
+    def open_turn(self, prompt: str | None = None) -> tuple[Any, Any]:
+        """Take the boundary that opens the next turn: (the frame to hand the harness when a new
+        one took effect, else None; the turn's input for begin_turn). `prompt` for the first turn."""
+        before = self.calls.frame
+        blocks = self._take_boundary()
+        if prompt is not None:
+            blocks.append(prompt)
+        frame = self.calls.frame
+        return (frame if frame is not before else None), self.harness.turn_input(blocks)
+
+    def after_turn(self, turn_coming: bool) -> str:
+        """What follows the end of a turn: "serve" (the harness runs — or will run — a turn of its
+        own: serve it fully and take the boundary when it ends), "end" (no more turns; `--max-turns`
+        spent sets the budget close reason), "wait" (`--keep-open` with nothing at the boundary
+        and stdin open), or "turn" (a boundary waits)."""
+        if self.turn_running or turn_coming:
+            return "serve"
+        if self.spec.max_turns is not None and self.turn >= self.spec.max_turns:
+            self.budget_stop = True
+            return "end"
+        if not self.boundary and self.spec.keep_open:
+            return self.after_wait()
+        return "turn" if self.boundary else "end"
+
+    def after_wait(self) -> str:
+        """A `--keep-open` run idle at its boundary, woken: "wait" again, "turn" or "end"."""
+        if self.boundary:
+            return "turn"
+        return "end" if self.stdin_done else "wait"
+
+    def turns_done(self) -> None:
+        self.winding_up = True
+
+    def _take_boundary(self) -> list[str]:
+        """Apply what waits for this boundary; return the text blocks that open the turn
+        (the frame's rendering, then each inject in arrival order)."""
+        boundary, self.boundary = self.boundary, Boundary()
+        lines: list[Any] = []
+        pieces: list[str] = []
+        for superseded in boundary.superseded:
+            self.warn("COMMAND_NOT_APPLIED", f"frame.set {superseded} was superseded by a later frame.set before its boundary")
+        if boundary.frame is not None:
+            new = boundary.frame
+            if self.calls.frame is None or self.calls.frame.step != new.step:
+                lines.append(StepEntered(step=new.step, frame_digest=new.digest))
+            text = frames.render(new)
+            lines.append(Injection(text=text, origin="frame"))
+            pieces.append(text)
+            self.calls.enforce(new)
+        for _cid, text in boundary.injects:
+            lines.append(Injection(text=text, origin="message.inject"))
+            pieces.append(text)
+        self._boundary_lines.extend(lines)
+        if self._session_started:
+            self._flush_boundary_lines()
+        return pieces
+
+    def _flush_boundary_lines(self) -> None:
+        lines, self._boundary_lines = self._boundary_lines, []
+        for line in lines:
+            self.writer.write(line)
+
+    # --- wind-up -----------------------------------------------------------------------------------
+    def wind_up(self, termination: Any, queued: Iterable[Any] = ()) -> int:
+        """Write the end of the stream; return the exit code. `queued`: commands read and not taken."""
+        self.winding_up = True
+        self.calls.abandon_all("the run was halted" if self.calls.halted else "the stream ended")
+        if not self._session_started:
+            held, self._held = self._held, []
+            for event, at in held:
+                self.writer.write(event, at)
+        if self.ended is None:
+            tail = self.harness.stderr_tail()
+            message = "the harness ended without a terminal record"
+            if tail and tail.strip():
+                message += f"; its stderr: {tail.strip()}"
+            self.warn("NO_TERMINAL_RECORD", message)
+        if self.spec.retain_dir:
+            for failure in self.harness.retain(self.spec.retain_dir):
+                self.warn("RETAIN_FAILED", failure)
+        leftover = self.boundary
+        for superseded in leftover.superseded:
+            self.warn("COMMAND_NOT_APPLIED", f"frame.set {superseded} never took effect: the run wound up first")
+        if leftover.frame_command is not None:
+            self.warn("COMMAND_NOT_APPLIED", f"frame.set {leftover.frame_command} never took effect: the run wound up first")
+        for cid, _text in leftover.injects:
+            self.warn("COMMAND_NOT_APPLIED", f"message.inject {cid} never took effect: the run wound up first")
+        # Lines still queued (read before this point) are answered before the marker.
+        self.answer_leftovers(queued)
+        if self.halt_id is not None:
+            self.result(self.halt_id, Ok(applies_at=None))
+        if self.policy is not None and (kept := self.policy.close()):
+            self.stderr(f"metaharness: the policy decision trail is in {kept}")
+        self.writer.close(self.close_reason(), termination if termination is not None else UnknownTermination())
+        return 0 if self.ended is not None else 3
+
+    def close_reason(self) -> str:
+        if self.halt_id is not None:
+            return "steer-halt"
+        if self.budget_stop:
+            return "budget"
+        ended = self.ended
+        if ended is None:
+            return "error"
+        if "budget-exhausted" in (ended.subtype, ended.stop_reason, ended.terminal_reason):
+            return "budget"
+        if ended.is_error is True:
+            return "error"
+        if ended.is_error is False or ended.subtype == "success":
+            return "completed"
+        return "error"
