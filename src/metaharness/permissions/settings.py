@@ -22,7 +22,8 @@ import subprocess
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from .engine import MODES, WORKSPACE_MODES, Context, RuleSet, builtin_rules
+from .context import Context, RuleSet, builtin_rules
+from .modes import MODES, WORKSPACE_MODES
 from .rules import Rule, RuleError, parse_rule
 
 __all__ = [

@@ -21,7 +21,8 @@ import threading
 import time
 from typing import Any, Callable
 
-from .engine import Settlement, Verdict
+from .reasons import decided_by
+from .verdict import Settlement, Verdict
 
 __all__ = ["TrailWriter", "new_decision_id", "decision_line", "answer_line"]
 
@@ -104,7 +105,7 @@ class TrailWriter:
         lines = [decision_line(decision_id, verdict, call_id=call_id, agent=agent, decided_by=decided_by)]
         if settlement is None and verdict.behavior != "ask":
             settlement = Settlement("allowed" if verdict.behavior == "allow" else "denied",
-                                    _by_for(verdict.reason))
+                                    decided_by(verdict.reason, "engine"))
         if settlement is not None:
             lines.append(answer_line(decision_id, settlement.outcome, settlement.by, remembered=remembered,
                                      note=settlement.note))
@@ -171,9 +172,3 @@ class TrailWriter:
                 pass
             self._fd = None
         self._thread = None
-
-
-def _by_for(reason: str) -> str:
-    from .engine import _BY_REASON
-
-    return _BY_REASON.get(reason, "engine")

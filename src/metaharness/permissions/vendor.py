@@ -11,7 +11,7 @@ import json
 import re
 from typing import Any, Mapping
 
-from .engine import Call, oharness_call
+from .calls import Call, oharness_call
 from .rules import canonical_tool
 
 __all__ = ["vendor_call", "patch_entries", "patch_paths", "notation_call", "NotationError"]

@@ -22,7 +22,7 @@ from metaharness.permissions import (
     policy_decision,
     vendor_call,
 )
-from metaharness.permissions.engine import oharness_call
+from metaharness.permissions.calls import oharness_call
 
 from metaharness.protocol.values import Abstain, Allow, Deny, PolicyAsk, Replace
 
