@@ -13,7 +13,7 @@ from typing import Any, Literal
 from .calls import replace_input
 from .context import Context
 from .decision import decide
-from .reasons import decided_by, refusal_words
+from .reasons import refusal_words, trail_by
 from .verdict import ExternalDecision, Verdict
 
 __all__ = ["PolicyDecision", "policy_decision", "policy_answer", "reason_text", "policy_object"]
@@ -53,7 +53,7 @@ def policy_decision(verdict: Verdict, *, policy_ask: str = "none", deny_only: bo
                     frame_deny_reason: str | None = None) -> PolicyDecision:
     """Verdict → decision, combined with a frame when one is in force."""
     if verdict.behavior == "deny":
-        return PolicyDecision("deny", "policy", reason_text(verdict), "denied", decided_by(verdict.reason, "engine"),
+        return PolicyDecision("deny", "policy", reason_text(verdict), "denied", trail_by(verdict.reason, "engine"),
                               verdict=verdict)
     if frame_deny_reason is not None:
         return PolicyDecision("deny", "frame", frame_deny_reason, "denied", "frame", verdict=verdict)
@@ -63,7 +63,7 @@ def policy_decision(verdict: Verdict, *, policy_ask: str = "none", deny_only: bo
         return PolicyDecision("deny", "policy", reason_text(verdict, unavailable=True), "unavailable", "none",
                               verdict=verdict)
     return PolicyDecision("abstain" if deny_only else "allow", "policy", None, "allowed",
-                          decided_by(verdict.reason, "engine"), verdict=verdict)
+                          trail_by(verdict.reason, "engine"), verdict=verdict)
 
 
 def policy_answer(verdict: Verdict, answer: ExternalDecision | None, ctx: Context, *, deny_only: bool = False) -> PolicyDecision:

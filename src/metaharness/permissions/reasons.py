@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any, Mapping
 if TYPE_CHECKING:
     from .verdict import SubjectResult, Verdict
 
-__all__ = ["Reason", "CATALOGUE", "reason_of", "decided_by", "ask_words", "refusal_words",
-           "FORCED_ORDER", "GRANT_ORDER", "POSSIBLE_ASK_RANK"]
+__all__ = ["Reason", "CATALOGUE", "reason_of", "ask_words", "refusal_words",
+           "FORCED_ORDER", "GRANT_ORDER", "POSSIBLE_ASK_RANK", "trail_by"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,7 +136,7 @@ def reason_of(code: str) -> Reason | None:
     return CATALOGUE.get(code.split(":", 1)[0])
 
 
-def decided_by(code: str, fallback: str) -> str:
+def trail_by(code: str, fallback: str) -> str:
     """The trail's `by` for a verdict with `code` that settled without a person."""
     reason = reason_of(code)
     return reason.decided_by if reason is not None and reason.decided_by is not None else fallback

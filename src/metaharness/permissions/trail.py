@@ -21,7 +21,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from .reasons import decided_by
+from .reasons import trail_by
 from .verdict import Settlement, Verdict
 
 __all__ = ["TrailWriter", "new_decision_id", "decision_line", "answer_line"]
@@ -105,7 +105,7 @@ class TrailWriter:
         lines = [decision_line(decision_id, verdict, call_id=call_id, agent=agent, decided_by=decided_by)]
         if settlement is None and verdict.behavior != "ask":
             settlement = Settlement("allowed" if verdict.behavior == "allow" else "denied",
-                                    decided_by(verdict.reason, "engine"))
+                                    trail_by(verdict.reason, "engine"))
         if settlement is not None:
             lines.append(answer_line(decision_id, settlement.outcome, settlement.by, remembered=remembered,
                                      note=settlement.note))

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from .reasons import decided_by
+from .reasons import trail_by
 
 if TYPE_CHECKING:
     from .calls import Call
@@ -121,9 +121,9 @@ class Settlement:
 def settle(verdict: Verdict, *, can_ask: bool, external: ExternalDecision | None = None) -> Settlement | None:
     """Settle a verdict without a prompt; None means "ask a person now"."""
     if verdict.behavior == "allow":
-        return Settlement("allowed", decided_by(verdict.reason, "rule"))
+        return Settlement("allowed", trail_by(verdict.reason, "rule"))
     if verdict.behavior == "deny":
-        return Settlement("denied", decided_by(verdict.reason, "engine"))
+        return Settlement("denied", trail_by(verdict.reason, "engine"))
     answered_by_embedder = external is not None and external.decided_by == "embedder"
     if answered_by_embedder and external.decision == "allow":
         return Settlement("allowed", "embedder")  # the embedder's allow answers the ask, once
