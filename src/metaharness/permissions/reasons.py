@@ -88,6 +88,8 @@ CATALOGUE: dict[str, Reason] = {reason.code: reason for reason in (
     Reason("secret-path", ("ask",), 5, rank=4, ask_words="reads a secret path `{what}`", not_remembered="secret path"),
     Reason("critical-removal", ("ask",), 5, rank=5, ask_words="`{what}` removes a critical path",
            not_remembered="critical removal"),
+    # With the built-in deny rules in force, a write of unknown target may match `Write(/.oharness)`
+    # and asks as `maybe-deny` (which outranks it); this code shows only without them.
     Reason("dynamic-write", ("ask",), 5, rank=6, ask_words="`{what}` writes to a target only known when it runs",
            not_remembered="unknown write target"),
     Reason("opaque", ("deny", "ask"), 5, rank=7, decided_by="engine",
