@@ -51,7 +51,7 @@ def decision_line(decision_id: str, verdict: Verdict, *, call_id: str | None = N
         line["rule"], line["scope"] = verdict.rule, verdict.scope
         if verdict.file:
             line["file"] = verdict.file
-    subjects = [s.to_json() for s in verdict.subjects]
+    subjects = [subject.to_json() for subject in verdict.subjects]
     line["subjects"] = subjects[:64]
     if len(subjects) > 64:
         line["subjects_truncated"] = True
@@ -119,7 +119,7 @@ class TrailWriter:
 
     def _put(self, lines: list[dict[str, Any]]) -> None:
         try:
-            data = "".join(json.dumps(l, ensure_ascii=False, separators=(",", ":")) + "\n" for l in lines)
+            data = "".join(json.dumps(payload, ensure_ascii=False, separators=(",", ":")) + "\n" for payload in lines)
             self._queue.put_nowait(data.encode("utf-8"))
         except queue.Full:
             self._warn("queue full, line dropped")

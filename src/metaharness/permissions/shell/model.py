@@ -70,7 +70,7 @@ class Cmd:
         self.in_body = in_body
         self.cwd = cwd
         self.paths: list[PathRef] = []
-        self.norm_cache: dict = {}  # rules.py / engine.py memo, per analysis
+        self.norm_cache: dict = {}  # rules.py / match.py memo, per analysis
         self.env_marks: list[str] = []  # unsafe assignments every inner layer runs under
         self.stdin: str | None = None  # "pipe" (dynamic stdin), "script" (a static heredoc/here-string)
 
