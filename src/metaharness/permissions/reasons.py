@@ -119,9 +119,9 @@ CATALOGUE: dict[str, Reason] = {reason.code: reason for reason in (
 #: as `ask-rule`.
 POSSIBLE_ASK_RANK = 2
 #: The forced asks of step 5 and the grants of step 6, strongest first.
-FORCED_ORDER = tuple(sorted((r.code for r in CATALOGUE.values() if r.step == 5 and r.rank is not None),
+FORCED_ORDER = tuple(sorted((reason.code for reason in CATALOGUE.values() if reason.step == 5 and reason.rank is not None),
                             key=lambda code: CATALOGUE[code].rank))
-GRANT_ORDER = tuple(sorted((r.code for r in CATALOGUE.values() if r.step == 6 and r.rank is not None),
+GRANT_ORDER = tuple(sorted((reason.code for reason in CATALOGUE.values() if reason.step == 6 and reason.rank is not None),
                            key=lambda code: CATALOGUE[code].rank))
 
 #: Said for a subject whose code has no words of its own, and for a refusal likewise.
@@ -171,7 +171,7 @@ def refusal_words(verdict: "Verdict", *, unavailable: bool = False) -> str:
     if unavailable or verdict.behavior == "ask":
         return _UNAVAILABLE_WORDS.format(principal=verdict.principal, reason=verdict.reason)
     reason = reason_of(verdict.reason)
-    decisive = next((s for s in verdict.subjects if s.reason == verdict.reason), None)
+    decisive = next((subject for subject in verdict.subjects if subject.reason == verdict.reason), None)
     templates = reason.refusal_words if reason is not None else {}
     template = templates.get(decisive.kind if decisive is not None else "*") or templates.get("*") or _DEFAULT_REFUSAL_WORDS
     scope = f"{verdict.scope} scope, {verdict.file}" if verdict.file else f"{verdict.scope} scope"

@@ -36,10 +36,10 @@ __all__ = [
 ]
 
 MATCH, MAYBE, NO = 2, 1, 0
-_shell = None  # the shell analyser module, bound by `_sh()` on first use
+_shell = None  # the shell analyser module, bound by `_shell_module()` on first use
 
 
-def _sh():
+def _shell_module():
     """The shell analyser, imported when a Bash rule is first matched (a session opens before its
     first shell command); kept in a global because matchers run many times per decision."""
     global _shell
@@ -441,7 +441,7 @@ def strict_words(cmd: Cmd) -> list[Word]:
     static) as `NAME=value` words, then the command's words. Cached on the Cmd (one analysis)."""
     words = cmd.norm_cache.get("strict_words")
     if words is None:
-        shell = _sh()
+        shell = _shell_module()
         words = []
         for name, word in cmd.assigns:
             if shell.SAFE_ASSIGNMENTS(name) and word.static:
@@ -472,7 +472,7 @@ def literal_texts(pattern: ShellPattern) -> frozenset[str]:
 
 
 def _normalise(base: str, words: list[Word]) -> tuple[frozenset[str], list[Word], bool]:
-    spec = _sh()._lazy("OPTIONS").get(base, {})
+    spec = _shell_module()._lazy("OPTIONS").get(base, {})
     glob_ = set(spec.get("global", []))
     gval = set(spec.get("global_value", []))
     aliases = spec.get("aliases", {})
@@ -609,7 +609,7 @@ def broad_wordset(cmd: Cmd) -> frozenset[str] | bool:
 
 
 def _pattern_normalised_uncached(pattern: ShellPattern) -> tuple[str, frozenset[str], tuple[Token, ...]] | None:
-    Word, static_word = _sh().Word, _sh().static_word
+    Word, static_word = _shell_module().Word, _shell_module().static_word
     first = pattern.tokens[0]
     if first.kind != LITERAL:
         return None
@@ -649,7 +649,7 @@ def shell_broad_match(pattern: ShellPattern, cmd: Cmd) -> int:
             return best
         prog = words[0]
         if prog.deny_value is not None and "/" in prog.deny_value:
-            based = [_sh().static_word(prog.deny_value.rsplit("/", 1)[-1])] + words[1:]
+            based = [_shell_module().static_word(prog.deny_value.rsplit("/", 1)[-1])] + words[1:]
             best = max(best, _seq(pattern.tokens, based, _broad_cmp, {}))
             if best == MATCH:
                 return best

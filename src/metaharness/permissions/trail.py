@@ -34,7 +34,7 @@ def new_decision_id() -> str:
     return "dec_" + secrets.token_hex(6)
 
 
-def _ts() -> str:
+def _timestamp() -> str:
     return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
@@ -42,7 +42,7 @@ def decision_line(decision_id: str, verdict: Verdict, *, call_id: str | None = N
                   decided_by: str | None = None) -> dict[str, Any]:
     line: dict[str, Any] = {
         "kind": "decision", "id": decision_id, "tool": verdict.tool, "behavior": verdict.behavior,
-        "principal": verdict.principal, "ts": _ts(), "mode": verdict.mode,
+        "principal": verdict.principal, "ts": _timestamp(), "mode": verdict.mode,
         "workspace_mode": verdict.workspace_mode, "reason": verdict.reason,
     }
     if call_id is not None:
@@ -68,7 +68,7 @@ def decision_line(decision_id: str, verdict: Verdict, *, call_id: str | None = N
 def answer_line(decision_id: str, outcome: str, by: str, *, remembered: str | None = None,
                 note: str | None = None) -> dict[str, Any]:
     line: dict[str, Any] = {"kind": "answer", "id": decision_id, "outcome": outcome, "remembered": remembered,
-                            "by": by, "ts": _ts()}
+                            "by": by, "ts": _timestamp()}
     if note is not None:
         line["note"] = note
     return line
