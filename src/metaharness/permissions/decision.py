@@ -204,7 +204,8 @@ def decide(call: Call, ctx: Context, external: ExternalDecision | None = None) -
     maybe_deny = [(subject, rule) for subject, (result, rule) in zip(subjects, deny_results) if result == MAYBE]
     if call_maybe is not None:
         maybe_deny.insert(0, (None, call_maybe))
-    opaque = [subject for subject in subjects if subject.kind == "opaque" or (subject.cmd is not None and subject.cmd.opaque)]
+    opaque = [subject for subject in subjects
+              if subject.kind == "opaque" or (subject.cmd is not None and subject.cmd.opaque)]
     if ctx.mode == "bypass":
         if maybe_deny:
             subject, rule = maybe_deny[0]

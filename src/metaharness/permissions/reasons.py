@@ -119,10 +119,13 @@ CATALOGUE: dict[str, Reason] = {reason.code: reason for reason in (
 #: as `ask-rule`.
 POSSIBLE_ASK_RANK = 2
 #: The forced asks of step 5 and the grants of step 6, strongest first.
-FORCED_ORDER = tuple(sorted((reason.code for reason in CATALOGUE.values() if reason.step == 5 and reason.rank is not None),
-                            key=lambda code: CATALOGUE[code].rank))
-GRANT_ORDER = tuple(sorted((reason.code for reason in CATALOGUE.values() if reason.step == 6 and reason.rank is not None),
-                           key=lambda code: CATALOGUE[code].rank))
+def _ranked(step: int) -> tuple[str, ...]:
+    ranked = [reason for reason in CATALOGUE.values() if reason.step == step and reason.rank is not None]
+    return tuple(reason.code for reason in sorted(ranked, key=lambda reason: reason.rank))
+
+
+FORCED_ORDER = _ranked(5)
+GRANT_ORDER = _ranked(6)
 
 #: Said for a subject whose code has no words of its own, and for a refusal likewise.
 _DEFAULT_ASK_WORDS = "`{what}` ({reason})"
