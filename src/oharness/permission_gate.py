@@ -27,7 +27,8 @@ from metaharness.permissions import (
     MODES, Context, ExternalDecision, PersistError, Settings, TrailWriter, Verdict, always_allow, decide,
     load_settings, oharness_call, reason_text, settle,
 )
-from metaharness.permissions.engine import BYPASS_NOTICE
+from metaharness.permissions.modes import BYPASS_NOTICE
+from metaharness.permissions.reasons import ask_words
 
 from .gate import GateResult
 from .model import ToolCall
@@ -71,37 +72,9 @@ def _stderr(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-def _scope_words(scope: str | None, file: str | None) -> str:
-    if scope is None:
-        return ""
-    return f" from {scope} scope" + (f" ({file})" if file else "")
-
-
-def subject_words(s: Any) -> str:
-    """One subject's reason for asking, in words."""
-    what = " ".join(s.words) if s.words else (s.path or s.label)
-    reason = s.reason
-    if reason == "ask-rule":
-        return f"`{what}` matches ask rule `{s.rule}`{_scope_words(s.scope, s.file)}"
-    if reason == "maybe-deny":
-        return f"`{what}` may match deny rule `{s.rule}`{_scope_words(s.scope, s.file)}: it cannot be read fully"
-    if reason == "protected-path":
-        return f"writes to a protected path `{what}`"
-    if reason == "secret-path":
-        return f"reads a secret path `{what}`"
-    if reason == "critical-removal":
-        return f"`{what}` removes a critical path"
-    if reason == "dynamic-write":
-        return f"`{what}` writes to a target only known when it runs"
-    if reason == "opaque":
-        return f"the program cannot be determined before it runs ({s.why or what})"
-    if reason.startswith("auto-risky:"):
-        return f"`{what}` is risky ({reason.split(':', 1)[1]})"
-    if reason == "auto-unknown":
-        return f"`{what}` is not recognised as routine"
-    if reason == "no-rule":
-        return f"`{what}`: no rule allows it in this mode"
-    return f"`{what}` ({reason})"
+def subject_words(subject: Any) -> str:
+    """One subject's reason for asking, in words: the catalogue's ask words (permissions/reasons.py)."""
+    return ask_words(subject)
 
 
 # -- the gate --------------------------------------------------------------------------------
@@ -153,7 +126,7 @@ class EngineGate:
 
     def attach(self, tool_ctx: Any, tools: list[Any]) -> None:
         """Give the tools the engine's view: glob/grep skip unreadable paths; fetch vets redirects."""
-        self._hints = {t.name: bool(getattr(t, "read_only_hint", False)) for t in tools}
+        self._hints = {tool.name: bool(getattr(tool, "read_only_hint", False)) for tool in tools}
         tool_ctx.hidden = self.hidden
         tool_ctx.admit_url = self.admit_url
         tool_ctx.decided_path = self._decided.get
@@ -170,7 +143,7 @@ class EngineGate:
     async def admit_url(self, url: str) -> str | None:
         """None when the fetch may go to `url`; otherwise why not."""
         verdict = decide(oharness_call("webfetch", {"url": url}, self.ctx.cwd), self.ctx)
-        host = next((s.label for s in verdict.subjects if s.kind == "host"), None)
+        host = next((subject.label for subject in verdict.subjects if subject.kind == "host"), None)
         if verdict.behavior == "allow" or (host is not None and host == self._approved.host and verdict.behavior == "ask"):
             return None
         if verdict.behavior == "deny":
@@ -180,16 +153,16 @@ class EngineGate:
     # -- the check ---------------------------------------------------------------------------
 
     async def check(self, call: ToolCall, external: ExternalDecision | None) -> GateResult:
-        ext = _engine_external(external)
+        engine_external = _engine_external(external)
         try:
             engine_call = oharness_call(call.name, call.input if isinstance(call.input, dict) else {},
                                         call.cwd or self.ctx.cwd, read_only_hint=self._hints.get(call.name, False))
-            verdict = decide(engine_call, self.ctx, ext)
+            verdict = decide(engine_call, self.ctx, engine_external)
         except Exception as exc:  # noqa: BLE001 - a seam that fails must fail closed
             return GateResult(False, f"the permission engine could not decide this call ({type(exc).__name__}: "
                                      f"{exc}); refused fail-closed", call.input)
         run_input = external.replacement if external is not None and external.decision == "replace" else call.input
-        settlement = settle(verdict, can_ask=self.can_ask, external=ext)
+        settlement = settle(verdict, can_ask=self.can_ask, external=engine_external)
         decided_by = external.decided_by if external is not None else None
         if settlement is not None:
             self.trail.record(verdict, settlement=settlement, call_id=call.id, agent=call.agent, decided_by=decided_by)
@@ -231,7 +204,7 @@ class EngineGate:
         files = scope_files(self.ctx.project_root, self.ctx.home)
         remember = {scope: (verdict.remember[scope], files[scope]) for scope in SCOPES
                     if verdict.remember and scope in verdict.remember}
-        needs = [subject_words(s) for s in verdict.subjects if s.result == "ask"]
+        needs = [subject_words(subject) for subject in verdict.subjects if subject.result == "ask"]
         return Question(verdict.tool, verdict.principal, verdict.reason, verdict.rule, verdict.scope, verdict.file,
                         verdict.mode, needs or [f"`{verdict.principal}` ({verdict.reason})"], remember,
                         verdict.remember_why_not, agent)
@@ -241,10 +214,10 @@ class EngineGate:
 
         # Calls run one at a time: the paths of the call about to run are the ones decided last.
         self._decided.clear()
-        for s in verdict.subjects:
-            if s.kind in ("read", "write") and s.path and s.real:
-                self._decided[s.path] = CanonicalPath(s.path, s.real)
-        host = next((s.label for s in verdict.subjects if s.kind == "host"), None)
+        for subject in verdict.subjects:
+            if subject.kind in ("read", "write") and subject.path and subject.real:
+                self._decided[subject.path] = CanonicalPath(subject.path, subject.real)
+        host = next((subject.label for subject in verdict.subjects if subject.kind == "host"), None)
         if host is not None:
             self._approved.host = host
 
@@ -276,10 +249,10 @@ def _engine_external(external: ExternalDecision | None) -> ExternalDecision | No
 
 def standalone_session_dir(home: str | None = None) -> str:
     """The session directory of a standalone `oharness -p` run: `~/.oharness/sessions/<id>`."""
-    import datetime as _dt
+    import datetime
     import secrets
 
-    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     base = os.path.join(home or os.path.expanduser("~"), ".oharness", "sessions")
     return os.path.join(base, f"{stamp}-{secrets.token_hex(4)}")
 

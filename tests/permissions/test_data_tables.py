@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from metaharness.permissions import classifier, parse_rule
-from metaharness.permissions.engine import INERT_TOOLS
+from metaharness.permissions.calls import INERT_TOOLS
 from metaharness.permissions.rules import MATCH, NO, shell_broad_match
 from metaharness.permissions.shell import FILECOMMANDS, WRAPPERS, analyse
 
@@ -205,7 +205,7 @@ def test_risky(fid):
 
 # protected.toml / inert.toml -----------------------------------------------------------------
 def test_protected_and_secret(world):
-    from metaharness.permissions.engine import PROTECTED
+    from metaharness.permissions.path_checks import PROTECTED
     ctx = world.ctx(world.setup(project={}), mode="manual", ws="full-access")
     for p in PROTECTED["paths"]:
         target = p if p.startswith("~") else (p.lstrip("/*") if "/" in p else "sub/" + p)

@@ -12,7 +12,7 @@ from importlib import resources
 
 import pytest
 
-from metaharness.permissions import classifier, engine, rules, shell
+from metaharness.permissions import calls, classifier, path_checks, rules, shell
 
 TABLES = [
     (shell, "WRAPPERS", "wrappers.toml", None),
@@ -21,7 +21,7 @@ TABLES = [
     (classifier, "READONLY", "readonly.toml", None),
     (classifier, "ROUTINE", "routine.toml", "entry"),
     (classifier, "RISKY", "risky.toml", "feature"),
-    (engine, "PROTECTED", "protected.toml", None),
+    (path_checks, "PROTECTED", "protected.toml", None),
 ]
 
 
@@ -45,11 +45,11 @@ def test_table_is_the_data_file_and_one_object(module, name, file, key):
 
 def test_inert_tools_and_re_exports():
     inert = {t.casefold() for t in _parsed("inert.toml")["tools"]}
-    assert engine.INERT_TOOLS == frozenset(inert | {"todowrite", "update_plan", "request_user_input"})
+    assert calls.INERT_TOOLS == frozenset(inert | {"todowrite", "update_plan", "request_user_input"})
     assert rules.OPTIONS is shell.OPTIONS
     assert rules.Word is shell.Word and rules.static_word is shell.static_word
     assert type(shell._LANGUAGE).__name__ == "Language"
-    for module in (shell, classifier, engine, rules):
+    for module in (shell, classifier, calls, path_checks, rules):
         with pytest.raises(AttributeError):
             module.NO_SUCH_TABLE  # noqa: B018
 
@@ -62,12 +62,12 @@ def test_monkeypatched_table_is_what_the_module_reads(monkeypatch):
 _FRESH = """
 import json, sys
 import oharness.permission_gate
-from metaharness.permissions import engine
+from metaharness.permissions import calls, engine, path_checks
 before = {
     "shell": "metaharness.permissions.shell" in sys.modules,
     "classifier": "metaharness.permissions.classifier" in sys.modules,
     "tree_sitter": "tree_sitter" in sys.modules,
-    "tables": [n for n in ("INERT_TOOLS", "PROTECTED") if n in vars(engine)],
+    "tables": [n for n in ("INERT_TOOLS", "PROTECTED") if n in vars(calls) or n in vars(path_checks)],
 }
 from metaharness.permissions import Context, RuleSet, decide, oharness_call
 ctx = Context(rules=RuleSet(), project_root="/p", home="/h", cwd="/p", mode="auto")

@@ -1,7 +1,7 @@
-"""The engine's rule index (engine._RuleIndex) never drops a rule that could match.
+"""The engine's rule index (index.RuleIndex) never drops a rule that could match.
 
 For random rule sets and calls, what the indexed lookups give must equal a brute-force scan of
-every rule in list order: the deny/ask result per subject (`_per_subject`, including the
+every rule in list order: the deny/ask result per subject (`strongest_match`, including the
 precomputed answer for a path of unknown target), the first allow rule covering a command or a
 write, and the whole verdict of `decide` with the index replaced by "every rule".
 """
@@ -16,8 +16,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from metaharness.permissions import Context, RuleSet, decide, oharness_call, parse_rule
-from metaharness.permissions import engine
-from metaharness.permissions.engine import MATCH, NO, _allow_covers, _broad, _index_of, builtin_rules
+from metaharness.permissions import decision, index
+from metaharness.permissions.context import builtin_rules
+from metaharness.permissions.index import index_of, strongest_match
+from metaharness.permissions.match import MATCH, NO, allow_covers, broad_match
+from metaharness.permissions.path_checks import PatternSet, _lazy as path_tables
+from metaharness.permissions.subjects import subjects_of
 from metaharness.permissions.rules import shell_allow_match
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
@@ -78,7 +82,7 @@ def _ruleset(pairs, root, home) -> RuleSet:
 def _brute_per_subject(rules, s, call, ctx):
     best, best_rule = NO, None
     for rule in rules:
-        r = _broad(rule, s, call, ctx)
+        r = broad_match(rule, s, call, ctx)
         if r > best:
             best, best_rule = r, rule
             if r == MATCH:
@@ -100,7 +104,7 @@ def _brute_cmd_allow(rules, cmd):
 
 
 def _indexed_cmd_allow(rules, cmd, ctx):
-    return _brute_cmd_allow(_index_of(rules, ctx).for_cmd_strict(cmd), cmd)
+    return _brute_cmd_allow(index_of(rules, ctx).for_cmd_strict(cmd), cmd)
 
 
 @SETTINGS
@@ -109,21 +113,21 @@ def test_indexed_lookups_equal_a_scan_of_every_rule(dirs, pairs, command, mode):
     root, home = dirs
     ctx = Context(rules=_ruleset(pairs, root, home), project_root=root, home=home, mode=mode)
     call = oharness_call("bash", {"command": command}, root)
-    subs, _ = engine._subjects(call, ctx)
+    subs, _ = subjects_of(call, ctx)
     for s in subs:
         for rules in (ctx.rules.deny, ctx.rules.ask):
-            assert engine._per_subject(rules, s, call, ctx) == _brute_per_subject(rules, s, call, ctx), (command, s.label)
+            assert strongest_match(rules, s, call, ctx) == _brute_per_subject(rules, s, call, ctx), (command, s.label)
         if s.kind == "cmd":
             assert _indexed_cmd_allow(ctx.rules.allow, s.cmd, ctx) is _brute_cmd_allow(ctx.rules.allow, s.cmd), (command, s.label)
         if s.kind == "write":
-            brute = next((r for r in ctx.rules.allow if _allow_covers(r, s, call, ctx)), None)
-            idx = _index_of(ctx.rules.allow, ctx)
+            brute = next((r for r in ctx.rules.allow if allow_covers(r, s, call, ctx)), None)
+            idx = index_of(ctx.rules.allow, ctx)
             got = idx.first_any("Write") if s.canon is None else next(
-                (r for r in idx.for_subject(s) if _allow_covers(r, s, call, ctx)), None)
+                (r for r in idx.for_subject(s) if allow_covers(r, s, call, ctx)), None)
             assert got is brute, (command, s.label)
 
 
-class _EveryRule(engine._RuleIndex):
+class _EveryRule(index.RuleIndex):
     """An "index" that hands every rule to every subject."""
 
     def for_cmd(self, cmd):
@@ -148,8 +152,8 @@ def test_verdict_equals_the_verdict_of_a_scan_of_every_rule(dirs, pairs, command
     indexed = decide(call, Context(rules=rules, project_root=root, home=home, mode=mode)).to_json()
     mp = pytest.MonkeyPatch()
     try:
-        mp.setattr(engine, "_RuleIndex", _EveryRule)
-        mp.setattr(engine, "_per_subject", _brute_per_subject_engine)
+        mp.setattr(index, "RuleIndex", _EveryRule)
+        mp.setattr(decision, "strongest_match", _brute_per_subject_engine)
         brute = decide(call, Context(rules=rules, project_root=root, home=home, mode=mode)).to_json()
     finally:
         mp.undo()
@@ -185,14 +189,14 @@ def test_each_rule_alone_is_found_for_every_command(dirs, text):
         ctx = Context(rules=rs, project_root=root, home=home, mode="manual")
         for command in SIMPLE:
             call = oharness_call("bash", {"command": command}, root)
-            for s in engine._subjects(call, ctx)[0]:
+            for s in subjects_of(call, ctx)[0]:
                 if behavior == "deny":
-                    assert engine._per_subject(rs.deny, s, call, ctx) == _brute_per_subject(rs.deny, s, call, ctx), (command, s.label)
+                    assert strongest_match(rs.deny, s, call, ctx) == _brute_per_subject(rs.deny, s, call, ctx), (command, s.label)
                 elif s.kind == "cmd":
                     assert _indexed_cmd_allow(rs.allow, s.cmd, ctx) is _brute_cmd_allow(rs.allow, s.cmd), (command, s.label)
 
 
-# -- the protected/secret pattern set (engine._PatternSet) --------------------------------------
+# -- the protected/secret pattern set (path_checks.PatternSet) --------------------------------------
 
 _COMPONENTS = [".git", ".GIT", ".ssh", ".Ssh", ".config", "git", "fish", ".cargo", "config.toml", "config",
                ".github", "workflows", "src", "a.py", ".env", ".envrc", "pip.conf", ".vscode", "x", "ſ", "K"]
@@ -209,7 +213,7 @@ def test_pattern_set_equals_a_scan_of_every_pattern(anchor, parts):
     base = {"root": ctx.project_root, "home": ctx.home, "/": "", "/tmp": "/tmp"}[anchor]
     path = base + "/" + "/".join(parts) if parts else (base or "/")
     for name in ("paths", "secret"):
-        patterns = engine._lazy("PROTECTED")[name]
+        patterns = path_tables("PROTECTED")[name]
         scan = any(compile_path_pattern(p, project_root=ctx.project_root, home=ctx.home, broad=True).matches(path)
                    for p in patterns)
-        assert engine._PatternSet(patterns, ctx).matches(path) == scan, (name, path)
+        assert PatternSet(patterns, ctx).matches(path) == scan, (name, path)

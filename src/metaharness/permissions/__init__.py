@@ -4,7 +4,7 @@ Public API — small and typed; everything else is internal:
 
 * `load_settings(cwd, …) -> Settings`      scopes, merge, trust, load errors (settings.py)
 * `Settings.context(mode=…, …) -> Context` the engine's input for a session
-* `decide(call, ctx, external=None) -> Verdict`   the decision procedure (engine.py)
+* `decide(call, ctx, external=None) -> Verdict`   the decision procedure (decision.py; engine.py is the face)
 * `settle(verdict, can_ask=…, external=…) -> Settlement | None`   outcome without a prompt
 * `oharness_call(tool, input, cwd)`, `vendor_call(tool, input, cwd)`, `notation_call(text, cwd)` → Call
 * `policy_decision(verdict, …)`, `policy_answer(verdict, answer, ctx, …)`, `reason_text(verdict)` (policy.py)

@@ -27,13 +27,13 @@ __getattr__, _lazy = lazy_attributes(globals(), {
 
 
 def _vals(cmd: Cmd) -> list[str | None]:
-    return [w.value for w in cmd.words[1:]]
+    return [word.value for word in cmd.words[1:]]
 
 
 def _clean(cmd: Cmd) -> bool:
     if cmd.unprovable or cmd.opaque or cmd.program_unknown:
         return False
-    if any(not (SAFE_ASSIGNMENTS(n) and w.static) for n, w in cmd.assigns):
+    if any(not (SAFE_ASSIGNMENTS(name) and word.static) for name, word in cmd.assigns):
         return False
     return cmd.program is not None and cmd.program.value is not None
 
@@ -50,7 +50,7 @@ def is_read_only(cmd: Cmd, *, trusted: bool) -> bool:
     prog = cmd.program.value
     if "/" in prog:
         return False  # `./ls` is not the listed program
-    if any(p.access == "write" for p in cmd.paths):
+    if any(program.access == "write" for program in cmd.paths):
         return False
     vals = _vals(cmd)
     if prog == "command":
@@ -61,36 +61,36 @@ def is_read_only(cmd: Cmd, *, trusted: bool) -> bool:
     if entry is None:
         return False
     forbidden = entry.get("forbidden", [])
-    for v in vals:
-        if v is None:
+    for value in vals:
+        if value is None:
             return False if prog != "echo" else True
-        if v in forbidden or any(v.startswith(f + "=") for f in forbidden if f.startswith("--")):
+        if value in forbidden or any(value.startswith(features + "=") for features in forbidden if features.startswith("--")):
             return False
         if prog in ("sort", "date", "tree", "printf") and any(
-            v.startswith(f) and not f.startswith("--") and len(v) > len(f) and v[1:2] == f[1] for f in forbidden
+            value.startswith(features) and not features.startswith("--") and len(value) > len(features) and value[1:2] == features[1] for features in forbidden
         ):
             return False
-    operands = [v for v in vals if v is not None and not v.startswith("-")]
+    operands = [value for value in vals if value is not None and not value.startswith("-")]
     if "max_operands" in entry and len(operands) > entry["max_operands"]:
         return False
-    if entry.get("static_operands") and any(v is None for v in vals):
+    if entry.get("static_operands") and any(value is None for value in vals):
         return False
     return True
 
 
 def _git_read_only(vals: list[str | None]) -> bool:
     spec = _lazy("READONLY")["git"]
-    if any(v is None for v in vals):
+    if any(value is None for value in vals):
         return False
-    if any(v in spec["forbidden"] or any(v.startswith(f + "=") for f in spec["forbidden"] if f.startswith("--")) for v in vals):
+    if any(value in spec["forbidden"] or any(value.startswith(features + "=") for features in spec["forbidden"] if features.startswith("--")) for value in vals):
         return False
     if not vals or vals[0] not in spec["subcommands"]:
         return False
     sub, rest = vals[0], vals[1:]
     if sub == "branch":
-        return all(v in spec["branch_allowed"] for v in rest)
+        return all(value in spec["branch_allowed"] for value in rest)
     if sub == "remote":
-        return all(v in spec["remote_allowed"] for v in rest)
+        return all(value in spec["remote_allowed"] for value in rest)
     return True
 
 
@@ -100,33 +100,33 @@ def is_edit_command(cmd: Cmd) -> bool:
         return False
     if cmd.program.value not in EDIT_COMMANDS:
         return False
-    return all(w.value is not None for w in cmd.words[1:]) and all(p.static for p in cmd.paths)
+    return all(word.value is not None for word in cmd.words[1:]) and all(program.static for program in cmd.paths)
 
 
 def _sub_and_rest(cmd: Cmd) -> tuple[str | None, list[str | None]]:
-    vals = [w.deny_value for w in cmd.words[1:]]
+    vals = [word.deny_value for word in cmd.words[1:]]
     base = cmd.basename or ""
     spec = _shell._lazy("OPTIONS").get(base, {})
     gval = set(spec.get("global_value", []))
     glob_ = set(spec.get("global", []))
-    i = 0
-    while i < len(vals) and vals[i] is not None and vals[i].startswith("-"):
-        v = vals[i]
-        name = v.split("=", 1)[0]
-        if name in gval and "=" not in v:
-            i += 2
+    index = 0
+    while index < len(vals) and vals[index] is not None and vals[index].startswith("-"):
+        value = vals[index]
+        name = value.split("=", 1)[0]
+        if name in gval and "=" not in value:
+            index += 2
         elif name in glob_ or name in gval:
-            i += 1
+            index += 1
         else:
             break
-    if i >= len(vals):
+    if index >= len(vals):
         return None, []
-    return vals[i], vals[i + 1 :]
+    return vals[index], vals[index + 1 :]
 
 
 def _programs(entry: dict) -> list[str]:
-    p = entry.get("program", [])
-    return [p] if isinstance(p, str) else list(p)
+    program = entry.get("program", [])
+    return [program] if isinstance(program, str) else list(program)
 
 
 _BY_PROGRAM: dict[str, tuple[list, dict[str, list[dict]]]] = {}  # table name -> (table, {program: entries})
@@ -141,18 +141,18 @@ def _entries_for(name: str, base: str, applies: Callable[[dict, str], bool]) -> 
         memo = _BY_PROGRAM[name] = (table, {})
     got = memo[1].get(base)
     if got is None:
-        got = memo[1][base] = [e for e in table if applies(e, base)]
+        got = memo[1][base] = [entry for entry in table if applies(entry, base)]
     return got
 
 
 def _risky_for(base: str) -> list[dict]:
     """The RISKY features whose program (or program prefix) is `base`."""
-    return _entries_for("RISKY", base, lambda f, b: b in _programs(f) or any(b.startswith(p) for p in f.get("prefix", [])))
+    return _entries_for("RISKY", base, lambda feature, program: program in _programs(feature) or any(program.startswith(prefix) for prefix in feature.get("prefix", [])))
 
 
 def _routine_for(base: str) -> list[dict]:
     """The ROUTINE entries listing `base` as a program."""
-    return _entries_for("ROUTINE", base, lambda e, b: b in _programs(e))
+    return _entries_for("ROUTINE", base, lambda entry, program: program in _programs(entry))
 
 
 def risky_feature(cmd: Cmd) -> str | None:
@@ -164,21 +164,21 @@ def risky_feature(cmd: Cmd) -> str | None:
     if not features:
         return None
     sub, rest = _sub_and_rest(cmd)
-    all_vals = [w.deny_value for w in cmd.words[1:]]
-    for f in features:
-        if f.get("any"):
-            return f["id"]
-        if "sub" in f and sub not in f["sub"]:
+    all_vals = [word.deny_value for word in cmd.words[1:]]
+    for feature in features:
+        if feature.get("any"):
+            return feature["id"]
+        if "sub" in feature and sub not in feature["sub"]:
             continue
-        if "second" in f and (not rest or rest[0] not in f["second"]):
+        if "second" in feature and (not rest or rest[0] not in feature["second"]):
             continue
-        if "words" in f and not any(v in f["words"] for v in all_vals):
+        if "words" in feature and not any(value in feature["words"] for value in all_vals):
             continue
-        if "unless" in f and any(v in f["unless"] for v in all_vals):
+        if "unless" in feature and any(value in feature["unless"] for value in all_vals):
             continue
-        if f.get("remote_operand") and not any(v and ":" in v and not v.startswith("-") for v in all_vals):
+        if feature.get("remote_operand") and not any(value and ":" in value and not value.startswith("-") for value in all_vals):
             continue
-        return f["id"]
+        return feature["id"]
     return None
 
 
@@ -191,39 +191,39 @@ def is_routine(cmd: Cmd) -> bool:
     if "/" in prog and base != "gradlew":
         return False
     vals = _vals(cmd)
-    if any(v is None for v in vals):
+    if any(value is None for value in vals):
         return False
-    for e in _routine_for(base):
-        if "targets" in e:
-            if not vals or (len(vals) == 1 and vals[0] in e["targets"]):
+    for entry in _routine_for(base):
+        if "targets" in entry:
+            if not vals or (len(vals) == 1 and vals[0] in entry["targets"]):
                 return True
             continue
-        if "sub" not in e:
-            if e.get("any_after"):
+        if "sub" not in entry:
+            if entry.get("any_after"):
                 return True
             continue
-        if not vals or vals[0] not in e["sub"]:
+        if not vals or vals[0] not in entry["sub"]:
             continue
         rest = vals[1:]
-        if any(v in e.get("forbid", []) for v in rest):
+        if any(value in entry.get("forbid", []) for value in rest):
             continue
-        if "require" in e and not all(r in rest for r in e["require"]):
+        if "require" in entry and not all(routine in rest for routine in entry["require"]):
             continue
-        if e.get("branch_only"):
-            ops = [v for v in rest if v != "-b"]
+        if entry.get("branch_only"):
+            ops = [value for value in rest if value != "-b"]
             if "--" in rest or "-f" in rest or len(ops) != 1 or ops[0].startswith("-") or ops[0] == ".":
                 continue
             return True
-        if "second" in e:
+        if "second" in entry:
             if not rest:
-                if e.get("allow_bare"):
+                if entry.get("allow_bare"):
                     return True
                 continue
-            if rest[0] not in e["second"]:
+            if rest[0] not in entry["second"]:
                 continue
             return True
-        if "max_words" in e and len(vals) > e["max_words"]:
+        if "max_words" in entry and len(vals) > entry["max_words"]:
             continue
-        if e.get("any_after") or not rest or "max_words" in e:
+        if entry.get("any_after") or not rest or "max_words" in entry:
             return True
     return False

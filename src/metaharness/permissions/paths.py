@@ -42,21 +42,21 @@ class CanonicalPath:
         return (self.lexical,) if self.lexical == self.real else (self.lexical, self.real)
 
 
-def expand_home(p: str, home: str | None) -> str:
+def expand_home(path: str, home: str | None) -> str:
     if home is None:
-        return os.path.expanduser(p)
-    if p == "~":
+        return os.path.expanduser(path)
+    if path == "~":
         return home
-    if p.startswith("~/"):
-        return home.rstrip("/") + p[1:]
-    return p
+    if path.startswith("~/"):
+        return home.rstrip("/") + path[1:]
+    return path
 
 
-def canonical(p: str, cwd: str, home: str | None = None) -> CanonicalPath:
+def canonical(path: str, cwd: str, home: str | None = None) -> CanonicalPath:
     """Both spellings of `p` resolved against `cwd`."""
-    if "\x00" in p or "\x00" in cwd:
+    if "\x00" in path or "\x00" in cwd:
         raise PathError("path contains a NUL byte")
-    joined = os.path.join(cwd, expand_home(p, home))
+    joined = os.path.join(cwd, expand_home(path, home))
     return CanonicalPath(os.path.normpath(joined), os.path.realpath(joined))
 
 
@@ -80,32 +80,32 @@ def _glob_to_regex(glob: str) -> str:
             # `a/**` covers everything beneath a; `**/b` any depth; `a/**/b` zero or more dirs.
             out.append(".*" if last else "(?:[^/]*/)*")
             continue
-        i = 0
+        pos = 0
         piece = []
-        while i < len(part):
-            c = part[i]
-            if c == "\\" and i + 1 < len(part):
-                piece.append(re.escape(part[i + 1]))
-                i += 2
+        while pos < len(part):
+            char = part[pos]
+            if char == "\\" and pos + 1 < len(part):
+                piece.append(re.escape(part[pos + 1]))
+                pos += 2
                 continue
-            if c == "*":
+            if char == "*":
                 piece.append("[^/]*")
-            elif c == "?":
+            elif char == "?":
                 piece.append("[^/]")
-            elif c == "[":
-                close = part.find("]", i + 2)
+            elif char == "[":
+                close = part.find("]", pos + 2)
                 if close == -1:
-                    piece.append(re.escape(c))
+                    piece.append(re.escape(char))
                 else:
-                    body = part[i + 1 : close]
+                    body = part[pos + 1 : close]
                     if body.startswith("!"):
                         body = "^" + body[1:]
                     piece.append("[" + body.replace("\\", "\\\\") + "]")
-                    i = close + 1
+                    pos = close + 1
                     continue
             else:
-                piece.append(re.escape(c))
-            i += 1
+                piece.append(re.escape(char))
+            pos += 1
         out.append("".join(piece) + ("" if last else "/"))
     return "".join(out)
 
@@ -189,12 +189,12 @@ def open_decided(path: CanonicalPath, flags: int, mode: int = 0o644) -> int:
     was itself a symlink, then compare the descriptor's real path with the decided one.
     Returns the fd; raises PathChanged (fd closed) when they differ."""
     was_link = path.lexical != path.real and os.path.islink(path.lexical)
-    fd = os.open(path.lexical, flags | (0 if was_link else os.O_NOFOLLOW), mode)
+    descriptor = os.open(path.lexical, flags | (0 if was_link else os.O_NOFOLLOW), mode)
     try:
-        actual = os.readlink(f"/proc/self/fd/{fd}") if os.path.isdir("/proc/self/fd") else os.path.realpath(path.lexical)
+        actual = os.readlink(f"/proc/self/fd/{descriptor}") if os.path.isdir("/proc/self/fd") else os.path.realpath(path.lexical)
     except OSError:
         actual = os.path.realpath(path.lexical)
     if actual != path.real:
-        os.close(fd)
+        os.close(descriptor)
         raise PathChanged(f"{path.lexical} changed between the decision and its use (now {actual})")
-    return fd
+    return descriptor

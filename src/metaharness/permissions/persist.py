@@ -27,23 +27,23 @@ class PersistError(RuntimeError):
 @contextmanager
 def file_lock(path: str) -> Iterator[None]:
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+    descriptor = os.open(path + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
         yield
     finally:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)
+        fcntl.flock(descriptor, fcntl.LOCK_UN)
+        os.close(descriptor)
 
 
 def _atomic_write(path: str, data: dict) -> None:
     directory = os.path.dirname(path) or "."
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
+    descriptor, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            handle.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
         if os.path.exists(path):
             os.chmod(tmp, os.stat(path).st_mode & 0o777)
         os.replace(tmp, path)
@@ -72,20 +72,20 @@ def _exclude_local_file(path: str, project_root: str) -> None:
         except (OSError, subprocess.SubprocessError):
             return None
 
-    r = git("rev-parse", "--is-inside-work-tree")
-    if r is None or r.returncode != 0:
+    result = git("rev-parse", "--is-inside-work-tree")
+    if result is None or result.returncode != 0:
         return
     rel = os.path.relpath(path, project_root)
     ignored = git("check-ignore", "-q", rel)
     if ignored is not None and ignored.returncode == 0:
         return
-    ex = git("rev-parse", "--git-path", "info/exclude")
-    if ex is None or ex.returncode != 0:
+    exclude_file = git("rev-parse", "--git-path", "info/exclude")
+    if exclude_file is None or exclude_file.returncode != 0:
         return
-    exclude = os.path.join(project_root, ex.stdout.strip())
+    exclude = os.path.join(project_root, exclude_file.stdout.strip())
     os.makedirs(os.path.dirname(exclude), exist_ok=True)
-    with open(exclude, "a", encoding="utf-8") as f:
-        f.write("\n/.oharness/settings.local.json\n")
+    with open(exclude, "a", encoding="utf-8") as handle:
+        handle.write("\n/.oharness/settings.local.json\n")
 
 
 def remember_rule(settings_file: str, rule: str, *, scope: str, project_root: str | None = None,
@@ -138,8 +138,8 @@ def remember_rule(settings_file: str, rule: str, *, scope: str, project_root: st
 def _read_object(path: str) -> dict:
     """A settings file's JSON object; a missing or empty file is {}; anything else refuses the write."""
     try:
-        with open(path, "rb") as f:
-            raw = f.read()
+        with open(path, "rb") as handle:
+            raw = handle.read()
     except FileNotFoundError:
         return {}
     if not raw.strip():

@@ -36,10 +36,10 @@ __all__ = [
 ]
 
 MATCH, MAYBE, NO = 2, 1, 0
-_shell = None  # the shell analyser module, bound by `_sh()` on first use
+_shell = None  # the shell analyser module, bound by `_shell_module()` on first use
 
 
-def _sh():
+def _shell_module():
     """The shell analyser, imported when a Bash rule is first matched (a session opens before its
     first shell command); kept in a global because matchers run many times per decision."""
     global _shell
@@ -111,7 +111,7 @@ class ShellPattern:
 
     @property
     def exact(self) -> bool:
-        return all(t.kind == LITERAL for t in self.tokens)
+        return all(token.kind == LITERAL for token in self.tokens)
 
 
 _OPERATOR_RE = ("&&", "||", ";", "|", "&", "\n", "$(", "`", "<", ">", "(", ")")
@@ -121,62 +121,62 @@ def _split_pattern(spec: str) -> list[list[tuple[str, bool]]]:
     """POSIX-style tokenisation remembering per character whether it was quoted."""
     tokens: list[list[tuple[str, bool]]] = []
     cur: list[tuple[str, bool]] | None = None
-    i = 0
-    n = len(spec)
-    while i < n:
-        c = spec[i]
-        if c in " \t":
+    pos = 0
+    length = len(spec)
+    while pos < length:
+        char = spec[pos]
+        if char in " \t":
             if cur is not None:
                 tokens.append(cur)
                 cur = None
-            i += 1
+            pos += 1
             continue
         if cur is None:
             cur = []
-        if c == "\\":
-            if i + 1 >= n:
+        if char == "\\":
+            if pos + 1 >= length:
                 raise RuleError("a trailing backslash")
-            cur.append((spec[i + 1], True))
-            i += 2
-        elif c == "'":
-            end = spec.find("'", i + 1)
+            cur.append((spec[pos + 1], True))
+            pos += 2
+        elif char == "'":
+            end = spec.find("'", pos + 1)
             if end == -1:
                 raise RuleError("unbalanced quotes")
-            cur.extend((ch, True) for ch in spec[i + 1 : end])
-            if end == i + 1:
+            cur.extend((quoted_char, True) for quoted_char in spec[pos + 1 : end])
+            if end == pos + 1:
                 cur.append(("", True))
-            i = end + 1
-        elif c == '"':
-            j = i + 1
-            while j < n and spec[j] != '"':
-                if spec[j] == "\\" and j + 1 < n and spec[j + 1] in '"\\$`':
-                    cur.append((spec[j + 1], True))
-                    j += 2
+            pos = end + 1
+        elif char == '"':
+            scan = pos + 1
+            while scan < length and spec[scan] != '"':
+                if spec[scan] == "\\" and scan + 1 < length and spec[scan + 1] in '"\\$`':
+                    cur.append((spec[scan + 1], True))
+                    scan += 2
                     continue
-                if spec[j] in "$`":
+                if spec[scan] in "$`":
                     raise RuleError("an expansion inside a shell pattern")
-                cur.append((spec[j], True))
-                j += 1
-            if j >= n:
+                cur.append((spec[scan], True))
+                scan += 1
+            if scan >= length:
                 raise RuleError("unbalanced quotes")
-            if j == i + 1:
+            if scan == pos + 1:
                 cur.append(("", True))
-            i = j + 1
+            pos = scan + 1
         else:
-            for op in _OPERATOR_RE:
-                if spec.startswith(op, i):
-                    raise RuleError(f"an unquoted shell operator or expansion {op!r}: a Bash rule describes one simple command")
-            if c == "$":
+            for operator in _OPERATOR_RE:
+                if spec.startswith(operator, pos):
+                    raise RuleError(f"an unquoted shell operator or expansion {operator!r}: a Bash rule describes one simple command")
+            if char == "$":
                 raise RuleError("an unquoted expansion '$'")
-            cur.append((c, False))
-            i += 1
+            cur.append((char, False))
+            pos += 1
     if cur is not None:
         tokens.append(cur)
     return tokens
 
 
 def _glob_regex(chars: list[tuple[str, bool]]) -> str:
-    return "".join(".*" if (c == "*" and not q) else re.escape(c) for c, q in chars)
+    return "".join(".*" if (char == "*" and not quoted) else re.escape(char) for char, quoted in chars)
 
 
 @lru_cache(maxsize=8192)
@@ -187,19 +187,19 @@ def compile_shell_pattern(spec: str) -> ShellPattern:
     raw = _split_pattern(spec)
     tokens: list[Token] = []
     for index, chars in enumerate(raw):
-        text = "".join(c for c, _ in chars)
-        stars = [k for k, (c, q) in enumerate(chars) if c == "*" and not q]
+        text = "".join(char for char, _ in chars)
+        stars = [position for position, (char, quoted) in enumerate(chars) if char == "*" and not quoted]
         if len(chars) == 1 and stars:
             tokens.append(Token(STAR, "*"))
             continue
         if not stars:
             tokens.append(Token(LITERAL, text))
             continue
-        rx = _glob_regex(chars)
-        prefix = "".join(c for c, _ in chars[: stars[0]])
+        regex = _glob_regex(chars)
+        prefix = "".join(char for char, _ in chars[: stars[0]])
         last = index == len(raw) - 1
         kind = TAIL if last and chars[-1] == ("*", False) else GLOB
-        tokens.append(Token(kind, text, re.compile(rx, re.DOTALL), re.compile(rx, re.DOTALL | re.IGNORECASE), prefix))
+        tokens.append(Token(kind, text, re.compile(regex, re.DOTALL), re.compile(regex, re.DOTALL | re.IGNORECASE), prefix))
     if not tokens:
         raise RuleError("an empty shell pattern")
     return ShellPattern(source, tuple(tokens))
@@ -249,7 +249,7 @@ _NAME_CHARS = r"[A-Za-z0-9_.-]"
 
 
 def _split_rule(text: str) -> tuple[str, str | None]:
-    if any(ord(c) < 32 or ord(c) == 127 for c in text):
+    if any(ord(char) < 32 or ord(char) == 127 for char in text):
         raise RuleError("a control character")
     if not text.strip():
         raise RuleError("an empty rule")
@@ -275,10 +275,10 @@ def parse_rule(text: str, behavior: str, scope: str = "builtin", file: str | Non
     warnings: list[str] = []
     tool_regex = None
     if "*" in tool_part:
-        m = re.fullmatch(r"mcp__(" + _NAME_CHARS + r"+?)__((?:" + _NAME_CHARS + r"|\*)+)", tool_part)
-        if m and "*" not in m.group(1) and "__" not in m.group(1):
+        match = re.fullmatch(r"mcp__(" + _NAME_CHARS + r"+?)__((?:" + _NAME_CHARS + r"|\*)+)", tool_part)
+        if match and "*" not in match.group(1) and "__" not in match.group(1):
             tool = tool_part
-            tool_regex = re.compile("mcp__" + re.escape(m.group(1)) + "__" + ".*".join(re.escape(p) for p in m.group(2).split("*")),
+            tool_regex = re.compile("mcp__" + re.escape(match.group(1)) + "__" + ".*".join(re.escape(part) for part in match.group(2).split("*")),
                                     re.IGNORECASE if broad else 0)
         else:
             if not broad:
@@ -286,7 +286,7 @@ def parse_rule(text: str, behavior: str, scope: str = "builtin", file: str | Non
             if not re.fullmatch(r"(?:" + _NAME_CHARS + r"|\*)+", tool_part):
                 raise RuleError(f"an invalid tool name {tool_part!r}")
             tool = tool_part
-            tool_regex = re.compile(".*".join(re.escape(p) for p in tool_part.split("*")), re.IGNORECASE)
+            tool_regex = re.compile(".*".join(re.escape(part) for part in tool_part.split("*")), re.IGNORECASE)
         if spec not in (None, "*"):
             if spec is not None and ":" in spec and not spec.startswith("domain:"):
                 pname, _, pglob = spec.partition(":")
@@ -296,11 +296,11 @@ def parse_rule(text: str, behavior: str, scope: str = "builtin", file: str | Non
             raise RuleError("a specifier on a tool-name glob")
         return Rule(text, behavior, scope, file, tool, "any", tool_regex, warnings=tuple(warnings))
     if tool_part.startswith("mcp__"):
-        m = re.fullmatch(r"mcp__(" + _NAME_CHARS + r"+?)(?:__(" + _NAME_CHARS + r"+))?", tool_part)
-        if not m or "__" in m.group(1):
+        match = re.fullmatch(r"mcp__(" + _NAME_CHARS + r"+?)(?:__(" + _NAME_CHARS + r"+))?", tool_part)
+        if not match or "__" in match.group(1):
             raise RuleError(f"an invalid MCP name {tool_part!r}")
-        if m.group(2) is None:
-            tool_regex = re.compile("mcp__" + re.escape(m.group(1)) + "__.*", re.IGNORECASE if broad else 0)
+        if match.group(2) is None:
+            tool_regex = re.compile("mcp__" + re.escape(match.group(1)) + "__.*", re.IGNORECASE if broad else 0)
         tool = tool_part
         if spec is None or spec == "*":
             return Rule(text, behavior, scope, file, tool, "any", tool_regex)
@@ -331,7 +331,7 @@ def parse_rule(text: str, behavior: str, scope: str = "builtin", file: str | Non
             raise RuleError("a path pattern starting with '!' (there is no negation)")
         if ".." in spec.split("/"):
             raise RuleError("a '..' segment in a path pattern")
-        if any(k in spec for k in ("file_path:", "path:", "notebook_path:")) and spec.split(":", 1)[0] in _PRIMARY_FIELDS:
+        if any(position in spec for position in ("file_path:", "path:", "notebook_path:")) and spec.split(":", 1)[0] in _PRIMARY_FIELDS:
             raise RuleError("a parameter spec on the primary field")
         return Rule(text, behavior, scope, file, tool, "path", path=spec, warnings=tuple(warnings))
     if tool == "WebFetch":
@@ -361,19 +361,19 @@ def _param_rule(text, behavior, scope, file, tool, tool_regex, spec, warnings=()
     return Rule(text, behavior, scope, file, tool, "param", tool_regex, param=(pname, pglob), warnings=tuple(warnings))
 
 
-def _grants_arbitrary(p: ShellPattern) -> bool:
-    first = p.tokens[0]
+def _grants_arbitrary(pattern: ShellPattern) -> bool:
+    first = pattern.tokens[0]
     if first.kind != LITERAL:
         return True
     prog = first.text.rsplit("/", 1)[-1]
-    rest = p.tokens[1:]
-    wild = any(t.kind != LITERAL for t in rest)
+    rest = pattern.tokens[1:]
+    wild = any(token.kind != LITERAL for token in rest)
     if prog in _INTERPRETERS and wild:
         return True
     second = rest[0] if rest else None
     if (prog, None) in _ARBITRARY_SUBS and wild:
         return True
-    if second is not None and second.kind == LITERAL and (prog, second.text) in _ARBITRARY_SUBS and any(t.kind != LITERAL for t in rest[1:]):
+    if second is not None and second.kind == LITERAL and (prog, second.text) in _ARBITRARY_SUBS and any(token.kind != LITERAL for token in rest[1:]):
         return True
     return False
 
@@ -382,49 +382,49 @@ def _grants_arbitrary(p: ShellPattern) -> bool:
 # Shell matching
 
 
-def _seq(tokens: tuple[Token, ...], words: list[Word], cmp, memo: dict, i: int = 0, j: int = 0) -> int:
-    key = (i, j)
+def _seq(tokens: tuple[Token, ...], words: list[Word], cmp, memo: dict, token_index: int = 0, word_index: int = 0) -> int:
+    key = (token_index, word_index)
     if key in memo:
         return memo[key]
-    if i == len(tokens):
-        r = MATCH if j == len(words) else NO
+    if token_index == len(tokens):
+        result = MATCH if word_index == len(words) else NO
     else:
-        t = tokens[i]
-        if t.kind == STAR:
-            r = NO
-            for k in range(j, len(words) + 1):
-                r = max(r, _seq(tokens, words, cmp, memo, i + 1, k))
-                if r == MATCH:
+        token = tokens[token_index]
+        if token.kind == STAR:
+            result = NO
+            for split in range(word_index, len(words) + 1):
+                result = max(result, _seq(tokens, words, cmp, memo, token_index + 1, split))
+                if result == MATCH:
                     break
-        elif j == len(words):
-            r = NO
-        elif t.kind == TAIL:
-            r = cmp(t, words[j])
+        elif word_index == len(words):
+            result = NO
+        elif token.kind == TAIL:
+            result = cmp(token, words[word_index])
         else:
-            first = cmp(t, words[j])
-            r = NO if first == NO else min(first, _seq(tokens, words, cmp, memo, i + 1, j + 1))
-    memo[key] = r
-    return r
+            first = cmp(token, words[word_index])
+            result = NO if first == NO else min(first, _seq(tokens, words, cmp, memo, token_index + 1, word_index + 1))
+    memo[key] = result
+    return result
 
 
-def _strict_cmp(t: Token, w: Word) -> int:
-    if w.value is None:
+def _strict_cmp(token: Token, word: Word) -> int:
+    if word.value is None:
         return NO
-    if t.kind == LITERAL:
-        return MATCH if w.value == t.text else NO
-    return MATCH if t.regex.fullmatch(w.value) else NO
+    if token.kind == LITERAL:
+        return MATCH if word.value == token.text else NO
+    return MATCH if token.regex.fullmatch(word.value) else NO
 
 
-def _broad_cmp(t: Token, w: Word) -> int:
-    v = w.deny_value
-    if v is not None:
-        if t.kind == LITERAL:
-            return MATCH if v.casefold() == t.text.casefold() else NO
-        return MATCH if t.iregex.fullmatch(v) else NO
-    if t.kind == LITERAL:
-        return MAYBE if w.could_be(t.text) else NO
-    a, b = w.shape_prefix().casefold(), t.prefix.casefold()
-    return MAYBE if (a.startswith(b) or b.startswith(a)) else NO
+def _broad_cmp(token: Token, word: Word) -> int:
+    value = word.deny_value
+    if value is not None:
+        if token.kind == LITERAL:
+            return MATCH if value.casefold() == token.text.casefold() else NO
+        return MATCH if token.iregex.fullmatch(value) else NO
+    if token.kind == LITERAL:
+        return MAYBE if word.could_be(token.text) else NO
+    word_prefix, token_prefix = word.shape_prefix().casefold(), token.prefix.casefold()
+    return MAYBE if (word_prefix.startswith(token_prefix) or token_prefix.startswith(word_prefix)) else NO
 
 
 def shell_allow_match(pattern: ShellPattern, cmd: Cmd) -> bool:
@@ -441,12 +441,12 @@ def strict_words(cmd: Cmd) -> list[Word]:
     static) as `NAME=value` words, then the command's words. Cached on the Cmd (one analysis)."""
     words = cmd.norm_cache.get("strict_words")
     if words is None:
-        sh = _sh()
+        shell = _shell_module()
         words = []
-        for name, w in cmd.assigns:
-            if sh.SAFE_ASSIGNMENTS(name) and w.static:
+        for name, word in cmd.assigns:
+            if shell.SAFE_ASSIGNMENTS(name) and word.static:
                 continue
-            words.append(sh.Word(f"{name}={w.text}", f"{name}={w.value}" if w.value is not None else None, None, ".*", False))
+            words.append(shell.Word(f"{name}={word.text}", f"{name}={word.value}" if word.value is not None else None, None, ".*", False))
         words.extend(cmd.words)
         cmd.norm_cache["strict_words"] = words
     return words
@@ -459,65 +459,65 @@ def strict_values(cmd: Cmd) -> frozenset[str]:
     values = cmd.norm_cache.get("strict_values")
     if values is None:
         values = cmd.norm_cache["strict_values"] = frozenset(
-            w.value for w in strict_words(cmd) if w.value is not None)
+            word.value for word in strict_words(cmd) if word.value is not None)
     return values
 
 
 def literal_texts(pattern: ShellPattern) -> frozenset[str]:
     """The texts of a pattern's LITERAL tokens (each must equal a whole word for an allow match)."""
-    return frozenset(t.text for t in pattern.tokens if t.kind == LITERAL)
+    return frozenset(token.text for token in pattern.tokens if token.kind == LITERAL)
 
 
 # -- option normalisation ---------------------------------------------------
 
 
 def _normalise(base: str, words: list[Word]) -> tuple[frozenset[str], list[Word], bool]:
-    spec = _sh()._lazy("OPTIONS").get(base, {})
+    spec = _shell_module()._lazy("OPTIONS").get(base, {})
     glob_ = set(spec.get("global", []))
     gval = set(spec.get("global_value", []))
     aliases = spec.get("aliases", {})
     value_opts = set(spec.get("value_opts", []))
     split = spec.get("split_clusters", False)
-    i = 0
-    while i < len(words):
-        v = words[i].deny_value
-        if v is None or not v.startswith("-") or v in ("-", "--"):
+    index = 0
+    while index < len(words):
+        value = words[index].deny_value
+        if value is None or not value.startswith("-") or value in ("-", "--"):
             break
-        name = v.split("=", 1)[0] if v.startswith("--") else v
+        name = value.split("=", 1)[0] if value.startswith("--") else value
         if name in glob_:
-            i += 1
+            index += 1
         elif name in gval:
-            i += 1 if "=" in v else 2
-        elif not v.startswith("--") and v[:2] in gval and len(v) > 2:
-            i += 1
+            index += 1 if "=" in value else 2
+        elif not value.startswith("--") and value[:2] in gval and len(value) > 2:
+            index += 1
         else:
             break
     options: set[str] = set()
     operands: list[Word] = []
     dash = False
     after = False
-    rest = words[i:]
-    k = 0
-    while k < len(rest):
-        w = rest[k]
-        v = w.deny_value
-        k += 1
+    rest = words[index:]
+    index_in_rest = 0
+    while index_in_rest < len(rest):
+        word = rest[index_in_rest]
+        value = word.deny_value
+        index_in_rest += 1
         if after:
-            operands.append(w)
+            operands.append(word)
             continue
-        if v is None:
-            if w.may_dash:
+        if value is None:
+            if word.may_dash:
                 dash = True
-            operands.append(w)
+            operands.append(word)
             continue
-        if v == "--":
+        if value == "--":
             after = True
             continue
-        if not v.startswith("-") or v == "-":
-            operands.append(w)
+        if not value.startswith("-") or value == "-":
+            operands.append(word)
             continue
-        if v.startswith("--"):
-            name, eq, val = v.partition("=")
+        if value.startswith("--"):
+            name, equals, val = value.partition("=")
             if name not in aliases and len(name) >= 3:
                 # GNU getopt takes any unambiguous prefix (`--recur` for `--recursive`); an
                 # ambiguous one is refused and nothing runs, so mapping it to every option it
@@ -527,34 +527,34 @@ def _normalise(base: str, words: list[Word]) -> tuple[frozenset[str], list[Word]
                         options.add(canon.casefold())
             name = aliases.get(name, name)
             options.add(name.casefold())
-            if eq:
+            if equals:
                 options.add(f"{name}={val}".casefold())
-            elif name in value_opts and k < len(rest):
-                nxt = rest[k].deny_value
+            elif name in value_opts and index_in_rest < len(rest):
+                nxt = rest[index_in_rest].deny_value
                 if nxt is not None:
                     options.add(f"{name}={nxt}".casefold())
-                k += 1
+                index_in_rest += 1
             continue
-        if split and len(v) > 2:
-            letters = v[1:]
-            for idx, ch in enumerate(letters):
-                o = aliases.get("-" + ch, "-" + ch)
-                options.add(o.casefold())
-                if "-" + ch in value_opts:
+        if split and len(value) > 2:
+            letters = value[1:]
+            for idx, quoted_char in enumerate(letters):
+                option = aliases.get("-" + quoted_char, "-" + quoted_char)
+                options.add(option.casefold())
+                if "-" + quoted_char in value_opts:
                     val = letters[idx + 1 :]
-                    if not val and k < len(rest):
-                        val = rest[k].deny_value or ""
-                        k += 1
-                    options.add(f"{o}={val}".casefold())
+                    if not val and index_in_rest < len(rest):
+                        val = rest[index_in_rest].deny_value or ""
+                        index_in_rest += 1
+                    options.add(f"{option}={val}".casefold())
                     break
             continue
-        o = aliases.get(v, v)
-        options.add(o.casefold())
-        if v in value_opts and k < len(rest):
-            nxt = rest[k].deny_value
+        option = aliases.get(value, value)
+        options.add(option.casefold())
+        if value in value_opts and index_in_rest < len(rest):
+            nxt = rest[index_in_rest].deny_value
             if nxt is not None:
-                options.add(f"{o}={nxt}".casefold())
-            k += 1
+                options.add(f"{option}={nxt}".casefold())
+            index_in_rest += 1
     return frozenset(options), operands, dash
 
 
@@ -583,7 +583,7 @@ def _required_words(pattern: ShellPattern) -> frozenset[str]:
     norm = _pattern_normalised(pattern)
     if norm is None:
         return frozenset()
-    return frozenset(t.text.casefold() for t in norm[2] if t.kind == LITERAL)
+    return frozenset(token.text.casefold() for token in norm[2] if token.kind == LITERAL)
 
 
 _REQUIRED: dict[int, tuple[ShellPattern, frozenset[str]]] = {}
@@ -602,14 +602,14 @@ def broad_wordset(cmd: Cmd) -> frozenset[str] | bool:
     dynamic (then no word is required). Cached on the Cmd (one analysis)."""
     wordset = cmd.norm_cache.get("wordset")
     if wordset is None:
-        static = all(w.deny_value is not None for ws in cmd.word_variants() for w in ws)
+        static = all(word.deny_value is not None for found in cmd.word_variants() for word in found)
         wordset = cmd.norm_cache["wordset"] = (
-            frozenset(w.deny_value.casefold() for ws in cmd.word_variants() for w in ws) if static else False)
+            frozenset(word.deny_value.casefold() for found in cmd.word_variants() for word in found) if static else False)
     return wordset
 
 
 def _pattern_normalised_uncached(pattern: ShellPattern) -> tuple[str, frozenset[str], tuple[Token, ...]] | None:
-    Word, static_word = _sh().Word, _sh().static_word
+    Word, static_word = _shell_module().Word, _shell_module().static_word
     first = pattern.tokens[0]
     if first.kind != LITERAL:
         return None
@@ -617,19 +617,19 @@ def _pattern_normalised_uncached(pattern: ShellPattern) -> tuple[str, frozenset[
     # Options of the pattern: literal tokens; operands: everything else, in order.
     lit_words: list[Word] = []
     positions: list[Token] = []
-    for t in pattern.tokens[1:]:
-        if t.kind == LITERAL:
-            lit_words.append(static_word(t.text))
+    for token in pattern.tokens[1:]:
+        if token.kind == LITERAL:
+            lit_words.append(static_word(token.text))
         else:
-            lit_words.append(Word(t.text, None, None, ".*", False))
-        positions.append(t)
+            lit_words.append(Word(token.text, None, None, ".*", False))
+        positions.append(token)
     options, operands, _ = _normalise(base, lit_words)
     # Map normalised operands back to tokens (static words become LITERAL tokens again).
-    tok_by_id = {id(w): t for w, t in zip(lit_words, positions)}
+    tok_by_id = {id(word): token for word, token in zip(lit_words, positions)}
     out: list[Token] = []
-    for w in operands:
-        t = tok_by_id.get(id(w))
-        out.append(t if t is not None else Token(LITERAL, w.deny_value or ""))
+    for word in operands:
+        token = tok_by_id.get(id(word))
+        out.append(token if token is not None else Token(LITERAL, word.deny_value or ""))
     return base, options, tuple(out)
 
 
@@ -649,7 +649,7 @@ def shell_broad_match(pattern: ShellPattern, cmd: Cmd) -> int:
             return best
         prog = words[0]
         if prog.deny_value is not None and "/" in prog.deny_value:
-            based = [_sh().static_word(prog.deny_value.rsplit("/", 1)[-1])] + words[1:]
+            based = [_shell_module().static_word(prog.deny_value.rsplit("/", 1)[-1])] + words[1:]
             best = max(best, _seq(pattern.tokens, based, _broad_cmp, {}))
             if best == MATCH:
                 return best
@@ -667,9 +667,9 @@ def shell_broad_match(pattern: ShellPattern, cmd: Cmd) -> int:
         if p_opts <= c_opts:
             best = max(best, _seq(p_operands, c_operands, _broad_cmp, {}))
         elif dash:
-            r = max(_seq(p_operands, c_operands, _broad_cmp, {}),
-                    _seq(p_operands, [w for w in c_operands if not (w.deny_value is None and w.may_dash)], _broad_cmp, {}))
-            best = max(best, min(r, MAYBE))
+            result = max(_seq(p_operands, c_operands, _broad_cmp, {}),
+                    _seq(p_operands, [word for word in c_operands if not (word.deny_value is None and word.may_dash)], _broad_cmp, {}))
+            best = max(best, min(result, MAYBE))
         if best == MATCH:
             return best
     return best

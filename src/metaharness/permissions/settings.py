@@ -22,7 +22,8 @@ import subprocess
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from .engine import MODES, WORKSPACE_MODES, Context, RuleSet, builtin_rules
+from .context import Context, RuleSet, builtin_rules
+from .modes import MODES, WORKSPACE_MODES
 from .rules import Rule, RuleError, parse_rule
 
 __all__ = [
@@ -107,9 +108,9 @@ def _git(args: list[str], cwd: str) -> subprocess.CompletedProcess | None:
 
 def find_project_root(cwd: str) -> tuple[str, bool]:
     """(project root, inside a git worktree)."""
-    r = _git(["rev-parse", "--show-toplevel"], cwd)
-    if r is not None and r.returncode == 0 and r.stdout.strip():
-        return os.path.realpath(r.stdout.strip()), True
+    result = _git(["rev-parse", "--show-toplevel"], cwd)
+    if result is not None and result.returncode == 0 and result.stdout.strip():
+        return os.path.realpath(result.stdout.strip()), True
     return os.path.realpath(cwd), False
 
 
@@ -131,10 +132,10 @@ def _local_is_demoted(path: str, project_root: str, in_git: bool) -> bool:
         return True
     if not in_git or not os.path.exists(path):
         return False
-    r = _git(["ls-files", "--error-unmatch", os.path.relpath(path, project_root)], project_root)
-    if r is None:
+    result = _git(["ls-files", "--error-unmatch", os.path.relpath(path, project_root)], project_root)
+    if result is None:
         return True  # git failed inside a repository: treat as tracked
-    return r.returncode == 0
+    return result.returncode == 0
 
 
 def project_settings_hash(project_root: str, home: str | None = None, in_git: bool | None = None) -> str:
@@ -142,23 +143,23 @@ def project_settings_hash(project_root: str, home: str | None = None, in_git: bo
     files = scope_files(project_root, home or os.path.expanduser("~"))
     if in_git is None:
         in_git = find_project_root(project_root)[1]
-    h = hashlib.sha256()
+    digest = hashlib.sha256()
     for scope in ("project", "local"):
-        p = files[scope]
-        if scope == "local" and not _local_is_demoted(p, project_root, in_git):
+        path = files[scope]
+        if scope == "local" and not _local_is_demoted(path, project_root, in_git):
             continue
         try:
-            with open(p, "rb") as f:
-                h.update(f.read())
+            with open(path, "rb") as handle:
+                digest.update(handle.read())
         except OSError:
             pass
-    return h.hexdigest()
+    return digest.hexdigest()
 
 
 def _read_trust(home: str) -> dict:
     try:
-        with open(trust_file(home), "rb") as f:
-            data = json.load(f)
+        with open(trust_file(home), "rb") as handle:
+            data = json.load(handle)
         return data if isinstance(data, dict) else {}
     except (OSError, ValueError):
         return {}
@@ -201,8 +202,8 @@ def revoke_trust(project_root: str, home: str) -> bool:
 
 def _parse_file(path: str, scope: str, errors: list[LoadIssue]) -> dict | None:
     try:
-        with open(path, "rb") as f:
-            raw = f.read()
+        with open(path, "rb") as handle:
+            raw = handle.read()
     except FileNotFoundError:
         return None
     except OSError as e:
@@ -227,8 +228,8 @@ def _section(data: dict, path: str, warnings: list[LoadIssue], errors: list[Load
         errors.append(LoadIssue("error", "has a 'hooks' key: hooks from settings files are not in this version", path))
     if "permissions" not in data:
         # The short form: the top-level object is read as if it were under `permissions`.
-        data = {"permissions": {k: v for k, v in data.items() if k in _KNOWN_KEYS},
-                **{k: v for k, v in data.items() if k not in _KNOWN_KEYS}}
+        data = {"permissions": {field: field_value for field, field_value in data.items() if field in _KNOWN_KEYS},
+                **{field: field_value for field, field_value in data.items() if field not in _KNOWN_KEYS}}
     perms = data.get("permissions", {})
     if not isinstance(perms, dict):
         errors.append(LoadIssue("error", "'permissions' is not an object", path))
@@ -275,10 +276,10 @@ def load_settings(
         if local_scope == "project" and os.path.lexists(files["local"]):
             warnings.append(LoadIssue("warning", "is tracked by git or a symbolic link: read as project scope", files["local"]))
         sources.append((local_scope, files["local"]))
-    for pf in policy_files:
-        sources.append(("file", os.path.abspath(pf)))
-        if not os.path.exists(pf):
-            errors.append(LoadIssue("error", "does not exist", os.path.abspath(pf)))
+    for policy_file in policy_files:
+        sources.append(("file", os.path.abspath(policy_file)))
+        if not os.path.exists(policy_file):
+            errors.append(LoadIssue("error", "does not exist", os.path.abspath(policy_file)))
 
     digest = project_settings_hash(project_root, home, in_git) if scopes else ""
     entry = _read_trust(home).get("projects", {}).get(project_root) if scopes else None
@@ -287,9 +288,9 @@ def load_settings(
     rules = RuleSet()
     listed: list[ListedRule] = []
     untrusted_grants: list[str] = []
-    for r in builtin_rules(project_root, home):
-        rules.add(r)
-        listed.append(ListedRule(r.text, "deny", "builtin", None))
+    for builtin in builtin_rules(project_root, home):
+        rules.add(builtin)
+        listed.append(ListedRule(builtin.text, "deny", "builtin", None))
 
     mode_votes: dict[str, tuple[str, str]] = {}
     ws_votes: list[tuple[str, str, str]] = []  # (value, scope, file)
@@ -324,37 +325,37 @@ def load_settings(
                         errors.append(LoadIssue("error", f"invalid ({e})", path, behavior, text))
                     listed.append(ListedRule(text, behavior, scope, path, f"ignored (invalid: {e})"))
                     continue
-                for w in rule.warnings:
-                    warnings.append(LoadIssue("warning", w, path, behavior, text))
+                for warning in rule.warnings:
+                    warnings.append(LoadIssue("warning", warning, path, behavior, text))
                 if behavior == "allow" and scope == "project" and not trusted:
                     listed.append(ListedRule(text, behavior, scope, path, "ignored (workspace not trusted)", rule.warnings))
                     untrusted_grants.append(f"allow {text}")
                     continue
                 rules.add(rule)
                 listed.append(ListedRule(text, behavior, scope, path, "active", rule.warnings))
-        dm = sec.get("defaultMode")
-        if dm is not None:
-            if dm not in MODES:
-                warnings.append(LoadIssue("warning", f"defaultMode {dm!r} is not a mode; ignored", path))
+        default_mode = sec.get("defaultMode")
+        if default_mode is not None:
+            if default_mode not in MODES:
+                warnings.append(LoadIssue("warning", f"defaultMode {default_mode!r} is not a mode; ignored", path))
             else:
-                mode_votes[scope] = (dm, path)
-                if dm == "accept-edits" and scope == "project" and not trusted:
+                mode_votes[scope] = (default_mode, path)
+                if default_mode == "accept-edits" and scope == "project" and not trusted:
                     untrusted_grants.append("defaultMode accept-edits")
-        wm = sec.get("workspaceMode")
-        if wm is not None:
-            if wm not in WORKSPACE_MODES:
-                errors.append(LoadIssue("error", f"workspaceMode {wm!r} is not one of {', '.join(WORKSPACE_MODES)}", path))
+        workspace_mode = sec.get("workspaceMode")
+        if workspace_mode is not None:
+            if workspace_mode not in WORKSPACE_MODES:
+                errors.append(LoadIssue("error", f"workspaceMode {workspace_mode!r} is not one of {', '.join(WORKSPACE_MODES)}", path))
             else:
-                ws_votes.append((wm, scope, path))
-        wr = sec.get("writableRoots")
-        if wr is not None:
-            if not isinstance(wr, list) or not all(isinstance(x, str) for x in wr):
+                ws_votes.append((workspace_mode, scope, path))
+        writable_roots = sec.get("writableRoots")
+        if writable_roots is not None:
+            if not isinstance(writable_roots, list) or not all(isinstance(root, str) for root in writable_roots):
                 warnings.append(LoadIssue("warning", "writableRoots is not a list of strings; ignored", path))
             elif scope == "project" and not trusted:
                 warnings.append(LoadIssue("warning", "writableRoots ignored (workspace not trusted)", path))
-                untrusted_grants.extend(f"writableRoots {entry_}" for entry_ in wr)
+                untrusted_grants.extend(f"writableRoots {entry_}" for entry_ in writable_roots)
             else:
-                for entry_ in wr:
+                for entry_ in writable_roots:
                     expanded = home + entry_[1:] if entry_.startswith("~/") or entry_ == "~" else entry_
                     full = os.path.realpath(os.path.join(project_root, expanded))
                     if full in ("/", os.path.realpath(home)):
@@ -363,14 +364,14 @@ def load_settings(
                         roots.append(full)
         if sec.get("disableBypassMode") is True and disable_bypass_file is None:
             disable_bypass_file = path
-        dt = sec.get("decisionTrail")
-        if dt is not None:
-            if not isinstance(dt, bool):
+        decision_trail = sec.get("decisionTrail")
+        if decision_trail is not None:
+            if not isinstance(decision_trail, bool):
                 warnings.append(LoadIssue("warning", "decisionTrail is not a boolean; ignored", path))
             elif scope == "project":
                 warnings.append(LoadIssue("warning", "decisionTrail in project scope is ignored (the trail belongs to the machine)", path))
             else:
-                trail_votes[scope] = dt
+                trail_votes[scope] = decision_trail
 
     settings = Settings(project_root=project_root, home=home, cwd=cwd, rules=rules, listed=listed,
                         trusted=trusted, errors=errors, warnings=warnings, files=file_info, project_hash=digest,
@@ -382,7 +383,7 @@ def load_settings(
     if cli_workspace_mode is not None:
         candidates.append((cli_workspace_mode, "command line", "--workspace-mode"))
     if candidates:
-        value, scope, path = min(candidates, key=lambda c: _WS_ORDER[c[0]])
+        value, scope, path = min(candidates, key=lambda char: _WS_ORDER[char[0]])
         settings.workspace_mode, settings.workspace_mode_source = value, f"{scope}: {path}" if scope != "command line" else "command line"
         if cli_workspace_mode is not None and _WS_ORDER[cli_workspace_mode] > _WS_ORDER[value]:
             warnings.append(LoadIssue("warning", f"--workspace-mode {cli_workspace_mode} does not widen workspaceMode {value}", path))

@@ -21,8 +21,8 @@ def load_table(name: str) -> dict:
     import tomllib
     from importlib import resources
 
-    with resources.files("metaharness.permissions.data").joinpath(name).open("rb") as f:
-        return tomllib.load(f)
+    with resources.files("metaharness.permissions.data").joinpath(name).open("rb") as handle:
+        return tomllib.load(handle)
 
 
 def lazy_attributes(

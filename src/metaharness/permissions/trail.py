@@ -21,7 +21,8 @@ import threading
 import time
 from typing import Any, Callable
 
-from .engine import Settlement, Verdict
+from .reasons import trail_by
+from .verdict import Settlement, Verdict
 
 __all__ = ["TrailWriter", "new_decision_id", "decision_line", "answer_line"]
 
@@ -33,7 +34,7 @@ def new_decision_id() -> str:
     return "dec_" + secrets.token_hex(6)
 
 
-def _ts() -> str:
+def _timestamp() -> str:
     return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
@@ -41,7 +42,7 @@ def decision_line(decision_id: str, verdict: Verdict, *, call_id: str | None = N
                   decided_by: str | None = None) -> dict[str, Any]:
     line: dict[str, Any] = {
         "kind": "decision", "id": decision_id, "tool": verdict.tool, "behavior": verdict.behavior,
-        "principal": verdict.principal, "ts": _ts(), "mode": verdict.mode,
+        "principal": verdict.principal, "ts": _timestamp(), "mode": verdict.mode,
         "workspace_mode": verdict.workspace_mode, "reason": verdict.reason,
     }
     if call_id is not None:
@@ -50,7 +51,7 @@ def decision_line(decision_id: str, verdict: Verdict, *, call_id: str | None = N
         line["rule"], line["scope"] = verdict.rule, verdict.scope
         if verdict.file:
             line["file"] = verdict.file
-    subjects = [s.to_json() for s in verdict.subjects]
+    subjects = [subject.to_json() for subject in verdict.subjects]
     line["subjects"] = subjects[:64]
     if len(subjects) > 64:
         line["subjects_truncated"] = True
@@ -67,7 +68,7 @@ def decision_line(decision_id: str, verdict: Verdict, *, call_id: str | None = N
 def answer_line(decision_id: str, outcome: str, by: str, *, remembered: str | None = None,
                 note: str | None = None) -> dict[str, Any]:
     line: dict[str, Any] = {"kind": "answer", "id": decision_id, "outcome": outcome, "remembered": remembered,
-                            "by": by, "ts": _ts()}
+                            "by": by, "ts": _timestamp()}
     if note is not None:
         line["note"] = note
     return line
@@ -104,7 +105,7 @@ class TrailWriter:
         lines = [decision_line(decision_id, verdict, call_id=call_id, agent=agent, decided_by=decided_by)]
         if settlement is None and verdict.behavior != "ask":
             settlement = Settlement("allowed" if verdict.behavior == "allow" else "denied",
-                                    _by_for(verdict.reason))
+                                    trail_by(verdict.reason, "engine"))
         if settlement is not None:
             lines.append(answer_line(decision_id, settlement.outcome, settlement.by, remembered=remembered,
                                      note=settlement.note))
@@ -118,7 +119,7 @@ class TrailWriter:
 
     def _put(self, lines: list[dict[str, Any]]) -> None:
         try:
-            data = "".join(json.dumps(l, ensure_ascii=False, separators=(",", ":")) + "\n" for l in lines)
+            data = "".join(json.dumps(payload, ensure_ascii=False, separators=(",", ":")) + "\n" for payload in lines)
             self._queue.put_nowait(data.encode("utf-8"))
         except queue.Full:
             self._warn("queue full, line dropped")
@@ -171,9 +172,3 @@ class TrailWriter:
                 pass
             self._fd = None
         self._thread = None
-
-
-def _by_for(reason: str) -> str:
-    from .engine import _BY_REASON
-
-    return _BY_REASON.get(reason, "engine")

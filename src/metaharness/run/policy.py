@@ -22,7 +22,7 @@ from metaharness.permissions import (
     policy_decision,
     vendor_call,
 )
-from metaharness.permissions.engine import oharness_call
+from metaharness.permissions.calls import oharness_call
 
 from metaharness.protocol.values import Abstain, Allow, Deny, PolicyAsk, Replace
 
@@ -80,25 +80,25 @@ class PolicyDecider:
         return policy_answer(verdict, external, self.ctx, deny_only=self.spec.deny_only)
 
     @staticmethod
-    def wire_policy(pd) -> PolicyAsk:
-        p = pd.policy
-        return PolicyAsk(reason=p["reason"], rule=p["rule"], scope=p["scope"], principal=p["principal"])
+    def wire_policy(ruling) -> PolicyAsk:
+        asked = ruling.policy
+        return PolicyAsk(reason=asked["reason"], rule=asked["rule"], scope=asked["scope"], principal=asked["principal"])
 
     @staticmethod
-    def as_decision(pd, embedder_decision: Any = None):
-        if pd.decision == "deny":
-            return Deny(reason=pd.reason or "denied by policy")
-        if pd.decision == "abstain":
+    def as_decision(ruling, embedder_decision: Any = None):
+        if ruling.decision == "deny":
+            return Deny(reason=ruling.reason or "denied by policy")
+        if ruling.decision == "abstain":
             return Abstain()
         if isinstance(embedder_decision, Replace):
             return embedder_decision  # re-decided by the engine from step 0 and allowed
         return Allow()
 
-    def record(self, call_id: str, pd) -> None:
-        if pd.verdict is None or pd.outcome is None:
+    def record(self, call_id: str, ruling) -> None:
+        if ruling.verdict is None or ruling.outcome is None:
             return
-        self.trail.record(pd.verdict, settlement=Settlement(pd.outcome, pd.by or "engine"), call_id=call_id,
-                          decided_by=pd.decided_by)
+        self.trail.record(ruling.verdict, settlement=Settlement(ruling.outcome, ruling.by or "engine"), call_id=call_id,
+                          decided_by=ruling.decided_by)
 
     def close(self) -> str | None:
         """Flush the trail; returns its path when one was kept, for the run to name."""

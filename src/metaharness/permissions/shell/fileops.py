@@ -56,11 +56,11 @@ def _option_sets(spec: dict) -> tuple[dict[str, set[str]], set[str], tuple[str, 
     file-command entry, built once per entry object (kept in the memo so its id is not reused)."""
     got = _OPTION_SETS.get(id(spec))
     if got is None or got[0] is not spec:
-        path_opts = {k: set(spec.get(k, [])) for k in _OPTION_KEYS}
+        path_opts = {key: set(spec.get(key, [])) for key in _OPTION_KEYS}
         value_opts = set(spec.get("value_opts", [])) | set(spec.get("pattern_opts", []))
         all_value = value_opts.union(*path_opts.values())
-        named = all_value.union(*(set(spec.get(k, [])) for k in _FLAG_KEYS))
-        longs = tuple(sorted(o for o in named if o.startswith("--")))
+        named = all_value.union(*(set(spec.get(key, [])) for key in _FLAG_KEYS))
+        longs = tuple(sorted(option for option in named if option.startswith("--")))
         got = _OPTION_SETS[id(spec)] = (spec, path_opts, all_value, longs)
     return got[1], got[2], got[3]
 
@@ -71,8 +71,8 @@ def _long_names(name: str, longs: tuple[str, ...], all_value: set[str]) -> list[
     as all of them only ever over-approximates; the value-taking ones come first."""
     if name in longs or len(name) < 3:
         return [name]
-    hits = [o for o in longs if o.startswith(name)]
-    return sorted(hits, key=lambda o: o not in all_value) if hits else [name]
+    hits = [option for option in longs if option.startswith(name)]
+    return sorted(hits, key=lambda option: option not in all_value) if hits else [name]
 
 
 def _operands(words: list[Word], spec: dict) -> tuple[list[Word], dict[str, list[Word]], set[str]]:
@@ -82,61 +82,61 @@ def _operands(words: list[Word], spec: dict) -> tuple[list[Word], dict[str, list
     path_opts, all_value, longs = _option_sets(spec)
     pattern_opts = spec.get("pattern_opts", ())
     operands: list[Word] = []
-    values: dict[str, list[Word]] = {k: [] for k in path_opts}
+    values: dict[str, list[Word]] = {key: [] for key in path_opts}
     values["pattern"] = []
     flags: set[str] = set()
-    i = 0
+    index = 0
     after_dd = False
 
     def bind(name: str, val: Word | None) -> None:
         flags.add(name)
         if val is None:
             return
-        for k, names in path_opts.items():
+        for key, names in path_opts.items():
             if name in names:
-                values[k].append(val)
+                values[key].append(val)
         if name in pattern_opts:
             values["pattern"].append(val)
 
-    while i < len(words):
-        w = words[i]
-        v = w.deny_value
-        if after_dd or v is None or not v.startswith("-") or v == "-":
-            operands.append(w)
-            i += 1
+    while index < len(words):
+        word = words[index]
+        value = word.deny_value
+        if after_dd or value is None or not value.startswith("-") or value == "-":
+            operands.append(word)
+            index += 1
             continue
-        if v == "--":
+        if value == "--":
             after_dd = True
-            i += 1
+            index += 1
             continue
-        i += 1
-        if v.startswith("--"):
-            name, eq, attached = v.partition("=")
+        index += 1
+        if value.startswith("--"):
+            name, equals, attached = value.partition("=")
             names = _long_names(name, longs, all_value)
             if names[0] in all_value:
-                if eq:
+                if equals:
                     val: Word | None = static_word(attached)
                 else:
-                    val = words[i] if i < len(words) else None
-                    i += 1
-                for n in names:
-                    bind(n, val if n in all_value else None)
+                    val = words[index] if index < len(words) else None
+                    index += 1
+                for option_name in names:
+                    bind(option_name, val if option_name in all_value else None)
             else:
                 flags.update(names)
             continue
-        letters = v[1:]
-        for k, ch in enumerate(letters):
-            name = "-" + ch
+        letters = value[1:]
+        for key, letter in enumerate(letters):
+            name = "-" + letter
             if name in all_value:
-                rest = letters[k + 1 :]
+                rest = letters[key + 1 :]
                 if rest:
                     bind(name, static_word(rest))
                 else:
-                    bind(name, words[i] if i < len(words) else None)
-                    i += 1
+                    bind(name, words[index] if index < len(words) else None)
+                    index += 1
                 break
             flags.add(name)
-        flags.add(v)
+        flags.add(value)
     return operands, values, flags
 
 
@@ -149,7 +149,7 @@ def _select(operands: list[Word], how: str | None) -> list[Word]:
     }.get(how, [])
 
 
-def file_operands(cmd: Cmd, st: State) -> None:
+def file_operands(cmd: Cmd, state: State) -> None:
     """The read and write path subjects of one simple command."""
     base = cmd.basename
     if base is None:
@@ -162,18 +162,18 @@ def file_operands(cmd: Cmd, st: State) -> None:
         elif base == "git":
             _git_paths(cmd)
         elif cmd.inner is None and cmd.wrapper is None:
-            _tail_operands(cmd, st, table)
+            _tail_operands(cmd, state, table)
         return
     words = cmd.words[1:]
     if spec.get("kind") == "dd":
-        for w in words:
-            v = w.deny_value
-            if v is not None and v.startswith("of="):
-                cmd.paths.append(PathRef("write", parse_word(w.text[3:], st.home), cmd.cwd, "operand", cmd))
-            elif v is not None and v.startswith("if="):
-                cmd.paths.append(PathRef("read", parse_word(w.text[3:], st.home), cmd.cwd, "operand", cmd))
-            elif v is None:
-                cmd.paths.append(PathRef("write", w, cmd.cwd, "operand", cmd))
+        for word in words:
+            value = word.deny_value
+            if value is not None and value.startswith("of="):
+                cmd.paths.append(PathRef("write", parse_word(word.text[3:], state.home), cmd.cwd, "operand", cmd))
+            elif value is not None and value.startswith("if="):
+                cmd.paths.append(PathRef("read", parse_word(word.text[3:], state.home), cmd.cwd, "operand", cmd))
+            elif value is None:
+                cmd.paths.append(PathRef("write", word, cmd.cwd, "operand", cmd))
         return
     if spec.get("kind") == "tar":
         _tar_paths(cmd, words)
@@ -194,27 +194,27 @@ def file_operands(cmd: Cmd, st: State) -> None:
         reads_how = "all" if reads_how else None
         write_how = "all" if base == "mv" else None
     removal = bool(spec.get("removal"))
-    for w in _select(operands, reads_how):
+    for word in _select(operands, reads_how):
         if inplace:
-            cmd.paths.append(PathRef("write", w, cmd.cwd, "operand", cmd))
+            cmd.paths.append(PathRef("write", word, cmd.cwd, "operand", cmd))
         else:
-            cmd.paths.append(PathRef("read", w, cmd.cwd, "operand", cmd, recursive=recursive))
-    for w in _select(operands, write_how):
-        rem = removal or (bool(spec.get("removal_sources")) and (w is not operands[-1] or bool(target)))
-        cmd.paths.append(PathRef("write", w, cmd.cwd, "operand", cmd, removal=rem))
-    for w in target:
-        cmd.paths.append(PathRef("write", w, cmd.cwd, "operand", cmd))
-    for w in values.get("read_opts", []):
-        cmd.paths.append(PathRef("read", w, cmd.cwd, "operand", cmd))
-    for w in values.get("write_opts", []):
-        cmd.paths.append(PathRef("write", w, cmd.cwd, "operand", cmd))
-    for w in values.get("at_read_opts", []):
-        v = w.deny_value
-        if v is None:
+            cmd.paths.append(PathRef("read", word, cmd.cwd, "operand", cmd, recursive=recursive))
+    for word in _select(operands, write_how):
+        rem = removal or (bool(spec.get("removal_sources")) and (word is not operands[-1] or bool(target)))
+        cmd.paths.append(PathRef("write", word, cmd.cwd, "operand", cmd, removal=rem))
+    for word in target:
+        cmd.paths.append(PathRef("write", word, cmd.cwd, "operand", cmd))
+    for word in values.get("read_opts", []):
+        cmd.paths.append(PathRef("read", word, cmd.cwd, "operand", cmd))
+    for word in values.get("write_opts", []):
+        cmd.paths.append(PathRef("write", word, cmd.cwd, "operand", cmd))
+    for word in values.get("at_read_opts", []):
+        value = word.deny_value
+        if value is None:
             continue
-        at = v.find("@")
-        if at != -1:
-            cmd.paths.append(PathRef("read", static_word(v[at + 1 :]), cmd.cwd, "operand", cmd))
+        at_index = value.find("@")
+        if at_index != -1:
+            cmd.paths.append(PathRef("read", static_word(value[at_index + 1 :]), cmd.cwd, "operand", cmd))
     if base in ("grep", "egrep", "fgrep", "rg", "ag") and recursive and not _select(operands, reads_how):
         cmd.paths.append(PathRef("read", static_word("."), cmd.cwd, "operand", cmd, recursive=True))
     if spec.get("links") or flags & set(spec.get("link_opts", [])):
@@ -227,29 +227,29 @@ def _link_targets(cmd: Cmd, sources: list[Word], link: Word | None, *, symbolic:
     """`ln [-s] TARGET LINK`, `cp -s/-l`: a write through LINK later in the call lands on TARGET,
     which the path rules cannot see then (the link does not exist yet). So the target counts as
     written, for deny (deny holds whatever the spelling)."""
-    for w in sources:
-        cmd.paths.append(PathRef("write", w, cmd.cwd, "operand", cmd, deny_only=True))
-        v = w.deny_value
-        if symbolic and v is not None and not v.startswith(("/", "~")) and link is not None and link.deny_value:
+    for word in sources:
+        cmd.paths.append(PathRef("write", word, cmd.cwd, "operand", cmd, deny_only=True))
+        value = word.deny_value
+        if symbolic and value is not None and not value.startswith(("/", "~")) and link is not None and link.deny_value:
             # a relative symlink target is resolved from the link's directory
             base_dir = os.path.dirname(link.deny_value)
             if base_dir:
-                joined = static_word(os.path.join(base_dir, v)) if w.value is not None else w
+                joined = static_word(os.path.join(base_dir, value)) if word.value is not None else word
                 cmd.paths.append(PathRef("write", joined, cmd.cwd, "operand", cmd, deny_only=True))
 
 
-def _tail_operands(cmd: Cmd, st: State, table: dict) -> None:
+def _tail_operands(cmd: Cmd, state: State, table: dict) -> None:
     """The backstop for programs that run their arguments and are not in the wrapper table: a
     tail of the words that starts with a known file command gives that command's paths, for deny
     (over-matching is the intended side, like the tail match of Bash patterns)."""
     words = cmd.words
-    for k in range(1, len(words)):
-        v = words[k].deny_value
-        if v is None or words[k].value is None or v.startswith("-"):
+    for position in range(1, len(words)):
+        value = words[position].deny_value
+        if value is None or words[position].value is None or value.startswith("-"):
             continue
-        if v.rsplit("/", 1)[-1] in table:
-            tail = Cmd(words[k:], cwd=cmd.cwd)
-            file_operands(tail, st)
+        if value.rsplit("/", 1)[-1] in table:
+            tail = Cmd(words[position:], cwd=cmd.cwd)
+            file_operands(tail, state)
             for ref in tail.paths:
                 ref.deny_only = True
                 ref.owner = cmd
@@ -259,55 +259,55 @@ def _tail_operands(cmd: Cmd, st: State, table: dict) -> None:
 
 def _find_paths(cmd: Cmd) -> None:
     starts: list[Word] = []
-    for w in cmd.words[1:]:
-        v = w.deny_value
-        if v is not None and (v.startswith("-") or v in ("(", "!", ")")):
+    for word in cmd.words[1:]:
+        value = word.deny_value
+        if value is not None and (value.startswith("-") or value in ("(", "!", ")")):
             break
-        starts.append(w)
+        starts.append(word)
     if not starts:
         starts = [static_word(".")]
-    delete = any(w.deny_value == "-delete" for w in cmd.words)
-    for w in starts:
+    delete = any(word.deny_value == "-delete" for word in cmd.words)
+    for word in starts:
         if delete:
-            cmd.paths.append(PathRef("write", w, cmd.cwd, "operand", cmd, removal=True))
+            cmd.paths.append(PathRef("write", word, cmd.cwd, "operand", cmd, removal=True))
         else:
-            cmd.paths.append(PathRef("read", w, cmd.cwd, "operand", cmd))
+            cmd.paths.append(PathRef("read", word, cmd.cwd, "operand", cmd))
 
 
 def _git_paths(cmd: Cmd) -> None:
-    words = [w for w in cmd.words[1:]]
+    words = [word for word in cmd.words[1:]]
     # skip global options
-    i = 0
-    gv = set(_lazy("OPTIONS")["git"]["global_value"])
-    while i < len(words) and (words[i].deny_value or "").startswith("-"):
-        i += 2 if words[i].deny_value in gv else 1
-    if i >= len(words):
+    index = 0
+    global_value_options = set(_lazy("OPTIONS")["git"]["global_value"])
+    while index < len(words) and (words[index].deny_value or "").startswith("-"):
+        index += 2 if words[index].deny_value in global_value_options else 1
+    if index >= len(words):
         return
-    sub = words[i].deny_value
-    rest = words[i + 1 :]
+    sub = words[index].deny_value
+    rest = words[index + 1 :]
     if sub == "clone":
-        ops = [w for w in rest if not (w.deny_value or "x").startswith("-")]
+        ops = [word for word in rest if not (word.deny_value or "x").startswith("-")]
         if len(ops) >= 2:
             cmd.paths.append(PathRef("write", ops[1], cmd.cwd, "operand", cmd))
     elif sub in ("checkout", "restore"):
-        if any(w.deny_value == "--" for w in rest):
-            after = rest[[w.deny_value for w in rest].index("--") + 1 :]
-            for w in after:
-                cmd.paths.append(PathRef("write", w, cmd.cwd, "operand", cmd))
+        if any(word.deny_value == "--" for word in rest):
+            after = rest[[word.deny_value for word in rest].index("--") + 1 :]
+            for word in after:
+                cmd.paths.append(PathRef("write", word, cmd.cwd, "operand", cmd))
         elif sub == "restore":
-            for w in rest:
-                if not (w.deny_value or "x").startswith("-"):
-                    cmd.paths.append(PathRef("write", w, cmd.cwd, "operand", cmd))
+            for word in rest:
+                if not (word.deny_value or "x").startswith("-"):
+                    cmd.paths.append(PathRef("write", word, cmd.cwd, "operand", cmd))
         else:
             # `git checkout NAME…` (`-p` included): each NAME may be a branch or a path that is
             # overwritten; for deny it is a path.
-            for w in rest:
-                if not (w.deny_value or "x").startswith("-"):
-                    cmd.paths.append(PathRef("write", w, cmd.cwd, "operand", cmd, deny_only=True))
+            for word in rest:
+                if not (word.deny_value or "x").startswith("-"):
+                    cmd.paths.append(PathRef("write", word, cmd.cwd, "operand", cmd, deny_only=True))
     elif sub == "checkout-index":
-        for w in rest:
-            if not (w.deny_value or "x").startswith("-"):
-                cmd.paths.append(PathRef("write", w, cmd.cwd, "operand", cmd))
+        for word in rest:
+            if not (word.deny_value or "x").startswith("-"):
+                cmd.paths.append(PathRef("write", word, cmd.cwd, "operand", cmd))
 
 
 def _tar_paths(cmd: Cmd, words: list[Word]) -> None:
@@ -318,48 +318,48 @@ def _tar_paths(cmd: Cmd, words: list[Word]) -> None:
         words = [static_word("-" + words[0].deny_value)] + words[1:]
     flags: set[str] = set()
     archive: list[Word] = []
-    i = 0
+    index = 0
     rest: list[Word] = []
     targets: list[Word] = []
-    while i < len(words):
-        v = words[i].deny_value
-        if v is not None and v.startswith("-") and not v.startswith("--") and len(v) > 1:
-            letters = v[1:]
-            for k, ch in enumerate(letters):
-                flags.add(ch)
-                if ch == "f":
-                    archive.append(words[i + 1] if k == len(letters) - 1 and i + 1 < len(words) else static_word(letters[k + 1 :]))
-                    if k == len(letters) - 1:
-                        i += 1
+    while index < len(words):
+        value = words[index].deny_value
+        if value is not None and value.startswith("-") and not value.startswith("--") and len(value) > 1:
+            letters = value[1:]
+            for position, letter in enumerate(letters):
+                flags.add(letter)
+                if letter == "f":
+                    archive.append(words[index + 1] if position == len(letters) - 1 and index + 1 < len(words) else static_word(letters[position + 1 :]))
+                    if position == len(letters) - 1:
+                        index += 1
                     break
-                if ch == "C":
-                    targets.append(words[i + 1] if i + 1 < len(words) else static_word(""))
-                    i += 1
+                if letter == "C":
+                    targets.append(words[index + 1] if index + 1 < len(words) else static_word(""))
+                    index += 1
                     break
-            i += 1
+            index += 1
             continue
-        if v is not None and v.startswith("--"):
-            name, _, val = v.partition("=")
+        if value is not None and value.startswith("--"):
+            name, _, val = value.partition("=")
             if name in ("--file", "--directory"):
-                w = static_word(val) if val else (words[i + 1] if i + 1 < len(words) else static_word(""))
-                (archive if name == "--file" else targets).append(w)
-                i += 1 if val else 2
+                word = static_word(val) if val else (words[index + 1] if index + 1 < len(words) else static_word(""))
+                (archive if name == "--file" else targets).append(word)
+                index += 1 if val else 2
                 continue
             flags.add(name)
-            i += 1
+            index += 1
             continue
-        rest.append(words[i])
-        i += 1
+        rest.append(words[index])
+        index += 1
     create = "c" in flags or "r" in flags or "u" in flags or "--create" in flags
     extract = "x" in flags or "--extract" in flags or "--get" in flags
-    for a in archive:
-        cmd.paths.append(PathRef("write" if create else "read", a, cmd.cwd, "operand", cmd))
+    for archive_word in archive:
+        cmd.paths.append(PathRef("write" if create else "read", archive_word, cmd.cwd, "operand", cmd))
     if create:
-        for w in rest:
-            cmd.paths.append(PathRef("read", w, cmd.cwd, "operand", cmd, recursive=True))
+        for word in rest:
+            cmd.paths.append(PathRef("read", word, cmd.cwd, "operand", cmd, recursive=True))
     if extract:
-        for w in targets or [static_word(".")]:
-            cmd.paths.append(PathRef("write", w, cmd.cwd, "operand", cmd))
+        for word in targets or [static_word(".")]:
+            cmd.paths.append(PathRef("write", word, cmd.cwd, "operand", cmd))
 
 
 _SED_EXEC = re.compile(r"(^|[;{}\n])\s*[0-9,$/\\!]*\s*[ewW]\b|s(.).*?\2.*?\2[gpiImM0-9]*[ewW]")
@@ -379,33 +379,33 @@ def mark_unprovable(cmd: Cmd) -> None:
     if flags is None and base.startswith("python") and _PYTHON.fullmatch(base):
         flags = INTERPRETER_CODE_FLAGS["python"]
     if flags or base in _CODE_RUNNERS:
-        _mark_code_runner(cmd, base, flags, [w.deny_value for w in words[1:]])
+        _mark_code_runner(cmd, base, flags, [word.deny_value for word in words[1:]])
     family = "python" if _PYTHON.fullmatch(base) else ("node" if base == "nodejs" else base)
     if family in _CODE_LETTERS:
         why = _interpreter_code(cmd, family)
         if why:
             cmd.unprovable.append(why)
-    for w in words[1:]:
-        if w.deny_value == "--":
+    for word in words[1:]:
+        if word.deny_value == "--":
             break
-        if w.deny_value is None and w.may_dash:
+        if word.deny_value is None and word.may_dash:
             cmd.unprovable.append("dynamic word may be an option")
             break
 
 
 def _mark_code_runner(cmd: Cmd, base: str, flags: set[str] | None, vals: list[str | None]) -> None:
-    if flags and any(v in flags or (v and v[:2] in flags and len(v) > 2 and not v.startswith("--")) for v in vals):
+    if flags and any(value in flags or (value and value[:2] in flags and len(value) > 2 and not value.startswith("--")) for value in vals):
         cmd.unprovable.append("interpreter runs code from an argument")
     if base == "deno" and vals[:1] == ["eval"]:
         cmd.unprovable.append("interpreter runs code from an argument")
     if base in ("awk", "gawk", "mawk", "nawk"):
         cmd.unprovable.append("awk can run commands")
     if base == "sed":
-        if any(v and (v.startswith("--in-place") or (not v.startswith("--") and v.startswith("-") and "i" in v)) for v in vals):
+        if any(value and (value.startswith("--in-place") or (not value.startswith("--") and value.startswith("-") and "i" in value)) for value in vals):
             cmd.unprovable.append("sed -i writes files")
-        elif any(v is not None and _SED_EXEC.search(v) for v in vals if v and not v.startswith("-")):
+        elif any(value is not None and _SED_EXEC.search(value) for value in vals if value and not value.startswith("-")):
             cmd.unprovable.append("sed script may execute or write")
-    if base == "git" and any(v is not None and (v in ("-c", "--exec-path", "--upload-pack", "--receive-pack", "-u") or v.startswith(("--exec-path=", "--upload-pack=", "--receive-pack=", "--config-env"))) for v in vals):
+    if base == "git" and any(value is not None and (value in ("-c", "--exec-path", "--upload-pack", "--receive-pack", "-u") or value.startswith(("--exec-path=", "--upload-pack=", "--receive-pack=", "--config-env"))) for value in vals):
         cmd.unprovable.append("git option runs a program")
 
 
@@ -416,33 +416,33 @@ def _interpreter_code(cmd: Cmd, family: str) -> str | None:
     letters = _CODE_LETTERS[family]
     value_opts = _VALUE_OPTS.get(family, set())
     words = cmd.words[1:]
-    i = 0
-    while i < len(words):
-        v = words[i].deny_value
-        if v is None:
+    index = 0
+    while index < len(words):
+        value = words[index].deny_value
+        if value is None:
             return None  # dynamic: marked as a possible option elsewhere
-        if v == "--":
-            i += 1
+        if value == "--":
+            index += 1
             break
-        if v == "-" or not v.startswith("-"):
+        if value == "-" or not value.startswith("-"):
             break
-        if v.startswith("--"):
-            name = v.split("=", 1)[0]
+        if value.startswith("--"):
+            name = value.split("=", 1)[0]
             if family == "node" and name in ("--eval", "--print"):
                 return "interpreter runs code from an argument"
-            i += 1 if "=" in v or name not in value_opts else 2
+            index += 1 if "=" in value or name not in value_opts else 2
             continue
-        if family == "python" and v[1:2] == "m":
+        if family == "python" and value[1:2] == "m":
             return None  # `python -m MODULE`: a module from a file
-        for k, ch in enumerate(v[1:]):
-            if ch in letters:
+        for position, letter in enumerate(value[1:]):
+            if letter in letters:
                 return "interpreter runs code from an argument"
-            if "-" + ch in value_opts:
-                if k == len(v) - 2:
-                    i += 1  # the value is the next word
+            if "-" + letter in value_opts:
+                if position == len(value) - 2:
+                    index += 1  # the value is the next word
                 break
-        i += 1
-    program = words[i].deny_value if i < len(words) else None
-    if program in STDIN_PROGRAMS or (i >= len(words) and cmd.stdin is not None):
+        index += 1
+    program = words[index].deny_value if index < len(words) else None
+    if program in STDIN_PROGRAMS or (index >= len(words) and cmd.stdin is not None):
         return "interpreter reads its program from stdin"
     return None

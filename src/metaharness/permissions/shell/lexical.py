@@ -32,89 +32,89 @@ def prepass(text: str) -> tuple[str, bool]:
     if "\\\n" not in text:
         return text, True
     out: list[str] = []
-    i = 0
-    n = len(text)
+    pos = 0
+    length = len(text)
     quote: str | None = None
     modelled = True
     pending_quoted_heredocs: list[str] = []
     at_word_start = True
-    while i < n:
-        c = text[i]
+    while pos < length:
+        char = text[pos]
         if quote == "'":
-            out.append(c)
-            if c == "'":
+            out.append(char)
+            if char == "'":
                 quote = None
-            i += 1
+            pos += 1
             continue
         if quote == "$'":
-            out.append(c)
-            if c == "\\" and i + 1 < n:
-                out.append(text[i + 1])
-                i += 2
+            out.append(char)
+            if char == "\\" and pos + 1 < length:
+                out.append(text[pos + 1])
+                pos += 2
                 continue
-            if c == "'":
+            if char == "'":
                 quote = None
-            i += 1
+            pos += 1
             continue
-        if c == "\\" and i + 1 < n:
-            if text[i + 1] == "\n":
-                i += 2
+        if char == "\\" and pos + 1 < length:
+            if text[pos + 1] == "\n":
+                pos += 2
                 continue
-            out.append(text[i : i + 2])
-            i += 2
+            out.append(text[pos : pos + 2])
+            pos += 2
             at_word_start = False
             continue
         if quote == '"':
-            out.append(c)
-            if c == '"':
+            out.append(char)
+            if char == '"':
                 quote = None
-            i += 1
+            pos += 1
             continue
-        if c == "'":
+        if char == "'":
             quote = "'"
-        elif c == "$" and text.startswith("$'", i):
+        elif char == "$" and text.startswith("$'", pos):
             quote = "$'"
             out.append("$'")
-            i += 2
+            pos += 2
             continue
-        elif c == '"':
+        elif char == '"':
             quote = '"'
-        elif c == "#" and at_word_start:
-            end = text.find("\n", i)
-            end = n if end == -1 else end
-            out.append(text[i:end])
-            i = end
+        elif char == "#" and at_word_start:
+            end = text.find("\n", pos)
+            end = length if end == -1 else end
+            out.append(text[pos:end])
+            pos = end
             continue
-        elif c == "<" and text.startswith("<<", i) and not text.startswith("<<<", i):
-            m = re.match(r"<<-?\s*(['\"]?)([A-Za-z0-9_]+)\1", text[i:])
-            if m is None:
+        elif char == "<" and text.startswith("<<", pos) and not text.startswith("<<<", pos):
+            match = re.match(r"<<-?\s*(['\"]?)([A-Za-z0-9_]+)\1", text[pos:])
+            if match is None:
                 modelled = False
-            elif m.group(1):
-                pending_quoted_heredocs.append(m.group(2))
-        elif c == "\n" and pending_quoted_heredocs:
-            out.append(c)
-            i += 1
+            elif match.group(1):
+                pending_quoted_heredocs.append(match.group(2))
+        elif char == "\n" and pending_quoted_heredocs:
+            out.append(char)
+            pos += 1
             # Copy quoted heredoc bodies verbatim: bash does not join lines inside them.
             while pending_quoted_heredocs:
                 delim = pending_quoted_heredocs.pop(0)
-                while i < n:
-                    end = text.find("\n", i)
-                    end = n if end == -1 else end + 1
-                    line = text[i:end]
+                while pos < length:
+                    end = text.find("\n", pos)
+                    end = length if end == -1 else end + 1
+                    line = text[pos:end]
                     out.append(line)
-                    i = end
+                    pos = end
                     if line.rstrip("\n").lstrip("\t") == delim:
                         break
             at_word_start = True
             continue
-        out.append(c)
-        at_word_start = c.isspace() or c in ";|&()"
-        i += 1
+        out.append(char)
+        at_word_start = char.isspace() or char in ";|&()"
+        pos += 1
     return "".join(out), modelled
 
 
 def has_unquoted_cr(text: str) -> bool:
-    return "\r" in text and any(c == "\r" for _, c in _unquoted(text))
+    return "\r" in text and any(char == "\r" for _, char in _unquoted(text))
 
 
 # `time` is a reserved word in front of a pipeline; before a group, a subshell, `!` or another
@@ -130,11 +130,11 @@ def blank_time_keyword(text: str) -> str:
         return text
     quoted: set[int] | None = None
     out = text
-    for m in _TIME_KW.finditer(text):
+    for match in _TIME_KW.finditer(text):
         if quoted is None:
-            unquoted = {i for i, _ in _unquoted(text)}
-            quoted = {i for i in range(len(text)) if i not in unquoted}
-        start, end = m.span(3)
+            unquoted = {pos for pos, _ in _unquoted(text)}
+            quoted = {pos for pos in range(len(text)) if pos not in unquoted}
+        start, end = match.span(3)
         if start in quoted:
             continue
         out = out[:start] + " " * (end - start) + out[end:]
@@ -148,44 +148,44 @@ def substitutions(text: str, *, quotes: bool = True) -> list[str]:
     Inside backquotes, `\\\\`, `\\``, and `\\$` lose their backslash, as bash reads them; the
     nested levels are found when the returned text is itself analysed."""
     out: list[str] = []
-    i = 0
-    n = len(text)
+    pos = 0
+    length = len(text)
     in_single = False
-    while i < n:
-        c = text[i]
+    while pos < length:
+        char = text[pos]
         if in_single:
-            if c == "'":
+            if char == "'":
                 in_single = False
-            i += 1
+            pos += 1
             continue
-        if c == "\\":
-            i += 2
+        if char == "\\":
+            pos += 2
             continue
-        if quotes and c == "'":
+        if quotes and char == "'":
             in_single = True
-            i += 1
+            pos += 1
             continue
-        if (c == "$" or c in "<>") and text.startswith("(", i + 1):
-            end = _skip_balanced(text, i + 1, "(", ")")
-            inner = text[i + 2 : max(i + 2, end - 1)]
-            if c == "$" and inner.startswith("("):
+        if (char == "$" or char in "<>") and text.startswith("(", pos + 1):
+            end = _skip_balanced(text, pos + 1, "(", ")")
+            inner = text[pos + 2 : max(pos + 2, end - 1)]
+            if char == "$" and inner.startswith("("):
                 out.extend(substitutions(inner[1:], quotes=quotes))  # `$((…))`: arithmetic, scan inside
             else:
                 out.append(inner)
-            i = max(end, i + 2)
+            pos = max(end, pos + 2)
             continue
-        if c == "`":
-            j = i + 1
+        if char == "`":
+            scan = pos + 1
             buf: list[str] = []
-            while j < n and text[j] != "`":
-                if text[j] == "\\" and j + 1 < n and text[j + 1] in "`\\$":
-                    buf.append(text[j + 1])
-                    j += 2
+            while scan < length and text[scan] != "`":
+                if text[scan] == "\\" and scan + 1 < length and text[scan + 1] in "`\\$":
+                    buf.append(text[scan + 1])
+                    scan += 2
                     continue
-                buf.append(text[j])
-                j += 1
+                buf.append(text[scan])
+                scan += 1
             out.append("".join(buf))
-            i = j + 1
+            pos = scan + 1
             continue
-        i += 1
+        pos += 1
     return out

@@ -35,8 +35,8 @@ class PathRef:
 
     @property
     def is_absolute(self) -> bool:
-        v = self.word.deny_value
-        return v is not None and v.startswith("/")
+        value = self.word.deny_value
+        return value is not None and value.startswith("/")
 
 
 class Cmd:
@@ -70,7 +70,7 @@ class Cmd:
         self.in_body = in_body
         self.cwd = cwd
         self.paths: list[PathRef] = []
-        self.norm_cache: dict = {}  # rules.py / engine.py memo, per analysis
+        self.norm_cache: dict = {}  # rules.py / match.py memo, per analysis
         self.env_marks: list[str] = []  # unsafe assignments every inner layer runs under
         self.stdin: str | None = None  # "pipe" (dynamic stdin), "script" (a static heredoc/here-string)
 
@@ -82,7 +82,7 @@ class Cmd:
         return self.words[0] if self.words else None
 
     def display(self) -> str:
-        parts = [f"{k}={w.text}" for k, w in self.assigns] + [w.text for w in self.words]
+        parts = [f"{key}={word.text}" for key, word in self.assigns] + [word.text for word in self.words]
         return " ".join(parts)
 
     def word_variants(self) -> list[list[Word]]:
@@ -108,6 +108,6 @@ class Analysis:
 
     def all_paths(self) -> Iterable[PathRef]:
         yield from self.paths
-        for c in self.cmds:
-            yield from c.paths
+        for cmd in self.cmds:
+            yield from cmd.paths
 

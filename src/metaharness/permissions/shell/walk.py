@@ -91,15 +91,15 @@ def analyse_text(text: str, state: State, env: Env) -> None:
     if "shopt" in joined and re.search(r"shopt\s+(-[a-z]*s[a-z]*\s+)?[^;&|\n]*expand_aliases", joined):
         state.result.opaque.append("alias expansion enabled")
     cwd_before, taint_before = state.cwd, state.tainted
-    k = 0
-    while k < len(variants):
-        variant = variants[k]
-        if k:
+    variant_index = 0
+    while variant_index < len(variants):
+        variant = variants[variant_index]
+        if variant_index:
             state.cwd, state.tainted = cwd_before, taint_before
-        k += 1
+        variant_index += 1
         source = variant.encode("utf-8", "surrogatepass")
         tree = _parser().parse(source)
-        if k == 1 and "\n" in variant and _word_spans_newline(tree.root_node):
+        if variant_index == 1 and "\n" in variant and _word_spans_newline(tree.root_node):
             # tree-sitter-bash reads `ls⏎\rm` as one command where bash runs two: the parser and
             # bash disagree, so the call is unreadable; deny also runs over a variant bash would see.
             state.result.opaque.append("parser disagrees with bash (newline inside a word)")
@@ -112,47 +112,47 @@ def analyse_text(text: str, state: State, env: Env) -> None:
         Walker(source, state).walk(tree.root_node, env)
 
 
-def recurse(text: str, st: State, env: Env, *, deny_only: bool = False, unprovable: str | None = None,
+def recurse(text: str, state: State, env: Env, *, deny_only: bool = False, unprovable: str | None = None,
             outer: Cmd | None = None, top_level: bool | None = None) -> None:
     """Analyse a script found inside the call (a `-c` string, eval's words, a substitution …)."""
-    before = len(st.result.cmds)
-    saved_cwd = st.cwd
+    before = len(state.result.cmds)
+    saved_cwd = state.cwd
     top = env.top_level if top_level is None else top_level
-    analyse_text(text, st, Env(env.depth + 1, env.in_body, top, False, env.deny_only or deny_only))
+    analyse_text(text, state, Env(env.depth + 1, env.in_body, top, False, env.deny_only or deny_only))
     if env.depth + 1 > MAX_DEPTH:
-        st.limit_hit = True
-    st.cwd = saved_cwd if deny_only else st.cwd
-    for c in st.result.cmds[before:]:
+        state.limit_hit = True
+    state.cwd = saved_cwd if deny_only else state.cwd
+    for cmd in state.result.cmds[before:]:
         if outer is not None:
             # Everything a wrapper's string runs belongs to the wrapper's command.
-            c.group, c.layer = outer.group, outer.layer + 1 + c.layer
+            cmd.group, cmd.layer = outer.group, outer.layer + 1 + cmd.layer
             if outer.in_body:
-                c.in_body = True
-                c.unprovable.append("inside a loop, case, function, test or arithmetic")
+                cmd.in_body = True
+                cmd.unprovable.append("inside a loop, case, function, test or arithmetic")
             for mark in outer.env_marks:
-                c.unprovable.append(mark)
+                cmd.unprovable.append(mark)
         if unprovable:
-            c.unprovable.append(unprovable)
+            cmd.unprovable.append(unprovable)
         if deny_only:
-            c.deny_only = True
+            cmd.deny_only = True
 
 
-def unknown(st: State, cmd: Cmd, why: str) -> None:
+def unknown(state: State, cmd: Cmd, why: str) -> None:
     """The program that will run cannot be read: maybe against every Bash deny/ask rule."""
     cmd.program_unknown = True
     cmd.opaque = why
-    st.result.opaque.append(why)
-    st.result.program_unknown.append(why)
+    state.result.opaque.append(why)
+    state.result.program_unknown.append(why)
 
 
 def _word_spans_newline(node: "tree_sitter.Node") -> bool:
     stack = [node]
     while stack:
-        n = stack.pop()
-        if n.type == "word" and b"\n" in n.text:
+        current = stack.pop()
+        if current.type == "word" and b"\n" in current.text:
             return True
-        if n.type not in ("heredoc_body", "string", "raw_string", "comment"):
-            stack.extend(n.children)
+        if current.type not in ("heredoc_body", "string", "raw_string", "comment"):
+            stack.extend(current.children)
     return False
 
 
@@ -164,13 +164,13 @@ def _split_newline_words(text: str) -> str:
 def _first_error(node: "tree_sitter.Node") -> str:
     stack = [node]
     while stack:
-        n = stack.pop(0)
-        if n.type == "ERROR" or n.is_missing:
-            r, c = n.start_point
-            return f"{r + 1}:{c + 1}"
-        stack.extend(n.children)
-    r, c = node.start_point
-    return f"{r + 1}:{c + 1}"
+        current = stack.pop(0)
+        if current.type == "ERROR" or current.is_missing:
+            row, column = current.start_point
+            return f"{row + 1}:{column + 1}"
+        stack.extend(current.children)
+    row, column = node.start_point
+    return f"{row + 1}:{column + 1}"
 
 
 # Children of a heredoc redirect that are the rest of the owner's line (the grammar files them
@@ -277,7 +277,7 @@ class Walker:
         if not _MAY_NEST.search(src, start, end):
             return
         text = self.text(node)
-        if not any(o in text for o in _SUBST_OPENERS):
+        if not any(opener in text for opener in _SUBST_OPENERS):
             return
         for inner in substitutions(text, quotes=quotes):
             recurse(inner, self.state, Env(env.depth, env.in_body, False, False, env.deny_only), top_level=False)
@@ -286,7 +286,7 @@ class Walker:
         return
 
     def heredoc_body(self, node, env: Env) -> None:
-        start = next((c for c in node.parent.children if c.type == "heredoc_start"), None) if node.parent else None
+        start = next((child for child in node.parent.children if child.type == "heredoc_start"), None) if node.parent else None
         if start is not None and re.search(r"['\"\\]", self.text(start)):
             return  # a quoted delimiter: the body is literal text
         # Unquoted: every substitution in it runs. Scanned as text (quotes are ordinary there),
@@ -296,9 +296,9 @@ class Walker:
     # -- statements ------------------------------------------------------------------------
     def redirected(self, node, env: Env) -> None:
         body = node.child_by_field_name("body")
-        redirects = [c for c in node.children if c.type in _REDIRECTS]
+        redirects = [child for child in node.children if child.type in _REDIRECTS]
         if body is None:
-            kids = [c for c in node.children if c.is_named and c.type not in _REDIRECTS]
+            kids = [child for child in node.children if child.is_named and child.type not in _REDIRECTS]
             body = kids[0] if kids else None
         if body is not None and body.type == "command":
             self.command(body, env, redirects)
@@ -306,8 +306,8 @@ class Walker:
         if body is not None:
             self.walk(body, env)
         after: list = []
-        for r in redirects:
-            self.redirect(r, env, None, after)
+        for redirect_node in redirects:
+            self.redirect(redirect_node, env, None, after)
         self._run_after(after, env)
 
     def standalone_assignment(self, node, env: Env) -> None:
@@ -338,8 +338,8 @@ class Walker:
                   deny_only=env.deny_only)
         self._register(cmd, env, [])
         # A declaration (`export PATH=…`, `unset`, `local`) changes the shell for later commands.
-        names = [w.deny_value.split("=", 1)[0] for w in words[1:] if w.deny_value and not w.deny_value.startswith("-")]
-        if (words and words[0].value == "unset") or any(not SAFE_ASSIGNMENTS(nm) for nm in names):
+        names = [word.deny_value.split("=", 1)[0] for word in words[1:] if word.deny_value and not word.deny_value.startswith("-")]
+        if (words and words[0].value == "unset") or any(not SAFE_ASSIGNMENTS(name) for name in names):
             self.state.tainted = True
 
     # -- commands --------------------------------------------------------------------------
@@ -354,46 +354,46 @@ class Walker:
         nested_env = Env(env.depth, env.in_body, False, False, env.deny_only)
         may_nest = _MAY_NEST.search(self.src, node.start_byte, node.end_byte) is not None
         for child in node.children:
-            ct = child.type
-            if ct == "variable_assignment" and not seen_name:
+            child_type = child.type
+            if child_type == "variable_assignment" and not seen_name:
                 name = self._assignment_name(child)
                 full = self.text(child)
-                eq = full.find("=")
-                value_text = full[eq + 1 :] if eq != -1 else ""
+                equals = full.find("=")
+                value_text = full[equals + 1 :] if equals != -1 else ""
                 if name == "HOME":
                     self.state.home_assigned = True
                 if may_nest:
                     for sub in child.children:  # the subscript and the value both run first
                         self.walk(sub, nested_env)
                 assigns.append((name, parse_word(value_text, self._home())))
-            elif ct in _REDIRECTS:
+            elif child_type in _REDIRECTS:
                 redirects.append(child)
-            elif ct == "command_name":
+            elif child_type == "command_name":
                 seen_name = True
                 arg_nodes.append(child)
-            elif ct != "comment" and child.is_named:
+            elif child_type != "comment" and child.is_named:
                 arg_nodes.append(child)
-            elif ct != "comment" and ct not in ("&&", "||", ";", "|", "&"):
+            elif child_type != "comment" and child_type not in ("&&", "||", ";", "|", "&"):
                 arg_nodes.append(child)
         # The grammar files the rest of a heredoc's line under the redirect: its words are more
         # arguments of this command, its redirects are this command's, its statements run after.
         after: list = []
         heredoc_words = False
-        for r in list(redirects) + list(outer_redirects or ()):
-            if r.type == "heredoc_redirect":
-                for c in r.children:
-                    if c.type in _REDIRECTS:
-                        redirects.append(c)
-                    elif c.type in _STATEMENTS:
-                        after.append(c)
-                    elif c.is_named and c.type not in ("heredoc_start", "heredoc_body", "heredoc_end", "comment"):
-                        arg_nodes.append(c)
+        for redirect_node in list(redirects) + list(outer_redirects or ()):
+            if redirect_node.type == "heredoc_redirect":
+                for part in redirect_node.children:
+                    if part.type in _REDIRECTS:
+                        redirects.append(part)
+                    elif part.type in _STATEMENTS:
+                        after.append(part)
+                    elif part.is_named and part.type not in ("heredoc_start", "heredoc_body", "heredoc_end", "comment"):
+                        arg_nodes.append(part)
                         heredoc_words = True
         if may_nest:
             search = _MAY_NEST.search
-            for a in arg_nodes:
-                if search(self.src, a.start_byte, a.end_byte):  # no opener: nothing runs inside
-                    self.walk(a, nested_env)
+            for arg_node in arg_nodes:
+                if search(self.src, arg_node.start_byte, arg_node.end_byte):  # no opener: nothing runs inside
+                    self.walk(arg_node, nested_env)
         home = self._home()
         plain = _PLAIN.fullmatch
         texts = self._group_words(arg_nodes, ordered=not heredoc_words)
@@ -415,7 +415,7 @@ class Walker:
         """A static `cd` at the top level of a list moves the directory for what follows."""
         if cmd.basename not in ("cd", "pushd", "popd") or cmd.layer != 0:
             return
-        args = [w for w in cmd.words[1:] if not (w.value or "").startswith("-") or w.value == "-"]
+        args = [word for word in cmd.words[1:] if not (word.value or "").startswith("-") or word.value == "-"]
         static_target = len(args) == 1 and args[0].deny_value is not None and args[0].value != "-"
         if cmd.basename == "popd" or not static_target or not env.top_level or env.in_body:
             self.state.cwd = None
@@ -439,9 +439,9 @@ class Walker:
         last_end = -1
         src = self.src
         if not ordered:
-            nodes = sorted(nodes, key=lambda n: n.start_byte)  # heredoc-line words come last
-        for n in nodes:
-            start, end = n.start_byte, n.end_byte
+            nodes = sorted(nodes, key=lambda node: node.start_byte)  # heredoc-line words come last
+        for node in nodes:
+            start, end = node.start_byte, node.end_byte
             if start == end:
                 continue
             txt = src[start:end].decode("utf-8", "replace")
@@ -454,89 +454,89 @@ class Walker:
 
     def _register(self, cmd: Cmd, env: Env, redirect_nodes: list) -> None:
         unwrap, file_operands, mark_unprovable = _steps()
-        st = self.state
-        st.commands += 1
-        if st.commands > MAX_COMMANDS or env.depth > MAX_DEPTH:
-            st.limit_hit = True
-        if st.tainted and cmd.words and not cmd.unprovable:
+        state = self.state
+        state.commands += 1
+        if state.commands > MAX_COMMANDS or env.depth > MAX_DEPTH:
+            state.limit_hit = True
+        if state.tainted and cmd.words and not cmd.unprovable:
             cmd.unprovable.append("follows a change to the shell environment")
-        for name, w in cmd.assigns:
-            if not SAFE_ASSIGNMENTS(name) or not w.static:
+        for name, word in cmd.assigns:
+            if not SAFE_ASSIGNMENTS(name) or not word.static:
                 cmd.unprovable.append(f"assignment {name}=")
                 cmd.env_marks.append(f"runs under the assignment {name}=")
         if env.in_body:
             cmd.unprovable.append("inside a loop, case, function, test or arithmetic")
         stdin_script: str | None = None
         stdin_dynamic = env.piped
-        for r in redirect_nodes:
-            kind, payload = self._stdin_of(r)
+        for redirect_node in redirect_nodes:
+            kind, payload = self._stdin_of(redirect_node)
             if kind == "static":
                 stdin_script = payload
             elif kind == "dynamic":
                 stdin_dynamic = True
         cmd.stdin = "pipe" if stdin_dynamic else ("script" if stdin_script is not None else None)
-        chain = unwrap(cmd, st, env, stdin_script, stdin_dynamic, self)
-        for c in chain:
-            st.result.cmds.append(c)
-            file_operands(c, st)
-            mark_unprovable(c)
+        chain = unwrap(cmd, state, env, stdin_script, stdin_dynamic, self)
+        for layer in chain:
+            state.result.cmds.append(layer)
+            file_operands(layer, state)
+            mark_unprovable(layer)
         after: list = []
-        for r in redirect_nodes:
-            self.redirect(r, env, cmd, after)
+        for redirect_node in redirect_nodes:
+            self.redirect(redirect_node, env, cmd, after)
 
-    def _stdin_of(self, r) -> tuple[str, str | None]:
+    def _stdin_of(self, redirect_node) -> tuple[str, str | None]:
         """What a redirect feeds to stdin: ("static", text), ("dynamic", None) or ("none", None)."""
-        if r.type == "herestring_redirect":
-            kids = [c for c in r.children if c.is_named]
-            w = parse_word(" ".join(self.text(k) for k in kids), self._home()) if kids else None
-            if w is not None and w.deny_value is not None:
-                return "static", w.deny_value
+        if redirect_node.type == "herestring_redirect":
+            kids = [child for child in redirect_node.children if child.is_named]
+            word = parse_word(" ".join(self.text(kid) for kid in kids), self._home()) if kids else None
+            if word is not None and word.deny_value is not None:
+                return "static", word.deny_value
             return "dynamic", None
-        if r.type == "heredoc_redirect":
-            start = next((c for c in r.children if c.type == "heredoc_start"), None)
-            body = next((c for c in r.children if c.type == "heredoc_body"), None)
+        if redirect_node.type == "heredoc_redirect":
+            start = next((child for child in redirect_node.children if child.type == "heredoc_start"), None)
+            body = next((child for child in redirect_node.children if child.type == "heredoc_body"), None)
             quoted = start is not None and re.search(r"['\"\\]", self.text(start)) is not None
             text = self.text(body) if body is not None else ""
             if quoted or not re.search(r"[$`]", text):
                 return "static", text
             return "dynamic", None
-        if r.type == "file_redirect":
-            op = "".join(self.text(c) for c in r.children if not c.is_named)
-            if op in ("<", "<>"):
+        if redirect_node.type == "file_redirect":
+            operator = "".join(self.text(child) for child in redirect_node.children if not child.is_named)
+            if operator in ("<", "<>"):
                 return "dynamic", None
         return "none", None
 
-    def redirect(self, r, env: Env, owner: Cmd | None, after: list | None = None) -> None:
+    def redirect(self, redirect_node, env: Env, owner: Cmd | None, after: list | None = None) -> None:
         nested_env = Env(env.depth, env.in_body, False, False, env.deny_only)
-        for child in r.children:
+        for child in redirect_node.children:
             if child.type == "heredoc_body":
                 self.heredoc_body(child, nested_env)
-            elif child.type in _STATEMENTS and r.type == "heredoc_redirect":
+            elif child.type in _STATEMENTS and redirect_node.type == "heredoc_redirect":
                 if owner is None and after is not None:
                     after.append(child)  # walked after the statement (when no command owns it)
             elif child.type in _REDIRECTS:
                 if owner is None:
                     self.redirect(child, env, None, after)
             elif child.is_named and child.type not in ("heredoc_start", "heredoc_end", "file_descriptor"):
-                if owner is None or r.type != "heredoc_redirect":
+                if owner is None or redirect_node.type != "heredoc_redirect":
                     self.walk(child, nested_env)
-        if r.type != "file_redirect":
+        if redirect_node.type != "file_redirect":
             return
-        op = "".join(self.text(c) for c in r.children if not c.is_named and c.type != "file_descriptor")
-        targets = [c for c in r.children if c.is_named and c.type not in ("file_descriptor",)]
+        operator = "".join(self.text(part) for part in redirect_node.children if not part.is_named and part.type != "file_descriptor")
+        targets = [part for part in redirect_node.children if part.is_named and part.type not in ("file_descriptor",)]
         if not targets:
             return
-        if any(t.type == "process_substitution" for t in targets):
+        if any(target.type == "process_substitution" for target in targets):
             return  # the substituted commands were walked; no file is written
         text = self._group_words(targets)
         if not text:
             return
         word = parse_word(text[0], self._home())
-        if op in (">&", "<&", "&>") and word.value is not None and (word.value.isdigit() or word.value == "-"):
+        if operator in (">&", "<&", "&>") and word.value is not None and (word.value.isdigit() or word.value == "-"):
             return
         if word.value in EXEMPT_TARGETS:
             return
-        access = "read" if op in ("<", "<&") else "write"
+        access = "read" if operator in ("<", "<&") else "write"
         self.state.result.paths.append(PathRef(access, word, self.state.cwd, "redirect", deny_only=env.deny_only))
 
 
@@ -569,15 +569,15 @@ HANDLERS: dict[str, Callable] = {
     "case_statement": Walker.body, "case_item": Walker.body, "test_command": Walker.body,
     "arithmetic_expansion": Walker.body, "function_definition": Walker.function,
     # commands and what changes the shell
-    "command": lambda w, n, e: w.command(n, e, None), "variable_assignment": Walker.standalone_assignment,
+    "command": lambda walker, node, env: walker.command(node, env, None), "variable_assignment": Walker.standalone_assignment,
     "variable_assignments": Walker.descend, "declaration_command": Walker.declaration,
     "unset_command": Walker.declaration,
     # scripts inside scripts
     "command_substitution": Walker.nested, "process_substitution": Walker.nested,
     # redirects of a statement that no command owns
-    "file_redirect": lambda w, n, e: w.redirect(n, e, None),
-    "heredoc_redirect": lambda w, n, e: w.redirect(n, e, None),
-    "herestring_redirect": lambda w, n, e: w.redirect(n, e, None),
+    "file_redirect": lambda walker, node, env: walker.redirect(node, env, None),
+    "heredoc_redirect": lambda walker, node, env: walker.redirect(node, env, None),
+    "herestring_redirect": lambda walker, node, env: walker.redirect(node, env, None),
     "heredoc_body": Walker.heredoc_body,
     # words and their parts: walk the parsed parts, scan unparsed text for substitutions
     "command_name": Walker.leaf, "word": Walker.leaf, "string": Walker.leaf, "concatenation": Walker.leaf,
@@ -594,7 +594,7 @@ HANDLERS: dict[str, Callable] = {
 }
 
 # Leaf types whose handler is `leaf` or `inert`: without a substitution opener they add nothing.
-_PLAIN_LEAVES = frozenset(t for t, h in HANDLERS.items() if h in (Walker.leaf, Walker.inert))
+_PLAIN_LEAVES = frozenset(node_type for node_type, handler in HANDLERS.items() if handler in (Walker.leaf, Walker.inert))
 
 #: Node types deliberately left out of HANDLERS: meeting one makes the call opaque. Empty in
 #: this grammar version: every type is modelled. A grammar upgrade adds its new types here (or

@@ -57,8 +57,8 @@ class Word(NamedTuple):
 
     def shape_prefix(self) -> str:
         """The literal text every possible value starts with."""
-        m = re.match(r"((?:\\.|[^\\.\[(*?+{|^$])*)", self.shape)
-        raw = m.group(1) if m else ""
+        match = re.match(r"((?:\\.|[^\\.\[(*?+{|^$])*)", self.shape)
+        raw = match.group(1) if match else ""
         return re.sub(r"\\(.)", r"\1", raw)
 
 
@@ -79,96 +79,96 @@ _ANSI_SIMPLE = {"a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b", "f": "\f", "n": 
 
 def _decode_ansi_c(body: str) -> str:
     out: list[str] = []
-    i = 0
-    while i < len(body):
-        c = body[i]
-        if c != "\\" or i + 1 >= len(body):
-            out.append(c)
-            i += 1
+    pos = 0
+    while pos < len(body):
+        char = body[pos]
+        if char != "\\" or pos + 1 >= len(body):
+            out.append(char)
+            pos += 1
             continue
-        n = body[i + 1]
-        if n in _ANSI_SIMPLE:
-            out.append(_ANSI_SIMPLE[n])
-            i += 2
-        elif n in "01234567":
-            m = re.match(r"[0-7]{1,3}", body[i + 1 :])
-            out.append(chr(int(m.group(0), 8) & 0xFF))
-            i += 1 + len(m.group(0))
-        elif n in "xuU":
-            width = {"x": 2, "u": 4, "U": 8}[n]
-            m = re.match(r"[0-9a-fA-F]{1,%d}" % width, body[i + 2 :])
-            if m:
-                out.append(chr(int(m.group(0), 16)))
-                i += 2 + len(m.group(0))
+        escaped = body[pos + 1]
+        if escaped in _ANSI_SIMPLE:
+            out.append(_ANSI_SIMPLE[escaped])
+            pos += 2
+        elif escaped in "01234567":
+            match = re.match(r"[0-7]{1,3}", body[pos + 1 :])
+            out.append(chr(int(match.group(0), 8) & 0xFF))
+            pos += 1 + len(match.group(0))
+        elif escaped in "xuU":
+            width = {"x": 2, "u": 4, "U": 8}[escaped]
+            match = re.match(r"[0-9a-fA-F]{1,%d}" % width, body[pos + 2 :])
+            if match:
+                out.append(chr(int(match.group(0), 16)))
+                pos += 2 + len(match.group(0))
             else:
-                out.append("\\" + n)
-                i += 2
-        elif n == "c" and i + 2 < len(body):
-            out.append(chr(ord(body[i + 2]) & 0x1F))
-            i += 3
+                out.append("\\" + escaped)
+                pos += 2
+        elif escaped == "c" and pos + 2 < len(body):
+            out.append(chr(ord(body[pos + 2]) & 0x1F))
+            pos += 3
         else:
-            out.append("\\" + n)
-            i += 2
+            out.append("\\" + escaped)
+            pos += 2
     return "".join(out)
 
 
-def _unquoted(text: str, i: int = 0):
+def _unquoted(text: str, pos: int = 0):
     """(index, character) of each character from `i` that is outside quotes and not escaped."""
     quote: str | None = None
-    while i < len(text):
-        c = text[i]
+    while pos < len(text):
+        char = text[pos]
         if quote == "'":
-            if c == "'":
+            if char == "'":
                 quote = None
-        elif c == "\\":
-            i += 2
+        elif char == "\\":
+            pos += 2
             continue
         elif quote == '"':
-            if c == '"':
+            if char == '"':
                 quote = None
-        elif c in "'\"":
-            quote = c
+        elif char in "'\"":
+            quote = char
         else:
-            yield i, c
-        i += 1
+            yield pos, char
+        pos += 1
 
 
-def _skip_balanced(text: str, i: int, open_: str, close: str) -> int:
+def _skip_balanced(text: str, pos: int, open_: str, close: str) -> int:
     """Index just past the `close` matching the `open_` at text[i] (quote-aware, approximate)."""
     depth = 0
-    for j, c in _unquoted(text, i):
-        if c == open_:
+    for scan, char in _unquoted(text, pos):
+        if char == open_:
             depth += 1
-        elif c == close:
+        elif char == close:
             depth -= 1
             if depth == 0:
-                return j + 1
+                return scan + 1
     return len(text)
 
 
-def _brace_end(text: str, i: int) -> int:
+def _brace_end(text: str, pos: int) -> int:
     """If text[i] == '{' opens a brace expansion ({a,b} or {a..b}), the index past its '}'."""
     depth = 0
-    j = i
+    scan = pos
     has_sep = False
-    while j < len(text):
-        c = text[j]
-        if c == "\\":
-            j += 2
+    while scan < len(text):
+        char = text[scan]
+        if char == "\\":
+            scan += 2
             continue
-        if c in "'\"" or c.isspace():
+        if char in "'\"" or char.isspace():
             return -1
-        if c == "{":
+        if char == "{":
             depth += 1
-        elif c == "}":
+        elif char == "}":
             depth -= 1
             if depth == 0:
-                return j + 1 if has_sep else -1
-        elif c == "," and depth == 1:
+                return scan + 1 if has_sep else -1
+        elif char == "," and depth == 1:
             has_sep = True
-        elif text.startswith("..", j) and depth == 1:
+        elif text.startswith("..", scan) and depth == 1:
             has_sep = True
-        j += 1
+        scan += 1
     return -1
 
 
@@ -187,82 +187,82 @@ def parse_word(text: str, home: str | None = None) -> Word:
     ansi = False
     first_dynamic_pos: int | None = None
 
-    def literal(s: str) -> None:
-        value.append(s)
-        shape.append(re.escape(s))
+    def literal(piece: str) -> None:
+        value.append(piece)
+        shape.append(re.escape(piece))
 
-    def dyn(regex: str = ".*") -> None:
+    def dynamic_part(regex: str = ".*") -> None:
         nonlocal dynamic, first_dynamic_pos
         if first_dynamic_pos is None:
             first_dynamic_pos = len("".join(value))
         dynamic = True
         shape.append(regex)
 
-    i = 0
-    n = len(text)
+    pos = 0
+    length = len(text)
     if text == "~" or text.startswith("~/"):
         if home is not None:
             literal(home)
         else:
-            dyn()  # HOME is assigned in this call: `~` is only known when it runs
-        i = 1
-    elif text.startswith("~") and (m := _TILDE_PREFIX.match(text)) is not None:
+            dynamic_part()  # HOME is assigned in this call: `~` is only known when it runs
+        pos = 1
+    elif text.startswith("~") and (match := _TILDE_PREFIX.match(text)) is not None:
         # `~user`, `~+` ($PWD), `~-` ($OLDPWD), `~N`/`~+N`/`~-N` (the directory stack): bash
         # expands each when the command runs, so the word is dynamic.
-        dyn()
-        i = m.end()
-    while i < n:
-        c = text[i]
-        if c == "\\":
-            if i + 1 < n:
-                if text[i + 1] != "\n":
-                    literal(text[i + 1])
-                i += 2
+        dynamic_part()
+        pos = match.end()
+    while pos < length:
+        char = text[pos]
+        if char == "\\":
+            if pos + 1 < length:
+                if text[pos + 1] != "\n":
+                    literal(text[pos + 1])
+                pos += 2
             else:
                 literal("\\")
-                i += 1
-        elif c == "'":
-            end = text.find("'", i + 1)
-            end = n if end == -1 else end
-            literal(text[i + 1 : end])
-            i = end + 1
-        elif c == "$" and text.startswith("$'", i):
-            j = i + 2
-            while j < n and text[j] != "'":
-                j += 2 if text[j] == "\\" else 1
-            decoded = _decode_ansi_c(text[i + 2 : j])
+                pos += 1
+        elif char == "'":
+            end = text.find("'", pos + 1)
+            end = length if end == -1 else end
+            literal(text[pos + 1 : end])
+            pos = end + 1
+        elif char == "$" and text.startswith("$'", pos):
+            scan = pos + 2
+            while scan < length and text[scan] != "'":
+                scan += 2 if text[scan] == "\\" else 1
+            decoded = _decode_ansi_c(text[pos + 2 : scan])
             ansi = True
             literal(decoded)
-            i = j + 1
-        elif c == "$" and text.startswith('$"', i):
-            dyn()
-            i = _skip_dq(text, i + 1)
-        elif c == '"':
-            i = _eval_dq(text, i, literal, dyn)
-        elif c == "$":
-            i = _skip_dollar(text, i, dyn, literal)
-        elif c == "`":
-            end = text.find("`", i + 1)
-            dyn()
-            i = n if end == -1 else end + 1
-        elif c in "<>" and text.startswith("(", i + 1):
-            dyn()
-            i = _skip_balanced(text, i + 1, "(", ")")
-        elif c == "*":
-            dyn(".*")
-            i += 1
-        elif c == "?":
-            dyn(".")
-            i += 1
-        elif c == "[" and "]" in text[i + 1 :]:
-            dyn(".*")
-            i += 1
-        elif c == "{" and (end := _brace_end(text, i)) != -1:
-            dyn(".*")
-            i = end
+            pos = scan + 1
+        elif char == "$" and text.startswith('$"', pos):
+            dynamic_part()
+            pos = _skip_dq(text, pos + 1)
+        elif char == '"':
+            pos = _eval_dq(text, pos, literal, dynamic_part)
+        elif char == "$":
+            pos = _skip_dollar(text, pos, dynamic_part, literal)
+        elif char == "`":
+            end = text.find("`", pos + 1)
+            dynamic_part()
+            pos = length if end == -1 else end + 1
+        elif char in "<>" and text.startswith("(", pos + 1):
+            dynamic_part()
+            pos = _skip_balanced(text, pos + 1, "(", ")")
+        elif char == "*":
+            dynamic_part(".*")
+            pos += 1
+        elif char == "?":
+            dynamic_part(".")
+            pos += 1
+        elif char == "[" and "]" in text[pos + 1 :]:
+            dynamic_part(".*")
+            pos += 1
+        elif char == "{" and (end := _brace_end(text, pos)) != -1:
+            dynamic_part(".*")
+            pos = end
         else:
-            literal(c)
-            i += 1
+            literal(char)
+            pos += 1
     joined = "".join(value)
     shape_re = "".join(shape)
     if "\x00" in joined and not dynamic:
@@ -277,51 +277,51 @@ def parse_word(text: str, home: str | None = None) -> Word:
     return Word(text, joined, joined, shape_re, joined.startswith("-"))
 
 
-def _skip_dq(text: str, i: int) -> int:
-    j = i + 1
-    while j < len(text) and text[j] != '"':
-        j += 2 if text[j] == "\\" else 1
-    return j + 1
+def _skip_dq(text: str, pos: int) -> int:
+    scan = pos + 1
+    while scan < len(text) and text[scan] != '"':
+        scan += 2 if text[scan] == "\\" else 1
+    return scan + 1
 
 
-def _skip_dollar(text: str, i: int, dyn, literal) -> int:
-    n = len(text)
-    if text.startswith("$(", i) or text.startswith("$[", i):
-        dyn()
-        return _skip_balanced(text, i + 1, text[i + 1], ")" if text[i + 1] == "(" else "]")
-    if text.startswith("${", i):
-        dyn()
-        return _skip_balanced(text, i + 1, "{", "}")
-    m = re.match(r"\$(?:[A-Za-z_][A-Za-z0-9_]*|[0-9@*#?$!-])", text[i:])
-    if m:
-        dyn()
-        return i + m.end()
+def _skip_dollar(text: str, pos: int, dynamic_part, literal) -> int:
+    length = len(text)
+    if text.startswith("$(", pos) or text.startswith("$[", pos):
+        dynamic_part()
+        return _skip_balanced(text, pos + 1, text[pos + 1], ")" if text[pos + 1] == "(" else "]")
+    if text.startswith("${", pos):
+        dynamic_part()
+        return _skip_balanced(text, pos + 1, "{", "}")
+    match = re.match(r"\$(?:[A-Za-z_][A-Za-z0-9_]*|[0-9@*#?$!-])", text[pos:])
+    if match:
+        dynamic_part()
+        return pos + match.end()
     literal("$")
-    return i + 1 if i < n else n
+    return pos + 1 if pos < length else length
 
 
-def _eval_dq(text: str, i: int, literal, dyn) -> int:
-    j = i + 1
-    n = len(text)
-    while j < n and text[j] != '"':
-        c = text[j]
-        if c == "\\" and j + 1 < n:
-            nxt = text[j + 1]
+def _eval_dq(text: str, pos: int, literal, dynamic_part) -> int:
+    scan = pos + 1
+    length = len(text)
+    while scan < length and text[scan] != '"':
+        char = text[scan]
+        if char == "\\" and scan + 1 < length:
+            nxt = text[scan + 1]
             if nxt in '$`"\\':
                 literal(nxt)
             elif nxt == "\n":
                 pass
             else:
                 literal("\\" + nxt)
-            j += 2
-        elif c == "$":
-            j = _skip_dollar(text, j, dyn, literal)
-        elif c == "`":
-            end = text.find("`", j + 1)
-            dyn()
-            j = n if end == -1 else end + 1
+            scan += 2
+        elif char == "$":
+            scan = _skip_dollar(text, scan, dynamic_part, literal)
+        elif char == "`":
+            end = text.find("`", scan + 1)
+            dynamic_part()
+            scan = length if end == -1 else end + 1
         else:
-            literal(c)
-            j += 1
-    return j + 1
+            literal(char)
+            scan += 1
+    return scan + 1
 

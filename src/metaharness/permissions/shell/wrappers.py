@@ -37,7 +37,7 @@ class Layer(NamedTuple):
     key: str
     spec: dict
     cmd: Cmd
-    st: State
+    state: State
     env: Env
     stdin_script: str | None
     stdin_dynamic: bool
@@ -53,36 +53,36 @@ class Layer(NamedTuple):
 Result = tuple[list[Word] | None, bool, dict]
 
 
-def unwrap(cmd: Cmd, st: State, env: Env, stdin_script: str | None, stdin_dynamic: bool, walker) -> list[Cmd]:
+def unwrap(cmd: Cmd, state: State, env: Env, stdin_script: str | None, stdin_dynamic: bool, walker) -> list[Cmd]:
     chain = [cmd]
     current = cmd
     layer = 0
     while current.words:
         prog = current.program
         if prog.deny_value is None:
-            unknown(st, current, "dynamic program name")
+            unknown(state, current, "dynamic program name")
             break
         if prog.value is None and current.opaque is None:
             # `$'\x72m'`: decoded for deny/ask, but the program is not a plain word.
             current.opaque = "dynamic program name"
-            st.result.opaque.append("dynamic program name")
+            state.result.opaque.append("dynamic program name")
         base = prog.deny_value.rsplit("/", 1)[-1]
         wrappers = _lazy("WRAPPERS")
         key = base if base in wrappers else base.lower()
         spec = wrappers.get(key)
         if spec is None:
-            _maybe_source(current, st, env, stdin_script, stdin_dynamic)
+            _maybe_source(current, state, env, stdin_script, stdin_dynamic)
             break
-        produced = len(st.result.cmds)
+        produced = len(state.result.cmds)
         handler = KINDS.get(spec.get("kind", ""))
         if handler is None:
-            unknown(st, current, f"wrapper kind {spec.get('kind')!r} has no handler")
+            unknown(state, current, f"wrapper kind {spec.get('kind')!r} has no handler")
             break
-        inner_words, transparent, extra = handler(Layer(key, spec, current, st, env, stdin_script, stdin_dynamic))
+        inner_words, transparent, extra = handler(Layer(key, spec, current, state, env, stdin_script, stdin_dynamic))
         if current.env_marks:
             transparent = False  # BASH_ENV=…, PATH=…, LD_PRELOAD=… change what the layer runs
         if inner_words is None:
-            if len(st.result.cmds) > produced:
+            if len(state.result.cmds) > produced:
                 # The wrapper ran a string (sh -c, eval, watch, trap …) analysed recursively.
                 current.wrapper = key
                 current.transparent = transparent
@@ -97,8 +97,8 @@ def unwrap(cmd: Cmd, st: State, env: Env, stdin_script: str | None, stdin_dynami
         inner.alt_tails = extra.get("alt_tails", False)
         inner.stdin = current.stdin
         inner.env_marks = list(current.env_marks)
-        for name, w in inner.assigns:
-            if not SAFE_ASSIGNMENTS(name) or not w.static:
+        for name, word in inner.assigns:
+            if not SAFE_ASSIGNMENTS(name) or not word.static:
                 inner.unprovable.append(f"assignment {name}=")
                 inner.env_marks.append(f"runs under the assignment {name}=")
         current.wrapper = key
@@ -121,221 +121,221 @@ def split_options(words: list[Word], spec: dict, extra_value_opts: tuple[str, ..
     value_opts = set(spec.get("value_opts", [])) | set(extra_value_opts)
     numeric = spec.get("numeric_opts", False)
     opts: dict[str, Word | None] = {}
-    i = 0
+    index = 0
     dynamic = False
-    while i < len(words):
-        w = words[i]
-        v = w.deny_value
-        if v is None:
-            if w.may_dash:
+    while index < len(words):
+        word = words[index]
+        value = word.deny_value
+        if value is None:
+            if word.may_dash:
                 dynamic = True
             break
-        if v == "--":
-            i += 1
+        if value == "--":
+            index += 1
             break
-        if not v.startswith("-") or v == "-":
+        if not value.startswith("-") or value == "-":
             break
-        if "=" in v and v.startswith("--"):
-            k, _, val = v.partition("=")
-            opts[k] = static_word(val)
-            i += 1
+        if "=" in value and value.startswith("--"):
+            position, _, val = value.partition("=")
+            opts[position] = static_word(val)
+            index += 1
             continue
-        if v in value_opts:
-            opts[v] = words[i + 1] if i + 1 < len(words) else None
-            i += 2
+        if value in value_opts:
+            opts[value] = words[index + 1] if index + 1 < len(words) else None
+            index += 2
             continue
-        if numeric and re.fullmatch(r"-\d+", v):
-            i += 1
+        if numeric and re.fullmatch(r"-\d+", value):
+            index += 1
             continue
-        if not v.startswith("--") and len(v) > 2:
+        if not value.startswith("--") and len(value) > 2:
             # A getopt cluster: `-qc STRING`, `-n1`, `-uroot`.
-            letters = v[1:]
+            letters = value[1:]
             consumed = 1
-            for k, ch in enumerate(letters):
-                if "-" + ch in value_opts:
-                    rest_ = letters[k + 1 :]
+            for position, letter in enumerate(letters):
+                if "-" + letter in value_opts:
+                    rest_ = letters[position + 1 :]
                     if rest_:
-                        opts["-" + ch] = static_word(rest_)
+                        opts["-" + letter] = static_word(rest_)
                     else:
-                        opts["-" + ch] = words[i + 1] if i + 1 < len(words) else None
+                        opts["-" + letter] = words[index + 1] if index + 1 < len(words) else None
                         consumed = 2
                     break
-                opts["-" + ch] = None
-            i += consumed
+                opts["-" + letter] = None
+            index += consumed
             continue
-        opts[v] = None
-        i += 1
-    return opts, words[i:], dynamic
+        opts[value] = None
+        index += 1
+    return opts, words[index:], dynamic
 
 
 def _string_of(opts: dict, *names: str) -> tuple[bool, Word | None]:
-    for n in names:
-        if n in opts:
-            return True, opts[n]
+    for name in names:
+        if name in opts:
+            return True, opts[name]
     return False, None
 
 
-def _run_string(s: Word | None, lay: Layer, what: str, *, deny_only: bool = False) -> None:
+def _run_string(script: Word | None, layer: Layer, what: str, *, deny_only: bool = False) -> None:
     """A command string the layer runs: analysed as a script when static, else the call is unknown."""
-    if s is None or s.deny_value is None:
-        unknown(lay.st, lay.cmd, what)
+    if script is None or script.deny_value is None:
+        unknown(layer.state, layer.cmd, what)
     else:
-        recurse(s.deny_value, lay.st, lay.env, outer=lay.cmd, deny_only=deny_only)
+        recurse(script.deny_value, layer.state, layer.env, outer=layer.cmd, deny_only=deny_only)
 
 
-def _run_stdin(lay: Layer, what: str, *, deny_only: bool = False) -> None:
+def _run_stdin(layer: Layer, what: str, *, deny_only: bool = False) -> None:
     """A layer that reads its script from stdin: a static heredoc/here-string is analysed."""
-    if lay.stdin_script is not None and not lay.stdin_dynamic:
-        recurse(lay.stdin_script, lay.st, lay.env, outer=lay.cmd, deny_only=deny_only)
+    if layer.stdin_script is not None and not layer.stdin_dynamic:
+        recurse(layer.stdin_script, layer.state, layer.env, outer=layer.cmd, deny_only=deny_only)
     else:
-        unknown(lay.st, lay.cmd, what)
+        unknown(layer.state, layer.cmd, what)
 
 
 # -- the kinds ------------------------------------------------------------------------------
 
 
-def _generic(lay: Layer) -> Result:
+def _generic(layer: Layer) -> Result:
     """`timeout 5 CMD`, `nice -n 1 CMD`, `strace -f CMD`, `chroot DIR CMD`: options, positionals, inner."""
-    opts, rest, dyn = split_options(lay.args, lay.spec)
-    transparent = bool(lay.spec.get("transparent", False))
+    opts, rest, dyn = split_options(layer.args, layer.spec)
+    transparent = bool(layer.spec.get("transparent", False))
     if dyn:
-        unknown(lay.st, lay.cmd, f"dynamic option of {lay.key}")
+        unknown(layer.state, layer.cmd, f"dynamic option of {layer.key}")
         return None, transparent, {}
-    rest = rest[int(lay.spec.get("positionals", 0)) :]
+    rest = rest[int(layer.spec.get("positionals", 0)) :]
     return rest, transparent, {}
 
 
-def _command(lay: Layer) -> Result:
-    if any(w.value in ("-v", "-V") for w in lay.args[:2]):
+def _command(layer: Layer) -> Result:
+    if any(word.value in ("-v", "-V") for word in layer.args[:2]):
         return None, True, {}
-    _, rest, _ = split_options(lay.args, lay.spec)
+    _, rest, _ = split_options(layer.args, layer.spec)
     return rest, True, {}
 
 
-def _env(lay: Layer) -> Result:
-    opts, rest, dyn = split_options(lay.args, lay.spec)
+def _env(layer: Layer) -> Result:
+    opts, rest, dyn = split_options(layer.args, layer.spec)
     if dyn:
-        unknown(lay.st, lay.cmd, "dynamic option of env")
+        unknown(layer.state, layer.cmd, "dynamic option of env")
         return None, False, {}
-    given, s = _string_of(opts, "-S", "--split-string")
+    given, script = _string_of(opts, "-S", "--split-string")
     if given:
-        if s is None or s.deny_value is None:
-            unknown(lay.st, lay.cmd, "dynamic env -S string")
+        if script is None or script.deny_value is None:
+            unknown(layer.state, layer.cmd, "dynamic env -S string")
             return None, False, {}
-        recurse(" ".join([s.deny_value] + [w.deny_value or w.text for w in rest]), lay.st, lay.env, outer=lay.cmd)
+        recurse(" ".join([script.deny_value] + [word.deny_value or word.text for word in rest]), layer.state, layer.env, outer=layer.cmd)
         return None, False, {}
     assigns: list[tuple[str, Word]] = []
     while rest and rest[0].deny_value is not None and re.match(r"[A-Za-z_][A-Za-z0-9_]*=", rest[0].deny_value):
         name, _, val = rest[0].text.partition("=")
-        assigns.append((name, parse_word(val, lay.st.home)))
+        assigns.append((name, parse_word(val, layer.state.home)))
         rest = rest[1:]
-    clean = not opts and all(SAFE_ASSIGNMENTS(n) and w.static for n, w in assigns)
+    clean = not opts and all(SAFE_ASSIGNMENTS(assigned) and word.static for assigned, word in assigns)
     return rest, clean, {"assigns": assigns}
 
 
-def _shell(lay: Layer) -> Result:
+def _shell(layer: Layer) -> Result:
     """`sh -c STRING`, `bash -s`, `bash /dev/stdin`, `bash <<EOF`: the script, analysed."""
-    key, cmd, st = lay.key, lay.cmd, lay.st
-    args = lay.args
-    i = 0
+    key, cmd, state = layer.key, layer.cmd, layer.state
+    args = layer.args
+    index = 0
     has_c = False
     reads_stdin_flag = False
-    while i < len(args):
-        w = args[i]
-        v = w.deny_value
-        if v is None:
-            if w.may_dash:
-                unknown(st, cmd, f"dynamic option of {key}")
+    while index < len(args):
+        word = args[index]
+        value = word.deny_value
+        if value is None:
+            if word.may_dash:
+                unknown(state, cmd, f"dynamic option of {key}")
                 return None, True, {}
             break
-        if v == "--" or v == "-":
-            i += 1
-            if v == "-":
+        if value == "--" or value == "-":
+            index += 1
+            if value == "-":
                 reads_stdin_flag = True
             break
-        if v in _SHELL_VALUE_OPTS:
-            i += 2
+        if value in _SHELL_VALUE_OPTS:
+            index += 2
             continue
-        if v.startswith("--"):
-            i += 1
+        if value.startswith("--"):
+            index += 1
             continue
-        if v[:1] in "-+" and len(v) > 1:
-            letters = v[1:]
+        if value[:1] in "-+" and len(value) > 1:
+            letters = value[1:]
             if "c" in letters:
                 has_c = True
             if "s" in letters:
                 reads_stdin_flag = True
-            i += 1
+            index += 1
             continue
         break
-    operands = args[i:]
+    operands = args[index:]
     if has_c:
         if not operands:
-            unknown(st, cmd, f"{key} -c without a command string")
+            unknown(state, cmd, f"{key} -c without a command string")
             return None, True, {}
         script = operands[0]
         if script.deny_value is None:
-            unknown(st, cmd, f"{key} -c with a dynamic string")
+            unknown(state, cmd, f"{key} -c with a dynamic string")
             return None, True, {}
-        recurse(script.deny_value, st, Env(lay.env.depth, lay.env.in_body, True, False, lay.env.deny_only), outer=cmd,
+        recurse(script.deny_value, state, Env(layer.env.depth, layer.env.in_body, True, False, layer.env.deny_only), outer=cmd,
                 unprovable=None if script.value is not None else "ANSI-C string in -c")
         return None, True, {}
     if operands and not reads_stdin_flag:
         first = operands[0].deny_value
         if first is None:
-            unknown(st, cmd, f"{key} runs a script of a dynamic path")
+            unknown(state, cmd, f"{key} runs a script of a dynamic path")
             return None, False, {}
         if first not in STDIN_DEVICES:
             return None, False, {}  # `bash script.sh`: an ordinary program running a file
-    _run_stdin(lay, f"{key} reads its script from a pipe or a non-static source")
+    _run_stdin(layer, f"{key} reads its script from a pipe or a non-static source")
     return None, True, {}
 
 
-def _eval(lay: Layer) -> Result:
-    args = lay.args
+def _eval(layer: Layer) -> Result:
+    args = layer.args
     if args and args[0].deny_value == "--":
         args = args[1:]  # eval takes `--` as the end of (no) options
     if not args:
         return None, True, {}
-    if any(w.deny_value is None for w in args):
-        unknown(lay.st, lay.cmd, "eval of a dynamic string")
+    if any(word.deny_value is None for word in args):
+        unknown(layer.state, layer.cmd, "eval of a dynamic string")
         return None, True, {}
-    allow_dynamic = any(w.value is None for w in args)
-    recurse(" ".join(w.deny_value for w in args), lay.st, lay.env, outer=lay.cmd,
+    allow_dynamic = any(word.value is None for word in args)
+    recurse(" ".join(word.deny_value for word in args), layer.state, layer.env, outer=layer.cmd,
             unprovable="ANSI-C string in eval" if allow_dynamic else None)
     return None, True, {}
 
 
-def _coproc(lay: Layer) -> Result:
-    unknown(lay.st, lay.cmd, "coproc is not modelled by the parser")
-    return lay.args, False, {}
+def _coproc(layer: Layer) -> Result:
+    unknown(layer.state, layer.cmd, "coproc is not modelled by the parser")
+    return layer.args, False, {}
 
 
-def _su(lay: Layer) -> Result:
+def _su(layer: Layer) -> Result:
     """`su [-] [USER] -c STRING`, `runuser -u USER -- CMD`, `runuser -l USER -c STRING`."""
-    args = lay.args
-    opts, rest, _ = split_options(args, {"value_opts": lay.spec.get("value_opts", []) + ["-c", "--command"]})
+    args = layer.args
+    opts, rest, _ = split_options(args, {"value_opts": layer.spec.get("value_opts", []) + ["-c", "--command"]})
     # su accepts options after the user name too (`su - root -c '…'`): scan every word.
-    for k, w in enumerate(args):
-        v = w.deny_value
-        if v is None:
+    for key, word in enumerate(args):
+        value = word.deny_value
+        if value is None:
             continue
-        if v in ("-c", "--command") or (re.fullmatch(r"-[a-z]*c", v) and not v.startswith("--")):
-            opts["-c"] = args[k + 1] if k + 1 < len(args) else None
-        elif v.startswith("--command="):
-            opts["-c"] = static_word(v.split("=", 1)[1])
-    given, s = _string_of(opts, "-c", "--command")
+        if value in ("-c", "--command") or (re.fullmatch(r"-[a-z]*c", value) and not value.startswith("--")):
+            opts["-c"] = args[key + 1] if key + 1 < len(args) else None
+        elif value.startswith("--command="):
+            opts["-c"] = static_word(value.split("=", 1)[1])
+    given, script = _string_of(opts, "-c", "--command")
     if given:
-        _run_string(s, lay, f"dynamic {lay.key} -c string")
+        _run_string(script, layer, f"dynamic {layer.key} -c string")
         return None, False, {}
     if "-u" in opts or "--user" in opts:
         return rest, False, {}
     return None, False, {}
 
 
-def _sg(lay: Layer) -> Result:
+def _sg(layer: Layer) -> Result:
     """`sg [-] GROUP [-c] COMMAND`: the command is a string run by /bin/sh."""
-    args = [w for w in lay.args]
+    args = [word for word in layer.args]
     if args and args[0].deny_value == "-":
         args = args[1:]
     if not args:
@@ -344,27 +344,27 @@ def _sg(lay: Layer) -> Result:
     if rest and rest[0].deny_value == "-c":
         rest = rest[1:]
     if not rest:
-        _run_stdin(lay, "sg reads its command from stdin")
+        _run_stdin(layer, "sg reads its command from stdin")
         return None, False, {}
-    if any(w.deny_value is None for w in rest):
-        unknown(lay.st, lay.cmd, "dynamic sg command")
+    if any(word.deny_value is None for word in rest):
+        unknown(layer.state, layer.cmd, "dynamic sg command")
         return None, False, {}
-    recurse(" ".join(w.deny_value for w in rest), lay.st, lay.env, outer=lay.cmd)
+    recurse(" ".join(word.deny_value for word in rest), layer.state, layer.env, outer=layer.cmd)
     return None, False, {}
 
 
-def _xargs(lay: Layer) -> Result:
-    opts, rest, dyn = split_options(lay.args, lay.spec)
+def _xargs(layer: Layer) -> Result:
+    opts, rest, dyn = split_options(layer.args, layer.spec)
     if dyn:
-        unknown(lay.st, lay.cmd, "dynamic option of xargs")
+        unknown(layer.state, layer.cmd, "dynamic option of xargs")
         return None, False, {}
     replace = None
-    for k in ("-I", "-i", "--replace"):
-        if k in opts:
-            replace = opts[k].deny_value if opts[k] is not None else "{}"
+    for option in ("-I", "-i", "--replace"):
+        if option in opts:
+            replace = opts[option].deny_value if opts[option] is not None else "{}"
     inner = rest or [static_word("echo")]
     if replace:
-        inner = [DYNAMIC_ITEM if (w.deny_value and replace in w.deny_value) else w for w in inner]
+        inner = [DYNAMIC_ITEM if (word.deny_value and replace in word.deny_value) else word for word in inner]
     return inner + [DYNAMIC_ITEM], False, {"alt_tails": True}
 
 
@@ -372,135 +372,135 @@ _PARALLEL_SEPARATORS = {":::", "::::", ":::+", "::::+"}
 _PARALLEL_PLACEHOLDER = re.compile(r"\{(?:\d*[./#%]*|//|/\.|\.)\}|\{\d+\}")
 
 
-def _parallel(lay: Layer) -> Result:
+def _parallel(layer: Layer) -> Result:
     """GNU parallel: the words before `:::` are a command template run by a shell; `{}` and its
     variants are the items; without a placeholder the items are appended."""
-    opts, rest, dyn = split_options(lay.args, lay.spec)
+    opts, rest, dyn = split_options(layer.args, layer.spec)
     if dyn:
-        unknown(lay.st, lay.cmd, "dynamic option of parallel")
+        unknown(layer.state, layer.cmd, "dynamic option of parallel")
         return None, False, {}
     template: list[Word] = []
     items: list[Word] = []
     seen_sep = False
-    for w in rest:
-        if w.deny_value in _PARALLEL_SEPARATORS:
+    for word in rest:
+        if word.deny_value in _PARALLEL_SEPARATORS:
             seen_sep = True
             continue
-        (items if seen_sep else template).append(w)
+        (items if seen_sep else template).append(word)
     if not template:
-        _run_stdin(lay, "parallel reads its commands from stdin")
+        _run_stdin(layer, "parallel reads its commands from stdin")
         return None, False, {}
-    if any(w.deny_value is None for w in template):
-        unknown(lay.st, lay.cmd, "dynamic parallel command")
+    if any(word.deny_value is None for word in template):
+        unknown(layer.state, layer.cmd, "dynamic parallel command")
         return None, False, {}
-    text = " ".join(w.deny_value for w in template)
+    text = " ".join(word.deny_value for word in template)
     if _PARALLEL_PLACEHOLDER.search(text):
         text = _PARALLEL_PLACEHOLDER.sub('"$PARALLEL_ITEM"', text)
-    elif items and all(w.deny_value is not None for w in items):
-        text += " " + " ".join(shlex.quote(w.deny_value) for w in items)
+    elif items and all(word.deny_value is not None for word in items):
+        text += " " + " ".join(shlex.quote(word.deny_value) for word in items)
     else:
         text += ' "$PARALLEL_ITEM"'
-    recurse(text, lay.st, lay.env, outer=lay.cmd)
+    recurse(text, layer.state, layer.env, outer=layer.cmd)
     return None, False, {}
 
 
-def _find(lay: Layer) -> Result:
-    args = lay.args
+def _find(layer: Layer) -> Result:
+    args = layer.args
     inners: list[list[Word]] = []
-    i = 0
-    while i < len(args):
-        v = args[i].deny_value
-        if v in ("-exec", "-execdir", "-ok", "-okdir"):
-            j = i + 1
+    index = 0
+    while index < len(args):
+        value = args[index].deny_value
+        if value in ("-exec", "-execdir", "-ok", "-okdir"):
+            end = index + 1
             argv: list[Word] = []
-            while j < len(args) and args[j].deny_value not in (";", "+"):
-                w = args[j]
-                argv.append(DYNAMIC_ITEM if w.deny_value == "{}" else w)
-                j += 1
+            while end < len(args) and args[end].deny_value not in (";", "+"):
+                word = args[end]
+                argv.append(DYNAMIC_ITEM if word.deny_value == "{}" else word)
+                end += 1
             if argv:
                 inners.append(argv)
-            i = j + 1
+            index = end + 1
             continue
-        if v is None and args[i].may_dash:
-            unknown(lay.st, lay.cmd, "dynamic find expression")
-        i += 1
+        if value is None and args[index].may_dash:
+            unknown(layer.state, layer.cmd, "dynamic find expression")
+        index += 1
     if not inners:
         return None, False, {}
-    return inners[0], False, {"more": [Cmd(words=w) for w in inners[1:]]}
+    return inners[0], False, {"more": [Cmd(words=word) for word in inners[1:]]}
 
 
-def _watch(lay: Layer) -> Result:
-    opts, rest, dyn = split_options(lay.args, lay.spec)
-    if dyn or any(w.deny_value is None for w in rest):
-        unknown(lay.st, lay.cmd, "dynamic watch command")
+def _watch(layer: Layer) -> Result:
+    opts, rest, dyn = split_options(layer.args, layer.spec)
+    if dyn or any(word.deny_value is None for word in rest):
+        unknown(layer.state, layer.cmd, "dynamic watch command")
         return None, False, {}
     if "-x" in opts or "--exec" in opts:
         return rest, False, {}
     if rest:
-        recurse(" ".join(w.deny_value for w in rest), lay.st, lay.env, outer=lay.cmd)
+        recurse(" ".join(word.deny_value for word in rest), layer.state, layer.env, outer=layer.cmd)
     return None, False, {}
 
 
-def _script(lay: Layer) -> Result:
-    opts, _, _ = split_options(lay.args, lay.spec, ("-c", "--command"))
-    given, s = _string_of(opts, "-c", "--command")
+def _script(layer: Layer) -> Result:
+    opts, _, _ = split_options(layer.args, layer.spec, ("-c", "--command"))
+    given, script = _string_of(opts, "-c", "--command")
     if given:
-        _run_string(s, lay, "dynamic script -c string")
+        _run_string(script, layer, "dynamic script -c string")
     return None, False, {}
 
 
-def _flock(lay: Layer) -> Result:
-    opts, rest, _ = split_options(lay.args, lay.spec, ("-c", "--command"))
-    given, s = _string_of(opts, "-c", "--command")
+def _flock(layer: Layer) -> Result:
+    opts, rest, _ = split_options(layer.args, layer.spec, ("-c", "--command"))
+    given, script = _string_of(opts, "-c", "--command")
     if given:
-        _run_string(s, lay, "dynamic flock -c string")
+        _run_string(script, layer, "dynamic flock -c string")
         return None, False, {}
     if rest and rest[0].deny_value is not None and rest[1:2] and rest[1].deny_value in ("-c", "--command"):
-        _run_string(rest[2] if len(rest) > 2 else None, lay, "dynamic flock -c string")
+        _run_string(rest[2] if len(rest) > 2 else None, layer, "dynamic flock -c string")
         return None, False, {}
     return rest[1:], False, {}
 
 
-def _later(lay: Layer) -> Result:
+def _later(layer: Layer) -> Result:
     """`trap STRING SIG…`, `alias NAME=STRING`: strings that run later, analysed for deny/ask."""
-    for w in lay.args:
-        v = w.deny_value
-        if v is not None and v.startswith("-"):
+    for word in layer.args:
+        value = word.deny_value
+        if value is not None and value.startswith("-"):
             continue
-        if lay.key == "alias":
-            if v is None:
-                unknown(lay.st, lay.cmd, "dynamic alias value")
+        if layer.key == "alias":
+            if value is None:
+                unknown(layer.state, layer.cmd, "dynamic alias value")
                 continue
-            if "=" in v:
-                recurse(v.partition("=")[2], lay.st, lay.env, outer=lay.cmd, deny_only=True)
+            if "=" in value:
+                recurse(value.partition("=")[2], layer.state, layer.env, outer=layer.cmd, deny_only=True)
             continue
-        if v is None:
-            unknown(lay.st, lay.cmd, "dynamic trap action")
+        if value is None:
+            unknown(layer.state, layer.cmd, "dynamic trap action")
         else:
-            recurse(v, lay.st, lay.env, outer=lay.cmd, deny_only=True)
+            recurse(value, layer.state, layer.env, outer=layer.cmd, deny_only=True)
         break
-    lay.st.tainted = True
+    layer.state.tainted = True
     return None, False, {}
 
 
-def _at(lay: Layer) -> Result:
+def _at(layer: Layer) -> Result:
     """`at TIME`, `batch`: the job's script is read from stdin (or `-f FILE`, outside the reach of
     argument inspection); it runs later, so it is analysed for deny/ask."""
-    opts, _, dyn = split_options(lay.args, lay.spec)
-    if any(k in opts for k in ("-l", "-r", "-d", "-c")):
+    opts, _, dyn = split_options(layer.args, layer.spec)
+    if any(option in opts for option in ("-l", "-r", "-d", "-c")):
         return None, False, {}  # list, remove or print jobs: nothing is scheduled
     if "-f" in opts:
         return None, False, {}
-    _run_stdin(lay, f"{lay.key} reads its job from a pipe or a non-static source", deny_only=True)
+    _run_stdin(layer, f"{layer.key} reads its job from a pipe or a non-static source", deny_only=True)
     return None, False, {}
 
 
-def _ssh(lay: Layer) -> Result:
+def _ssh(layer: Layer) -> Result:
     """`ssh [opts] HOST [CMD…]`: the words after the host are a command line for the remote shell,
     analysed for deny/ask; without them, a script on stdin runs there."""
-    opts, rest, dyn = split_options(lay.args, lay.spec)
+    opts, rest, dyn = split_options(layer.args, layer.spec)
     if dyn:
-        unknown(lay.st, lay.cmd, "dynamic option of ssh")
+        unknown(layer.state, layer.cmd, "dynamic option of ssh")
         return None, False, {}
     if not rest:
         return None, False, {}
@@ -508,77 +508,77 @@ def _ssh(lay: Layer) -> Result:
     if remote and remote[0].deny_value == "--":
         remote = remote[1:]
     if not remote:
-        if lay.stdin_script is not None or lay.stdin_dynamic:
-            _run_stdin(lay, "ssh runs a script from a pipe", deny_only=True)
+        if layer.stdin_script is not None or layer.stdin_dynamic:
+            _run_stdin(layer, "ssh runs a script from a pipe", deny_only=True)
         return None, False, {}
-    if any(w.deny_value is None for w in remote):
-        unknown(lay.st, lay.cmd, "dynamic ssh remote command")
+    if any(word.deny_value is None for word in remote):
+        unknown(layer.state, layer.cmd, "dynamic ssh remote command")
         return None, False, {}
-    recurse(" ".join(w.deny_value for w in remote), lay.st, lay.env, outer=lay.cmd, deny_only=True)
+    recurse(" ".join(word.deny_value for word in remote), layer.state, layer.env, outer=layer.cmd, deny_only=True)
     return None, False, {}
 
 
-def _git(lay: Layer) -> Result:
+def _git(layer: Layer) -> Result:
     """`git -c alias.NAME=VALUE … NAME …`: the alias is what runs (`!…` through a shell)."""
-    args = lay.args
-    gv = set(_lazy("OPTIONS")["git"]["global_value"])
+    args = layer.args
+    global_value_options = set(_lazy("OPTIONS")["git"]["global_value"])
     aliases: dict[str, tuple[int, Word]] = {}
-    i = 0
-    while i < len(args):
-        w = args[i]
-        v = w.deny_value
-        if v is None:
+    index = 0
+    while index < len(args):
+        word = args[index]
+        spelled = word.deny_value
+        if spelled is None:
             break
-        if not v.startswith("-") or v == "--":
+        if not spelled.startswith("-") or spelled == "--":
             break
         value: Word | None = None
         width = 1
-        if v in ("-c", "--config-env"):
-            value, width = (args[i + 1] if i + 1 < len(args) else None), 2
-        elif v.startswith("-c") and len(v) > 2:
-            value = static_word(v[2:])
-        elif v.startswith("--config-env="):
-            value = static_word(v.split("=", 1)[1])
-        elif v in gv:
+        if spelled in ("-c", "--config-env"):
+            value, width = (args[index + 1] if index + 1 < len(args) else None), 2
+        elif spelled.startswith("-c") and len(spelled) > 2:
+            value = static_word(spelled[2:])
+        elif spelled.startswith("--config-env="):
+            value = static_word(spelled.split("=", 1)[1])
+        elif spelled in global_value_options:
             width = 2
         if value is not None:
-            if v.startswith("--config-env"):
+            if spelled.startswith("--config-env"):
                 if (value.deny_value or "alias.").casefold().startswith("alias."):
-                    unknown(lay.st, lay.cmd, "git alias from the environment")
+                    unknown(layer.state, layer.cmd, "git alias from the environment")
                     return None, False, {}
             elif value.deny_value is None:
                 prefix = value.shape_prefix().casefold()
                 if prefix.startswith("alias.") or "alias.".startswith(prefix):
-                    unknown(lay.st, lay.cmd, "dynamic git -c value may define an alias")
+                    unknown(layer.state, layer.cmd, "dynamic git -c value may define an alias")
                     return None, False, {}
             else:
-                key, eq, val = value.deny_value.partition("=")
-                if eq and key.casefold().startswith("alias."):
-                    aliases[key[len("alias."):].casefold()] = (i, static_word(val))
-        i += width
-    if not aliases or i >= len(args) or args[i].deny_value is None:
+                key, equals, val = value.deny_value.partition("=")
+                if equals and key.casefold().startswith("alias."):
+                    aliases[key[len("alias."):].casefold()] = (index, static_word(val))
+        index += width
+    if not aliases or index >= len(args) or args[index].deny_value is None:
         return None, False, {}
-    sub = args[i].deny_value.casefold()
+    sub = args[index].deny_value.casefold()
     hit = aliases.get(sub)
     if hit is None:
         return None, False, {}
-    at, value = hit
+    at_index, value = hit
     text = value.deny_value or ""
-    rest = args[i + 1 :]
+    rest = args[index + 1 :]
     if text.startswith("!"):
-        if any(w.deny_value is None for w in rest):
-            unknown(lay.st, lay.cmd, "git shell alias with dynamic arguments")
+        if any(word.deny_value is None for word in rest):
+            unknown(layer.state, layer.cmd, "git shell alias with dynamic arguments")
             return None, False, {}
-        recurse(" ".join([text[1:]] + [shlex.quote(w.deny_value) for w in rest]), lay.st, lay.env, outer=lay.cmd)
+        recurse(" ".join([text[1:]] + [shlex.quote(word.deny_value) for word in rest]), layer.state, layer.env, outer=layer.cmd)
         return None, False, {}
     try:
-        expansion = [static_word(t) for t in shlex.split(text)]
+        expansion = [static_word(token) for token in shlex.split(text)]
     except ValueError:
-        unknown(lay.st, lay.cmd, "git alias does not parse")
+        unknown(layer.state, layer.cmd, "git alias does not parse")
         return None, False, {}
-    width = 1 if args[at].deny_value not in ("-c",) else 2
-    globals_kept = args[:at] + args[at + width : i]
-    return [lay.cmd.words[0]] + globals_kept + expansion + rest, False, {}
+    width = 1 if args[at_index].deny_value not in ("-c",) else 2
+    globals_kept = args[:at_index] + args[at_index + width : index]
+    return [layer.cmd.words[0]] + globals_kept + expansion + rest, False, {}
 
 
 #: Every `kind` of data/wrappers.toml and its handler.
@@ -590,18 +590,18 @@ KINDS: dict[str, Callable[[Layer], Result]] = {
 }
 
 
-def _maybe_source(cmd: Cmd, st: State, env: Env, stdin_script: str | None, stdin_dynamic: bool) -> None:
+def _maybe_source(cmd: Cmd, state: State, env: Env, stdin_script: str | None, stdin_dynamic: bool) -> None:
     """`source FILE`/`. FILE`: taints what follows; a dynamic path or stdin cannot be read."""
     if cmd.basename not in ("source", "."):
         return
-    st.tainted = True
+    state.tainted = True
     target = cmd.words[1] if len(cmd.words) > 1 else None
     if target is None or target.deny_value is None:
-        unknown(st, cmd, "source of a dynamic path")
+        unknown(state, cmd, "source of a dynamic path")
         return
     if target.deny_value in STDIN_DEVICES:
-        st.result.opaque.append("source reads its script from stdin")
+        state.result.opaque.append("source reads its script from stdin")
         if stdin_script is not None and not stdin_dynamic:
-            recurse(stdin_script, st, env, outer=cmd, deny_only=True)
+            recurse(stdin_script, state, env, outer=cmd, deny_only=True)
         else:
-            unknown(st, cmd, "source reads its script from a pipe")
+            unknown(state, cmd, "source reads its script from a pipe")

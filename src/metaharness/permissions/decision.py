@@ -1,0 +1,249 @@
+"""The decision procedure, steps 0–5, and the verdict: `decide(call, ctx) -> Verdict`.
+
+What belongs here: the steps in their normative order — 0 too large, 1 deny rules over
+everything extracted, 2 the workspace gate, 3 Plan, 4 the external decider's deny, 5 Bypass and
+the forced asks — the hand-over to step 6 (grants.py) and to "always allow" (remember.py), and
+the assembly of the verdict. The reason codes and their precedence are reasons.py's.
+
+Rules it keeps:
+* `decide` is pure: it writes nothing, prompts nobody and never reads a settings file;
+* deny rules are evaluated over every subject before anything else, limits and parse errors
+  included, and nothing after step 1 can turn a deny match into anything but deny; among
+  several, the earliest rule in list order is reported (built-in rules first);
+* the external decider (the embedder) can never reopen what steps 0–3 denied, and its allow
+  cannot skip a forced ask: it only grants what step 6 leaves pending;
+* anything not understood asks; in Bypass nothing asks, and an unreadable call under a deny
+  rule is denied;
+* a replacement input is decided from step 0 again, the original discarded.
+"""
+
+from __future__ import annotations
+
+from .calls import Call, replace_input
+from .context import Context
+from .grants import adds_nothing, cmd_read_only, grant_reason, grant_subjects
+from .index import index_of, strongest_match
+from .match import MATCH, MAYBE, NO, allow_covers, call_level_match, exact_path_allow
+from .path_checks import inside_roots, is_critical_removal, is_protected, is_secret
+from .reasons import CATALOGUE, POSSIBLE_ASK_RANK
+from .remember import remember
+from .rules import Rule
+from .subjects import Subject, principal_of, subjects_of
+from .verdict import Behavior, ExternalDecision, Verdict
+
+__all__ = ["decide"]
+
+_POSSIBLE_ASK = "ask-rule-maybe"  # a possible ask-rule match while forced asks are ranked (reasons.py)
+
+
+def _gate_refuses(subject: Subject, ctx: Context) -> bool:
+    """Step 2: the workspace gate refuses a write outside the writable roots, and in read-only
+    every write and every command not shown to be read-only."""
+    workspace_mode = ctx.workspace_mode
+    if workspace_mode == "full-access" or subject.deny_only:
+        return False
+    if workspace_mode == "read-only":
+        if subject.kind == "write":
+            return True
+        if subject.kind == "cmd":
+            return not cmd_read_only(subject, ctx) and not adds_nothing(subject)
+        return False
+    if subject.kind == "write" and subject.canon is not None:
+        return not inside_roots(subject.canon, ctx)
+    return False
+
+
+def _plan_admits(subject: Subject, call: Call, ctx: Context) -> bool:
+    """Step 3: Plan admits reads, read-only commands, inert tools and web search, and an MCP
+    tool that says it is read-only only when an allow rule covers it."""
+    if subject.deny_only:
+        return True
+    kind = subject.kind
+    if kind == "read" or kind in ("agent", "skill", "host", "opaque"):
+        return True
+    if kind == "write":
+        return False
+    if kind == "cmd":
+        return cmd_read_only(subject, ctx) or adds_nothing(subject)
+    if kind == "mcp":
+        return call.read_only_hint and any(allow_covers(rule, subject, call, ctx) for rule in ctx.rules.allow)
+    if kind == "tool":
+        return call.inert or call.rule_tool == "WebSearch"
+    return False
+
+
+def _deny_rules_for(call: Call, ctx: Context) -> Rule | None:
+    """A deny rule that could apply to this call's subjects (`deny_rules_for`): for a shell call
+    any Bash, Read or Write rule; for a file tool any Read or Write rule; else one naming the tool."""
+    for rule in ctx.rules.deny:
+        if call.rule_tool == "Bash" and rule.tool in ("Bash", "Read", "Write"):
+            return rule
+        if call.rule_tool in ("Read", "Write") and rule.tool in ("Read", "Write"):
+            return rule
+        if rule.tool_matches(call.rule_tool):
+            return rule
+    return None
+
+
+def _position(rules: list[Rule], rule: Rule) -> int:
+    for place, candidate in enumerate(rules):
+        if candidate is rule:
+            return place
+    return len(rules)
+
+
+def _forced_asks(subjects: list[Subject], maybe_deny: list, opaque: list[Subject], call: Call,
+                 ctx: Context) -> list[tuple[str, Subject | None, Rule | None]]:
+    """Step 5 outside Bypass: every forced ask, strongest first (reasons.FORCED_ORDER)."""
+    forced: list[tuple[str, Subject | None, Rule | None]] = []
+    for subject in subjects:
+        result, rule = strongest_match(ctx.rules.ask, subject, call, ctx)
+        if result != NO:
+            # A certain ask match outranks a possible deny; a possible ask match does not.
+            forced.append(("ask-rule" if result == MATCH else _POSSIBLE_ASK, subject, rule))
+    for rule in index_of(ctx.rules.ask, ctx).call_level:
+        if call_level_match(rule, call) != NO:
+            forced.append(("ask-rule", None, rule))
+            break
+    for subject, rule in maybe_deny:
+        forced.append(("maybe-deny", subject, rule))
+    for subject in subjects:
+        if subject.deny_only:
+            continue
+        canon = subject.canon
+        if subject.kind == "write" and canon is not None and is_protected(canon, ctx):
+            forced.append(("protected-path", subject, None))
+        if subject.kind == "read" and canon is not None and is_secret(canon, ctx):
+            if not exact_path_allow(subject, ctx):
+                forced.append(("secret-path", subject, None))
+        if subject.kind == "write" and subject.ref is not None and subject.ref.removal:
+            if subject.dynamic or (canon is not None and is_critical_removal(canon, ctx, subject.ref.cwd)):
+                forced.append(("critical-removal", subject, None))
+        if subject.kind == "write" and subject.dynamic:
+            forced.append(("dynamic-write", subject, None))
+    for subject in opaque:
+        forced.append(("opaque", subject, None))
+    forced.sort(key=lambda ask: POSSIBLE_ASK_RANK if ask[0] == _POSSIBLE_ASK else CATALOGUE[ask[0]].rank)
+    return [("ask-rule" if reason == _POSSIBLE_ASK else reason, subject, rule) for reason, subject, rule in forced]
+
+
+def decide(call: Call, ctx: Context, external: ExternalDecision | None = None) -> Verdict:
+    """Decide one call. Pure: writes nothing, prompts nobody."""
+    if external is not None and external.decision == "replace" and external.replacement is not None:
+        verdict = decide(replace_input(call, external.replacement), ctx, None)
+        verdict.replaced = True
+        return verdict
+    subjects, analysis = subjects_of(call, ctx)
+    principal, truncated, digest = principal_of(call, subjects)
+    for subject in subjects:
+        subject.show()
+    results = [subject.shown for subject in subjects]
+    opaque_why = [subject.opaque_why for subject in subjects if subject.opaque_why]
+
+    def verdict_of(behavior: Behavior, reason: str, rule: "Rule | tuple | None" = None,
+                   matched: str | None = None) -> Verdict:
+        if isinstance(rule, Rule):
+            text, scope, file = rule.text, rule.scope, rule.file
+        else:
+            text, scope, file = rule or (None, None, None)
+        if any(not subject.shown.reason for subject in subjects if not subject.deny_only and subject.kind != "opaque"):
+            grant_subjects(subjects, call, ctx, only_display=True)  # every subject is listed with its own result
+        for subject in subjects:
+            if not subject.shown.reason:
+                if subject.kind == "opaque":
+                    subject.mark("ask", "opaque", None)
+                else:
+                    subject.mark(subject.shown.result, "deny-only", None)
+        return Verdict(behavior, reason, principal, results, text, scope, file, mode=ctx.mode,
+                       workspace_mode=ctx.workspace_mode, tool=call.tool, matched=matched, call=call,
+                       principal_truncated=truncated, input_sha256=digest, opaque_why=opaque_why)
+
+    # 0 — too large
+    if analysis is not None and analysis.too_large:
+        return verdict_of("deny", "too-large")
+
+    # 1 — deny rules over everything extracted
+    deny_results: list[tuple[int, Rule | None]] = []
+    first_deny: tuple[Rule, Subject | None] | None = None
+    call_level_deny = index_of(ctx.rules.deny, ctx).call_level
+    for rule in call_level_deny:
+        if call_level_match(rule, call) == MATCH and first_deny is None:
+            first_deny = (rule, None)
+    for subject in subjects:
+        result, rule = strongest_match(ctx.rules.deny, subject, call, ctx)
+        deny_results.append((result, rule))
+        if result == MATCH:
+            subject.mark("deny", "deny-rule", rule)
+            # Report the earliest rule in list order (built-in rules first), whatever the subject.
+            if first_deny is None or _position(ctx.rules.deny, rule) < _position(ctx.rules.deny, first_deny[0]):
+                first_deny = (rule, subject)
+    if first_deny is not None:
+        rule, subject = first_deny
+        return verdict_of("deny", "deny-rule", rule, subject.label if subject else None)
+    call_maybe = next((rule for rule in call_level_deny if call_level_match(rule, call) == MAYBE), None)
+
+    # 2 — the workspace gate
+    for subject in subjects:
+        if _gate_refuses(subject, ctx):
+            subject.mark("deny", "workspace-gate", None)
+            return verdict_of("deny", "workspace-gate", matched=subject.label)
+
+    # 3 — plan mode
+    if ctx.mode == "plan":
+        for subject in subjects:
+            if not _plan_admits(subject, call, ctx):
+                subject.mark("deny", "plan-mode", None)
+                return verdict_of("deny", "plan-mode", matched=subject.label)
+
+    # 4 — the external decider's deny
+    external_answer = external.decision if external is not None else "abstain"
+    if external_answer == "deny":
+        return verdict_of("deny", "hook-deny")
+
+    # 5 — Bypass; the forced asks
+    maybe_deny = [(subject, rule) for subject, (result, rule) in zip(subjects, deny_results) if result == MAYBE]
+    if call_maybe is not None:
+        maybe_deny.insert(0, (None, call_maybe))
+    opaque = [subject for subject in subjects
+              if subject.kind == "opaque" or (subject.cmd is not None and subject.cmd.opaque)]
+    if ctx.mode == "bypass":
+        if maybe_deny:
+            subject, rule = maybe_deny[0]
+            if subject is not None:
+                subject.mark("deny", "maybe-deny", rule)
+            return verdict_of("deny", "maybe-deny", rule, subject.label if subject else None)
+        deny_rule = _deny_rules_for(call, ctx) if opaque else None
+        if deny_rule is not None:
+            for subject in opaque:
+                subject.mark("deny", "opaque", None)
+            return verdict_of("deny", "opaque", deny_rule, opaque[0].label)
+        for subject in subjects:
+            if not subject.deny_only:
+                subject.mark("allow", "bypass", None)
+        return verdict_of("allow", "bypass")
+
+    forced = _forced_asks(subjects, maybe_deny, opaque, call, ctx)
+    if forced:
+        reason, first, rule = forced[0]
+        for forced_reason, subject, forced_rule in forced:
+            if subject is not None and subject.shown.result != "ask":
+                subject.mark("ask", forced_reason, forced_rule)
+        verdict = verdict_of("ask", reason, rule, first.label if first else None)
+        verdict.remember_why_not = CATALOGUE[reason].not_remembered
+        return verdict
+
+    # 6 — grants (grants.py); an external allow grants only what is still pending
+    pending = grant_subjects(subjects, call, ctx)
+    if external_answer == "allow" and pending:
+        for subject in pending:
+            subject.mark("allow", "hook-allow", None)
+        return verdict_of("allow", "hook-allow")
+    if not pending:
+        reason, rule = grant_reason(subjects)
+        return verdict_of("allow", reason, rule)
+    # Among pending subjects, call order — except that a risky feature is reported before
+    # "not recognised" (the cmd of `cp x /usr/bin/x` is unknown only because its target is risky).
+    first = next((subject for subject in pending if subject.shown.reason.startswith("auto-risky:")), pending[0])
+    verdict = verdict_of("ask", first.shown.reason)
+    remember(verdict, pending, subjects, call, ctx)
+    return verdict
