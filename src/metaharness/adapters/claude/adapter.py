@@ -23,7 +23,7 @@ import time
 from typing import Any, ClassVar
 
 from metaharness.adapters.base import Adapter, ControlRefused, Resolution, RunContext, StartRefusal, plan_loopback_script
-from metaharness.adapters.process import ScratchRefused, kill_tree, spawn_on_channel
+from metaharness.adapters.process import ScratchRefused, kill_tree, remove_scratch, spawn_on_channel
 from metaharness.protocol.values import (
     Exited,
     HermeticAttestation,
@@ -136,10 +136,7 @@ class ClaudeAdapter(Adapter):
         if posture not in launch.LAUNCH_POSTURES:
             raise StartRefusal("PostureUnknown", f"claude does not accept the posture {posture!r}")
         path = launch.child_path(spec.vendor_dir)
-        binary = launch.resolve_binary(path)
-        if binary is None:
-            raise StartRefusal("VendorMissing", f"no claude binary on the child's PATH ({path}); "
-                                                "install @anthropic-ai/claude-code@2.1.328 and pass --vendor-dir")
+        binary = launch.resolve_binary(path)  # StartRefusal VendorMissing when absent
         self._binary = binary
         if spec.strict_version:
             version = self._binary_version(binary, path)
@@ -529,9 +526,8 @@ class ClaudeAdapter(Adapter):
 
     def cleanup(self) -> None:
         # Scratch homes die with the run (--retain-dir keeps the transcript); a scratch base the
-        # operator chose (METAHARNESS_SCRATCH_DIR) is kept for inspection.
-        if self.plan_ is not None and not os.environ.get("METAHARNESS_SCRATCH_DIR"):
-            shutil.rmtree(self.plan_.scratch.root, ignore_errors=True)
+        # operator chose is kept for inspection (adapters/process/scratch.py).
+        remove_scratch(self.plan_.scratch.root if self.plan_ is not None else None)
 
     def retain(self, directory: str) -> list[str]:
         if self.plan_ is None:

@@ -32,7 +32,7 @@ import subprocess
 from typing import Any
 
 from metaharness.adapters.base import Adapter, ControlRefused, OpKey, Resolution, StartRefusal, plan_loopback_script
-from metaharness.adapters.process import descendant_groups, kill_groups, spawn_on_channel
+from metaharness.adapters.process import descendant_groups, kill_groups, remove_scratch, spawn_on_channel
 from metaharness.protocol.values import (
     Exited,
     HermeticAttestation,
@@ -718,10 +718,9 @@ class CodexAdapter(Adapter):
 
     def cleanup(self) -> None:
         # Scratch homes die with the run (--retain-dir keeps transcript and rollout); a scratch
-        # base the operator chose (METAHARNESS_SCRATCH) is kept for inspection.
+        # base the operator chose is kept for inspection (adapters/process/scratch.py).
         scratch = getattr(self, "scratch", None)
-        if scratch is not None and not os.environ.get("METAHARNESS_SCRATCH"):
-            shutil.rmtree(scratch.root, ignore_errors=True)
+        remove_scratch(scratch.root if scratch is not None else None)
 
     def retain(self, directory: str) -> list[str]:
         failures: list[str] = []

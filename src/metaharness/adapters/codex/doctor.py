@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from metaharness.adapters.process import descendant_groups, kill_groups
+from metaharness.adapters.process import descendant_groups, kill_groups, remove_scratch
 
 from . import launch
 from .rpc import RpcChannel
@@ -53,7 +53,7 @@ class _Env:
         self.env = launch.child_env(self.scratch, self.path, launch.KEY_VARIABLE, launch.PLACEHOLDER_KEY)
 
     def cleanup(self) -> None:
-        shutil.rmtree(self.scratch.root, ignore_errors=True)
+        remove_scratch(self.scratch.root, keep_chosen=False)  # the doctor keeps nothing
 
 
 def _run(argv: list[str], env: _Env, timeout: float = 60) -> subprocess.CompletedProcess:
