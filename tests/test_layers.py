@@ -47,10 +47,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("metaharness.replay.redecide", "metaharness.run.decide"): "redecide re-runs the frame verdicts",
     ("metaharness.replay.redecide", "metaharness.run.policy"): "redecide re-runs the policy decider",
     ("metaharness.replay.redecide", "metaharness.adapters"): "redecide resolves calls by each adapter's tool table",
-    # The ACP harnesses' doctor (`metaharness vendor check`) builds a RunSpec and looks the adapter up
-    # in the registry to probe a live agent; it belongs with the CLI rather than under adapters/.
-    ("metaharness.adapters.acp.doctor", "metaharness.run.spec"): "the ACP doctor builds a RunSpec",
-    ("metaharness.adapters.acp.doctor", "metaharness.adapters"): "the ACP doctor looks its adapter up in the registry",
     # Whether this installation has `metaharness workflow run` is read from the CLI's command table.
     ("metaharness.batch.plan", "metaharness.cli.main"): "the CLI's command table says whether workflows exist",
 }

@@ -23,7 +23,7 @@ import time
 from typing import Any, ClassVar
 
 from metaharness.adapters.base import Adapter, ControlRefused, Resolution, RunContext, StartRefusal, plan_loopback_script
-from metaharness.adapters.process import ScratchRefused, kill_tree, remove_scratch, spawn_on_channel
+from metaharness.adapters.process import ScratchRefused, kill_tree, remove_scratch, spawn_on_channel, wait_or_kill
 from metaharness.protocol.values import (
     Exited,
     HermeticAttestation,
@@ -488,11 +488,7 @@ class ClaudeAdapter(Adapter):
                 except (ChannelClosed, asyncio.TimeoutError, ConnectionError, BrokenPipeError):
                     pass
         self._close_stdin()
-        try:
-            await asyncio.wait_for(process.wait(), 2.0)
-        except asyncio.TimeoutError:
-            pass
-        kill_tree(process.pid)
+        await wait_or_kill(process, 2.0)
 
     async def wait(self) -> ProcessTermination:
         process = self.process

@@ -32,7 +32,7 @@ import subprocess
 from typing import Any
 
 from metaharness.adapters.base import Adapter, ControlRefused, OpKey, Resolution, StartRefusal, plan_loopback_script
-from metaharness.adapters.process import descendant_groups, kill_groups, remove_scratch, spawn_on_channel
+from metaharness.adapters.process import descendant_groups, kill_groups, remove_scratch, spawn_on_channel, wait_or_kill
 from metaharness.protocol.values import (
     Exited,
     HermeticAttestation,
@@ -631,12 +631,7 @@ class CodexAdapter(Adapter):
             await self.rpc.drain()
             self.rpc.close_stdin()
         if self.proc is not None and self.proc.returncode is None:
-            try:
-                await asyncio.wait_for(self.proc.wait(), 2)
-            except asyncio.TimeoutError:
-                pass
-            groups |= self._descendant_groups()
-            kill_groups(groups | {self.proc.pid}, spare=set())
+            await wait_or_kill(self.proc, 2, groups=groups)
         else:
             kill_groups(groups, spare=set())
 
