@@ -47,8 +47,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("metaharness.replay.redecide", "metaharness.run.decide"): "redecide re-runs the frame verdicts",
     ("metaharness.replay.redecide", "metaharness.run.policy"): "redecide re-runs the policy decider",
     ("metaharness.replay.redecide", "metaharness.adapters"): "redecide resolves calls by each adapter's tool table",
-    # Whether this installation has `metaharness workflow run` is read from the CLI's command table.
-    ("metaharness.batch.plan", "metaharness.cli.main"): "the CLI's command table says whether workflows exist",
 }
 
 
