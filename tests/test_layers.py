@@ -39,14 +39,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     # The CLI reference page documents both command lines; a development tool, run as
     # `python -m metaharness.cli.reference`, that no run imports.
     ("metaharness.cli.reference", "oharness.cli"): "the reference page documents oharness's CLI",
-    # Replay hosts a recorded run in this process through the run's own loop and host, which the
-    # library API does not expose; redecide re-runs the frame verdicts, the policy decider and the
-    # adapters' tool tables on recorded calls. Routing them through `metaharness.api` is left.
-    ("metaharness.replay.session", "metaharness.run.host"): "replay hosts a run in-process",
-    ("metaharness.replay.session", "metaharness.run.loop"): "replay hosts a run in-process",
-    ("metaharness.replay.redecide", "metaharness.run.decide"): "redecide re-runs the frame verdicts",
-    ("metaharness.replay.redecide", "metaharness.run.policy"): "redecide re-runs the policy decider",
-    ("metaharness.replay.redecide", "metaharness.adapters"): "redecide resolves calls by each adapter's tool table",
 }
 
 

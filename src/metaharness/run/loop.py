@@ -213,7 +213,7 @@ class Run:
         # step 2: configuration
         if spec.record or spec.replay:
             raise RunRefused("CassetteUnhosted: --record and --replay are served by the layer that hosts a run "
-                             "(metaharness run, or metaharness.api.start_run), and this run was started without it")
+                             "(metaharness run, or metaharness.replay.session.start_run), and this run was started without it")
         if spec.codex_replace_relay and spec.kind != "codex":
             raise RunRefused(f"--codex-replace-relay is a codex option and this run is {spec.kind}")
         if spec.posture is not None and spec.posture not in self.adapter.postures:
