@@ -192,7 +192,7 @@ class ClaudeAdapter(Adapter):
         self.translator = Translator(transcript_path=scratch.transcript, hermetic=self._attestation(cwd, credential_how),
                                      credential_source=spec.credentials)
         self._transcript = open(scratch.transcript, "ab", buffering=0)
-        # The stdio control channel is a Unix socketpair (adapters/process.py): nothing the
+        # The stdio control channel is a Unix socketpair (adapters/process/): nothing the
         # agent starts can reopen it through /proc to answer a hook or change the mode.
         self.process, self._stdout, self._stdin = await spawn_on_channel(argv, env=env, cwd=cwd)
         self.channel = ControlChannel(self._stdin.write)

@@ -336,7 +336,7 @@ class CodexAdapter(Adapter):
             env[SECRET_ENV] = self.relay.secret  # for the hook only: never argv, never config.toml
         self._transcript = open(self.scratch.transcript, "wb")
         self._stderr = open(self.scratch.stderr, "wb")
-        # JSON-RPC over a Unix socketpair (adapters/process.py): nothing the agent starts can
+        # JSON-RPC over a Unix socketpair (adapters/process/): nothing the agent starts can
         # reopen it through /proc to answer an approval; the app-server confined like every child.
         self.proc, rpc_in, rpc_out = await spawn_on_channel(launch.argv(self.binary), cwd=self.work, env=env,
                                                             stderr=self._stderr)
