@@ -301,7 +301,7 @@ async def start_run(spec: RunSpec, *, subprocess: bool = False, service: "RunSer
     """Start a run; in this process by default, or as a `metaharness run` child.
 
     With a `service` (in process only) the run is given `service.spec` instead of `spec`; a
-    `--record`/`--replay` spec is hosted by `metaharness.replay.start_run`, which gives its cassette
+    `--record`/`--replay` spec is hosted by `metaharness.replay.session.start_run`, which gives its cassette
     service here (without one the run refuses those flags by name)."""
     if subprocess:
         if service is not None:
