@@ -66,7 +66,7 @@ def run_seam(root: Path, calls: int, *extra: str) -> tuple[list[float], list[flo
     (root / "f.json").write_bytes(document_bytes(frame))
     done = subprocess.run([METAHARNESS, "run", "codex", "--vendor-dir", VENDOR, "--script", str(root / "s.json"),
                            "--frame", str(root / "f.json"), "-p", "go", "--cwd", str(work), *extra],
-                          capture_output=True, timeout=600, env=dict(os.environ, METAHARNESS_SCRATCH=str(root / "scratch")))
+                          capture_output=True, timeout=600, env=dict(os.environ, METAHARNESS_SCRATCH_DIR=str(root / "scratch")))
     started = next(json.loads(l) for l in done.stdout.splitlines() if b'"session.started"' in l)
     scratch = Path(started["transcript"]["path"]).parent
     rollout = next(scratch.glob("rollout-*.jsonl"))

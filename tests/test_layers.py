@@ -9,9 +9,10 @@ against the rules below. The floors, from the ground up:
 * `oharness` — our own harness; of metaharness it imports only those two floors;
 * `metaharness.loopback`, `metaharness.adapters` — an adapter imports neither the run, the CLI
   nor another adapter (the contract `adapters/base.py`, the child-process kit
-  `adapters/process.py` and a shared ACP core `adapters/acp/` are there for all of them);
+  `adapters/process/` and a shared ACP core `adapters/acp/` are there for all of them);
 * `metaharness.run` — the run; imports no adapter package (only the registry and the contract);
-* workflow, batch, replay — above the run: of it they import only `metaharness.run.spec`;
+* workflow, batch, replay — above the run: of it they import only `metaharness.run.spec`, and
+  reach the rest through the library API `metaharness.api`, as an embedder would;
 * and no cycle between packages.
 
 Where today's code breaks a rule, the break is listed in ALLOWED with the reason; an entry
@@ -37,22 +38,10 @@ ABOVE_RUN = ("metaharness.workflow", "metaharness.batch", "metaharness.replay")
 # (importer, imported) → why it is still allowed. Named in the report of the restructuring.
 ALLOWED: dict[tuple[str, str], str] = {
     # The CLI reference page documents both command lines; a development tool, run as
-    # `python -m metaharness.cli.reference`, that no run imports.
+    # `python -m metaharness.cli.reference`, that no run imports. Kept: loading oharness's command
+    # through its console-script entry point would import the same module out of this test's sight,
+    # and moving the generator out of the package would change the command everyone regenerates with.
     ("metaharness.cli.reference", "oharness.cli"): "the reference page documents oharness's CLI",
-    # Replay hosts a recorded run in this process through the run's own loop and host, which the
-    # library API does not expose; redecide re-runs the frame verdicts, the policy decider and the
-    # adapters' tool tables on recorded calls. Routing them through `metaharness.api` is left.
-    ("metaharness.replay.session", "metaharness.run.host"): "replay hosts a run in-process",
-    ("metaharness.replay.session", "metaharness.run.loop"): "replay hosts a run in-process",
-    ("metaharness.replay.redecide", "metaharness.run.decide"): "redecide re-runs the frame verdicts",
-    ("metaharness.replay.redecide", "metaharness.run.policy"): "redecide re-runs the policy decider",
-    ("metaharness.replay.redecide", "metaharness.adapters"): "redecide resolves calls by each adapter's tool table",
-    # The ACP harnesses' doctor (`metaharness vendor check`) builds a RunSpec and looks the adapter up
-    # in the registry to probe a live agent; it belongs with the CLI rather than under adapters/.
-    ("metaharness.adapters.acp.doctor", "metaharness.run.spec"): "the ACP doctor builds a RunSpec",
-    ("metaharness.adapters.acp.doctor", "metaharness.adapters"): "the ACP doctor looks its adapter up in the registry",
-    # Whether this installation has `metaharness workflow run` is read from the CLI's command table.
-    ("metaharness.batch.plan", "metaharness.cli.main"): "the CLI's command table says whether workflows exist",
 }
 
 
@@ -225,6 +214,11 @@ def test_no_cycle_between_packages():
     ("metaharness.workflow.host", "metaharness.run.loop"),
     ("metaharness.batch.cell", "metaharness.run.host"),
     ("metaharness.replay.session", "metaharness.adapters.claude"),
+    ("metaharness.replay.session", "metaharness.run.host"),
+    ("metaharness.replay.redecide", "metaharness.run.decide"),
+    ("metaharness.replay.redecide", "metaharness.adapters"),
+    ("metaharness.batch.plan", "metaharness.cli.main"),
+    ("metaharness.adapters.acp.doctor", "metaharness.run.spec"),
 ])
 def test_a_wrong_arrow_is_caught(importer, imported):
     assert wrong_way(importer, imported) is not None
@@ -238,6 +232,9 @@ def test_a_wrong_arrow_is_caught(importer, imported):
     ("metaharness.adapters.claude.adapter", "metaharness.loopback.server"),
     ("metaharness.run.loop", "metaharness.adapters.base"),
     ("metaharness.workflow.host", "metaharness.run.spec"),
+    ("metaharness.replay.redecide", "metaharness.api"),
+    ("metaharness.adapters.codex.rpc", "metaharness.adapters.process.jsonrpc"),
+    ("metaharness.cli.acp_doctor", "metaharness.adapters.acp.seam"),
 ])
 def test_a_right_arrow_passes(importer, imported):
     assert wrong_way(importer, imported) is None

@@ -20,6 +20,16 @@ subprocess embedder sees. Commands sent through the handle get ids `c-1`, `c-2`,
             if isinstance(event, ToolRequested) and event.decision_required:
                 await run.decide(event.call_id, Allow())
     print(run.exit_code)
+
+Two further pieces serve the layers built on this API (record/replay, redecide), and any embedder
+with the same needs:
+
+* a `RunService` — something started before a run that the harness is pointed at (a recorder,
+  a replay server) — is given to `start_run(spec, service=…)` or `host_stdio(…, service=…)`: the
+  run gets the service's spec, the service may warn into the stream and stop the run through a
+  `RunControl`, and it adjusts the exit code and is closed when the stream has closed;
+* `FrameJudge` and `PolicyJudge` decide a recorded call again, without running anything, with
+  the very code a run decides it with (`Redecision`).
 """
 
 from __future__ import annotations
@@ -28,7 +38,7 @@ import asyncio
 import dataclasses
 import os
 import sys
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, BinaryIO, Callable, Protocol
 
 import msgspec
 
@@ -45,7 +55,8 @@ from metaharness.protocol.decode import decode_event_line, encode_command_line
 from metaharness.protocol.values import Decision
 from metaharness.run.spec import NEGATED, REPEATABLE, RunSpec
 
-__all__ = ["RunHandle", "control_socketpair", "describe", "start_run", "spec_to_argv"]
+__all__ = ["FrameJudge", "PolicyJudge", "Redecision", "RunControl", "RunHandle", "RunService", "control_socketpair",
+           "describe", "host_stdio", "start_run", "spec_to_argv"]
 
 
 def control_socketpair():
@@ -165,7 +176,7 @@ class RunHandle:
 
 
 class _InProcessRun(RunHandle):
-    def __init__(self, spec: RunSpec, hosting: Any = None) -> None:
+    def __init__(self, spec: RunSpec, hosting: "RunService | None" = None) -> None:
         super().__init__()
         from metaharness.run.loop import Run
 
@@ -178,10 +189,10 @@ class _InProcessRun(RunHandle):
             self._tee(line)
             self._line(line)
 
-        self._hosting = hosting  # a --record/--replay run: the cassette's service (metaharness.replay)
+        self._hosting = hosting  # a service in front of the run (e.g. a cassette's, metaharness.replay)
         self._run = Run(hosting.spec if hosting else spec, write, stderr=self.stderr.append)
         if hosting is not None:
-            hosting.attach(self._run)
+            hosting.attach(RunControl(self._run))
         self._task = asyncio.ensure_future(self._execute())
 
     async def _execute(self) -> None:
@@ -286,14 +297,156 @@ def describe(kind: str) -> dict:
     return adapter_class(kind).descriptor()
 
 
-async def start_run(spec: RunSpec, *, subprocess: bool = False) -> RunHandle:
-    """Start a run; in this process by default, or as a `metaharness run` child."""
+async def start_run(spec: RunSpec, *, subprocess: bool = False, service: "RunService | None" = None) -> RunHandle:
+    """Start a run; in this process by default, or as a `metaharness run` child.
+
+    With a `service` (in process only) the run is given `service.spec` instead of `spec`; a
+    `--record`/`--replay` spec is hosted by `metaharness.replay.session.start_run`, which gives its cassette
+    service here (without one the run refuses those flags by name)."""
     if subprocess:
+        if service is not None:
+            raise ValueError("a RunService hosts an in-process run only; a subprocess run hosts its own")
         handle = _SubprocessRun(spec)
         await handle._start()
         return handle
-    if spec.record or spec.replay:
-        from metaharness.replay.session import open_hosting
+    return _InProcessRun(spec, service)
 
-        return _InProcessRun(spec, await open_hosting(spec))
-    return _InProcessRun(spec)
+
+# --- services in front of a run -----------------------------------------------------------
+
+
+class RunControl:
+    """What a `RunService` may do to the run it serves: warn into its stream, ask it to stop."""
+
+    def __init__(self, run: Any) -> None:
+        self._run = run
+
+    def warn(self, code: str, message: str) -> None:
+        """Write a `warning` event (code, message) into the run's stream."""
+        from metaharness.protocol.events import WarningEvent
+
+        self._run.emit(WarningEvent(code=code, message=message))
+
+    def stop(self) -> None:
+        """Stop the run as a SIGTERM would: pending calls are denied, the stream closes."""
+        asyncio.ensure_future(self._run.request_stop())
+
+
+class RunService(Protocol):
+    """A service started before a run and pointed at by it (a model recorder or replayer).
+
+    `spec` is what the run is given; a non-None `refusal` (one sentence, `Name: why`) refuses the
+    run at start instead, written like any start refusal; `attach` is called before the run
+    starts; `exit_code` maps the run's exit code; `close` is awaited after the stream closed."""
+
+    spec: RunSpec
+    refusal: str | None
+
+    def attach(self, control: RunControl) -> None: ...
+
+    def exit_code(self, code: int) -> int: ...
+
+    async def close(self, stderr: Callable[[str], None]) -> None: ...
+
+
+async def host_stdio(spec: RunSpec, *, stdin: BinaryIO | None, stdout: BinaryIO, stderr: Callable[[str], None],
+                     service: RunService | None = None) -> int:
+    """Host one run as `metaharness run` does — command lines from `stdin`, event lines to `stdout`
+    (and `--events FILE`), SIGINT/SIGTERM as a stop — and return its exit code. With a `service`
+    the run is given `service.spec`, or refused with `service.refusal`; the service is closed after."""
+    from metaharness.run.host import host, make_writer
+    from metaharness.run.loop import Run, RunRefused
+
+    if service is None:
+        return await host(spec, stdin=stdin, stdout=stdout, stderr=stderr)
+    try:
+        if service.refusal is not None:
+            write, close = make_writer(stdout, service.spec.events)
+            try:
+                return Run(service.spec, write, stderr=stderr).refuse_start(RunRefused(service.refusal))
+            finally:
+                close()
+        code = await host(service.spec, stdin=stdin, stdout=stdout, stderr=stderr,
+                          attach=lambda run: service.attach(RunControl(run)))
+        return service.exit_code(code)
+    finally:
+        await service.close(stderr)
+
+
+# --- deciding a recorded call again -------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Redecision:
+    """How a run would decide one call, computed without running it."""
+
+    decision: Decision | None  # as delivered (a deny-only run's allow is abstain); None: asked of the embedder
+    decided_by: str  # "frame", "policy", … — "embedder" when the call would be asked
+    reason: str | None = None  # asked: the policy's reason for asking
+
+
+class _Resolvers:
+    """One adapter per (harness, run directory): a call's operations and subjects as the recorded
+    harness's own tool table resolves them, so a frame reads a recorded call as it read the live one."""
+
+    def __init__(self) -> None:
+        self._by_key: dict[tuple[str, str], Any] = {}
+
+    def resolve(self, kind: str, cwd: str, name: str, input: Any) -> Any:
+        from metaharness.adapters import adapter_class
+
+        adapter = self._by_key.get((kind, cwd))
+        if adapter is None:
+            adapter = self._by_key[(kind, cwd)] = adapter_class(kind)(RunSpec(kind=kind, cwd=cwd))
+        return adapter.resolve(name, input, None)
+
+
+class FrameJudge:
+    """Frame mode as a run decides it with `frame` (a sealed frame, `protocol.frame.load_frame`) in force."""
+
+    def __init__(self, frame: Any) -> None:
+        from metaharness.run import decide
+
+        self._decide = decide
+        self._terms = decide.frame_terms(frame)
+        self._resolvers = _Resolvers()
+
+    def decide(self, kind: str, cwd: str, name: str, input: Any, *, deny_only: bool = False) -> Redecision:
+        """The decision for tool `name` with `input`, called by a `kind` harness working in `cwd`."""
+        resolution = self._resolvers.resolve(kind, cwd, name, input)
+        decision, _uncovered = self._decide.frame_verdict(*self._terms, name, resolution.operations,
+                                                          resolution.subjects)
+        return Redecision(self._decide.as_delivered(decision, deny_only), "frame")
+
+
+class PolicyJudge:
+    """Policy mode as a run decides it with only these documents (and mode) and no frame in force;
+    `decide` raises ValueError when the documents are refused as a policy run would refuse them."""
+
+    def __init__(self, policy_files: list[str], policy_mode: str | None = None) -> None:
+        self.policy_files, self.policy_mode = list(policy_files), policy_mode
+        self._deciders: dict[tuple[str, str], Any] = {}
+
+    def _decider(self, kind: str, cwd: str) -> Any:
+        from metaharness.run.policy import PolicyDecider
+
+        if (kind, cwd) not in self._deciders:
+            # Only the given documents: the settings of whoever asks are no part of the question.
+            spec = RunSpec(kind=kind, cwd=cwd, decisions="policy", policy_files=self.policy_files,
+                           policy_mode=self.policy_mode, policy_scopes="none", no_decision_trail=True)
+            self._deciders[(kind, cwd)] = PolicyDecider(spec, cwd)
+        return self._deciders[(kind, cwd)]
+
+    def decide(self, kind: str, cwd: str, name: str, input: Any, *, deny_only: bool = False) -> Redecision:
+        """The decision for tool `name` with `input`, called by a `kind` harness working in `cwd`."""
+        from metaharness.run.decide import as_delivered
+
+        policy = self._decider(kind, cwd)
+        outcome = policy.decision(policy.verdict(name, input, cwd), None)
+        if outcome.decision == "forward":
+            return Redecision(None, "embedder", (outcome.policy or {}).get("reason"))
+        return Redecision(as_delivered(policy.as_decision(outcome), deny_only), outcome.decided_by)
+
+    def close(self) -> None:
+        for decider in self._deciders.values():
+            decider.close()

@@ -66,7 +66,7 @@ class AcpRun:
         if self.namespaced:
             command = ["unshare", "--user", "--map-root-user", "--net", "--mount",
                        sys.executable, str(NETNS), str(self.dns_log), "--", *command]
-        env = dict(os.environ, METAHARNESS_SCRATCH=str(case_dir / "scratch"))
+        env = dict(os.environ, METAHARNESS_SCRATCH_DIR=str(case_dir / "scratch"))
         self.stderr_path = case_dir / "stderr.txt"
         self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=open(self.stderr_path, "wb"), cwd=str(case_dir), env=env)
@@ -167,8 +167,8 @@ class AcpRun:
             except OSError:
                 continue
             # The agent's environment is built by the adapter: it has HOME in the scratch directory
-            # and no METAHARNESS_SCRATCH (metaharness's own processes have that).
-            if marker in environ and b"METAHARNESS_SCRATCH=" not in environ:
+            # and no METAHARNESS_SCRATCH_DIR (metaharness's own processes have that).
+            if marker in environ and b"METAHARNESS_SCRATCH_DIR=" not in environ:
                 found.append(int(entry))
         return found
 

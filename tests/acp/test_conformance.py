@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from metaharness.adapters.acp.doctor import FIXTURES, conformance_checks
+from metaharness.cli.acp_doctor import FIXTURES, conformance_checks
 
 from acp_support import METAHARNESS, VENDOR
 

@@ -34,7 +34,7 @@ def run_kind(kind: str, root: Path) -> Path:
             args = ["unshare", "--user", "--map-root-user", "--net", "--mount", "python3", str(NETNS),
                     str(root / kind / "dns.log"), "--", *args]
     done = subprocess.run(args, capture_output=True, timeout=300, stdin=subprocess.DEVNULL,
-                          env=dict(os.environ, METAHARNESS_SCRATCH=str(root / kind / "scratch")))
+                          env=dict(os.environ, METAHARNESS_SCRATCH_DIR=str(root / kind / "scratch")))
     stream = root / kind / "events.jsonl"
     stream.write_bytes(done.stdout)
     events = [json.loads(line) for line in done.stdout.splitlines()]

@@ -93,9 +93,8 @@ def test_a_bad_scenario_or_frame_is_refused_at_check(suite):
 
 
 def test_a_workflow_task_is_refused_by_name_where_workflows_do_not_exist(suite, monkeypatch):
-    from metaharness.cli.main import COMMANDS
-
-    monkeypatch.delitem(COMMANDS, "workflow")  # an installation without `metaharness workflow run`
+    # An installation without the workflow package, so without `metaharness workflow run`.
+    monkeypatch.setitem(sys.modules, "metaharness.workflow", None)
     tmp = suite["tmp"]
     (tmp / "flow.toml").write_text("# a workflow\n")
     task = {"id": "flow", "workflow": str(tmp / "flow.toml"), "workspace": str(suite["template"])}

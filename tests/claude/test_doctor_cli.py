@@ -15,6 +15,8 @@ from .support import VENDOR_DIR
 def test_doctor_without_a_binary_suggests_vendor_dir(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))  # no claude, no node
     monkeypatch.delenv("METAHARNESS_VENDOR_DIR", raising=False)
+    # As outside a source checkout: no `.vendor` the shared child PATH would fall back to.
+    monkeypatch.setattr("metaharness.adapters.process.child.default_vendor_dir", lambda: None)
     result = CliRunner().invoke(cli, ["doctor", "claude"])
     assert result.exit_code == 1
     assert "FAIL binary on the child PATH" in result.stdout

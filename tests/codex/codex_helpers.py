@@ -94,7 +94,7 @@ def stub_vendor(tmp_path):
 @pytest.fixture(autouse=True)
 def scratch_home(tmp_path, monkeypatch):
     # Scratch directories go beside the test's files, never /tmp-shared state.
-    monkeypatch.setenv("METAHARNESS_SCRATCH", str(tmp_path / "scratch"))
+    monkeypatch.setenv("METAHARNESS_SCRATCH_DIR", str(tmp_path / "scratch"))
 
 
 def make_spec(work: Path, vendor: Path | None, **fields) -> RunSpec:

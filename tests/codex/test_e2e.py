@@ -97,7 +97,7 @@ def test_x02_thread_echo_and_stub_policy_refused(case):
     (stub / "behavior.json").write_text(json.dumps({"approvalPolicy": "never"}))
     refused = subprocess.run([str(METAHARNESS), "run", "codex", "--vendor-dir", str(stub), "--script", str(s),
                               "-p", "hi", "--cwd", str(case / "work")], capture_output=True, text=True, timeout=60,
-                             env=dict(os.environ, METAHARNESS_SCRATCH=str(case / "scratch")))
+                             env=dict(os.environ, METAHARNESS_SCRATCH_DIR=str(case / "scratch")))
     assert refused.returncode == 2
     assert "untrusted" in refused.stderr
     lines = [json.loads(l) for l in refused.stdout.splitlines()]

@@ -55,7 +55,7 @@ class UpstreamCodexRun(CodexRun):
         if self.namespaced:
             command = ["unshare", "--user", "--map-root-user", "--net", "--mount",
                        sys.executable, str(NETNS), str(self.dns_log), "--", *command]
-        child_env = dict(os.environ, METAHARNESS_SCRATCH=str(case_dir / "scratch"))
+        child_env = dict(os.environ, METAHARNESS_SCRATCH_DIR=str(case_dir / "scratch"))
         child_env.update(env)
         self.stderr_path = case_dir / "stderr.txt"
         self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,

@@ -29,7 +29,7 @@ def run_kind(kind: str, root: Path) -> list[dict]:
     if kind != "oharness":
         args += ["--vendor-dir", str(VENDOR)]
     done = subprocess.run(args, capture_output=True, timeout=300, stdin=subprocess.DEVNULL,
-                          env=dict(os.environ, METAHARNESS_SCRATCH=str(root / kind / "scratch")))
+                          env=dict(os.environ, METAHARNESS_SCRATCH_DIR=str(root / kind / "scratch")))
     events = [json.loads(line) for line in done.stdout.splitlines()]
     assert events and events[-1]["event"] == "stream.closed", f"{kind}: stream not closed; stderr: {done.stderr[-1500:]!r}"
     assert events[-1]["events"] == len(events) - 1

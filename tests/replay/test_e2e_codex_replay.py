@@ -48,7 +48,7 @@ class RecordingCodexRun(CodexRun):
                        sys.executable, str(NETNS), str(self.dns_log), "--", *command]
         import os
 
-        child_env = dict(os.environ, METAHARNESS_SCRATCH=str(case_dir / "scratch"), **env)
+        child_env = dict(os.environ, METAHARNESS_SCRATCH_DIR=str(case_dir / "scratch"), **env)
         self.stderr_path = case_dir / "stderr-record.txt"
         self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=open(self.stderr_path, "wb"), cwd=str(case_dir), env=child_env)

@@ -180,7 +180,7 @@ async def test_a_run_loop_given_the_cassette_flags_directly_refuses_them():
 
 
 async def test_the_library_replays_in_process_as_the_command_line_does(recorded, monkeypatch):
-    from metaharness.api import start_run
+    from metaharness.replay.session import start_run
     from metaharness.run.spec import RunSpec
 
     tmp_path, cassette, stream, _upstream = recorded
@@ -199,6 +199,20 @@ async def test_the_library_replays_in_process_as_the_command_line_does(recorded,
         async for _envelope, _event in refused:
             pass
     assert refused.exit_code == 2 and any("CassetteConflict: --replay answers" in line for line in refused.stderr)
+
+
+async def test_the_plain_library_refuses_a_cassette_spec_by_name(tmp_path):
+    """`metaharness.api.start_run` hosts no cassette itself (replay sits above the API): given a
+    --replay spec without the cassette's service, the run refuses it by name before starting."""
+    from metaharness.api import start_run
+    from metaharness.run.spec import RunSpec
+
+    handle = await start_run(RunSpec(kind="oharness", model="anthropic:claude-test", prompt="go",
+                                     cwd=str(tmp_path), replay=str(tmp_path / "c.jsonl")))
+    async with handle:
+        events = [type(event).__name__ async for _envelope, event in handle]
+    assert handle.exit_code == 2 and events == ["StreamClosed"]
+    assert any("CassetteUnhosted" in line and "metaharness.replay.session.start_run" in line for line in handle.stderr)
 
 
 def test_exchanges_never_requested_are_named_on_stderr(recorded):

@@ -11,6 +11,7 @@ import stat
 
 import pytest
 
+from metaharness.adapters import process
 from metaharness.adapters.process import ScratchRefused, private_base, private_scratch
 
 NOBODY = 65534
@@ -82,7 +83,7 @@ def test_claude_and_codex_scratch_refuse_a_hostile_base(tmp_path, monkeypatch):
     os.chmod(base, 0o777)
     with pytest.raises(ScratchRefused, match="writable by others"):
         claude_launch.make_scratch(str(base))
-    monkeypatch.setenv("METAHARNESS_SCRATCH", str(base))
+    monkeypatch.setenv("METAHARNESS_SCRATCH_DIR", str(base))
     with pytest.raises(codex_launch.LaunchError, match="writable by others"):
         codex_launch.make_scratch(None)
     assert os.listdir(base) == []
@@ -92,14 +93,13 @@ def test_claude_and_codex_scratch_refuse_a_hostile_base(tmp_path, monkeypatch):
 
 
 async def test_an_oharness_run_with_a_hostile_base_is_refused_before_spawning(tmp_path, monkeypatch):
-    from metaharness.adapters import oharness
     from metaharness.run.loop import Run
     from metaharness.run.spec import RunSpec
 
     base = tmp_path / "loose"
     base.mkdir()
     os.chmod(base, 0o777)
-    monkeypatch.setattr(oharness, "session_base", lambda: str(base))
+    monkeypatch.setenv("METAHARNESS_SCRATCH_DIR", str(base))
     lines, stderr = [], []
     run = Run(RunSpec(kind="oharness", prompt="go", model="scripted:default", cwd=str(tmp_path)), lines.append,
               stderr=stderr.append)
@@ -108,3 +108,61 @@ async def test_an_oharness_run_with_a_hostile_base_is_refused_before_spawning(tm
     assert [e["event"] for e in events] == ["stream.closed"]
     assert "ScratchRefused" in stderr[0] and str(base) in stderr[0]
     assert os.listdir(base) == []
+
+
+# --- one base, one variable, one removal, for every adapter ----------------------------------
+
+
+def test_one_base_for_every_adapter(tmp_path, monkeypatch):
+    from metaharness.adapters.acp import launch as acp_launch
+    from metaharness.adapters.claude import launch as claude_launch
+    from metaharness.adapters.codex import launch as codex_launch
+
+    monkeypatch.delenv("METAHARNESS_SCRATCH_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    base = tmp_path / "cache" / "metaharness" / "scratch"
+    assert process.scratch_base() == str(base)
+    work = tmp_path / "work"
+    work.mkdir()
+    roots = [claude_launch.make_scratch().root, str(codex_launch.make_scratch(str(work)).root),
+             str(acp_launch.make_scratch("opencode", str(work)).root), process.new_scratch("oharness-session-")]
+    assert {os.path.dirname(root) for root in roots} == {str(base)}
+    assert all(mode(root) == 0o700 for root in roots) and mode(base) == 0o700
+    chosen = tmp_path / "chosen"
+    monkeypatch.setenv("METAHARNESS_SCRATCH_DIR", str(chosen))
+    assert process.scratch_base() == str(chosen)
+    assert os.path.dirname(codex_launch.make_scratch(None).root) == str(chosen)
+
+
+def test_a_scratch_root_inside_the_working_directory_is_refused_and_removed(tmp_path, monkeypatch):
+    monkeypatch.setenv("METAHARNESS_SCRATCH_DIR", str(tmp_path / "work" / "base"))
+    with pytest.raises(process.ScratchInsideCwd, match="would lie inside the working directory"):
+        process.new_scratch("x-", cwd=str(tmp_path / "work"))
+    assert os.listdir(tmp_path / "work" / "base") == []
+
+
+def test_scratch_dies_with_the_run_unless_the_operator_chose_the_base(tmp_path, monkeypatch):
+    monkeypatch.delenv("METAHARNESS_SCRATCH_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    root = process.new_scratch("x-")
+    process.remove_scratch(root)
+    assert not os.path.exists(root)
+    monkeypatch.setenv("METAHARNESS_SCRATCH_DIR", str(tmp_path / "chosen"))
+    kept = process.new_scratch("x-")
+    process.remove_scratch(kept)
+    assert os.path.isdir(kept)  # kept for inspection
+    process.remove_scratch(kept, keep_chosen=False)  # a check that keeps nothing
+    assert not os.path.exists(kept)
+    monkeypatch.setenv("METAHARNESS_SCRATCH_DIR", "")  # empty: not chosen
+    assert not process.base_chosen()
+
+
+def test_every_adapter_removes_its_scratch_through_the_one_function():
+    """No adapter carries its own removal rule: each cleanup calls `remove_scratch`."""
+    import inspect
+
+    from metaharness.adapters import adapter_class
+
+    for kind in ("oharness", "claude", "codex", "opencode", "gemini"):
+        source = inspect.getsource(adapter_class(kind).cleanup)
+        assert "remove_scratch(" in source and "rmtree" not in source, kind

@@ -62,7 +62,7 @@ def test_resume_after_the_host_is_killed_mid_step(tmp_path, kind):
                 {"id": "slow", "delay_ms": 120000, "text": "never seen"}, kind=kind)
     args = ["run", str(case.file), "--harness", kind, "--out", str(case.out), "--cwd", str(case.work),
             "--script", str(case.script), "-p", "two halves"]
-    env = dict(os.environ, METAHARNESS_SCRATCH=str(tmp_path / "scratch"))
+    env = dict(os.environ, METAHARNESS_SCRATCH_DIR=str(tmp_path / "scratch"))
     host = subprocess.Popen(_command(case, args), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, start_new_session=True, env=env, cwd=str(tmp_path))
     try:

@@ -109,7 +109,7 @@ def cli(args: list[str], *, cwd: Path, timeout: float = 300, namespace: bool = F
     if namespace and netns_ok():
         command = ["unshare", "--user", "--map-root-user", "--net", "--mount", sys.executable, str(NETNS),
                    str(cwd / "dns.log"), "--", *command]
-    child_env = dict(os.environ, METAHARNESS_SCRATCH=str(cwd / "scratch"), **(env or {}))
+    child_env = dict(os.environ, METAHARNESS_SCRATCH_DIR=str(cwd / "scratch"), **(env or {}))
     return subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=str(cwd),
                           stdin=subprocess.DEVNULL, env=child_env)
 

@@ -85,7 +85,7 @@ def _scratch_env(home: str) -> dict[str, str]:
     env = dict(os.environ)
     for name, sub in (("HOME", "home"), ("TMPDIR", "tmp"), ("XDG_CACHE_HOME", "cache"),
                       ("XDG_CONFIG_HOME", "config"), ("XDG_DATA_HOME", "data"),
-                      ("METAHARNESS_SCRATCH", "vendor"), ("METAHARNESS_SCRATCH_DIR", "vendor")):
+                      ("METAHARNESS_SCRATCH_DIR", "vendor")):
         path = os.path.join(home, sub)
         os.makedirs(path, mode=0o700, exist_ok=True)
         env[name] = path

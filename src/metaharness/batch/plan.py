@@ -126,10 +126,15 @@ def plan_schema() -> dict[str, Any]:
 
 
 def workflows_available() -> bool:
-    """Whether this installation has `metaharness workflow run` (a workflow task's cell runs it)."""
-    from metaharness.cli.main import COMMANDS
+    """Whether this installation has `metaharness workflow run` (a workflow task's cell runs it):
+    whether the workflow package is installed — looked up, not imported, and not read from the
+    CLI's command table (the planner sits below the CLI)."""
+    import importlib.util
 
-    return "workflow" in COMMANDS
+    try:
+        return importlib.util.find_spec("metaharness.workflow") is not None
+    except (ImportError, ValueError):
+        return False
 
 
 # --- loading ---------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """`metaharness doctor KIND` and `metaharness conformance KIND` (docs/guides/claude-and-codex.md).
 
 A dispatch on the kind: each kind's checks live in its adapter package
-(`metaharness.adapters.<kind>.doctor`), exposing `doctor_checks(vendor_dir)` and
+(`metaharness.adapters.<kind>.doctor`; the ACP kinds' in `cli/acp_doctor.py`, which builds a
+run spec), exposing `doctor_checks(vendor_dir)` and
 `conformance_checks(fixtures)`, each yielding `(name, ok, detail)`. One line per check
 (`ok` / `FAIL`); exit 0 only when every check passed.
 """
@@ -15,7 +16,7 @@ import sys
 import click
 
 KINDS = {"claude": "metaharness.adapters.claude.doctor", "codex": "metaharness.adapters.codex.doctor",
-         "opencode": "metaharness.adapters.acp.doctor:opencode", "gemini": "metaharness.adapters.acp.doctor:gemini"}
+         "opencode": "metaharness.cli.acp_doctor:opencode", "gemini": "metaharness.cli.acp_doctor:gemini"}
 
 
 def _module(kind: str):

@@ -4,10 +4,10 @@ What belongs here: reading recorded event streams (one file, or every `*.jsonl` 
 directory), pairing each call's first `tool.requested` with the `tool.decided` the run wrote,
 deciding the call again with the run loop's own deciders, and classing the difference.
 
-Rules it keeps: the verdict comes from the code the run loop uses — `frame_terms` and
-`frame_verdict` for a frame, `PolicyDecider` for settings, `as_delivered` for deny-only — and
-the call's operations and subjects come from the recorded harness's own adapter resolver, so a
-frame reads a recorded call exactly as it read the live one. Nothing is written to disk (no
+Rules it keeps: the verdict comes from the code the run loop uses, through the library API
+(`metaharness.api.FrameJudge` for a frame, `PolicyJudge` for settings, deny-only applied as a run
+delivers it), and the call's operations and subjects come from the recorded harness's own adapter
+resolver, so a frame reads a recorded call exactly as it read the live one. Nothing is written to disk (no
 decision trail). A call is compared by its verdict's kind; a deny that changes only its reason
 is kept. Lines that are not events (a cassette, a blank line) are skipped; a line that is not
 JSON is an error naming the file and line.
@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from metaharness import api
 from metaharness.protocol import frame as frames
 from metaharness.protocol.values import Deny
-from metaharness.run import decide
-from metaharness.run.spec import KINDS, RunSpec
+from metaharness.run.spec import KINDS
 
 EVENT_FORMAT = "metaharness.event/1"
 # A verdict's class: what happened to the call, as far as a gate on a policy change cares.
@@ -163,74 +163,41 @@ def old_verdict(decided: dict[str, Any] | None) -> Verdict:
 # --- deciding again -----------------------------------------------------------------------
 
 
-class _Resolvers:
-    """One adapter per (harness, run directory): the recorded harness's own resolver."""
-
-    def __init__(self) -> None:
-        self._by_key: dict[tuple[str, str], Any] = {}
-
-    def resolve(self, call: RecordedCall):
-        from metaharness.adapters import adapter_class
-
-        key = (call.kind, call.run_cwd)
-        adapter = self._by_key.get(key)
-        if adapter is None:
-            adapter = self._by_key[key] = adapter_class(call.kind)(RunSpec(kind=call.kind, cwd=call.run_cwd))
-        return adapter.resolve(call.name, call.input, None)
-
-
 class FrameDecider:
-    """Frame mode, as the loop decides it with this frame in force."""
+    """Frame mode, as the loop decides it with this frame in force (`metaharness.api.FrameJudge`)."""
 
     def __init__(self, frame: Any) -> None:
-        self.terms = decide.frame_terms(frame)
-        self._resolvers = _Resolvers()
+        self._judge = api.FrameJudge(frame)
 
     def __call__(self, call: RecordedCall) -> Verdict:
-        resolution = self._resolvers.resolve(call)
-        decision, _uncovered = decide.frame_verdict(*self.terms, call.name, resolution.operations,
-                                                    resolution.subjects)
-        return _verdict(decide.as_delivered(decision, call.deny_only), "frame")
+        return _verdict(self._judge.decide(call.kind, call.run_cwd, call.name, call.input, deny_only=call.deny_only))
 
 
 class PolicyDeciderFor:
-    """Policy mode, as the loop decides it with these settings and no frame in force."""
+    """Policy mode, as the loop decides it with these settings and no frame in force
+    (`metaharness.api.PolicyJudge`)."""
 
     def __init__(self, policy_files: list[str], policy_mode: str | None) -> None:
-        self.policy_files, self.policy_mode = list(policy_files), policy_mode
-        self._deciders: dict[tuple[str, str], Any] = {}
-
-    def _decider(self, call: RecordedCall):
-        from metaharness.run.policy import PolicyDecider
-
-        key = (call.kind, call.run_cwd)
-        if key not in self._deciders:
-            # Only the given documents: the settings of whoever runs redecide are no part of the question.
-            spec = RunSpec(kind=call.kind, cwd=call.run_cwd, decisions="policy", policy_files=self.policy_files,
-                           policy_mode=self.policy_mode, policy_scopes="none", no_decision_trail=True)
-            try:
-                self._deciders[key] = PolicyDecider(spec, call.run_cwd)
-            except ValueError as exc:
-                raise PolicyUnusable(str(exc)) from None
-        return self._deciders[key]
+        self._judge = api.PolicyJudge(policy_files, policy_mode)
 
     def __call__(self, call: RecordedCall) -> Verdict:
-        policy = self._decider(call)
-        verdict = policy.verdict(call.name, call.input, call.run_cwd)
-        outcome = policy.decision(verdict, None)
-        if outcome.decision == "forward":
-            return Verdict("ask", "embedder", (outcome.policy or {}).get("reason"))
-        decision = decide.as_delivered(policy.as_decision(outcome), call.deny_only)
-        return _verdict(decision, outcome.decided_by)
+        try:
+            redecision = self._judge.decide(call.kind, call.run_cwd, call.name, call.input, deny_only=call.deny_only)
+        except ValueError as exc:
+            raise PolicyUnusable(str(exc)) from None
+        return _verdict(redecision)
 
     def close(self) -> None:
-        for decider in self._deciders.values():
-            decider.close()
+        self._judge.close()
 
 
-def _verdict(decision: Any, decided_by: str) -> Verdict:
+def _verdict(redecision: api.Redecision) -> Verdict:
+    decision = redecision.decision
+    if decision is None:  # the call would be asked of the embedder
+        return Verdict("ask", redecision.decided_by, redecision.reason)
     tag = type(decision).__struct_config__.tag
-    return Verdict(CLASS_OF_DECISION.get(tag, tag), decided_by, decision.reason if isinstance(decision, Deny) else None)
+    return Verdict(CLASS_OF_DECISION.get(tag, tag), redecision.decided_by,
+                   decision.reason if isinstance(decision, Deny) else None)
 
 
 def load_frame(path: str) -> Any:

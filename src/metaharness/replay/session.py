@@ -6,8 +6,9 @@ one way every adapter already takes a model server), turning a replay divergence
 `warning REPLAY_DIVERGED` line of the run — and, strict, stopping the run — and stopping the
 service after the stream closed.
 
-Used by `metaharness run` (`host_with_cassette`) and by the library's in-process runs
-(`open_hosting`). Rules it keeps: the run loop never sees `--record` or `--replay` (it refuses a
+Used by `metaharness run` (`host_with_cassette`) and by embedders (`start_run`), both through
+the library API as any embedder would: the cassette's service is a `metaharness.api.RunService`,
+hosted by `api.host_stdio` or `api.start_run`. Rules it keeps: the run loop never sees `--record` or `--replay` (it refuses a
 spec that still carries them); a refusal here is written like any run-start refusal (one sentence on stderr,
 then `stream.closed`), before anything is started; the replay opens no connection beyond
 127.0.0.1; the recording keeps the credential route the caller chose (a credential proxy
@@ -16,18 +17,15 @@ forwards to the recorder, which forwards to the upstream) and the recorder never
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import re
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Callable
 
+from metaharness import api
 from metaharness.loopback.cassette import CassetteError, read_cassette
 from metaharness.loopback.recorder import RecordingProxy
 from metaharness.loopback.replayer import ReplayServer
-from metaharness.protocol.events import WarningEvent
-from metaharness.run.host import host, make_writer
-from metaharness.run.loop import Run, RunRefused
 from metaharness.run.spec import RunSpec
 
 DIVERGED = "REPLAY_DIVERGED"
@@ -80,14 +78,6 @@ def run_spec(spec: RunSpec, url: str) -> RunSpec:
     return dataclasses.replace(spec, model_endpoint=url, credentials=credentials, **cleared)
 
 
-def _refuse(spec: RunSpec, sentence: str, stdout: BinaryIO, stderr: Callable[[str], None]) -> int:
-    write, close = make_writer(stdout, spec.events)
-    try:
-        return Run(spec, write, stderr=stderr).refuse_start(RunRefused(sentence))
-    finally:
-        close()
-
-
 def _service(spec: RunSpec) -> Any:
     if spec.replay:
         return ReplayServer(read_cassette(spec.replay), strict=spec.replay_strict)
@@ -96,21 +86,22 @@ def _service(spec: RunSpec) -> Any:
 
 @dataclass
 class Hosting:
-    """What a host needs to run a cassette spec: the loop's spec, the hook, and how it ends."""
+    """A cassette spec's service, as the library API hosts it (a `metaharness.api.RunService`):
+    the loop's spec, the hook into the run, and how it ends."""
 
     spec: RunSpec  # what the run loop is given
     service: Any = None
     refusal: str | None = None  # a sentence: refuse the run instead of starting it
     strict: bool = True
 
-    def attach(self, run: Run) -> None:
+    def attach(self, run: api.RunControl) -> None:
         if not isinstance(self.service, ReplayServer):
             return
 
         def diverged(message: str) -> None:
-            run.emit(WarningEvent(code=DIVERGED, message=message))
+            run.warn(DIVERGED, message)
             if self.strict:
-                asyncio.ensure_future(run.request_stop())
+                run.stop()
 
         self.service.on_divergence = diverged
 
@@ -151,14 +142,14 @@ async def open_hosting(spec: RunSpec) -> Hosting:
 async def host_with_cassette(spec: RunSpec, *, stdin: BinaryIO | None, stdout: BinaryIO,
                              stderr: Callable[[str], None]) -> int:
     """`metaharness run … --record FILE | --replay FILE`: host the run behind the cassette's service."""
-    hosting = await open_hosting(spec)
-    if hosting.refusal is not None:
-        return _refuse(hosting.spec, hosting.refusal, stdout, stderr)
-    try:
-        code = await host(hosting.spec, stdin=stdin, stdout=stdout, stderr=stderr, attach=hosting.attach)
-        return hosting.exit_code(code)
-    finally:
-        await hosting.close(stderr)
+    return await api.host_stdio(spec, stdin=stdin, stdout=stdout, stderr=stderr, service=await open_hosting(spec))
 
 
-__all__ = ["DIVERGED", "Hosting", "host_with_cassette", "open_hosting", "refusal", "run_spec", "upstream_of"]
+async def start_run(spec: RunSpec) -> api.RunHandle:
+    """`metaharness.api.start_run` for a `record`/`replay` spec: the run in this process, behind the
+    cassette's service (a refused combination of flags is written as the run's start refusal)."""
+    return await api.start_run(spec, service=await open_hosting(spec))
+
+
+__all__ = ["DIVERGED", "Hosting", "host_with_cassette", "open_hosting", "refusal", "run_spec", "start_run",
+           "upstream_of"]

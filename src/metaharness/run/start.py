@@ -63,7 +63,7 @@ def check_start(spec: RunSpec, harness: Harness, run_cwd: str) -> StartPlan:
     # step 2: configuration
     if spec.record or spec.replay:
         raise RunRefused("CassetteUnhosted: --record and --replay are served by the layer that hosts a run "
-                         "(metaharness run, or metaharness.api.start_run), and this run was started without it")
+                         "(metaharness run, or metaharness.replay.session.start_run), and this run was started without it")
     if (sentence := harness.option_refusal()) is not None:
         raise RunRefused(sentence)
     if spec.posture is not None and not harness.accepts_posture(spec.posture):

@@ -30,7 +30,7 @@ import shutil
 from typing import Any, ClassVar
 
 from metaharness.adapters.base import Adapter, ControlRefused, Resolution, StartRefusal, plan_loopback_script
-from metaharness.adapters.process import ScratchRefused, spawn_on_channel
+from metaharness.adapters.process import ScratchRefused, remove_scratch, spawn_on_channel, wait_or_kill
 from metaharness.protocol.events import SessionStarted
 from metaharness.protocol.values import (
     Exited,
@@ -334,10 +334,7 @@ class AcpAdapter(Adapter):
             await self.rpc.drain()
         self._close_stdin()
         if self.proc is not None and self.proc.returncode is None:
-            try:
-                await asyncio.wait_for(self.proc.wait(), 2)
-            except asyncio.TimeoutError:
-                launch.kill_group(self.proc.pid)
+            await wait_or_kill(self.proc, 2)
 
     async def _kill_now(self) -> None:
         self._ended = True
@@ -397,8 +394,7 @@ class AcpAdapter(Adapter):
         return ("; stderr: " + " | ".join(tail)) if tail else ""
 
     def cleanup(self) -> None:
-        if self.scratch is not None and not os.environ.get("METAHARNESS_SCRATCH"):
-            shutil.rmtree(self.scratch.root, ignore_errors=True)
+        remove_scratch(self.scratch.root if self.scratch is not None else None)
 
     def retain(self, directory: str) -> list[str]:
         failures: list[str] = []

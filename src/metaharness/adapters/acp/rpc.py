@@ -1,171 +1,19 @@
-"""JSON-RPC 2.0 over an ACP agent's stdio, one JSON object per line.
+"""JSON-RPC 2.0 over an ACP agent's control channel: the shared framing (adapters/process/jsonrpc.py)
+in ACP's dialect.
 
-What belongs here: framing, id bookkeeping, exactly-once answers and the raw capture —
-nothing about permissions, sessions or events. Incoming lines are told apart as responses
-to our requests (resolve a future), agent requests (`method` and `id`; handed to
-`on_request`), notifications (`method` only; `on_notification`) and anything else
-(`on_unreadable`: not JSON, not an object, or an answer to nothing we asked).
-
-Rules kept:
-* every line we write goes through one writer, compact JSON, and is observed (`on_wire`),
-  so the answers we gave are evidence beside the agent's own transcript;
-* request ids are echoed exactly as received;
-* each agent request is answered at most once (`answer` refuses a second answer);
-* when the agent's stdout ends every request of ours still waiting fails with `RpcClosed`.
-
-Why our own layer and not the `agent-client-protocol` SDK: the SDK's connection owns the
-stream, parses each line into typed models and drops what it cannot read. The seam needs the
-opposite — the verbatim line (for the transcript, `opaque` and its line number), a garbage
-line seen as garbage, and full control over when and whether a permission request is
-answered (our own deadline; ACP has none).
+What belongs here: only how ACP's JSON-RPC differs — our request ids start at 0, our answers carry
+the `jsonrpc` header, a `method` that is not a string and an answer to nothing we asked are
+unreadable lines (`on_unreadable`: opaque, and refused where they ask something). Nothing about
+permissions, sessions or events.
 """
 
 from __future__ import annotations
 
-import asyncio
-import json
-from typing import Any, BinaryIO, Callable
+from metaharness.adapters.process.jsonrpc import Dialect, Handler, RpcChannel as _RpcChannel, RpcClosed, RpcError
+
+__all__ = ["Handler", "RpcChannel", "RpcClosed", "RpcError"]
 
 
-class RpcError(Exception):
-    def __init__(self, code: int | None, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
-class RpcClosed(Exception):
-    """The agent's stdout ended (or its stdin is closed) before the answer came."""
-
-
-Handler = Callable[[dict, bytes, int], None]
-
-
-class RpcChannel:
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, transcript: BinaryIO | None, *,
-                 on_request: Handler, on_notification: Handler, on_unreadable: Callable[[bytes, int], None],
-                 on_wire: Callable[[dict], None] | None = None) -> None:
-        self._reader = reader
-        self._writer = writer
-        self._transcript = transcript
-        self._on_request = on_request
-        self._on_notification = on_notification
-        self._on_unreadable = on_unreadable
-        self._on_wire = on_wire
-        self._next_id = 0
-        self._pending: dict[int, asyncio.Future] = {}
-        self._answered: set[str] = set()
-        self.line_count = 0
-        self.closed = False
-        self.stdin_closed = False
-
-    # --- writing ----------------------------------------------------------------------
-    def _write(self, message: dict) -> None:
-        if self.stdin_closed:
-            raise RpcClosed("the agent's stdin is closed")
-        line = json.dumps(message, ensure_ascii=False, separators=(",", ":")) + "\n"
-        try:
-            self._writer.write(line.encode("utf-8"))
-        except (ConnectionError, RuntimeError) as exc:
-            raise RpcClosed(f"the agent's stdin is closed: {exc}") from None
-        if self._on_wire is not None:
-            self._on_wire(message)
-
-    def send_request(self, method: str, params: Any) -> asyncio.Future:
-        request_id = self._next_id
-        self._next_id += 1
-        future: asyncio.Future = asyncio.get_running_loop().create_future()
-        if self.closed:
-            future.set_exception(RpcClosed(f"{method}: the agent has exited"))
-            return future
-        self._pending[request_id] = future
-        self._write({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
-        return future
-
-    async def request(self, method: str, params: Any, timeout: float | None = None) -> Any:
-        future = self.send_request(method, params)
-        await self.drain()
-        return await (future if timeout is None else asyncio.wait_for(future, timeout))
-
-    def notify(self, method: str, params: Any) -> None:
-        self._write({"jsonrpc": "2.0", "method": method, "params": params})
-
-    def answer(self, request_id: Any, result: Any = None, error: dict | None = None) -> bool:
-        """Answer an agent request once; False (nothing written) on a second answer or a closed stdin."""
-        key = json.dumps(request_id)
-        if key in self._answered or self.stdin_closed:
-            return False
-        self._answered.add(key)
-        message: dict = {"jsonrpc": "2.0", "id": request_id}
-        if error is not None:
-            message["error"] = error
-        else:
-            message["result"] = result
-        try:
-            self._write(message)
-        except RpcClosed:
-            return False
-        return True
-
-    async def drain(self) -> None:
-        try:
-            await self._writer.drain()
-        except (ConnectionError, RuntimeError):
-            pass
-
-    def close_stdin(self) -> None:
-        if self.stdin_closed:
-            return
-        self.stdin_closed = True
-        try:
-            self._writer.close()
-        except (ConnectionError, RuntimeError):
-            pass
-
-    # --- reading ----------------------------------------------------------------------
-    async def read_forever(self) -> None:
-        try:
-            while True:
-                try:
-                    raw = await self._reader.readline()
-                except (asyncio.LimitOverrunError, ValueError):
-                    raw = await self._reader.read(64 * 1024 * 1024)
-                if not raw:
-                    break
-                if self._transcript is not None:
-                    self._transcript.write(raw if raw.endswith(b"\n") else raw + b"\n")
-                    self._transcript.flush()
-                self.line_count += 1
-                self._dispatch(raw.rstrip(b"\r\n"), self.line_count)
-        finally:
-            self.closed = True
-            for future in self._pending.values():
-                if not future.done():
-                    future.set_exception(RpcClosed("the agent's stdout ended"))
-            self._pending.clear()
-
-    def _dispatch(self, body: bytes, number: int) -> None:
-        if not body.strip():
-            return
-        try:
-            message = json.loads(body)
-        except ValueError:
-            message = None
-        if not isinstance(message, dict):
-            self._on_unreadable(body, number)
-            return
-        if isinstance(message.get("method"), str) and "id" in message:
-            self._on_request(message, body, number)
-        elif isinstance(message.get("method"), str):
-            self._on_notification(message, body, number)
-        elif "id" in message and isinstance(message["id"], int) and message["id"] in self._pending:
-            future = self._pending.pop(message["id"])
-            if future.done():
-                return
-            if message.get("error") is not None:
-                error = message["error"] if isinstance(message["error"], dict) else {}
-                future.set_exception(RpcError(error.get("code"), str(error.get("message", message["error"]))))
-            else:
-                future.set_result(message.get("result"))
-        else:
-            self._on_unreadable(body, number)
+class RpcChannel(_RpcChannel):
+    DIALECT = Dialect(peer="the agent", first_id=0, answer_header=True, strict_method=True,
+                      stray_answer_unreadable=True)

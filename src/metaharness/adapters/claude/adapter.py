@@ -23,7 +23,7 @@ import time
 from typing import Any, ClassVar
 
 from metaharness.adapters.base import Adapter, ControlRefused, Resolution, RunContext, StartRefusal, plan_loopback_script
-from metaharness.adapters.process import ScratchRefused, kill_tree, spawn_on_channel
+from metaharness.adapters.process import ScratchRefused, kill_tree, remove_scratch, spawn_on_channel, wait_or_kill
 from metaharness.protocol.values import (
     Exited,
     HermeticAttestation,
@@ -136,10 +136,7 @@ class ClaudeAdapter(Adapter):
         if posture not in launch.LAUNCH_POSTURES:
             raise StartRefusal("PostureUnknown", f"claude does not accept the posture {posture!r}")
         path = launch.child_path(spec.vendor_dir)
-        binary = launch.resolve_binary(path)
-        if binary is None:
-            raise StartRefusal("VendorMissing", f"no claude binary on the child's PATH ({path}); "
-                                                "install @anthropic-ai/claude-code@2.1.328 and pass --vendor-dir")
+        binary = launch.resolve_binary(path)  # StartRefusal VendorMissing when absent
         self._binary = binary
         if spec.strict_version:
             version = self._binary_version(binary, path)
@@ -195,7 +192,7 @@ class ClaudeAdapter(Adapter):
         self.translator = Translator(transcript_path=scratch.transcript, hermetic=self._attestation(cwd, credential_how),
                                      credential_source=spec.credentials)
         self._transcript = open(scratch.transcript, "ab", buffering=0)
-        # The stdio control channel is a Unix socketpair (adapters/process.py): nothing the
+        # The stdio control channel is a Unix socketpair (adapters/process/): nothing the
         # agent starts can reopen it through /proc to answer a hook or change the mode.
         self.process, self._stdout, self._stdin = await spawn_on_channel(argv, env=env, cwd=cwd)
         self.channel = ControlChannel(self._stdin.write)
@@ -491,11 +488,7 @@ class ClaudeAdapter(Adapter):
                 except (ChannelClosed, asyncio.TimeoutError, ConnectionError, BrokenPipeError):
                     pass
         self._close_stdin()
-        try:
-            await asyncio.wait_for(process.wait(), 2.0)
-        except asyncio.TimeoutError:
-            pass
-        kill_tree(process.pid)
+        await wait_or_kill(process, 2.0)
 
     async def wait(self) -> ProcessTermination:
         process = self.process
@@ -529,9 +522,8 @@ class ClaudeAdapter(Adapter):
 
     def cleanup(self) -> None:
         # Scratch homes die with the run (--retain-dir keeps the transcript); a scratch base the
-        # operator chose (METAHARNESS_SCRATCH_DIR) is kept for inspection.
-        if self.plan_ is not None and not os.environ.get("METAHARNESS_SCRATCH_DIR"):
-            shutil.rmtree(self.plan_.scratch.root, ignore_errors=True)
+        # operator chose is kept for inspection (adapters/process/scratch.py).
+        remove_scratch(self.plan_.scratch.root if self.plan_ is not None else None)
 
     def retain(self, directory: str) -> list[str]:
         if self.plan_ is None:

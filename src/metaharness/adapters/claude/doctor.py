@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import tempfile
 import time
 from typing import Iterator
 
-from metaharness.adapters.process import kill_tree
+from metaharness.adapters.base import StartRefusal
+from metaharness.adapters.process import kill_tree, remove_scratch
 
 from . import launch
 from .translate import Translator, encode_item
@@ -29,9 +29,10 @@ FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "test
 
 def doctor_checks(vendor_dir: str | None) -> Iterator[Check]:
     path = launch.child_path(vendor_dir)
-    binary = launch.resolve_binary(path)
-    if binary is None:
-        yield ("binary on the child PATH", False, f"no claude on {path}")
+    try:
+        binary = launch.resolve_binary(path)
+    except StartRefusal as exc:
+        yield ("binary on the child PATH", False, exc.sentence)
         return
     yield ("binary on the child PATH", True, binary)
     base_env = {"PATH": path, "HOME": tempfile.gettempdir(), "LANG": "C.UTF-8",
@@ -66,7 +67,7 @@ def capability_check(binary: str, path: str) -> Check:
         child = subprocess.Popen(argv, cwd=scratch.work, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                  stderr=subprocess.PIPE, start_new_session=True)
     except OSError as exc:
-        shutil.rmtree(scratch.root, ignore_errors=True)
+        remove_scratch(scratch.root, keep_chosen=False)
         return (name, False, f"spawn failed: {exc}")
     try:
         request = launch.initialize_request("mh-1", launch.hook_timeout_s(55000))
@@ -108,7 +109,7 @@ def capability_check(binary: str, path: str) -> Check:
             child.wait(5)
         except subprocess.TimeoutExpired:
             pass
-        shutil.rmtree(scratch.root, ignore_errors=True)  # the doctor keeps nothing
+        remove_scratch(scratch.root, keep_chosen=False)  # the doctor keeps nothing
 
 
 def replay(wire: bytes, written: list) -> list[str]:

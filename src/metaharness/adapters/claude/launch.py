@@ -1,9 +1,9 @@
 """Hermetic launch of Claude Code (docs/guides/claude-and-codex.md).
 
-Pure planning plus two small process helpers. What belongs here: the pin, the
-scratch layout, the constructed environment, the argv, the binary lookup on the
-child's own PATH, the `initialize` request and the check of its reply, the
-memory-file scan, and the process-group sweep used by every kill.
+Pure planning. What belongs here: the pin, the scratch layout, the constructed
+environment, the argv, the `initialize` request and the check of its reply, and the
+memory-file scan. The scratch base, the child's PATH, binary resolution, the
+process-tree kill and the timeout formula are the shared kit's (adapters/process/).
 
 Rules kept: the environment is built from nothing (never inherited); the real API
 key never enters it in `none`/`loopback` modes; the binary is resolved on exactly
@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import os
 import secrets
-import shutil
 from dataclasses import dataclass, field
 from typing import Any
 
 from metaharness.adapters.base import StartRefusal
-from metaharness.adapters.process import private_scratch, vendor_timeout_ms, whole_seconds
+# child_path, parse_version and scratch_base are the kit's; the adapter and the doctor reach them here.
+from metaharness.adapters.process import BinaryMissing, child_path, new_scratch, parse_version, private_scratch  # noqa: F401
+from metaharness.adapters.process import resolve_binary as resolve_on_path, scratch_base, vendor_timeout_ms, whole_seconds  # noqa: F401
 
 PINNED_VERSION = "2.1.328"
 BINARY_NAME = "claude"
@@ -27,7 +28,7 @@ BINARY_NAME = "claude"
 # uses a per-run one.
 PLACEHOLDER_KEY = "sk-ant-metaharness-placeholder"
 HOOK_CALLBACK_ID = "mh_pretooluse"
-SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
+PACKAGE = "@anthropic-ai/claude-code"
 
 # Launch posture words (docs/guides/claude-and-codex.md); `permission.set` takes all but `manual`.
 LAUNCH_POSTURES = ("default", "acceptEdits", "auto", "bypassPermissions", "manual", "dontAsk", "plan")
@@ -79,40 +80,22 @@ class Scratch:
         return os.path.join(self.root, "transcript.jsonl")
 
 
-def scratch_base() -> str:
-    """Where scratch directories live: not under /tmp (docs/guides/claude-and-codex.md)."""
-    return os.environ.get("METAHARNESS_SCRATCH_DIR") or os.path.join("/var/tmp", f"metaharness-{os.getuid()}")
-
-
 def make_scratch(base: str | None = None) -> Scratch:
-    """mkdtemp inside a base private to this user (adapters/process.py: owner, mode 0700, no
-    symlink); a base that fails the check raises ScratchRefused naming it."""
-    root = private_scratch(base or scratch_base(), "claude-")
+    """A fresh scratch root: mkdtemp inside the shared scratch base (or `base`), private to this
+    user (adapters/process/scratch.py); a base that fails the check raises ScratchRefused naming it."""
+    root = private_scratch(base, "claude-") if base else new_scratch("claude-")
     scratch = Scratch(root)
     for path in (scratch.home, scratch.tmp, scratch.config_home, scratch.work):
         os.makedirs(path, mode=0o700)
     return scratch
 
 
-def child_path(vendor_dir: str | None) -> str:
-    """The child's PATH: vendor dir, node's dir, the system dirs (docs/guides/claude-and-codex.md)."""
-    parts: list[str] = []
-    vendor_dir = vendor_dir or os.environ.get("METAHARNESS_VENDOR_DIR")
-    if vendor_dir:
-        parts.append(os.path.abspath(vendor_dir))
-    node = shutil.which("node", path=os.environ.get("PATH", SYSTEM_PATH))
-    if node:
-        parts.append(os.path.dirname(node))
-    parts.append(SYSTEM_PATH)
-    seen: list[str] = []
-    for part in ":".join(parts).split(":"):
-        if part and part not in seen:
-            seen.append(part)
-    return ":".join(seen)
-
-
-def resolve_binary(path: str) -> str | None:
-    return shutil.which(BINARY_NAME, path=path)
+def resolve_binary(path: str) -> str:
+    """The claude binary on the child's PATH; StartRefusal VendorMissing, naming the pin, if absent."""
+    try:
+        return resolve_on_path(BINARY_NAME, path, package=PACKAGE, pin=PINNED_VERSION, needs_node=False)
+    except BinaryMissing as exc:
+        raise StartRefusal("VendorMissing", str(exc)) from None
 
 
 def hook_timeout_s(deadline_ms: int) -> int:
@@ -157,14 +140,6 @@ def check_initialize_reply(response: dict[str, Any]) -> dict[str, Any]:
                 f"{who} did not confirm {capability}; its per-call seam would fail open",
             )
     return inner
-
-
-def parse_version(text: str) -> str | None:
-    """The first whitespace-separated token that starts with a digit (docs/guides/claude-and-codex.md)."""
-    for token in text.split():
-        if token[:1].isdigit():
-            return token
-    return None
 
 
 @dataclass

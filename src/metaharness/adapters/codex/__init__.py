@@ -32,7 +32,7 @@ import subprocess
 from typing import Any
 
 from metaharness.adapters.base import Adapter, ControlRefused, OpKey, Resolution, StartRefusal, plan_loopback_script
-from metaharness.adapters.process import descendant_groups, kill_groups, spawn_on_channel
+from metaharness.adapters.process import descendant_groups, kill_groups, remove_scratch, spawn_on_channel, wait_or_kill
 from metaharness.protocol.values import (
     Exited,
     HermeticAttestation,
@@ -336,7 +336,7 @@ class CodexAdapter(Adapter):
             env[SECRET_ENV] = self.relay.secret  # for the hook only: never argv, never config.toml
         self._transcript = open(self.scratch.transcript, "wb")
         self._stderr = open(self.scratch.stderr, "wb")
-        # JSON-RPC over a Unix socketpair (adapters/process.py): nothing the agent starts can
+        # JSON-RPC over a Unix socketpair (adapters/process/): nothing the agent starts can
         # reopen it through /proc to answer an approval; the app-server confined like every child.
         self.proc, rpc_in, rpc_out = await spawn_on_channel(launch.argv(self.binary), cwd=self.work, env=env,
                                                             stderr=self._stderr)
@@ -631,12 +631,7 @@ class CodexAdapter(Adapter):
             await self.rpc.drain()
             self.rpc.close_stdin()
         if self.proc is not None and self.proc.returncode is None:
-            try:
-                await asyncio.wait_for(self.proc.wait(), 2)
-            except asyncio.TimeoutError:
-                pass
-            groups |= self._descendant_groups()
-            kill_groups(groups | {self.proc.pid}, spare=set())
+            await wait_or_kill(self.proc, 2, groups=groups)
         else:
             kill_groups(groups, spare=set())
 
@@ -718,10 +713,9 @@ class CodexAdapter(Adapter):
 
     def cleanup(self) -> None:
         # Scratch homes die with the run (--retain-dir keeps transcript and rollout); a scratch
-        # base the operator chose (METAHARNESS_SCRATCH) is kept for inspection.
+        # base the operator chose is kept for inspection (adapters/process/scratch.py).
         scratch = getattr(self, "scratch", None)
-        if scratch is not None and not os.environ.get("METAHARNESS_SCRATCH"):
-            shutil.rmtree(scratch.root, ignore_errors=True)
+        remove_scratch(scratch.root if scratch is not None else None)
 
     def retain(self, directory: str) -> list[str]:
         failures: list[str] = []

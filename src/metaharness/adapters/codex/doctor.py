@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from metaharness.adapters.process import descendant_groups, kill_groups
+from metaharness.adapters.process import remove_scratch, wait_or_kill
 
 from . import launch
 from .rpc import RpcChannel
@@ -53,7 +53,7 @@ class _Env:
         self.env = launch.child_env(self.scratch, self.path, launch.KEY_VARIABLE, launch.PLACEHOLDER_KEY)
 
     def cleanup(self) -> None:
-        shutil.rmtree(self.scratch.root, ignore_errors=True)
+        remove_scratch(self.scratch.root, keep_chosen=False)  # the doctor keeps nothing
 
 
 def _run(argv: list[str], env: _Env, timeout: float = 60) -> subprocess.CompletedProcess:
@@ -123,12 +123,10 @@ async def _handshake(binary: str, env: _Env, sandbox: str = "workspace-write") -
 async def _close(proc: Any, rpc: RpcChannel, within: float = 5) -> int | None:
     await rpc.drain()
     rpc.close_stdin()
-    try:
-        code = await asyncio.wait_for(proc.wait(), within)
-    except asyncio.TimeoutError:
-        kill_groups(descendant_groups(proc.pid) | {proc.pid}, spare=set())
+    if not await wait_or_kill(proc, within):
         await proc.wait()
         return None
+    code = proc.returncode
     await asyncio.gather(rpc.reader, return_exceptions=True)  # type: ignore[attr-defined]
     return code
 

@@ -1,8 +1,9 @@
 """Hermetic launch of `codex app-server` (docs/guides/claude-and-codex.md).
 
 What belongs here: the scratch layout, the constructed child environment, the
-loopback-safe `config.toml`, binary resolution on the child's own PATH, the argv,
-the sandbox word / policy chosen from frame and posture, and the process-group sweep.
+loopback-safe `config.toml`, the argv, and the sandbox word / policy chosen from frame
+and posture. The scratch base, the child's PATH, binary resolution and the process-tree
+kill are the shared kit's (adapters/process/).
 
 Rules kept:
 * the environment is built, never inherited: only the keys of the loopback-safe config (plus the
@@ -10,7 +11,8 @@ Rules kept:
 * the binary is resolved on exactly the child's PATH;
 * the real key never lands in the child's environment, argv or scratch files in
   `none` and `loopback` modes;
-* the scratch directory is neither under /tmp nor inside the working directory.
+* the scratch directory is neither under /tmp nor inside the working directory (the kit's
+  scratch base: never /tmp, where workspace-write lets sandboxed commands write anywhere).
 """
 
 from __future__ import annotations
@@ -20,9 +22,12 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from metaharness.adapters.process import ScratchRefused, child_path, default_vendor_dir, private_scratch
+# LaunchError, child_path and default_vendor_dir are the kit's; the adapter and the doctor reach them here.
+from metaharness.adapters.process import LaunchError, child_path, default_vendor_dir, new_scratch  # noqa: F401
+from metaharness.adapters.process import resolve_binary as resolve_on_path
 
 PIN = "0.171.0"
+PACKAGE = "@openai/codex"
 MODEL = "gpt-5.5"
 PROVIDER_ID = "loopback"  # arbitrary, must not collide with a built-in provider id
 KEY_VARIABLE = "LOOPBACK_API_KEY"
@@ -31,10 +36,6 @@ SANDBOX_WORDS = ("read-only", "workspace-write", "danger-full-access")
 WRITING_OPS = frozenset({"file.write", "file.edit", "shell"})
 # Mount-point stubs the sandbox leaves after a killed command.
 SANDBOX_STUBS = (".agents", ".aws", ".codex", ".git")
-
-
-class LaunchError(Exception):
-    """The launch cannot be planned; the message is one sentence."""
 
 
 @dataclass
@@ -66,27 +67,9 @@ class Scratch:
         return self.root / "stderr.log"
 
 
-def scratch_base() -> Path:
-    """Where per-run scratch directories live: never /tmp (workspace-write lets
-    sandboxed commands write anywhere under /tmp)."""
-    configured = os.environ.get("METAHARNESS_SCRATCH")
-    if configured:
-        return Path(configured)
-    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(cache) / "metaharness" / "scratch"
-
-
 def make_scratch(cwd: str | None) -> Scratch:
-    try:
-        root = Path(private_scratch(str(scratch_base()), "codex-"))
-    except ScratchRefused as exc:
-        raise LaunchError(str(exc)) from None
-    if cwd is not None:
-        resolved_cwd = Path(cwd).resolve()
-        if root.resolve() == resolved_cwd or resolved_cwd in root.resolve().parents:
-            shutil.rmtree(root, ignore_errors=True)
-            raise LaunchError(f"the scratch directory {root} would lie inside the working directory {cwd}")
-    scratch = Scratch(root)
+    """A fresh scratch root in the kit's scratch base, never inside `cwd` (LaunchError otherwise)."""
+    scratch = Scratch(Path(new_scratch("codex-", cwd=cwd)))
     for directory in (scratch.home, scratch.tmp, scratch.codex_home):
         directory.mkdir()
     if cwd is None:
@@ -95,13 +78,8 @@ def make_scratch(cwd: str | None) -> Scratch:
 
 
 def resolve_binary(path: str) -> str:
-    found = shutil.which("codex", path=path)
-    if found is None:
-        raise LaunchError(f"codex is not on the child PATH ({path}); install @openai/codex@{PIN} (in a source "
-                          "checkout `make vendor` puts it in .vendor/node_modules/.bin) or give --vendor-dir DIR")
-    if shutil.which("node", path=path) is None:
-        raise LaunchError(f"node is not on the child PATH ({path}); the codex launcher needs it")
-    return os.path.abspath(found)
+    """The codex launcher on the child's PATH (LaunchError, naming the pin, when it or node is absent)."""
+    return resolve_on_path("codex", path, package=PACKAGE, pin=PIN)
 
 
 def config_toml(base_url: str | None, *, model: str | None = None) -> str:

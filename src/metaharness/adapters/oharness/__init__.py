@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import os
-import tempfile
 from typing import Any, ClassVar
 
 import msgspec
 
 from metaharness.adapters.base import Adapter, PresentedCall, Resolution
 from metaharness.adapters.base import StartRefusal
-from metaharness.adapters.process import ChildProcess, ScratchRefused, private_scratch
+from metaharness.adapters.process import ChildProcess, ScratchRefused, new_scratch, remove_scratch
 from metaharness.permissions import MODES
 from metaharness.protocol.subjects import file_subject
 
@@ -111,7 +110,7 @@ class OHarnessAdapter(Adapter):
     async def start(self, ctx) -> None:
         self._ctx = ctx
         try:
-            self._session_dir = private_scratch(session_base(), "oharness-session-")
+            self._session_dir = new_scratch("oharness-session-")
         except ScratchRefused as exc:
             raise StartRefusal("ScratchRefused", str(exc)) from None
         self.child = ChildProcess(launch.argv(self.spec, self._session_dir), cwd=self.spec.cwd or None,
@@ -233,10 +232,7 @@ class OHarnessAdapter(Adapter):
 
     def cleanup(self) -> None:
         # The session (transcript and decision trail) is deleted with the run; --retain-dir keeps a copy.
-        import shutil
-
-        if self._session_dir:
-            shutil.rmtree(self._session_dir, ignore_errors=True)
+        remove_scratch(self._session_dir)
 
     def _kept_transcript(self) -> str | None:
         if not self.spec.retain_dir:
@@ -255,13 +251,6 @@ class OHarnessAdapter(Adapter):
             except OSError as exc:
                 failures.append(f"could not copy {self._session_dir} to {directory}: {exc}")
         return failures
-
-
-def session_base() -> str:
-    """Where oharness session directories live: a base private to this user."""
-    import os
-
-    return os.path.join(tempfile.gettempdir(), f"metaharness-{os.getuid()}")
 
 
 def _type_of(line: bytes) -> str | None:

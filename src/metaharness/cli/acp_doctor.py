@@ -7,6 +7,10 @@ conformance check replays a recorded ACP transcript through the real translator 
 events must match the ones the live run wrote, and the seam must write exactly the answers the
 live run wrote to the agent.
 
+It lives with the CLI, not under adapters/: it builds a RunSpec and looks the adapter up in the
+registry to probe a live agent, which an adapter package may not do (adapters import neither the
+run nor each other).
+
 Rules kept: nothing here calls a model (the endpoint given to the doctor's spawn is a closed
 port on 127.0.0.1); a check that cannot run says why instead of raising.
 """
@@ -19,14 +23,14 @@ import os
 from pathlib import Path
 from typing import Any, Iterator
 
+from metaharness.adapters import adapter_class
+from metaharness.adapters.acp import launch
+from metaharness.adapters.acp.seam import Seam
+from metaharness.adapters.acp.translate import Translator
 from metaharness.run.spec import RunSpec
 
-from . import launch
-from .seam import Seam
-from .translate import Translator
-
 Check = tuple[str, bool, str]
-FIXTURES = Path(__file__).resolve().parents[4] / "tests" / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[3] / "tests" / "fixtures"
 # What the replay compares, per event: the fields the translator and the seam decide.
 COMPARED = {
     "text": ("text",),
@@ -37,8 +41,6 @@ COMPARED = {
 
 
 def _adapter(kind: str, vendor_dir: str | None = None, **fields: Any):
-    from metaharness.adapters import adapter_class
-
     spec = RunSpec(kind=kind, prompt="doctor", credentials="none", model_endpoint="http://127.0.0.1:9",
                    vendor_dir=vendor_dir, **fields)
     return adapter_class(kind)(spec)
@@ -104,7 +106,7 @@ def doctor_checks(kind: str, vendor_dir: str | None, smoke: bool = False) -> Ite
 def pinning(kind: str, modules: Path) -> list[tuple[str, str | None]]:
     """The switches a run imposes, as the doctor shows them (None: cannot be imposed here)."""
     if kind == "opencode":
-        from .opencode import PERMISSION
+        from metaharness.adapters.acp.opencode import PERMISSION
 
         plugin = modules / "@opencode-ai" / "plugin" / "package.json"
         return [

@@ -1,0 +1,68 @@
+"""The child-process kit every adapter shares: one home for how a harness child is started,
+given a home, fed and stopped.
+
+The face re-exports the kit; each rule lives in exactly one module:
+
+* `channel` — spawn on a Unix socketpair (never a pipe), the line reader/writer `ChildProcess`;
+* `confine` — the parent-death signal, the PID/mount namespace with a private /proc, non-dumpable;
+* `child` — the child's PATH, its binary resolved on that PATH, the vendor timeout formula;
+* `scratch` — the one scratch base (METAHARNESS_SCRATCH_DIR, else ~/.cache/metaharness/scratch),
+  private roots made by mkdtemp, and their removal at the end of a run;
+* `tree` — the process-tree kill and the wait-then-kill every stop uses;
+* `jsonrpc` — JSON-RPC 2.0 line framing over the channel (Codex's app-server, the ACP agents).
+"""
+
+from metaharness.adapters.process.channel import (
+    STDOUT_LIMIT,
+    ChannelWriter,
+    ChildProcess,
+    control_socketpair,
+    open_channel,
+    spawn_on_channel,
+)
+from metaharness.adapters.process.child import (
+    BinaryMissing,
+    LaunchError,
+    binary_version,
+    child_path,
+    default_vendor_dir,
+    parse_version,
+    resolve_binary,
+    vendor_timeout_ms,
+    whole_seconds,
+)
+from metaharness.adapters.process.confine import (
+    NAMESPACE_ENV,
+    confined_argv,
+    confinement,
+    make_non_dumpable,
+    parent_death_signal,
+)
+from metaharness.adapters.process.scratch import (
+    SCRATCH_ENV,
+    ScratchInsideCwd,
+    ScratchRefused,
+    base_chosen,
+    new_scratch,
+    private_base,
+    private_scratch,
+    remove_scratch,
+    scratch_base,
+)
+from metaharness.adapters.process.tree import (
+    descendant_groups,
+    kill_group,
+    kill_groups,
+    kill_tree,
+    wait_or_kill,
+)
+
+__all__ = [
+    "STDOUT_LIMIT", "ChannelWriter", "ChildProcess", "control_socketpair", "open_channel", "spawn_on_channel",
+    "BinaryMissing", "LaunchError", "binary_version", "child_path", "default_vendor_dir", "parse_version",
+    "resolve_binary", "vendor_timeout_ms", "whole_seconds",
+    "NAMESPACE_ENV", "confined_argv", "confinement", "make_non_dumpable", "parent_death_signal",
+    "SCRATCH_ENV", "ScratchInsideCwd", "ScratchRefused", "base_chosen", "new_scratch", "private_base",
+    "private_scratch", "remove_scratch", "scratch_base",
+    "descendant_groups", "kill_group", "kill_groups", "kill_tree", "wait_or_kill",
+]

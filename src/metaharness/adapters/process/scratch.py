@@ -1,0 +1,113 @@
+"""Scratch: the per-run directories a child gets for its home, config, temp files and transcript.
+
+One base, one variable, for every adapter: `METAHARNESS_SCRATCH_DIR` if set, else
+`$XDG_CACHE_HOME/metaharness/scratch` (`~/.cache/metaharness/scratch`). Why there: never under
+`/tmp` (a sandboxed vendor command may write anywhere under it) nor any other directory every user
+can write (another user could pre-make the base there and hold every run off), and in a directory
+tree the user already owns.
+
+Rules kept, the way security tools keep them:
+* every run's root is `mkdtemp` (mode 0700) inside a base only this user can enter: created 0700
+  if absent; if present it must be a real directory (a symlink is never followed), owned by
+  this user and writable by no one else; a base that fails is refused by name (ScratchRefused),
+  before anything is spawned;
+* a root never lies inside the run's working directory (ScratchInsideCwd);
+* a root dies with the run (`remove_scratch`), unless the operator chose the base — then it is
+  kept for inspection.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import tempfile
+
+from metaharness.adapters.process.child import LaunchError
+
+SCRATCH_ENV = "METAHARNESS_SCRATCH_DIR"
+
+
+class ScratchRefused(LaunchError):
+    """A scratch base that is not private to this user; the message names it and says why."""
+
+
+class ScratchInsideCwd(ScratchRefused):
+    """A scratch root that would lie inside the run's working directory."""
+
+
+def scratch_base() -> str:
+    """The base every run's scratch root is made in (absolute)."""
+    configured = os.environ.get(SCRATCH_ENV)
+    if configured:
+        return os.path.abspath(configured)
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(os.path.abspath(cache), "metaharness", "scratch")
+
+
+def base_chosen() -> bool:
+    """Whether the operator chose the base (METAHARNESS_SCRATCH_DIR set and not empty)."""
+    return bool(os.environ.get(SCRATCH_ENV))
+
+
+def inside(path: str, directory: str) -> bool:
+    """`path` is `directory` or lies below it (both resolved)."""
+    path, directory = os.path.realpath(path), os.path.realpath(directory)
+    return os.path.commonpath([path, directory]) == directory
+
+
+def private_base(path: str) -> str:
+    """`path` as a directory only this user can enter: created mode 0700 if absent; if present,
+    it must be a real directory (a symlink is never followed), owned by this user, writable by
+    no one else. A base that is only readable by others is tightened to 0700; anything else is
+    refused by name (ScratchRefused)."""
+    path = os.path.abspath(path)
+    parent = os.path.dirname(path)
+    if parent and not os.path.isdir(parent):
+        os.makedirs(parent, mode=0o700, exist_ok=True)
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError as exc:
+        raise ScratchRefused(f"the scratch base {path} is not a directory of its own "
+                             f"(a symlink is never followed): {exc.strerror or exc}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISDIR(info.st_mode):
+            raise ScratchRefused(f"the scratch base {path} is not a directory")
+        if info.st_uid != os.geteuid():
+            raise ScratchRefused(f"the scratch base {path} belongs to uid {info.st_uid}, not to this user "
+                                 f"(uid {os.geteuid()}); remove it or choose another base")
+        if info.st_mode & 0o022:
+            raise ScratchRefused(f"the scratch base {path} is writable by others (mode {info.st_mode & 0o777:o}); "
+                                 "remove it or choose another base")
+        if info.st_mode & 0o077:
+            os.fchmod(fd, 0o700)
+    finally:
+        os.close(fd)
+    return path
+
+
+def private_scratch(base: str, prefix: str) -> str:
+    """A fresh per-run directory (mkdtemp, mode 0700) inside the private `base`."""
+    return tempfile.mkdtemp(prefix=prefix, dir=private_base(base))
+
+
+def new_scratch(prefix: str, *, cwd: str | None = None) -> str:
+    """A fresh root for one run in the scratch base (`private_scratch`); ScratchInsideCwd,
+    leaving nothing behind, when it would lie inside the working directory `cwd`."""
+    root = private_scratch(scratch_base(), prefix)
+    if cwd is not None and inside(root, cwd):
+        shutil.rmtree(root, ignore_errors=True)
+        raise ScratchInsideCwd(f"the scratch directory {root} would lie inside the working directory {cwd}")
+    return root
+
+
+def remove_scratch(root: str | os.PathLike | None, *, keep_chosen: bool = True) -> None:
+    """The end of a run's scratch root: removed, unless the operator chose the base
+    (`keep_chosen`; a check that keeps nothing passes False)."""
+    if root is not None and not (keep_chosen and base_chosen()):
+        shutil.rmtree(root, ignore_errors=True)

@@ -1,0 +1,87 @@
+"""Stopping a child: its whole process tree, and the wait that comes before the kill.
+
+A vendor's tool commands run in process groups of their own below the child; stopping a run
+collects every group first and kills them after, so nothing re-parents out of reach. Rules kept:
+* our own process group and init's are never signalled;
+* a stop gives the child a grace period to exit by itself (its stdin is closed first), then
+  kills its tree — `wait_or_kill` is that one sequence for every adapter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from typing import Any
+
+
+def _parent_and_group(pid: int) -> tuple[int, int] | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            raw = handle.read().decode("utf-8", "replace")
+    except OSError:
+        return None
+    # The command name may hold spaces and parentheses; the fields follow the last ')'.
+    fields = raw[raw.rfind(")") + 2:].split()
+    return int(fields[1]), int(fields[2])
+
+
+def descendant_groups(root: int, *, with_root: bool = False) -> set[int]:
+    """The process groups of every descendant of `root` (and root's own, `with_root`),
+    collected, not killed."""
+    children: dict[int, list[int]] = {}
+    groups: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        info = _parent_and_group(int(entry))
+        if info is None:
+            continue
+        children.setdefault(info[0], []).append(int(entry))
+        groups[int(entry)] = info[1]
+    found: set[int] = {groups[root]} if with_root and root in groups else set()
+    stack = [root]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            if child in groups:
+                found.add(groups[child])
+            stack.append(child)
+    return found
+
+
+def kill_groups(groups: set[int], *, spare: set[int] = frozenset()) -> None:  # type: ignore[assignment]
+    """SIGKILL each group, never our own, init's, or one in `spare`."""
+    spare = set(spare) | {os.getpgrp()}
+    for group in groups:
+        if group in spare or group <= 1:
+            continue
+        try:
+            os.killpg(group, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def kill_tree(root: int) -> None:
+    """SIGKILL `root`'s group and every descendant's group except our own."""
+    kill_groups(descendant_groups(root, with_root=True) | {root})
+
+
+def kill_group(pid: int) -> None:
+    """SIGKILL the process group `pid` leads (a child spawned in its own session)."""
+    kill_groups({pid})
+
+
+async def wait_or_kill(proc: Any, grace: float, *, groups: set[int] = frozenset()) -> bool:  # type: ignore[assignment]
+    """Give `proc` (an asyncio subprocess whose stdin is closed) `grace` seconds to exit, then
+    SIGKILL its group, its descendants' groups and `groups` (collected earlier, while they were
+    still its descendants) — whether it exited or not, so nothing it left behind runs on.
+    True when it exited by itself."""
+    exited = proc.returncode is not None
+    if not exited:
+        try:
+            await asyncio.wait_for(proc.wait(), grace)
+            exited = True
+        except asyncio.TimeoutError:
+            pass
+    kill_groups(set(groups) | descendant_groups(proc.pid, with_root=True) | {proc.pid})
+    return exited
