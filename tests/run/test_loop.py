@@ -6,9 +6,11 @@ from __future__ import annotations
 import asyncio
 import json
 
+import msgspec
 import pytest
 
 from metaharness.adapters.oharness import OHarnessAdapter
+from metaharness.protocol.descriptor import CommandRefused
 from metaharness.protocol.values import Abstain, Allow, Deny
 from metaharness.run.spec import RunSpec
 
@@ -268,7 +270,7 @@ async def test_replace_refused_under_deny_only_and_call_stays_pending():
 
 
 async def test_replace_never_becomes_allow_where_undeliverable():
-    descriptor = dict(OHarnessAdapter.descriptor(), replace="unverified")
+    descriptor = msgspec.structs.replace(OHarnessAdapter.descriptor(), replace="unverified")
 
     def embedder(run, event):
         if event["event"] == "tool.requested":
@@ -451,8 +453,8 @@ async def test_malformed_lines_answered_and_reading_continues():
 
 async def test_required_command_refused_at_start():
     descriptor = OHarnessAdapter.descriptor()
-    descriptor["commands"] = dict(descriptor["commands"], steer={"refused": "UNSUPPORTED_CONTROL"})
-    descriptor["replace"] = "absent"
+    descriptor = msgspec.structs.replace(descriptor, commands=dict(descriptor.commands, steer=CommandRefused()),
+                                         replace="absent")
     events, code, adapter, _, stderr = await drive(
         spec(required_commands=["replace", "steer"]), turns=[Turn([])], descriptor=descriptor)
     assert code == 2
@@ -581,8 +583,7 @@ async def test_a_result_for_an_undecided_call_is_reported_as_such_and_never_as_n
             ctx.turn_started()
             from metaharness.adapters.base import PresentedCall
 
-            ctx.present(PresentedCall(call_id="forged", name="bash", input={"command": "id"}, seam="owned_tool",
-                                      deliver=lambda d, by: self.delivered.append(("forged", d, by))))
+            ctx.present(PresentedCall(call_id="forged", name="bash", input={"command": "id"}, seam="owned_tool"))
             await asyncio.sleep(0.01)
             ctx.emit(ToolResult(call_id="forged", is_error=False, content="ran", exit_code=0))
             ctx.turn_ended("end_turn")

@@ -9,18 +9,26 @@ Flow: the loop calls `plan()` (refusals before anything is spawned), then
 `start(ctx)` (spawn, vendor capability check, start reading the child), then
 `begin_turn()` for each turn. While it runs the adapter reports through `ctx`
 (a `RunContext`): `session_started`, `turn_started`, `emit` (any other event),
-`present` (a call that needs a decision), `turn_ended`, `session_ended`. When the
-loop is done with turns it calls `finish()` (graceful) or `halt()` (stop now), then
-`wait()` for the child's termination.
+`present` (a call that needs a decision), `turn_ended`, `session_ended`. The loop
+answers a presented call by calling `deliver(call_id, decision, decided_by)`, and hands
+the frame in force over as a value (`set_frame(frame)`); rendering it for the vendor is
+the adapter's. When the loop is done with turns it calls `finish()` (graceful) or
+`halt()` (stop now), then `wait()` for the child's termination.
+
+Every hook the loop may call is declared here with its default; the loop probes for
+nothing. Options that belong to one vendor are RunSpec fields the adapter's descriptor
+lists in `options`; the loop reads none of them.
 """
 
 from __future__ import annotations
 
 import abc
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol
 
+from metaharness.protocol.descriptor import CapabilityDescriptor
 from metaharness.protocol.events import SessionEnded, SessionStarted
+from metaharness.protocol.frame import Frame
 from metaharness.protocol.values import Decision, ProcessTermination
 
 # An operation as the canonical sort key of docs/reference/frame.md: (op, server, tool),
@@ -68,13 +76,10 @@ class PresentedCall:
     call_id: str
     name: str  # the vendor's tool name
     input: Any  # pass-through, exactly as the vendor gave it
-    seam: str  # Seam word: how the decision travels back
-    deliver: Callable[[Decision, str], None]  # writes (decision, decided_by) to the child; synchronous
+    seam: str  # Seam word: how the decision travels back (`Adapter.deliver`)
     cwd: str | None = None  # the call's own working directory, when the vendor said
     at: str | None = None  # vendor timestamp of the record
     can_replace: bool = True  # False where this call cannot carry an updated input
-    # Given a replacement input: why this call cannot carry it (refused by name), or None.
-    replace_refusal: Callable[[Any], str | None] | None = None
 
 
 class RunContext(Protocol):
@@ -112,8 +117,8 @@ class Adapter(abc.ABC):
     # --- static facts -------------------------------------------------------------
     @classmethod
     @abc.abstractmethod
-    def descriptor(cls) -> dict[str, Any]:
-        """The capability descriptor (docs/reference/wire.md) as an ordered dict."""
+    def descriptor(cls) -> CapabilityDescriptor:
+        """The capability descriptor of this kind (docs/reference/wire.md)."""
 
     @abc.abstractmethod
     def resolve(self, name: str, input: Any, cwd: str | None) -> Resolution:
@@ -148,15 +153,31 @@ class Adapter(abc.ABC):
         any frame rendering and injected messages, ahead of the prompt (a list of
         those blocks when the adapter sets `turn_blocks`)."""
 
+    @abc.abstractmethod
+    def deliver(self, call_id: str, decision: Decision, decided_by: str) -> None:
+        """Write the decision for a presented call to the child; synchronous. Called once
+        for every presentation of the call (a call presented twice hears it twice); an
+        adapter ignores a decision for a call it already answered."""
+
+    def replace_delivered(self) -> bool:
+        """This run can deliver `replace` (the descriptor's word, unless one of this
+        adapter's own options changes it)."""
+        return self.descriptor().replace == "delivered"
+
+    def refuse_replacement(self, call_id: str, new_input: Any) -> str | None:
+        """Why the pending call cannot carry this replacement input (refused by name), or None."""
+        return None
+
     def turn_coming(self) -> bool:
         """True when the harness will start another turn by itself, with no boundary
         command (Claude Code: a steer written after the turn's last tool result becomes
         the next turn). The run loop then waits for that turn instead of winding up."""
         return False
 
-    async def set_frame_text(self, text: str | None) -> None:
-        """The frame in force changed at a boundary (oharness also shows it in its
-        system prompt). Default: nothing beyond the turn's text."""
+    async def set_frame(self, frame: Frame) -> None:
+        """The frame in force (a sealed `Frame`) from the next turn on, given before that
+        turn begins (oharness also shows it in its system prompt, Codex sets its sandbox
+        from it). Default: nothing beyond the turn's text."""
 
     async def steer(self, text: str) -> None:
         raise ControlRefused("UNSUPPORTED_CONTROL", f"the {self.kind} adapter cannot steer a running turn")
@@ -190,6 +211,10 @@ class Adapter(abc.ABC):
     @abc.abstractmethod
     async def wait(self) -> ProcessTermination:
         """Wait until the child's output has been read to the end and it exited."""
+
+    def stderr_tail(self) -> str:
+        """The last of the child's stderr, for a run that ended without a terminal record."""
+        return ""
 
     def cleanup(self) -> None:
         """After the stream closed (and retain ran): remove the run's scratch files."""

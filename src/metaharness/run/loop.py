@@ -72,7 +72,7 @@ from metaharness.protocol.values import (
 
 from . import decide as texts
 from metaharness.protocol.census import Census
-from .spec import RunSpec
+from .spec import RunSpec, foreign_option
 
 CANONICAL_COMMANDS = COMMAND_NAMES
 STOP_BOUND_S = 15.0  # after a stop, how long the child's output may take to end
@@ -84,7 +84,7 @@ _KEY_ENCODER = msgspec.json.Encoder(order="deterministic")
 class _Pending:
     call: PresentedCall
     requested_at: float
-    deliver: list[Callable] = field(default_factory=list)
+    presentations: int = 1  # how often the call was presented: each hears the decision
     timer: asyncio.TimerHandle | None = None
     policy: Any = None  # the policy verdict of a forwarded call
 
@@ -203,9 +203,7 @@ class Run:
         return self.spec.frame is not None or self.spec.library_frame is not None
 
     def replace_delivered(self) -> bool:
-        return self.descriptor.get("replace") == "delivered" or (
-            self.spec.kind == "codex" and self.spec.codex_replace_relay
-        )
+        return self.adapter.replace_delivered()
 
     def check_start(self) -> None:
         """The start checks that refuse a run (see docs/reference/wire.md); raises RunRefused."""
@@ -214,8 +212,9 @@ class Run:
         if spec.record or spec.replay:
             raise RunRefused("CassetteUnhosted: --record and --replay are served by the layer that hosts a run "
                              "(metaharness run, or metaharness.api.start_run), and this run was started without it")
-        if spec.codex_replace_relay and spec.kind != "codex":
-            raise RunRefused(f"--codex-replace-relay is a codex option and this run is {spec.kind}")
+        foreign = foreign_option(spec, self.descriptor.options)
+        if foreign is not None:
+            raise RunRefused(foreign)
         if spec.posture is not None and spec.posture not in self.adapter.postures:
             raise RunRefused(
                 f"the {spec.kind} adapter does not accept the posture {spec.posture!r} "
@@ -243,17 +242,15 @@ class Run:
         if launch_frame is not None and spec.decisions == "observe":
             raise RunRefused("ObserveWithFrame: observe mode records every call and cannot enforce a frame")
         # step 5
-        if self.descriptor["decision_modes"].get(spec.decisions, "absent") != "delivered":
+        if not self.descriptor.delivers_mode(spec.decisions):
             raise RunRefused(
                 f"the {spec.kind} adapter does not deliver decision mode {spec.decisions!r}"
             )
         # step 6: required commands
         results = []
-        commands = self.descriptor["commands"]
         for name in self._required_commands():
-            status = commands.get(name, {"refused": "UNSUPPORTED_CONTROL"})
-            if status != "honoured":
-                code = status.get("refused", "UNSUPPORTED_CONTROL") if isinstance(status, dict) else "UNSUPPORTED_CONTROL"
+            code = self.descriptor.command_refusal(name)
+            if code is not None:
                 results.append((
                     f"start/{name}", code,
                     f"this run's configuration needs {name} and the {spec.kind} adapter refuses it",
@@ -404,27 +401,27 @@ class Run:
                 requested(False, call.seam)
                 pending = self._pending.get(call.call_id)
                 if pending is not None:
-                    pending.deliver.append(call.deliver)
+                    pending.presentations += 1
                 elif call.call_id in self._decided:
                     decision, decided_by = self._decided[call.call_id]
-                    call.deliver(decision, decided_by)
+                    self.adapter.deliver(call.call_id, decision, decided_by)
                 return
             requested(False, call.seam)
             self._call_warn("REQUEST_MUTATED", f"{call.call_id} was presented again with a different input")
-            self._decide(call, [call.deliver], Deny(reason=texts.MUTATED), "adapter", call.seam, None)
+            self._decide(call, 1, Deny(reason=texts.MUTATED), "adapter", call.seam, None)
             return
         self._presented[call.call_id] = digest
 
         if self._winding_up and self._halted:
             requested(False, call.seam)
-            self._decide(call, [call.deliver], Deny(reason=texts.ABANDONED.format(why="the run was halted")),
+            self._decide(call, 1, Deny(reason=texts.ABANDONED.format(why="the run was halted")),
                          "adapter", call.seam, None)
             return
 
         mode = self.spec.decisions
         if mode == "observe":
             requested(False, call.seam)
-            self._decide(call, [call.deliver], Allow(), "observe", call.seam, None)
+            self._decide(call, 1, Allow(), "observe", call.seam, None)
         elif mode == "ask":
             self._ask(call, requested)
         elif mode == "policy":
@@ -441,13 +438,13 @@ class Run:
                 self._no_frame_warned = True
                 self._call_warn("NO_FRAME_IN_FORCE", texts.NO_FRAME_WARNING)
             requested(False, "none")
-            self._decide(call, [call.deliver], Abstain(), "adapter", "none", None)
+            self._decide(call, 1, Abstain(), "adapter", "none", None)
             return
         decision, uncovered = self._frame_decision(call, resolution)
         if uncovered:
             self._call_warn("UNCOVERED_TOOL", f"{call.name} renders to no operation, so no frame can admit it")
         requested(False, call.seam)
-        self._decide(call, [call.deliver], decision, "frame", call.seam, None)
+        self._decide(call, 1, decision, "frame", call.seam, None)
 
     def _decide_by_policy(self, call: PresentedCall, resolution, requested) -> None:
         policy = self._policy
@@ -464,14 +461,14 @@ class Run:
             self._ask(call, requested, policy=(verdict, outcome))
             return
         requested(False, call.seam)
-        self._decide(call, [call.deliver], policy.as_decision(outcome), outcome.decided_by, call.seam, None)
+        self._decide(call, 1, policy.as_decision(outcome), outcome.decided_by, call.seam, None)
         policy.record(call.call_id, outcome)
 
     def _ask(self, call: PresentedCall, requested, policy: Any = None) -> None:
         deadline = self.spec.decision_timeout_ms
         wire = self._policy.wire_policy(policy[1]) if policy is not None else msgspec.UNSET
         requested(True, call.seam, deadline, wire)
-        pending = _Pending(call=call, requested_at=time.monotonic(), deliver=[call.deliver], policy=policy)
+        pending = _Pending(call=call, requested_at=time.monotonic(), policy=policy)
         self._pending[call.call_id] = pending
         loop = asyncio.get_running_loop()
         pending.timer = loop.call_later(deadline / 1000, self._expire, call.call_id)
@@ -497,7 +494,7 @@ class Run:
             if decided_by == "embedder":
                 decision = self._policy.as_decision(resolved, decision)
             self._policy.record(pending.call.call_id, resolved)
-        self._decide(pending.call, pending.deliver, decision, decided_by, pending.call.seam, latency)
+        self._decide(pending.call, pending.presentations, decision, decided_by, pending.call.seam, latency)
 
     def _undecided_result(self, call_id: str) -> None:
         """A result for a call metaharness presented and never decided: say exactly that.
@@ -516,13 +513,13 @@ class Run:
             self._close_pending(call_id, Deny(reason=texts.ABANDONED.format(why=why)), "adapter")
             self._call_warn("PENDING_CALL_ABANDONED", f"{call_id} was never decided by the embedder")
 
-    def _decide(self, call: PresentedCall, deliver: list[Callable], decision: Any, decided_by: str,
+    def _decide(self, call: PresentedCall, presentations: int, decision: Any, decided_by: str,
                 seam: str, latency: int | None) -> None:
         decision = texts.as_delivered(decision, self.spec.deny_only)
         self._decided[call.call_id] = (decision, decided_by)
-        for fn in deliver:  # the child hears the decision before the line is written
+        for _ in range(presentations):  # the child hears the decision before the line is written
             try:
-                fn(decision, decided_by)
+                self.adapter.deliver(call.call_id, decision, decided_by)
             except Exception as exc:  # a child that went away cannot run the call either
                 self._stderr(f"metaharness: could not deliver the decision for {call.call_id}: {exc}")
         self.emit(ToolDecided(call_id=call.call_id, decision=decision, decided_by=decided_by,  # type: ignore[arg-type]
@@ -623,9 +620,8 @@ class Run:
                 self._result(cid, refused("MALFORMED", exc.reason))
                 return
         # step 3: capability
-        status = self.descriptor["commands"].get(name, {"refused": "UNSUPPORTED_CONTROL"})
-        if status != "honoured":
-            code = status.get("refused", "UNSUPPORTED_CONTROL") if isinstance(status, dict) else "UNSUPPORTED_CONTROL"
+        code = self.descriptor.command_refusal(name)
+        if code is not None:
             self._result(cid, refused(code, f"the {self.spec.kind} adapter refuses {name}"))
             return
         # step 4: run configuration
@@ -645,7 +641,7 @@ class Run:
                     f"the {self.spec.kind} adapter cannot deliver replace for this call; deny with a reason instead",
                 ))
                 return
-            why = pending.call.replace_refusal(item.decision.input) if pending is not None and pending.call.replace_refusal else None
+            why = self.adapter.refuse_replacement(item.call_id, item.decision.input) if pending is not None else None
             if why is not None:
                 self._result(cid, refused("UNSUPPORTED_CONTROL", why))
                 return
@@ -774,7 +770,7 @@ class Run:
         """What begin_turn receives: the non-empty blocks as a list for an adapter that
         keeps them apart (`turn_blocks`), else one string joined with a blank line."""
         blocks = [b for b in blocks if b]
-        return blocks if getattr(self.adapter, "turn_blocks", False) else "\n\n".join(blocks)
+        return blocks if self.adapter.turn_blocks else "\n\n".join(blocks)
 
     def _enforce(self, frame: Any) -> None:
         self.frame = frame
@@ -881,14 +877,14 @@ class Run:
             return
         opening = self._take_boundary()
         if self.frame is not None:
-            await self.adapter.set_frame_text(frames.render(self.frame))
+            await self.adapter.set_frame(self.frame)
         self._turn_done.clear()
         await self.adapter.begin_turn(self._turn_input([*opening, prompt]))
         while True:
             outcome = await self._wait_for(self._turn_done)
             if outcome == "child" or self._stop.is_set():
                 return
-            if self.turn_running or getattr(self.adapter, "turn_coming", lambda: False)():
+            if self.turn_running or self.adapter.turn_coming():
                 # The harness started (or will start) a turn of its own: serve it fully
                 # (decisions, commands) and take the boundary when it ends.
                 self._turn_done.clear()
@@ -908,7 +904,7 @@ class Run:
             frame_before = self.frame
             blocks = self._take_boundary()
             if self.frame is not frame_before:
-                await self.adapter.set_frame_text(frames.render(self.frame))
+                await self.adapter.set_frame(self.frame)
             self._turn_done.clear()
             await self.adapter.begin_turn(self._turn_input(blocks))
         self._winding_up = True
@@ -969,7 +965,7 @@ class Run:
             for event, at in held:
                 self._line(event, at)
         if self._session_ended is None:
-            tail = getattr(self.adapter, "stderr_tail", lambda: "")()
+            tail = self.adapter.stderr_tail()
             message = "the harness ended without a terminal record"
             if tail and tail.strip():
                 message += f"; its stderr: {tail.strip()}"

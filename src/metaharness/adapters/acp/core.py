@@ -29,8 +29,11 @@ import os
 import shutil
 from typing import Any, ClassVar
 
+from msgspec import UNSET, UnsetType
+
 from metaharness.adapters.base import Adapter, ControlRefused, Resolution, StartRefusal, plan_loopback_script
 from metaharness.adapters.process import ScratchRefused, spawn_on_channel
+from metaharness.protocol.descriptor import CapabilityDescriptor, DenyReason, harness_descriptor
 from metaharness.protocol.events import SessionStarted
 from metaharness.protocol.values import (
     Exited,
@@ -253,6 +256,10 @@ class AcpAdapter(Adapter):
         self.ctx.opaque(raw, vendor_type=None, vendor_subtype=None, source_line=line)
 
     # --- seam hooks -----------------------------------------------------------------------
+    def deliver(self, call_id: str, decision: Any, decided_by: str) -> None:
+        if self.seam is not None:
+            self.seam.deliver(call_id, decision, decided_by)
+
     def _call_of(self, tool_call: dict, final: bool) -> tuple[str, Any, str | None] | None:
         assert self.translator is not None
         self.translator.flush()
@@ -416,29 +423,14 @@ class AcpAdapter(Adapter):
 
 
 def acp_descriptor(kind: str, pin: str, rendering: dict[str, str | None], fixed_refusal: str,
-                   **extra: Any) -> dict[str, Any]:
+                   subjectless: tuple[str, ...] | UnsetType = UNSET) -> CapabilityDescriptor:
     """The capability descriptor every ACP adapter shares: asked calls and turn-boundary text are
     delivered; steer and permission.set have no ACP carriage; no input rewrite; the model sees
-    only the agent's fixed refusal text. `extra` keys (vendor facts) go before `rendering`."""
-    return {
-        "adapter": {"id": kind, "class": "harness"},
-        "versions_pinned": [pin],
-        "tiers": {"registration": "unverified", "call": "delivered", "turn": "delivered", "kill": "delivered"},
-        "commands": {
-            "frame.set": "honoured",
-            "halt": "honoured",
-            "interrupt": "honoured",
-            "message.inject": "honoured",
-            "permission.set": {"refused": "UNSUPPORTED_CONTROL"},
-            "steer": {"refused": "UNSUPPORTED_CONTROL"},
-            "tool.decide": "honoured",
-        },
-        "decision_modes": {"ask": "delivered", "frame": "delivered", "observe": "delivered", "policy": "delivered"},
-        "replace": "absent",
-        "deny_reason": {"reaches_model": False, "model_sees": fixed_refusal},
-        **extra,
-        "rendering": dict(rendering),
-    }
+    only the agent's fixed refusal text."""
+    return harness_descriptor(kind, pin, rendering, registration="unverified", replace="absent",
+                              refused=("permission.set", "steer"),
+                              deny_reason=DenyReason(reaches_model=False, model_sees=fixed_refusal),
+                              subjectless=subjectless)
 
 
 def mcp_resolution(name: str) -> Resolution | None:

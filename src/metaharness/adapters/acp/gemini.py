@@ -27,6 +27,7 @@ import os
 from typing import Any, ClassVar
 
 from metaharness.adapters.base import OpKey, Resolution, StartRefusal
+from metaharness.protocol.descriptor import CapabilityDescriptor
 from metaharness.protocol.values import ImposedRow
 from metaharness.protocol.subjects import file_subject
 
@@ -100,8 +101,8 @@ class GeminiAdapter(AcpAdapter):
     fixed_refusal = FIXED_REFUSAL
 
     @classmethod
-    def descriptor(cls) -> dict[str, Any]:
-        return acp_descriptor(cls.kind, PIN, RENDERING, FIXED_REFUSAL, subjectless=list(SUBJECTLESS))
+    def descriptor(cls) -> CapabilityDescriptor:
+        return acp_descriptor(cls.kind, PIN, RENDERING, FIXED_REFUSAL, subjectless=tuple(SUBJECTLESS))
 
     def vendor_plan(self) -> None:
         frame = frame_of(self.spec)

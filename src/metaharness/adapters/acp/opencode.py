@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from metaharness.adapters.base import OpKey, Resolution, StartRefusal
+from metaharness.protocol.descriptor import CapabilityDescriptor
 from metaharness.protocol.values import ImposedRow
 from metaharness.protocol.subjects import file_subject
 
@@ -94,7 +95,7 @@ class OpencodeAdapter(AcpAdapter):
     fixed_refusal = FIXED_REFUSAL
 
     @classmethod
-    def descriptor(cls) -> dict[str, Any]:
+    def descriptor(cls) -> CapabilityDescriptor:
         return acp_descriptor(cls.kind, PIN, RENDERING, FIXED_REFUSAL)
 
     def vendor_plan(self) -> None:

@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 
 from metaharness.adapters.base import Adapter, ControlRefused, Resolution, RunContext, StartRefusal, plan_loopback_script
 from metaharness.adapters.process import ScratchRefused, kill_tree, spawn_on_channel
+from metaharness.protocol.descriptor import CapabilityDescriptor, harness_descriptor
 from metaharness.protocol.values import (
     Exited,
     HermeticAttestation,
@@ -106,17 +107,9 @@ class ClaudeAdapter(Adapter):
 
     # --- static facts ------------------------------------------------------------------
     @classmethod
-    def descriptor(cls) -> dict[str, Any]:
-        return {
-            "adapter": {"id": "claude", "class": "harness"},
-            "versions_pinned": [launch.PINNED_VERSION],
-            "tiers": {"registration": "delivered", "call": "delivered", "turn": "delivered", "kill": "delivered"},
-            "commands": {name: "honoured" for name in sorted(
-                ("frame.set", "halt", "interrupt", "message.inject", "permission.set", "steer", "tool.decide"))},
-            "decision_modes": {"ask": "delivered", "frame": "delivered", "observe": "delivered", "policy": "delivered"},
-            "replace": "delivered",
-            "rendering": dict(sorted(RENDERING.items())),
-        }
+    def descriptor(cls) -> CapabilityDescriptor:
+        return harness_descriptor("claude", launch.PINNED_VERSION, RENDERING, registration="delivered",
+                                  replace="delivered")
 
     def resolve(self, name: str, input: Any, cwd: str | None) -> Resolution:
         run_cwd = self.ctx.run_cwd if self.ctx is not None else os.path.abspath(self.spec.cwd or os.getcwd())
@@ -402,6 +395,10 @@ class ClaudeAdapter(Adapter):
     def turn_coming(self) -> bool:
         """A user line written but not yet consumed starts a turn of its own."""
         return self.translator is not None and self.translator.unreplayed > 0 and not self._closing
+
+    def deliver(self, call_id: str, decision: Any, decided_by: str) -> None:
+        if self.seam is not None:
+            self.seam.deliver(call_id, decision)
 
     async def steer(self, text: str) -> None:
         if self.translator is None or not self.translator.in_turn:

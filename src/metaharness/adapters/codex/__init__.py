@@ -29,10 +29,12 @@ import os
 import shutil
 import signal
 import subprocess
+from dataclasses import dataclass
 from typing import Any
 
 from metaharness.adapters.base import Adapter, ControlRefused, OpKey, Resolution, StartRefusal, plan_loopback_script
 from metaharness.adapters.process import descendant_groups, kill_groups, spawn_on_channel
+from metaharness.protocol.descriptor import CapabilityDescriptor, harness_descriptor
 from metaharness.protocol.values import (
     Exited,
     HermeticAttestation,
@@ -47,7 +49,7 @@ from metaharness.protocol.subjects import file_subject
 from . import launch
 from .relay import RelayServer, hook_timing, hook_toml, patch_changes
 from .rpc import RpcChannel, RpcClosed, RpcError
-from .seam import REPLACE_REASON, Seam
+from .seam import Seam
 from .translate import Translator
 
 SHELL: OpKey = ("shell", "", "")
@@ -67,28 +69,6 @@ RENDERING: dict[str, str | None] = {
     "task.todo": None,
     "web.read": None,
 }
-FRAME_OPS_HEADING = "Strictly only these operations are admitted here:"
-
-
-def operations_from_rendering(text: str) -> set[str] | None:
-    """The operation names of a frame from its rendered text (docs/reference/frame.md).
-    The rendering is a wire fact, so the admitted set can be read back from it."""
-    lines = text.split("\n")
-    try:
-        start = len(lines) - 1 - lines[::-1].index(FRAME_OPS_HEADING)
-    except ValueError:
-        return None
-    ops: set[str] = set()
-    for line in lines[start + 1:]:
-        if not line.startswith("- "):
-            break
-        entry = line[2:]
-        if entry == "none. This step calls no tools.":
-            return set()
-        ops.add(entry.split(" ", 1)[0])
-    return ops
-
-
 def frame_operations(frame: Any) -> set[str] | None:
     """Operation names of a frame value (a dict, a msgspec struct or a dataclass)."""
     if frame is None:
@@ -135,16 +115,27 @@ def apply_patch_resolution(changes: Any, call_cwd: str | None, run_cwd: str) -> 
     return Resolution(operations=sorted(ops), subjects=subjects)
 
 
+@dataclass(frozen=True)
+class CodexOptions:
+    """The run options only this adapter reads (its descriptor lists their RunSpec fields)."""
+
+    replace_relay: bool = False  # --codex-replace-relay: deliver replace for shell calls through a hook relay
+
+    @classmethod
+    def of(cls, spec: Any) -> CodexOptions:
+        return cls(replace_relay=bool(spec.codex_replace_relay))
+
+
 class CodexAdapter(Adapter):
     kind = "codex"
     postures = launch.SANDBOX_WORDS
     default_posture = "workspace-write"
-    replace_refusal = REPLACE_REASON
     replace_hint = "start the run with --codex-replace-relay to deliver replace for shell calls"
     turn_blocks = True  # frame rendering, injects and prompt: separate text entries
 
     def __init__(self, spec: Any) -> None:
         super().__init__(spec)
+        self.options = CodexOptions.of(spec)
         self.posture = spec.posture or self.default_posture
         self.frame_ops: set[str] | None = None
         self.scratch: launch.Scratch | None = None
@@ -181,24 +172,9 @@ class CodexAdapter(Adapter):
 
     # --- static facts -------------------------------------------------------------------
     @classmethod
-    def descriptor(cls) -> dict[str, Any]:
-        return {
-            "adapter": {"id": "codex", "class": "harness"},
-            "versions_pinned": [launch.PIN],
-            "tiers": {"registration": "unverified", "call": "delivered", "turn": "delivered", "kill": "delivered"},
-            "commands": {
-                "frame.set": "honoured",
-                "halt": "honoured",
-                "interrupt": "honoured",
-                "message.inject": "honoured",
-                "permission.set": "honoured",
-                "steer": "honoured",
-                "tool.decide": "honoured",
-            },
-            "decision_modes": {"ask": "delivered", "frame": "delivered", "observe": "delivered", "policy": "delivered"},
-            "replace": "unverified",
-            "rendering": dict(RENDERING),
-        }
+    def descriptor(cls) -> CapabilityDescriptor:
+        return harness_descriptor("codex", launch.PIN, RENDERING, registration="unverified", replace="unverified",
+                                  options=("codex_replace_relay",))
 
     def resolve(self, name: str, input: Any, cwd: str | None) -> Resolution:
         run_cwd = self.work or self.spec.cwd or os.getcwd()
@@ -316,7 +292,7 @@ class CodexAdapter(Adapter):
         await self._start_endpoint()
         model = spec.model
         config = launch.config_toml(self._base_url, model=model)
-        if spec.codex_replace_relay:
+        if self.options.replace_relay:
             self.relay = RelayServer(self.scratch.root, lambda payload, reply: self.seam.on_hook(payload, reply))
             try:
                 await self.relay.start()
@@ -330,7 +306,7 @@ class CodexAdapter(Adapter):
         (self.scratch.codex_home / "config.toml").write_text(config)
         assert self._key is not None
         env = launch.child_env(self.scratch, self.child_path, *self._key)
-        if spec.codex_replace_relay:
+        if self.options.replace_relay:
             from .relay import SECRET_ENV
 
             env[SECRET_ENV] = self.relay.secret  # for the hook only: never argv, never config.toml
@@ -416,7 +392,7 @@ class CodexAdapter(Adapter):
         }
         if self.spec.model:
             params["model"] = self.spec.model
-        if self.spec.codex_replace_relay:
+        if self.options.replace_relay:
             # Hooks run only when trusted; app-server takes the bypass per thread.
             params["config"] = {"bypass_hook_trust": True}
         result = await self.rpc.request("thread/start", params, timeout=60)
@@ -449,7 +425,7 @@ class CodexAdapter(Adapter):
             ImposedRow(row="h7", how=f"cwd {self.work}"),
             ImposedRow(row="h8", how=(
                 "one PreToolUse command hook, the replace relay to a 0600 socket in the scratch directory; "
-                "hook trust bypassed for this thread only" if self.spec.codex_replace_relay
+                "hook trust bypassed for this thread only" if self.options.replace_relay
                 else "CODEX_DISABLE_HOOKS unset; no hooks declared")),
         ]
         unavailable = []
@@ -528,18 +504,19 @@ class CodexAdapter(Adapter):
             self.turn_id = turn.get("id")
             self.translator.active_turn_id = turn.get("id")
 
-    async def set_frame_text(self, text: str | None) -> None:
-        if text is None:
-            self.frame_ops = None
-            return
-        ops = operations_from_rendering(text)
-        # Text that is not a frame rendering yields no admitted writes: read-only.
-        self.frame_ops = ops if ops is not None else set()
-
     async def set_frame(self, frame: Any) -> None:
-        """The frame value in force from the next turn (additive hook; the loop may call it
-        instead of relying on the rendered text)."""
+        """The frame in force from the next turn: its operations set the sandbox (`launch.sandbox_policy`)."""
         self.frame_ops = frame_operations(frame)
+
+    def deliver(self, call_id: str, decision: Any, decided_by: str) -> None:
+        if self.seam is not None:
+            self.seam.deliver(call_id, decision, decided_by)
+
+    def replace_delivered(self) -> bool:
+        return self.options.replace_relay or super().replace_delivered()
+
+    def refuse_replacement(self, call_id: str, new_input: Any) -> str | None:
+        return self.seam.replacement_refusal(call_id, new_input) if self.seam is not None else None
 
     # --- controls -----------------------------------------------------------------------
     async def steer(self, text: str) -> None:
@@ -748,4 +725,4 @@ def _own_version() -> str:
         return "0"
 
 
-__all__ = ["CodexAdapter", "operations_from_rendering", "apply_patch_resolution"]
+__all__ = ["CodexAdapter", "CodexOptions", "apply_patch_resolution"]

@@ -19,6 +19,8 @@ from metaharness.adapters.base import Adapter, PresentedCall, Resolution
 from metaharness.adapters.base import StartRefusal
 from metaharness.adapters.process import ChildProcess, ScratchRefused, private_scratch
 from metaharness.permissions import MODES
+from metaharness.protocol.descriptor import CapabilityDescriptor, harness_descriptor
+from metaharness.protocol.frame import Frame, render
 from metaharness.protocol.subjects import file_subject
 
 from . import launch, translate
@@ -53,17 +55,8 @@ class OHarnessAdapter(Adapter):
         self._interrupt_carried = False
 
     @classmethod
-    def descriptor(cls) -> dict[str, Any]:
-        return {
-            "adapter": {"id": "oharness", "class": "harness"},
-            "versions_pinned": [_version()],
-            "tiers": {"registration": "delivered", "call": "delivered", "turn": "delivered", "kill": "delivered"},
-            "commands": {name: "honoured" for name in sorted(
-                ["tool.decide", "frame.set", "message.inject", "steer", "permission.set", "interrupt", "halt"])},
-            "decision_modes": {"ask": "delivered", "frame": "delivered", "observe": "delivered", "policy": "delivered"},
-            "replace": "delivered",
-            "rendering": dict(sorted(RENDERING.items())),
-        }
+    def descriptor(cls) -> CapabilityDescriptor:
+        return harness_descriptor("oharness", _version(), RENDERING, registration="delivered", replace="delivered")
 
     def resolve(self, name: str, input: Any, cwd: str | None) -> Resolution:
         if name.startswith("mcp__"):
@@ -156,7 +149,6 @@ class OHarnessAdapter(Adapter):
                 raise ValueError("tool_call without ids")
             call = PresentedCall(
                 call_id=call_id, name=record["name"], input=record.get("input"), seam="owned_tool",
-                deliver=lambda decision, decided_by: self._deliver(call_id, decision, decided_by),
                 cwd=record.get("cwd"),
             )
             return lambda ctx: ctx.present(call)
@@ -171,7 +163,7 @@ class OHarnessAdapter(Adapter):
             raise ValueError("unmapped record")
         return lambda ctx: ctx.emit(event)
 
-    def _deliver(self, call_id: str, decision: Any, decided_by: str) -> None:
+    def deliver(self, call_id: str, decision: Any, decided_by: str) -> None:
         line = {"type": "decision", "call_id": call_id, "decision": decision, "decided_by": decided_by}
         if self._interrupt_with_decisions:
             line["interrupt"] = True
@@ -196,8 +188,8 @@ class OHarnessAdapter(Adapter):
     async def begin_turn(self, text: str) -> None:
         await self._send_now({"type": "user", "text": text})
 
-    async def set_frame_text(self, text: str | None) -> None:
-        await self._send_now({"type": "frame", "text": text})
+    async def set_frame(self, frame: Frame) -> None:
+        await self._send_now({"type": "frame", "text": render(frame)})
 
     async def steer(self, text: str) -> None:
         await self._send_now({"type": "steer", "text": text})
