@@ -9,7 +9,8 @@ import json
 import pytest
 
 from metaharness.adapters.claude import launch
-from metaharness.adapters.claude.adapter import ClaudeAdapter, resolve_tool
+from metaharness.adapters.base import resolve_tool
+from metaharness.adapters.claude.adapter import TOOLS, ClaudeAdapter
 from metaharness.adapters.claude.doctor import conformance_checks
 from metaharness.adapters.claude.seam import CallSeam, ControlChannel, hook_output
 from metaharness.adapters.claude.translate import Translator, encode_item, line_digest
@@ -184,11 +185,11 @@ def test_encode_item_sorts_pass_through():
 
 
 def test_resolution_and_subjects():
-    assert resolve_tool("Write", {"file_path": "/w/a.txt"}, None, "/w").subjects == [("file:a.txt", [("file.write", "", "")])]
-    assert resolve_tool("Task", {}, None, "/w").operations == [("subagent.spawn", "", "")]
-    assert resolve_tool("Agent", {}, None, "/w").operations == [("subagent.spawn", "", "")]
-    assert resolve_tool("mcp__srv__do_it", {}, None, "/w").operations == [("mcp.call", "srv", "do_it")]
-    assert resolve_tool("ToolSearch", {}, None, "/w").operations == []
+    assert resolve_tool(TOOLS, "Write", {"file_path": "/w/a.txt"}, None, "/w").subjects == [("file:a.txt", [("file.write", "", "")])]
+    assert resolve_tool(TOOLS, "Task", {}, None, "/w").operations == [("subagent.spawn", "", "")]
+    assert resolve_tool(TOOLS, "Agent", {}, None, "/w").operations == [("subagent.spawn", "", "")]
+    assert resolve_tool(TOOLS, "mcp__srv__do_it", {}, None, "/w").operations == [("mcp.call", "srv", "do_it")]
+    assert resolve_tool(TOOLS, "ToolSearch", {}, None, "/w").operations == []
 
 
 def test_initialize_reply_check_refuses_without_fail_closed():

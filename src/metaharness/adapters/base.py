@@ -24,11 +24,13 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
+import os
+from typing import Any, Callable, ClassVar, Mapping, Protocol
 
 from metaharness.protocol.descriptor import CapabilityDescriptor
 from metaharness.protocol.events import SessionEnded, SessionStarted
 from metaharness.protocol.frame import Frame
+from metaharness.protocol.subjects import file_subject
 from metaharness.protocol.values import Decision, ProcessTermination
 
 # An operation as the canonical sort key of docs/reference/frame.md: (op, server, tool),
@@ -67,6 +69,63 @@ class Resolution:
 
     operations: list[OpKey]
     subjects: list[tuple[str, list[OpKey]]] = field(default_factory=list)
+
+
+# A tool's subject finder: the path a call acts on, read from its input (None: no subject).
+SubjectPath = Callable[[Any], "str | None"]
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One row of an adapter's tool table: the vendor tool's operation and where its subject is.
+
+    `subject` reads the path from the call's input; `resolve` replaces the whole row's rule for a
+    tool that performs different operations per entry (Codex's `apply_patch`)."""
+
+    op: str = ""
+    subject: SubjectPath | None = None
+    resolve: Callable[[Any, "str | None", str], Resolution] | None = None
+
+
+def path_at(key: str, default: str | None = None, *, when_absent_only: bool = False) -> SubjectPath:
+    """The subject at `input[key]` when it is a non-empty string, else `default` (with
+    `when_absent_only`: `default` only when the key is missing, no subject for an unusable value)."""
+
+    def subject(input: Any) -> str | None:
+        if not isinstance(input, dict):
+            return None
+        if when_absent_only:
+            value = input.get(key, default)
+            return value if isinstance(value, str) and value else None
+        value = input.get(key)
+        return value if isinstance(value, str) and value else default
+
+    return subject
+
+
+def mcp_resolution(name: str) -> Resolution | None:
+    """`mcp__<server>__<tool>` resolves by name to that mcp.call on every harness (the
+    descriptor keeps `null` for it); None for any other name, `[]` for a malformed one."""
+    if not name.startswith("mcp__"):
+        return None
+    server, sep, tool = name[len("mcp__"):].partition("__")
+    return Resolution(operations=[("mcp.call", server, tool)] if sep and server and tool else [])
+
+
+def resolve_tool(table: Mapping[str, Tool], name: str, input: Any, cwd: str | None, run_cwd: str) -> Resolution:
+    """A call's neutral operations and normalised subjects, from its adapter's tool table: an
+    `mcp__` name by name, a tool the table does not know to no operation (UNCOVERED_TOOL)."""
+    by_name = mcp_resolution(name)
+    if by_name is not None:
+        return by_name
+    tool = table.get(name)
+    if tool is None:
+        return Resolution(operations=[])
+    if tool.resolve is not None:
+        return tool.resolve(input, cwd, run_cwd)
+    key: OpKey = (tool.op, "", "")
+    path = tool.subject(input) if tool.subject is not None else None
+    return Resolution(operations=[key], subjects=[(file_subject(path, cwd, run_cwd), [key])] if path else [])
 
 
 @dataclass
@@ -110,6 +169,8 @@ class Adapter(abc.ABC):
     turn_blocks: ClassVar[bool] = False
     # What a user can do when a run requires replace and this adapter cannot deliver it.
     replace_hint: ClassVar[str | None] = None
+    # Vendor tool name → its operation and subject (`resolve_tool`); `mcp__` names resolve by name.
+    tools: ClassVar[Mapping[str, Tool]] = {}
 
     def __init__(self, spec: Any) -> None:
         self.spec = spec  # metaharness.run.spec.RunSpec
@@ -120,9 +181,13 @@ class Adapter(abc.ABC):
     def descriptor(cls) -> CapabilityDescriptor:
         """The capability descriptor of this kind (docs/reference/wire.md)."""
 
-    @abc.abstractmethod
     def resolve(self, name: str, input: Any, cwd: str | None) -> Resolution:
-        """The neutral operations and normalised subjects of a call."""
+        """The neutral operations and normalised subjects of a call, from the tool table."""
+        return resolve_tool(self.tools, name, input, cwd, self.run_cwd())
+
+    def run_cwd(self) -> str:
+        """The directory relative subjects are read against: the run's working directory."""
+        return os.path.abspath(self.spec.cwd or os.getcwd())
 
     @classmethod
     def policy_view(cls, name: str, input: Any) -> tuple[str, Any]:

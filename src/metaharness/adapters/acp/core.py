@@ -31,7 +31,7 @@ from typing import Any, ClassVar
 
 from msgspec import UNSET, UnsetType
 
-from metaharness.adapters.base import Adapter, ControlRefused, Resolution, StartRefusal, plan_loopback_script
+from metaharness.adapters.base import Adapter, ControlRefused, StartRefusal, plan_loopback_script
 from metaharness.adapters.process import ScratchRefused, spawn_on_channel
 from metaharness.protocol.descriptor import CapabilityDescriptor, DenyReason, harness_descriptor
 from metaharness.protocol.events import SessionStarted
@@ -433,14 +433,6 @@ def acp_descriptor(kind: str, pin: str, rendering: dict[str, str | None], fixed_
                               subjectless=subjectless)
 
 
-def mcp_resolution(name: str) -> Resolution | None:
-    """`mcp__<server>__<tool>` resolves by name to that mcp.call, as on every harness. (A run gives
-    the agent no MCP servers, so such a call does not arrive; if one did, only a frame naming
-    that server and tool admits it.)"""
-    server, sep, tool = name.removeprefix("mcp__").partition("__") if name.startswith("mcp__") else ("", "", "")
-    return Resolution(operations=[("mcp.call", server, tool)]) if sep and server and tool else None
-
-
 def session_model(result: dict) -> str | None:
     """The model a new session reports: Gemini CLI's `models.currentModelId`, or opencode's
     `model` config option."""
@@ -493,5 +485,4 @@ def _own_version() -> str:
         return "0"
 
 
-__all__ = ["AcpAdapter", "Resolution", "acp_descriptor", "frame_has_subject_rules", "frame_of", "frame_operation_names",
-           "mcp_resolution"]
+__all__ = ["AcpAdapter", "acp_descriptor", "frame_has_subject_rules", "frame_of", "frame_operation_names"]

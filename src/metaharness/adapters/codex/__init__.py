@@ -32,7 +32,8 @@ import subprocess
 from dataclasses import dataclass
 from typing import Any
 
-from metaharness.adapters.base import Adapter, ControlRefused, OpKey, Resolution, StartRefusal, plan_loopback_script
+from metaharness.adapters.base import (Adapter, ControlRefused, OpKey, Resolution, StartRefusal, Tool,
+                                      plan_loopback_script)
 from metaharness.adapters.process import descendant_groups, kill_groups, spawn_on_channel
 from metaharness.protocol.descriptor import CapabilityDescriptor, harness_descriptor
 from metaharness.protocol.values import (
@@ -126,12 +127,24 @@ class CodexOptions:
         return cls(replace_relay=bool(spec.codex_replace_relay))
 
 
+def patch_resolution(input: Any, call_cwd: str | None, run_cwd: str) -> Resolution:
+    """An apply_patch call: its `changes` (an approval), or the patch text a relay hook shows."""
+    changes = input.get("changes") if isinstance(input, dict) else None
+    if changes is None and isinstance(input, dict):
+        changes = patch_changes(input.get("command"))  # a relay presentation: the patch text
+    return apply_patch_resolution(changes, call_cwd, run_cwd)
+
+
+TOOLS: dict[str, Tool] = {"Bash": Tool("shell"), "apply_patch": Tool(resolve=patch_resolution)}
+
+
 class CodexAdapter(Adapter):
     kind = "codex"
     postures = launch.SANDBOX_WORDS
     default_posture = "workspace-write"
     replace_hint = "start the run with --codex-replace-relay to deliver replace for shell calls"
     turn_blocks = True  # frame rendering, injects and prompt: separate text entries
+    tools = TOOLS
 
     def __init__(self, spec: Any) -> None:
         super().__init__(spec)
@@ -176,20 +189,8 @@ class CodexAdapter(Adapter):
         return harness_descriptor("codex", launch.PIN, RENDERING, registration="unverified", replace="unverified",
                                   options=("codex_replace_relay",))
 
-    def resolve(self, name: str, input: Any, cwd: str | None) -> Resolution:
-        run_cwd = self.work or self.spec.cwd or os.getcwd()
-        if name == "Bash":
-            return Resolution(operations=[SHELL])
-        if name == "apply_patch":
-            changes = input.get("changes") if isinstance(input, dict) else None
-            if changes is None and isinstance(input, dict):
-                changes = patch_changes(input.get("command"))  # a relay presentation: the patch text
-            return apply_patch_resolution(changes, cwd, run_cwd)
-        if name.startswith("mcp__"):
-            server, _, tool = name[len("mcp__"):].partition("__")
-            if server and tool:
-                return Resolution(operations=[("mcp.call", server, tool)])
-        return Resolution(operations=[])
+    def run_cwd(self) -> str:
+        return self.work or self.spec.cwd or os.getcwd()
 
     # --- planning -----------------------------------------------------------------------
     def plan(self) -> None:

@@ -15,13 +15,12 @@ from typing import Any, ClassVar
 
 import msgspec
 
-from metaharness.adapters.base import Adapter, PresentedCall, Resolution
+from metaharness.adapters.base import Adapter, PresentedCall, Tool, path_at
 from metaharness.adapters.base import StartRefusal
 from metaharness.adapters.process import ChildProcess, ScratchRefused, private_scratch
 from metaharness.permissions import MODES
 from metaharness.protocol.descriptor import CapabilityDescriptor, harness_descriptor
 from metaharness.protocol.frame import Frame, render
-from metaharness.protocol.subjects import file_subject
 
 from . import launch, translate
 
@@ -30,10 +29,13 @@ RENDERING: dict[str, str | None] = {
     "mcp.call": None, "search": "grep", "shell": "bash", "skill.load": "skill",
     "subagent.spawn": "agent", "task.todo": "todo", "web.read": "webfetch",
 }
-REVERSE = {tool: op for op, tool in RENDERING.items() if tool}
-# Which input key holds the path a tool acts on (its subject), and the default.
+# Which input key holds the path a tool acts on (its subject), and the subject when the key is absent.
 PATH_KEYS = {"read": ("path", None), "write": ("path", None), "edit": ("path", None),
              "glob": ("path", "."), "grep": ("path", ".")}
+TOOLS: dict[str, Tool] = {
+    tool: Tool(op, path_at(*PATH_KEYS[tool], when_absent_only=True) if tool in PATH_KEYS else None)
+    for op, tool in RENDERING.items() if tool
+}
 
 _encode = msgspec.json.Encoder(order="deterministic").encode
 
@@ -42,6 +44,7 @@ class OHarnessAdapter(Adapter):
     kind: ClassVar[str] = "oharness"
     postures: ClassVar[tuple[str, ...]] = MODES
     default_posture: ClassVar[str | None] = None  # the configured mode (docs/reference/permissions.md)
+    tools = TOOLS
 
     def __init__(self, spec: Any) -> None:
         super().__init__(spec)
@@ -57,28 +60,6 @@ class OHarnessAdapter(Adapter):
     @classmethod
     def descriptor(cls) -> CapabilityDescriptor:
         return harness_descriptor("oharness", _version(), RENDERING, registration="delivered", replace="delivered")
-
-    def resolve(self, name: str, input: Any, cwd: str | None) -> Resolution:
-        if name.startswith("mcp__"):
-            server, _, tool = name[5:].partition("__")
-            ops = [("mcp.call", server, tool)] if server and tool else []
-            return Resolution(operations=ops)
-        op = REVERSE.get(name)
-        if op is None:
-            return Resolution(operations=[])
-        key = (op, "", "")
-        subjects: list[tuple[str, list]] = []
-        if name in PATH_KEYS and isinstance(input, dict):
-            field, default = PATH_KEYS[name]
-            path = input.get(field, default)
-            if isinstance(path, str) and path:
-                subjects.append((file_subject(path, cwd, self._run_cwd()), [key]))
-        return Resolution(operations=[key], subjects=subjects)
-
-    def _run_cwd(self) -> str:
-        import os
-
-        return os.path.abspath(self.spec.cwd or os.getcwd())
 
     def plan(self) -> None:
         """Refuse what oharness would refuse, before anything is spawned."""
