@@ -32,7 +32,7 @@ from metaharness.protocol.descriptor import CapabilityDescriptor
 from metaharness.protocol.values import ImposedRow
 
 from . import launch
-from .core import (PLACEHOLDER_KEY, AcpAdapter, acp_descriptor, frame_has_subject_rules, frame_of,
+from .adapter import (PLACEHOLDER_KEY, AcpAdapter, acp_descriptor, frame_has_subject_rules, frame_of,
                    frame_operation_names)
 
 PIN = "0.61.0"

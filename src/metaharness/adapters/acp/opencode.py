@@ -29,7 +29,7 @@ from metaharness.protocol.descriptor import CapabilityDescriptor
 from metaharness.protocol.values import ImposedRow
 
 from . import launch
-from .core import PLACEHOLDER_KEY, AcpAdapter, acp_descriptor, frame_of, frame_operation_names
+from .adapter import PLACEHOLDER_KEY, AcpAdapter, acp_descriptor, frame_of, frame_operation_names
 
 PIN = "1.18.33"
 PERMISSION = {"*": "ask", "task": "deny"}

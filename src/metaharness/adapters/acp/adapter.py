@@ -5,7 +5,7 @@ vendor refusals), spawn in its own process group with a scratch home, `initializ
 `session/new`, one `session/prompt` per turn, the controls, and wind-up. Each vendor
 (`opencode.py`, `gemini.py`) is a subclass that says how it is pinned (files and
 environment), how a permission request becomes a call (`call_of`) and how a call resolves
-(`resolve`), and which mode it must stay in.
+(its tool table, `tools`), and which mode it must stay in.
 
 Rules kept:
 * no client capability is advertised (no `fs`, no `terminal`): the agent does its own I/O,
