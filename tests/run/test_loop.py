@@ -451,6 +451,14 @@ async def test_malformed_lines_answered_and_reading_continues():
 # --- run start -------------------------------------------------------------------
 
 
+async def test_an_option_of_another_adapter_is_refused_at_start():
+    """The run names no vendor: the refusal comes from the option's owner and the descriptor."""
+    events, code, adapter, _, stderr = await drive(spec(codex_replace_relay=True), turns=[Turn([])])
+    assert code == 2 and adapter.texts == []
+    assert stderr == ["metaharness: --codex-replace-relay is a codex option and this run is oharness"]
+    assert [e["event"] for e in events] == ["stream.closed"]
+
+
 async def test_required_command_refused_at_start():
     descriptor = OHarnessAdapter.descriptor()
     descriptor = msgspec.structs.replace(descriptor, commands=dict(descriptor.commands, steer=CommandRefused()),

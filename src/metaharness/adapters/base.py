@@ -290,6 +290,16 @@ class Adapter(abc.ABC):
         return []
 
 
+def own_version() -> str:
+    """metaharness's own version, as a harness's client info names it ("0" when not installed)."""
+    try:
+        from importlib.metadata import version
+
+        return version("metaharness")
+    except Exception:
+        return "0"
+
+
 def load_script(path: str):
     """The run's `--script` scenario, or a StartRefusal naming the turn (docs/scenarios.md)."""
     from metaharness.protocol.scenario import ScenarioError, load_scenario

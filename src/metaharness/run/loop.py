@@ -62,7 +62,6 @@ from metaharness.protocol.values import (
     Abstain,
     Allow,
     Deny,
-    Exited,
     HermeticAttestation,
     Ok,
     Replace,
@@ -1015,12 +1014,3 @@ class Run:
             return "completed"
         return "error"
 
-
-def termination_of(returncode: int | None) -> Any:
-    from metaharness.protocol.values import Signaled
-
-    if returncode is None:
-        return UnknownTermination()
-    if returncode < 0:
-        return Signaled(signal=-returncode)
-    return Exited(code=returncode)

@@ -31,7 +31,7 @@ from typing import Any, ClassVar
 
 from msgspec import UNSET, UnsetType
 
-from metaharness.adapters.base import Adapter, ControlRefused, StartRefusal, plan_loopback_script
+from metaharness.adapters.base import Adapter, ControlRefused, StartRefusal, own_version, plan_loopback_script
 from metaharness.adapters.process import ScratchRefused, spawn_on_channel
 from metaharness.protocol.descriptor import CapabilityDescriptor, DenyReason, harness_descriptor
 from metaharness.protocol.events import SessionStarted
@@ -209,7 +209,7 @@ class AcpAdapter(Adapter):
         init = await self.rpc.request("initialize", {
             "protocolVersion": PROTOCOL_VERSION,
             "clientCapabilities": {"fs": {"readTextFile": False, "writeTextFile": False}, "terminal": False},
-            "clientInfo": {"name": "metaharness", "version": _own_version()},
+            "clientInfo": {"name": "metaharness", "version": own_version()},
         }, timeout=HANDSHAKE_TIMEOUT_S)
         self.agent_info = (init or {}).get("agentInfo") or {} if isinstance(init, dict) else {}
         result = await self.rpc.request("session/new", {"cwd": self.work, "mcpServers": []},
@@ -475,14 +475,6 @@ def frame_has_subject_rules(frame: dict | None) -> bool:
     subjects = (frame or {}).get("subjects")
     return isinstance(subjects, dict) and bool(subjects.get("rules"))
 
-
-def _own_version() -> str:
-    try:
-        from importlib.metadata import version
-
-        return version("metaharness")
-    except Exception:
-        return "0"
 
 
 __all__ = ["AcpAdapter", "acp_descriptor", "frame_has_subject_rules", "frame_of", "frame_operation_names"]

@@ -32,7 +32,7 @@ import subprocess
 from dataclasses import dataclass
 from typing import Any
 
-from metaharness.adapters.base import (Adapter, ControlRefused, OpKey, Resolution, StartRefusal, Tool,
+from metaharness.adapters.base import (Adapter, ControlRefused, OpKey, Resolution, StartRefusal, Tool, own_version,
                                       plan_loopback_script)
 from metaharness.adapters.process import descendant_groups, kill_groups, spawn_on_channel
 from metaharness.protocol.descriptor import CapabilityDescriptor, harness_descriptor
@@ -53,7 +53,6 @@ from .rpc import RpcChannel, RpcClosed, RpcError
 from .seam import Seam
 from .translate import Translator
 
-SHELL: OpKey = ("shell", "", "")
 FILE_WRITE: OpKey = ("file.write", "", "")
 FILE_EDIT: OpKey = ("file.edit", "", "")
 TOO_LATE_STEER = "no turn is running, so there is nothing to steer; message.inject reaches the next turn"
@@ -381,7 +380,7 @@ class CodexAdapter(Adapter):
     async def _handshake(self) -> None:
         assert self.rpc is not None and self.translator is not None and self.scratch is not None
         init = await self.rpc.request("initialize", {
-            "clientInfo": {"name": "metaharness", "title": None, "version": _own_version()},
+            "clientInfo": {"name": "metaharness", "title": None, "version": own_version()},
             "capabilities": {"experimentalApi": False, "requestAttestation": False},
         }, timeout=60)
         self.user_agent = init.get("userAgent") if isinstance(init, dict) else None
@@ -716,14 +715,6 @@ class CodexAdapter(Adapter):
                 failures.append(f"could not copy {source} into {directory}: {exc.strerror or exc}")
         return failures
 
-
-def _own_version() -> str:
-    try:
-        from importlib.metadata import version
-
-        return version("metaharness")
-    except Exception:
-        return "0"
 
 
 __all__ = ["CodexAdapter", "CodexOptions", "apply_patch_resolution"]
