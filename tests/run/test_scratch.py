@@ -92,7 +92,7 @@ def test_claude_and_codex_scratch_refuse_a_hostile_base(tmp_path, monkeypatch):
 
 
 async def test_an_oharness_run_with_a_hostile_base_is_refused_before_spawning(tmp_path, monkeypatch):
-    from metaharness.adapters import oharness
+    from metaharness.adapters.oharness import adapter as oharness
     from metaharness.run.loop import Run
     from metaharness.run.spec import RunSpec
 
