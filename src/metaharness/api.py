@@ -294,7 +294,7 @@ def describe(kind: str) -> dict:
     """The capability descriptor of an adapter kind (what `metaharness capabilities KIND` prints)."""
     from metaharness.adapters import adapter_class
 
-    return adapter_class(kind).descriptor()
+    return adapter_class(kind).descriptor().to_wire()
 
 
 async def start_run(spec: RunSpec, *, subprocess: bool = False, service: "RunService | None" = None) -> RunHandle:

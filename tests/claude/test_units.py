@@ -9,7 +9,8 @@ import json
 import pytest
 
 from metaharness.adapters.claude import launch
-from metaharness.adapters.claude.adapter import ClaudeAdapter, resolve_tool
+from metaharness.adapters.base import resolve_tool
+from metaharness.adapters.claude.adapter import TOOLS, ClaudeAdapter
 from metaharness.adapters.claude.doctor import conformance_checks
 from metaharness.adapters.claude.seam import CallSeam, ControlChannel, hook_output
 from metaharness.adapters.claude.translate import Translator, encode_item, line_digest
@@ -52,12 +53,12 @@ def make_seam():
 def test_decision_before_callback_is_parked_then_written_once():
     seam, wire, presented = make_seam()
     seam.on_tool_use("t1", "Bash", {"command": "ls"}, None)
-    presented[0].deliver(Allow(), "frame")
+    seam.deliver(presented[0].call_id, Allow())
     assert wire.lines == []
     seam.on_callback(callback("r1", "t1", {"command": "ls"}))
     assert wire.lines == [{"type": "control_response", "response": {"subtype": "success", "request_id": "r1",
                                                                     "response": hook_output(Allow())}}]
-    presented[0].deliver(Deny(reason="late"), "embedder")
+    seam.deliver(presented[0].call_id, Deny(reason="late"))
     assert len(wire.lines) == 1
     assert len(presented) == 1
 
@@ -66,7 +67,7 @@ def test_callback_first_presents_from_callback():
     seam, wire, presented = make_seam()
     seam.on_callback(callback("r1", "t1", {"command": "ls"}))
     assert presented[0].input == {"command": "ls"} and presented[0].seam == "hook"
-    presented[0].deliver(Deny(reason="no"), "embedder")
+    seam.deliver(presented[0].call_id, Deny(reason="no"))
     assert wire.lines[0]["response"]["response"]["hookSpecificOutput"]["permissionDecision"] == "deny"
     seam.on_tool_use("t1", "Bash", {"command": "ls"}, None)
     assert len(presented) == 1
@@ -78,7 +79,7 @@ def test_mutated_callback_is_denied_even_if_allowed():
     seam.on_callback(callback("r1", "t1", {"command": "rm -rf /"}))
     assert wire.lines[0]["response"]["response"]["hookSpecificOutput"]["permissionDecision"] == "deny"
     assert len(presented) == 2 and presented[1].input == {"command": "rm -rf /"}
-    presented[0].deliver(Allow(), "frame")
+    seam.deliver(presented[0].call_id, Allow())
     assert len(wire.lines) == 1
 
 
@@ -89,7 +90,7 @@ def test_cancelled_callback_ignores_late_answer_and_sweep_denies_waiting():
     seam.on_callback(callback("r1", "t1", {}))
     seam.on_callback(callback("r2", "t2", {}))
     seam.on_cancel({"type": "control_cancel_request", "request_id": "r1"})
-    presented[0].deliver(Allow(), "embedder")
+    seam.deliver(presented[0].call_id, Allow())
     assert wire.lines == []
     assert seam.deny_unanswered("the run was halted") == ["t2"]
     assert wire.lines[0]["response"]["request_id"] == "r2"
@@ -184,11 +185,11 @@ def test_encode_item_sorts_pass_through():
 
 
 def test_resolution_and_subjects():
-    assert resolve_tool("Write", {"file_path": "/w/a.txt"}, None, "/w").subjects == [("file:a.txt", [("file.write", "", "")])]
-    assert resolve_tool("Task", {}, None, "/w").operations == [("subagent.spawn", "", "")]
-    assert resolve_tool("Agent", {}, None, "/w").operations == [("subagent.spawn", "", "")]
-    assert resolve_tool("mcp__srv__do_it", {}, None, "/w").operations == [("mcp.call", "srv", "do_it")]
-    assert resolve_tool("ToolSearch", {}, None, "/w").operations == []
+    assert resolve_tool(TOOLS, "Write", {"file_path": "/w/a.txt"}, None, "/w").subjects == [("file:a.txt", [("file.write", "", "")])]
+    assert resolve_tool(TOOLS, "Task", {}, None, "/w").operations == [("subagent.spawn", "", "")]
+    assert resolve_tool(TOOLS, "Agent", {}, None, "/w").operations == [("subagent.spawn", "", "")]
+    assert resolve_tool(TOOLS, "mcp__srv__do_it", {}, None, "/w").operations == [("mcp.call", "srv", "do_it")]
+    assert resolve_tool(TOOLS, "ToolSearch", {}, None, "/w").operations == []
 
 
 def test_initialize_reply_check_refuses_without_fail_closed():
@@ -201,9 +202,10 @@ def test_initialize_reply_check_refuses_without_fail_closed():
 
 def test_descriptor_matches_protocol_table():
     d = ClaudeAdapter.descriptor()
-    assert list(d) == ["adapter", "versions_pinned", "tiers", "commands", "decision_modes", "replace", "rendering"]
-    assert all(v == "honoured" for v in d["commands"].values()) and len(d["commands"]) == 7
-    assert d["rendering"]["subagent.spawn"] == "Agent" and d["rendering"]["search"] is None
+    assert list(d.to_wire()) == ["adapter", "versions_pinned", "tiers", "commands", "decision_modes", "replace",
+                                 "rendering"]
+    assert all(d.command_refusal(name) is None for name in d.commands) and len(d.commands) == 7
+    assert d.rendering["subagent.spawn"] == "Agent" and d.rendering["search"] is None
 
 
 def test_conformance_checks_pass():
@@ -263,10 +265,9 @@ class _SelfTurningAdapter(ClaudeAdapter):
 
         self.coming = False
         self.ctx.turn_started()
-        self.ctx.present(PresentedCall(call_id="c2", name="Bash", input={"command": "true"}, seam="hook",
-                                       deliver=self._deliver))
+        self.ctx.present(PresentedCall(call_id="c2", name="Bash", input={"command": "true"}, seam="hook"))
 
-    def _deliver(self, decision, decided_by):
+    def deliver(self, call_id, decision, decided_by):
         from metaharness.protocol.events import SessionEnded
         from metaharness.protocol.values import DecisionCensus
 

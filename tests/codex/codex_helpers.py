@@ -29,6 +29,7 @@ class FakeContext:
         self.lines: list[tuple[str, Any, str | None]] = []
         self.calls: list[PresentedCall] = []
         self.turn_ended_event: Any = None
+        self.adapter: Any = None  # what `decide`'s answers are delivered to (the adapter or its seam)
 
     def _add(self, name: str, payload: Any, at: str | None = None) -> None:
         self.lines.append((name, payload, at))
@@ -53,7 +54,7 @@ class FakeContext:
         if self.decide is not None:
             decision = self.decide(call)
             if decision is not None:
-                call.deliver(decision, "frame")
+                self.adapter.deliver(call.call_id, decision, "frame")
                 self._add("tool.decided", decision)
 
     def record_call(self, call_id, name, input, *, at=None):

@@ -9,9 +9,14 @@ import pytest
 
 from metaharness.adapters.base import ControlRefused, StartRefusal
 from metaharness.adapters.codex import CodexAdapter
+from metaharness.protocol.frame import seal
 from metaharness.protocol.values import Abstain, Allow, Deny, Exited, Replace
 
 from codex_helpers import FakeContext, make_spec, wire_log
+
+FRAME_FIELDS = {"workflow": {"id": "w", "version": "1"}, "node": {"id": "n"},
+                "step": {"workflow": "w", "state": "n", "index": 1, "attempt": 1}, "prior": [], "obligations": [],
+                "reaching": [], "next": [], "handoff": {"handoff": "none"}}
 
 
 async def run_turn(adapter: CodexAdapter, ctx: FakeContext, text: str = "go", timeout: float = 15) -> None:
@@ -74,6 +79,7 @@ async def test_allow_accepts_and_command_runs(tmp_path, stub_vendor):
     work.mkdir()
     ctx = FakeContext(str(work), decide=lambda call: Allow())
     adapter = CodexAdapter(make_spec(work, vendor))
+    ctx.adapter = adapter
     adapter.plan()
     await adapter.start(ctx)
     await run_turn(adapter, ctx)
@@ -96,6 +102,7 @@ async def test_deny_steers_the_reason_first_then_declines(tmp_path, stub_vendor)
     work.mkdir()
     ctx = FakeContext(str(work), decide=lambda call: Deny(reason="this step admits no shell"))
     adapter = CodexAdapter(make_spec(work, vendor))
+    ctx.adapter = adapter
     adapter.plan()
     await adapter.start(ctx)
     await run_turn(adapter, ctx)
@@ -131,13 +138,13 @@ async def test_abstain_accepts_and_replace_is_refused_by_name(tmp_path, stub_ven
         if ctx.calls:
             break
         await asyncio.sleep(0.02)
-    ctx.calls[0].deliver(Abstain(), "adapter")
+    adapter.deliver(ctx.calls[0].call_id, Abstain(), "adapter")
     for _ in range(200):
         if len(ctx.calls) == 2:
             break
         await asyncio.sleep(0.02)
     with pytest.raises(ControlRefused) as refused:
-        ctx.calls[1].deliver(Replace(input={"command": "echo c > c.txt"}), "embedder")
+        adapter.deliver(ctx.calls[1].call_id, Replace(input={"command": "echo c > c.txt"}), "embedder")
     assert refused.value.code == "UNSUPPORTED_CONTROL" and "replace" in refused.value.reason
     # The call stays pending; the adapter's ceiling (vendor_ms = 2 × 1000) declines it.
     await asyncio.wait_for(ctx.turn_ended_event.wait(), 15)
@@ -154,6 +161,7 @@ async def test_patch_presentation_and_per_entry_resolution(tmp_path, stub_vendor
     work.mkdir()
     ctx = FakeContext(str(work), decide=lambda call: Allow())
     adapter = CodexAdapter(make_spec(work, vendor))
+    ctx.adapter = adapter
     adapter.plan()
     await adapter.start(ctx)
     await run_turn(adapter, ctx)
@@ -206,7 +214,7 @@ async def test_posture_and_frame_drive_the_sandbox(tmp_path, stub_vendor):
     assert never.value.code == "UNSUPPORTED_CONTROL" and "never" in never.value.reason
     await run_turn(adapter, ctx)
     await adapter.set_posture("workspace-write")
-    await adapter.set_frame_text("Frame text\n\nStrictly only these operations are admitted here:\n- file.write\n\nFrame abc.")
+    await adapter.set_frame(seal({**FRAME_FIELDS, "operations": [{"op": "file.write"}]}))
     await run_turn(adapter, ctx)
     await finish(adapter)
     sent = wire_log(vendor)

@@ -213,10 +213,10 @@ async def test_replace_is_delivered_and_the_verified_approval_accepted(tmp_path)
     replies = hook(seam)
     [call] = ctx.calls
     assert (call.call_id, call.name, call.input, call.seam, call.can_replace) == (CALL, "Bash", {"command": "echo hi > out.txt"}, "hook", True)
-    assert call.replace_refusal({"command": "true", "timeout": 5}) == RELAY_REPLACE_REASON
-    assert call.replace_refusal({"command": "  "}) == RELAY_REPLACE_REASON
-    assert call.replace_refusal({"command": "true"}) is None
-    call.deliver(Replace(input={"command": "echo new > new.txt"}), "embedder")
+    assert seam.replacement_refusal(call.call_id, {"command": "true", "timeout": 5}) == RELAY_REPLACE_REASON
+    assert seam.replacement_refusal(call.call_id, {"command": "  "}) == RELAY_REPLACE_REASON
+    assert seam.replacement_refusal(call.call_id, {"command": "true"}) is None
+    seam.deliver(call.call_id, Replace(input={"command": "echo new > new.txt"}), "embedder")
     out = json.loads(replies[0])["hookSpecificOutput"]
     assert out == {"hookEventName": "PreToolUse", "permissionDecision": "allow", "updatedInput": {"command": "echo new > new.txt"}}
     approval(seam, command="/bin/bash -lc 'echo new > new.txt'")
@@ -227,18 +227,18 @@ async def test_replace_is_delivered_and_the_verified_approval_accepted(tmp_path)
 async def test_an_approval_that_differs_is_presented_again_and_declined(tmp_path):
     seam, ctx = make_seam(tmp_path)
     hook(seam)
-    ctx.calls[0].deliver(Replace(input={"command": "echo new > new.txt"}), "embedder")
+    seam.deliver(ctx.calls[0].call_id, Replace(input={"command": "echo new > new.txt"}), "embedder")
     approval(seam, command="/bin/bash -lc 'echo other > other.txt'")
     assert seam.rpc.answers == []
     [_, again] = ctx.calls
     # The same call id with the approval's own input: the loop's mutated-request rule denies it.
     assert again.call_id == CALL and again.seam == "control_request" and again.input != ctx.calls[0].input
-    again.deliver(Deny(reason="this call id was already presented with a different input"), "adapter")
+    seam.deliver(again.call_id, Deny(reason="this call id was already presented with a different input"), "adapter")
     assert seam.rpc.answers == [(7, {"decision": "decline"}, None)]
     # Replace decided, but the vendor asks to run the original: not what was decided either.
     seam, ctx = make_seam(tmp_path)
     hook(seam)
-    ctx.calls[0].deliver(Replace(input={"command": "echo new > new.txt"}), "embedder")
+    seam.deliver(ctx.calls[0].call_id, Replace(input={"command": "echo new > new.txt"}), "embedder")
     approval(seam)
     assert seam.rpc.answers == [] and len(ctx.calls) == 2
 
@@ -247,14 +247,14 @@ async def test_allow_abstain_deny_and_an_early_approval(tmp_path):
     for decision in (Allow(), Abstain()):
         seam, ctx = make_seam(tmp_path)
         replies = hook(seam)
-        ctx.calls[0].deliver(decision, "frame")
+        seam.deliver(ctx.calls[0].call_id, decision, "frame")
         assert replies == [b""]
         approval(seam)
         assert seam.rpc.answers == [(7, {"decision": "accept"}, None)]
     # Deny: the hook's deny carries the reason; an approval that still comes is declined.
     seam, ctx = make_seam(tmp_path)
     replies = hook(seam)
-    ctx.calls[0].deliver(Deny(reason="NOT-THIS"), "embedder")
+    seam.deliver(ctx.calls[0].call_id, Deny(reason="NOT-THIS"), "embedder")
     assert json.loads(replies[0])["hookSpecificOutput"] == {
         "hookEventName": "PreToolUse", "permissionDecision": "deny", "permissionDecisionReason": "NOT-THIS"}
     approval(seam)
@@ -264,9 +264,9 @@ async def test_allow_abstain_deny_and_an_early_approval(tmp_path):
     replies = hook(seam)
     approval(seam)
     assert seam.rpc.answers == [] and CALL in seam.pending
-    ctx.calls[0].deliver(Allow(), "embedder")
+    seam.deliver(ctx.calls[0].call_id, Allow(), "embedder")
     assert seam.rpc.answers == [(7, {"decision": "accept"}, None)] and seam.pending == {}
-    ctx.calls[0].deliver(Deny(reason="late"), "embedder")  # never a second answer
+    seam.deliver(ctx.calls[0].call_id, Deny(reason="late"), "embedder")  # never a second answer
     assert replies == [b""] and len(seam.rpc.answers) == 1
 
 
@@ -297,7 +297,7 @@ async def test_patch_presentation_resolves_per_entry_and_is_verified(tmp_path):
     resolution = seam.resolve("apply_patch", call.input, str(tmp_path))
     assert resolution.subjects == [("file:notes/new.txt", [("file.write", "", "")]),
                                    ("file:b.txt", [("file.write", "", "")]), ("file:a.txt", [("file.write", "", "")])]
-    call.deliver(Allow(), "frame")
+    seam.deliver(call.call_id, Allow(), "frame")
     same = [{"path": str(tmp_path / "notes" / "new.txt"), "kind": {"type": "add"}},
             {"path": str(tmp_path / "a.txt"), "kind": {"type": "update", "move_path": str(tmp_path / "b.txt")}}]
     seam.translator.items[CALL] = {"id": CALL, "type": "fileChange", "changes": same}
@@ -307,7 +307,7 @@ async def test_patch_presentation_resolves_per_entry_and_is_verified(tmp_path):
     # A patch whose entries differ from the presented text is not what was decided.
     seam, ctx = make_seam(tmp_path)
     hook(seam, hook_payload(name="apply_patch", command=PATCH, cwd=str(tmp_path)))
-    ctx.calls[0].deliver(Allow(), "frame")
+    seam.deliver(ctx.calls[0].call_id, Allow(), "frame")
     seam.translator.items[CALL] = {"id": CALL, "type": "fileChange",
                                    "changes": [{"path": str(tmp_path / "elsewhere.txt"), "kind": {"type": "add"}}]}
     seam.on_request({"id": 9, "method": "item/fileChange/requestApproval",
@@ -353,7 +353,7 @@ def test_any_hook_payload_is_presented_or_answered_once(tmp_path_factory, payloa
     if ctx.calls:
         [call] = ctx.calls
         assert replies == [] and call.seam == "hook" and call.input == {"command": payload["tool_input"]["command"]}
-        call.deliver(Deny(reason="no"), "frame")
+        seam.deliver(call.call_id, Deny(reason="no"), "frame")
         assert len(replies) == 1 and json.loads(replies[0])["hookSpecificOutput"]["permissionDecision"] == "deny"
     else:
         assert replies == [b""]

@@ -35,7 +35,7 @@ def test_render_agrees_with_what_every_adapter_does_for_mcp_calls():
     for kind in KINDS:
         cls = adapter_class(kind)
         assert "mcp.call         -> mcp__<server>__<tool> (resolved by name)" in render_table(
-            cls.descriptor()["rendering"]).splitlines(), kind
+            cls.descriptor().rendering).splitlines(), kind
         adapter = cls(RunSpec(kind=kind, cwd="/w"))
         resolution = adapter.resolve("mcp__github__create_issue", {"title": "x"}, "/w")
         assert resolution.operations == [("mcp.call", "github", "create_issue")], kind

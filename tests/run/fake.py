@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 from metaharness.adapters.base import Adapter, ControlRefused, PresentedCall, Resolution
 from metaharness.adapters.oharness import OHarnessAdapter
+from metaharness.protocol.descriptor import CapabilityDescriptor
 from metaharness.protocol.events import Injection, SessionEnded, SessionStarted, Text, ToolResult
 from metaharness.protocol.values import DecisionCensus, Deny, Exited, HermeticAttestation, TranscriptRef
 from metaharness.run.loop import Run
@@ -40,7 +41,7 @@ class FakeAdapter(Adapter):
     kind = "oharness"
     postures = ("manual", "plan")
 
-    def __init__(self, spec, turns: list[Turn], *, descriptor: dict | None = None,
+    def __init__(self, spec, turns: list[Turn], *, descriptor: CapabilityDescriptor | None = None,
                  end_session: bool = True, crash_after_turn: int | None = None) -> None:
         super().__init__(spec)
         self.turns = list(turns)
@@ -55,9 +56,16 @@ class FakeAdapter(Adapter):
         self._turn_task: asyncio.Task | None = None
         self._ctx = None
         self._n = 0
+        self._waiting: dict[str, asyncio.Future] = {}
 
-    def descriptor(self) -> dict:  # type: ignore[override]
+    def descriptor(self) -> CapabilityDescriptor:  # type: ignore[override]
         return self._descriptor or OHarnessAdapter.descriptor()
+
+    def deliver(self, call_id, decision, decided_by) -> None:
+        self.delivered.append((call_id, decision, decided_by))
+        future = self._waiting.get(call_id)
+        if future is not None and not future.done():
+            future.set_result(decision)
 
     def resolve(self, name, input, cwd) -> Resolution:
         return OHarnessAdapter(self.spec).resolve(name, input, cwd)
@@ -81,15 +89,8 @@ class FakeAdapter(Adapter):
             for call in turn.calls:
                 self._n += 1
                 call_id = call.call_id or f"call_{self._n}"
-                future = asyncio.get_running_loop().create_future()
-
-                def deliver(decision, decided_by, _f=future, _id=call_id):
-                    self.delivered.append((_id, decision, decided_by))
-                    if not _f.done():
-                        _f.set_result(decision)
-
-                ctx.present(PresentedCall(call_id=call_id, name=call.name, input=call.input, seam=call.seam,
-                                          deliver=deliver))
+                future = self._waiting[call_id] = asyncio.get_running_loop().create_future()
+                ctx.present(PresentedCall(call_id=call_id, name=call.name, input=call.input, seam=call.seam))
                 decision = await future
                 if not isinstance(decision, Deny):
                     self.ran.append(call_id)
@@ -188,7 +189,7 @@ class CoreRun:
     `turn_started()`, `call()` (the harness presents a call), `send()` (one stdin line
     through the decoder and the pipeline), `expire()` at the fake clock, `wind_up()`."""
 
-    def __init__(self, spec: RunSpec, *, descriptor: dict | None = None) -> None:
+    def __init__(self, spec: RunSpec, *, descriptor: CapabilityDescriptor | None = None) -> None:
         from metaharness.run.core import RunCore
         from metaharness.run.harness import Harness
 
@@ -197,7 +198,7 @@ class CoreRun:
         self.lines: list[bytes] = []
         self.stderr: list[str] = []
         self.adapter = FakeAdapter(spec, [], descriptor=descriptor)
-        self.delivered: list[tuple[str, Any, str]] = []
+        self.delivered = self.adapter.delivered  # (call_id, decision, decided_by), as the run delivered them
         self.turn_inputs: list[Any] = []
         self.frames_set: list[Any] = []
         self.wakes = 0
@@ -234,10 +235,7 @@ class CoreRun:
         self.core.turn_started()
 
     def call(self, name: str, input: Any, call_id: str) -> None:
-        def deliver(decision, decided_by, _id=call_id):
-            self.delivered.append((_id, decision, decided_by))
-
-        self.core.present(PresentedCall(call_id=call_id, name=name, input=input, seam="owned_tool", deliver=deliver))
+        self.core.present(PresentedCall(call_id=call_id, name=name, input=input, seam="owned_tool"))
 
     def send(self, line: bytes) -> bool:
         """One stdin line; True when the core hands it to the driver to carry to the child."""

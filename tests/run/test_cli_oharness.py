@@ -204,7 +204,7 @@ def test_pinned_version_is_the_installed_distribution_version():
     from metaharness.adapters.oharness import OHarnessAdapter
 
     assert oharness.__version__ == version("metaharness")
-    assert OHarnessAdapter.descriptor()["versions_pinned"] == [f"oharness {version('metaharness')}"]
+    assert OHarnessAdapter.descriptor().versions_pinned == (f"oharness {version('metaharness')}",)
 
 
 def test_session_directory_is_deleted_with_the_run_unless_retained(tmp_path):

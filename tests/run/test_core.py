@@ -7,9 +7,11 @@ tests/run/test_phases.py's."""
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 
 from metaharness.adapters.oharness import OHarnessAdapter
+from metaharness.protocol.descriptor import CapabilityDescriptor, CommandRefused
 from metaharness.protocol.values import Deny
 from metaharness.run import commands
 from metaharness.run.spec import RunSpec
@@ -25,7 +27,7 @@ def spec(**kw) -> RunSpec:
     return RunSpec(**kw)
 
 
-def started(descriptor: dict | None = None, **kw) -> CoreRun:
+def started(descriptor: CapabilityDescriptor | None = None, **kw) -> CoreRun:
     run = CoreRun(spec(**kw), descriptor=descriptor)
     run.start()
     run.turn(first=True)
@@ -256,7 +258,7 @@ def test_replace_is_refused_under_deny_only_and_the_call_stays_pending():
 
 
 def test_replace_never_becomes_allow_where_it_cannot_be_delivered():
-    run = started(dict(OHarnessAdapter.descriptor(), replace="unverified"), decisions="ask")
+    run = started(msgspec.structs.replace(OHarnessAdapter.descriptor(), replace="unverified"), decisions="ask")
     run.call("bash", {"command": "x"}, "c1")
     run.send(decide("c1", {"decision": "replace", "input": {"command": "true"}}, id="r"))
     assert run.result("r")["refused"] == {"code": "UNSUPPORTED_CONTROL", "reason":
@@ -305,7 +307,7 @@ def test_well_formedness_comes_before_capability():
     stale = make_frame([{"op": "shell"}])
     stale["operations"] = [{"op": "file.write"}]
     descriptor = OHarnessAdapter.descriptor()
-    descriptor["commands"] = dict(descriptor["commands"], **{"frame.set": {"refused": "UNSUPPORTED_CONTROL"}})
+    descriptor = msgspec.structs.replace(descriptor, commands=dict(descriptor.commands, **{"frame.set": CommandRefused()}))
     run = started(descriptor)
     run.send(cmd("frame.set", id="stale", frame=stale))
     run.send(cmd("frame.set", id="fresh", frame=make_frame([{"op": "shell"}])))
@@ -497,8 +499,8 @@ def refused_start(run: CoreRun) -> RunRefused:
 
 def test_required_commands_are_refused_at_start_each_by_name():
     descriptor = OHarnessAdapter.descriptor()
-    descriptor["commands"] = dict(descriptor["commands"], steer={"refused": "UNSUPPORTED_CONTROL"})
-    descriptor["replace"] = "absent"
+    descriptor = msgspec.structs.replace(descriptor, commands=dict(descriptor.commands, steer=CommandRefused()),
+                                         replace="absent")
     run = CoreRun(spec(required_commands=["replace", "steer"]), descriptor=descriptor)
     refusal = refused_start(run)
     assert [(e["event"], e.get("id")) for e in run.events] == [

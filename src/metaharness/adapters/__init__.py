@@ -1,6 +1,8 @@
-"""Harness adapters. Each kind lives in its own package with the same parts:
-launch (spawn the child hermetically), translate (vendor records → events) and
-seam (present calls, deliver decisions), behind `base.Adapter`."""
+"""Harness adapters. Each kind lives in its own package with the same parts behind a
+face (`__init__.py`, re-exports only): launch (spawn the child hermetically), translate
+(vendor records → events), seam (present calls, deliver decisions) and adapter (the
+`base.Adapter` subclass: lifecycle, controls, its tool table and its descriptor). The
+ACP harnesses share the `acp` package, one vendor module each."""
 
 from __future__ import annotations
 

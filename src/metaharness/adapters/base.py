@@ -9,18 +9,28 @@ Flow: the loop calls `plan()` (refusals before anything is spawned), then
 `start(ctx)` (spawn, vendor capability check, start reading the child), then
 `begin_turn()` for each turn. While it runs the adapter reports through `ctx`
 (a `RunContext`): `session_started`, `turn_started`, `emit` (any other event),
-`present` (a call that needs a decision), `turn_ended`, `session_ended`. When the
-loop is done with turns it calls `finish()` (graceful) or `halt()` (stop now), then
-`wait()` for the child's termination.
+`present` (a call that needs a decision), `turn_ended`, `session_ended`. The loop
+answers a presented call by calling `deliver(call_id, decision, decided_by)`, and hands
+the frame in force over as a value (`set_frame(frame)`); rendering it for the vendor is
+the adapter's. When the loop is done with turns it calls `finish()` (graceful) or
+`halt()` (stop now), then `wait()` for the child's termination.
+
+Every hook the loop may call is declared here with its default; the loop probes for
+nothing. Options that belong to one vendor are RunSpec fields the adapter's descriptor
+lists in `options`; the loop reads none of them.
 """
 
 from __future__ import annotations
 
 import abc
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Protocol
+import os
+from typing import Any, Callable, ClassVar, Mapping, Protocol
 
+from metaharness.protocol.descriptor import CapabilityDescriptor
 from metaharness.protocol.events import SessionEnded, SessionStarted
+from metaharness.protocol.frame import Frame
+from metaharness.protocol.subjects import file_subject
 from metaharness.protocol.values import Decision, ProcessTermination
 
 # An operation as the canonical sort key of docs/reference/frame.md: (op, server, tool),
@@ -61,6 +71,63 @@ class Resolution:
     subjects: list[tuple[str, list[OpKey]]] = field(default_factory=list)
 
 
+# A tool's subject finder: the path a call acts on, read from its input (None: no subject).
+SubjectPath = Callable[[Any], "str | None"]
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One row of an adapter's tool table: the vendor tool's operation and where its subject is.
+
+    `subject` reads the path from the call's input; `resolve` replaces the whole row's rule for a
+    tool that performs different operations per entry (Codex's `apply_patch`)."""
+
+    op: str = ""
+    subject: SubjectPath | None = None
+    resolve: Callable[[Any, "str | None", str], Resolution] | None = None
+
+
+def path_at(key: str, default: str | None = None, *, when_absent_only: bool = False) -> SubjectPath:
+    """The subject at `input[key]` when it is a non-empty string, else `default` (with
+    `when_absent_only`: `default` only when the key is missing, no subject for an unusable value)."""
+
+    def subject(input: Any) -> str | None:
+        if not isinstance(input, dict):
+            return None
+        if when_absent_only:
+            value = input.get(key, default)
+            return value if isinstance(value, str) and value else None
+        value = input.get(key)
+        return value if isinstance(value, str) and value else default
+
+    return subject
+
+
+def mcp_resolution(name: str) -> Resolution | None:
+    """`mcp__<server>__<tool>` resolves by name to that mcp.call on every harness (the
+    descriptor keeps `null` for it); None for any other name, `[]` for a malformed one."""
+    if not name.startswith("mcp__"):
+        return None
+    server, sep, tool = name[len("mcp__"):].partition("__")
+    return Resolution(operations=[("mcp.call", server, tool)] if sep and server and tool else [])
+
+
+def resolve_tool(table: Mapping[str, Tool], name: str, input: Any, cwd: str | None, run_cwd: str) -> Resolution:
+    """A call's neutral operations and normalised subjects, from its adapter's tool table: an
+    `mcp__` name by name, a tool the table does not know to no operation (UNCOVERED_TOOL)."""
+    by_name = mcp_resolution(name)
+    if by_name is not None:
+        return by_name
+    tool = table.get(name)
+    if tool is None:
+        return Resolution(operations=[])
+    if tool.resolve is not None:
+        return tool.resolve(input, cwd, run_cwd)
+    key: OpKey = (tool.op, "", "")
+    path = tool.subject(input) if tool.subject is not None else None
+    return Resolution(operations=[key], subjects=[(file_subject(path, cwd, run_cwd), [key])] if path else [])
+
+
 @dataclass
 class PresentedCall:
     """A call the harness is blocked on, waiting for one decision."""
@@ -68,13 +135,10 @@ class PresentedCall:
     call_id: str
     name: str  # the vendor's tool name
     input: Any  # pass-through, exactly as the vendor gave it
-    seam: str  # Seam word: how the decision travels back
-    deliver: Callable[[Decision, str], None]  # writes (decision, decided_by) to the child; synchronous
+    seam: str  # Seam word: how the decision travels back (`Adapter.deliver`)
     cwd: str | None = None  # the call's own working directory, when the vendor said
     at: str | None = None  # vendor timestamp of the record
     can_replace: bool = True  # False where this call cannot carry an updated input
-    # Given a replacement input: why this call cannot carry it (refused by name), or None.
-    replace_refusal: Callable[[Any], str | None] | None = None
 
 
 class RunContext(Protocol):
@@ -105,6 +169,8 @@ class Adapter(abc.ABC):
     turn_blocks: ClassVar[bool] = False
     # What a user can do when a run requires replace and this adapter cannot deliver it.
     replace_hint: ClassVar[str | None] = None
+    # Vendor tool name → its operation and subject (`resolve_tool`); `mcp__` names resolve by name.
+    tools: ClassVar[Mapping[str, Tool]] = {}
 
     def __init__(self, spec: Any) -> None:
         self.spec = spec  # metaharness.run.spec.RunSpec
@@ -112,12 +178,16 @@ class Adapter(abc.ABC):
     # --- static facts -------------------------------------------------------------
     @classmethod
     @abc.abstractmethod
-    def descriptor(cls) -> dict[str, Any]:
-        """The capability descriptor (docs/reference/wire.md) as an ordered dict."""
+    def descriptor(cls) -> CapabilityDescriptor:
+        """The capability descriptor of this kind (docs/reference/wire.md)."""
 
-    @abc.abstractmethod
     def resolve(self, name: str, input: Any, cwd: str | None) -> Resolution:
-        """The neutral operations and normalised subjects of a call."""
+        """The neutral operations and normalised subjects of a call, from the tool table."""
+        return resolve_tool(self.tools, name, input, cwd, self.run_cwd())
+
+    def run_cwd(self) -> str:
+        """The directory relative subjects are read against: the run's working directory."""
+        return os.path.abspath(self.spec.cwd or os.getcwd())
 
     @classmethod
     def policy_view(cls, name: str, input: Any) -> tuple[str, Any]:
@@ -148,15 +218,31 @@ class Adapter(abc.ABC):
         any frame rendering and injected messages, ahead of the prompt (a list of
         those blocks when the adapter sets `turn_blocks`)."""
 
+    @abc.abstractmethod
+    def deliver(self, call_id: str, decision: Decision, decided_by: str) -> None:
+        """Write the decision for a presented call to the child; synchronous. Called once
+        for every presentation of the call (a call presented twice hears it twice); an
+        adapter ignores a decision for a call it already answered."""
+
+    def replace_delivered(self) -> bool:
+        """This run can deliver `replace` (the descriptor's word, unless one of this
+        adapter's own options changes it)."""
+        return self.descriptor().replace == "delivered"
+
+    def refuse_replacement(self, call_id: str, new_input: Any) -> str | None:
+        """Why the pending call cannot carry this replacement input (refused by name), or None."""
+        return None
+
     def turn_coming(self) -> bool:
         """True when the harness will start another turn by itself, with no boundary
         command (Claude Code: a steer written after the turn's last tool result becomes
         the next turn). The run loop then waits for that turn instead of winding up."""
         return False
 
-    async def set_frame_text(self, text: str | None) -> None:
-        """The frame in force changed at a boundary (oharness also shows it in its
-        system prompt). Default: nothing beyond the turn's text."""
+    async def set_frame(self, frame: Frame) -> None:
+        """The frame in force (a sealed `Frame`) from the next turn on, given before that
+        turn begins (oharness also shows it in its system prompt, Codex sets its sandbox
+        from it). Default: nothing beyond the turn's text."""
 
     async def steer(self, text: str) -> None:
         raise ControlRefused("UNSUPPORTED_CONTROL", f"the {self.kind} adapter cannot steer a running turn")
@@ -191,6 +277,10 @@ class Adapter(abc.ABC):
     async def wait(self) -> ProcessTermination:
         """Wait until the child's output has been read to the end and it exited."""
 
+    def stderr_tail(self) -> str:
+        """The last of the child's stderr, for a run that ended without a terminal record."""
+        return ""
+
     def cleanup(self) -> None:
         """After the stream closed (and retain ran): remove the run's scratch files."""
 
@@ -198,6 +288,16 @@ class Adapter(abc.ABC):
         """Copy the raw transcript (and vendor files) into `directory`; return one
         message per failure."""
         return []
+
+
+def own_version() -> str:
+    """metaharness's own version, as a harness's client info names it ("0" when not installed)."""
+    try:
+        from importlib.metadata import version
+
+        return version("metaharness")
+    except Exception:
+        return "0"
 
 
 def load_script(path: str):

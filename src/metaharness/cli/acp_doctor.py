@@ -70,7 +70,7 @@ class _Recorder:
     def present(self, call) -> None:
         self.events.append(("present", call))
         if self.decide is not None:
-            call.deliver(self.decide(call.call_id), "frame")
+            self.decide(call.call_id)  # decides and delivers
 
     def record_call(self, call_id, name, input, *, at=None) -> None:
         self.events.append(("record", call_id, name, input))
@@ -204,7 +204,7 @@ async def _replay(kind: str, transcript: list[bytes], sent: list[dict], cwd: str
 
     adapter = _adapter(kind, cwd=cwd)
     adapter.work = cwd
-    ctx = _Recorder(cwd, decide=lambda call_id: msgspec.convert(decisions[call_id], Decision))
+    ctx = _Recorder(cwd, decide=lambda call_id: adapter.deliver(call_id, msgspec.convert(decisions[call_id], Decision), "frame"))
     rpc = _ReplayRpc()
     adapter.translator = Translator(ctx, on_arguments=lambda call_id: seam.arguments_arrived(call_id))
     seam = Seam(rpc, ctx, kind, 60000, call_of=adapter._call_of, settled=lambda call_id: True,

@@ -144,4 +144,4 @@ def capabilities(kind: str, render: bool) -> None:
         click.echo(f"metaharness: unknown adapter kind {kind!r} (known: {', '.join(ADAPTERS)})", err=True)
         sys.exit(2)
     descriptor = adapter_class(kind).descriptor()
-    click.echo(render_table(descriptor["rendering"]) if render else descriptor_json(descriptor), nl=False)
+    click.echo(render_table(descriptor.rendering) if render else descriptor_json(descriptor.to_wire()), nl=False)

@@ -58,6 +58,7 @@ from .events import (
     WarningEvent,
     event_name,
 )
+from .descriptor import CapabilityDescriptor, harness_descriptor
 from .frame import (
     FRAME_FORMAT,
     OPERATION_NAMES,

@@ -198,9 +198,7 @@ class Calls:
         if not self.harness.replace_delivered() or (pending is not None and not pending.call.can_replace):
             return (f"the {self.harness.kind} adapter cannot deliver replace for this call; "
                     "deny with a reason instead")
-        if pending is not None and pending.call.replace_refusal:
-            return pending.call.replace_refusal(new_input)
-        return None
+        return self.harness.refuse_replacement(call_id, new_input) if pending is not None else None
 
     def next_deadline(self) -> float | None:
         """When the earliest pending call's deadline falls (clock time), or None. Every call waits

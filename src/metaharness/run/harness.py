@@ -11,8 +11,8 @@ Rules it keeps:
 * A descriptor command that is not `"honoured"` is refused with the code it names,
   else UNSUPPORTED_CONTROL — for a required command at start and for a command at run
   time alike (`command_refusal`).
-* The run never names a vendor except in the two vendor-option methods at the end
-  (`replace_delivered`, `option_refusal`), which the adapter contract is to absorb.
+* The run never names a vendor: a vendor's own options are carried by its adapter and
+  descriptor (`replace_delivered`, `option_refusal`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,9 @@ from __future__ import annotations
 from typing import Any
 
 from metaharness.adapters.base import Adapter, PresentedCall, Resolution
-from metaharness.protocol import frame as frames
+from metaharness.protocol.descriptor import CapabilityDescriptor
+
+from .spec import foreign_option
 
 
 class Harness:
@@ -30,18 +32,15 @@ class Harness:
         self.adapter = adapter
         self.spec = spec
         self.kind: str = spec.kind
-        self.descriptor: dict[str, Any] = adapter.descriptor()
+        self.descriptor: CapabilityDescriptor = adapter.descriptor()
 
     # --- the descriptor and the class facts -----------------------------------------
     def command_refusal(self, name: str) -> str | None:
         """None when the adapter honours command `name`; else the refusal code it declares."""
-        status = self.descriptor["commands"].get(name, {"refused": "UNSUPPORTED_CONTROL"})
-        if status == "honoured":
-            return None
-        return status.get("refused", "UNSUPPORTED_CONTROL") if isinstance(status, dict) else "UNSUPPORTED_CONTROL"
+        return self.descriptor.command_refusal(name)
 
     def delivers_mode(self, mode: str) -> bool:
-        return self.descriptor["decision_modes"].get(mode, "absent") == "delivered"
+        return self.descriptor.delivers_mode(mode)
 
     def accepts_posture(self, word: str) -> bool:
         return word in self.adapter.postures
@@ -73,21 +72,26 @@ class Harness:
         return self.adapter.vendor_timeout_ms(deadline_ms)
 
     def deliver(self, call: PresentedCall, decision: Any, decided_by: str) -> None:
-        """Hand one decision to the child (synchronous; raises when the child went away)."""
-        call.deliver(decision, decided_by)
+        """Hand one decision to the child, once per presentation of the call (synchronous;
+        raises when the child went away)."""
+        self.adapter.deliver(call.call_id, decision, decided_by)
+
+    def refuse_replacement(self, call_id: str, new_input: Any) -> str | None:
+        """Why the adapter cannot carry this replacement input to the pending call, or None."""
+        return self.adapter.refuse_replacement(call_id, new_input)
 
     # --- turns --------------------------------------------------------------------------
     def turn_input(self, blocks: list[str]) -> Any:
         """What begin_turn receives: the non-empty blocks as a list for an adapter that
         keeps them apart (`turn_blocks`), else one string joined with a blank line."""
         blocks = [b for b in blocks if b]
-        return blocks if getattr(self.adapter, "turn_blocks", False) else "\n\n".join(blocks)
+        return blocks if self.adapter.turn_blocks else "\n\n".join(blocks)
 
     def turn_coming(self) -> bool:
-        return getattr(self.adapter, "turn_coming", lambda: False)()
+        return self.adapter.turn_coming()
 
     def stderr_tail(self) -> str:
-        return getattr(self.adapter, "stderr_tail", lambda: "")()
+        return self.adapter.stderr_tail()
 
     # --- the lifecycle (the coroutines are the adapter's own; the driver awaits them) --------
     def plan(self) -> None:
@@ -101,7 +105,7 @@ class Harness:
 
     def set_frame(self, frame: Any):
         """The frame in force changed at a boundary."""
-        return self.adapter.set_frame_text(frames.render(frame))
+        return self.adapter.set_frame(frame)
 
     def steer(self, text: str):
         return self.adapter.steer(text)
@@ -133,14 +137,10 @@ class Harness:
     def cleanup(self) -> None:
         self.adapter.cleanup()
 
-    # --- vendor options (to move into the adapter's own options and descriptor) ------------
+    # --- vendor options: the adapter's own, named by its descriptor -------------------------
     def replace_delivered(self) -> bool:
-        return self.descriptor.get("replace") == "delivered" or (
-            self.spec.kind == "codex" and self.spec.codex_replace_relay
-        )
+        return self.adapter.replace_delivered()
 
     def option_refusal(self) -> str | None:
-        """A vendor option given to a run of another kind: the start refusal's sentence."""
-        if self.spec.codex_replace_relay and self.spec.kind != "codex":
-            return f"--codex-replace-relay is a codex option and this run is {self.spec.kind}"
-        return None
+        """An adapter option given to a run of another kind: the start refusal's sentence."""
+        return foreign_option(self.spec, self.descriptor.options)

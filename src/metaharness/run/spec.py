@@ -5,11 +5,16 @@ flag without its dashes, `-` written `_`; a repeatable flag is a list field name
 in the plural (`--require-command` ↔ `required_commands`, `--policy` ↔
 `policy_files`). `tests/run/test_spec_flags.py` fails when the CLI and this struct
 drift apart. The library builds a RunSpec directly; the CLI only parses into one.
+
+The run's core fields name no vendor. A field that belongs to one adapter kind sits
+under "adapter options", marked with its owner in the field's metadata; that adapter's
+descriptor lists it in `options` and reads it itself. The run only refuses such an
+option on a run of another kind (`foreign_option`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 KINDS = ("oharness", "claude", "codex", "opencode", "gemini")
@@ -33,7 +38,6 @@ class RunSpec:
     decision_timeout_ms: int = 55000
     keep_open: bool = False
     posture: str | None = None
-    codex_replace_relay: bool = False
     required_commands: list[str] = field(default_factory=list)
     retain_dir: str | None = None
     hermetic: str = "off"
@@ -59,7 +63,19 @@ class RunSpec:
     replay: str | None = None
     replay_strict: bool = True
     redact_patterns: list[str] = field(default_factory=list)
+    # adapter options: each read only by the adapter named in its metadata
+    codex_replace_relay: bool = field(default=False, metadata={"adapter": "codex"})
 
     # Library-only (no flag): a frame given as a value rather than a file, and the run id.
     library_frame: Any = field(default=None, metadata={"library_only": True})
     run_id: str | None = field(default=None, metadata={"library_only": True})
+
+
+def foreign_option(spec: RunSpec, owned: tuple[str, ...]) -> str | None:
+    """The refusal sentence for an adapter option set on a run whose adapter does not own it
+    (`owned`: the fields its descriptor lists), or None."""
+    for option in fields(spec):
+        owner = option.metadata.get("adapter")
+        if owner is not None and option.name not in owned and getattr(spec, option.name) != option.default:
+            return f"--{option.name.replace('_', '-')} is a {owner} option and this run is {spec.kind}"
+    return None

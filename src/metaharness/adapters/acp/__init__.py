@@ -1,8 +1,17 @@
 """ACP harnesses: agent CLIs spoken to over the Agent Client Protocol on stdio.
 
-`core.AcpAdapter` is the shared lifecycle (launch, `initialize`, `session/new`, one
-`session/prompt` per turn, controls), `rpc` the JSON-RPC line channel, `seam` the
-permission requests (every tool call asked, answered allow-once or reject-once, our own
-ceiling), `translate` the `session/update` → event mapping. Each vendor is one module:
-`opencode` (opencode 1.18.33, `opencode acp`) and `gemini` (Gemini CLI 0.61.0, `gemini --acp`).
+The package has the shape of every adapter package, shared by its vendors: `adapter`
+(`AcpAdapter`, the lifecycle: launch, `initialize`, `session/new`, one `session/prompt` per
+turn, controls), `launch` (the scratch home and the child's environment), `translate` (the
+`session/update` → event mapping), `seam` (the permission requests: every tool call asked,
+answered allow-once or reject-once, our own ceiling), `rpc` (the JSON-RPC line channel) and
+`doctor`. Each vendor is one module holding its tool table and vendor facts, a subclass of
+`AcpAdapter`: `opencode` (opencode 1.18.33, `opencode acp`) and `gemini` (Gemini CLI 0.61.0,
+`gemini --acp`).
 """
+
+from .adapter import AcpAdapter
+from .gemini import GeminiAdapter
+from .opencode import OpencodeAdapter
+
+__all__ = ["AcpAdapter", "GeminiAdapter", "OpencodeAdapter"]

@@ -24,15 +24,16 @@ from __future__ import annotations
 
 import json
 import os
+from functools import partial
 from typing import Any, ClassVar
 
-from metaharness.adapters.base import OpKey, Resolution, StartRefusal
+from metaharness.adapters.base import StartRefusal, Tool
+from metaharness.protocol.descriptor import CapabilityDescriptor
 from metaharness.protocol.values import ImposedRow
-from metaharness.protocol.subjects import file_subject
 
 from . import launch
-from .core import (PLACEHOLDER_KEY, AcpAdapter, acp_descriptor, frame_has_subject_rules, frame_of,
-                   frame_operation_names, mcp_resolution)
+from .adapter import (PLACEHOLDER_KEY, AcpAdapter, acp_descriptor, frame_has_subject_rules, frame_of,
+                   frame_operation_names)
 
 PIN = "0.61.0"
 MODE = "default"
@@ -97,11 +98,13 @@ class GeminiAdapter(AcpAdapter):
     binary_name = "gemini"
     package = "@google/gemini-cli"
     pin = PIN
+    # The tool table: the subject is the path Gemini CLI shows for the call.
+    tools = {name: Tool(op, partial(shown_path, name)) for name, (op, _) in TOOLS.items()}
     fixed_refusal = FIXED_REFUSAL
 
     @classmethod
-    def descriptor(cls) -> dict[str, Any]:
-        return acp_descriptor(cls.kind, PIN, RENDERING, FIXED_REFUSAL, subjectless=list(SUBJECTLESS))
+    def descriptor(cls) -> CapabilityDescriptor:
+        return acp_descriptor(cls.kind, PIN, RENDERING, FIXED_REFUSAL, subjectless=tuple(SUBJECTLESS))
 
     def vendor_plan(self) -> None:
         frame = frame_of(self.spec)
@@ -168,13 +171,3 @@ class GeminiAdapter(AcpAdapter):
         if rule_tool is not None and path is not None:
             return rule_tool, {"file_path": path}
         return name, input
-
-    def resolve(self, name: str, input: Any, cwd: str | None) -> Resolution:
-        entry = TOOLS.get(name)
-        if entry is None:
-            return mcp_resolution(name) or Resolution(operations=[])
-        key: OpKey = (entry[0], "", "")
-        path = shown_path(name, input)
-        run_cwd = self.work or os.path.abspath(self.spec.cwd or os.getcwd())
-        subjects = [(file_subject(path, cwd, run_cwd), [key])] if path else []
-        return Resolution(operations=[key], subjects=subjects)

@@ -24,29 +24,30 @@ import os
 from pathlib import Path
 from typing import Any, ClassVar
 
-from metaharness.adapters.base import OpKey, Resolution, StartRefusal
+from metaharness.adapters.base import StartRefusal, Tool, path_at
+from metaharness.protocol.descriptor import CapabilityDescriptor
 from metaharness.protocol.values import ImposedRow
-from metaharness.protocol.subjects import file_subject
 
 from . import launch
-from .core import PLACEHOLDER_KEY, AcpAdapter, acp_descriptor, frame_of, frame_operation_names, mcp_resolution
+from .adapter import PLACEHOLDER_KEY, AcpAdapter, acp_descriptor, frame_of, frame_operation_names
 
 PIN = "1.18.33"
 PERMISSION = {"*": "ask", "task": "deny"}
 PROVIDER = "metaharness"
 MODEL = "loopback"
 # opencode tool → neutral operation, and the input key naming its subject (None: no subject)
-TOOLS: dict[str, tuple[str, str | None]] = {
-    "bash": ("shell", None),
-    "write": ("file.write", "filePath"),
-    "edit": ("file.edit", "filePath"),
-    "read": ("file.read", "filePath"),
-    "glob": ("dir.list", "path"),
-    "grep": ("search", "path"),
-    "webfetch": ("web.read", None),
-    "todowrite": ("task.todo", None),
-    "skill": ("skill.load", None),
-    "task": ("subagent.spawn", None),
+# The tool table: a path key names the subject; glob and grep without one search opencode's cwd.
+TOOLS: dict[str, Tool] = {
+    "bash": Tool("shell"),
+    "write": Tool("file.write", path_at("filePath")),
+    "edit": Tool("file.edit", path_at("filePath")),
+    "read": Tool("file.read", path_at("filePath")),
+    "glob": Tool("dir.list", path_at("path", ".")),
+    "grep": Tool("search", path_at("path", ".")),
+    "webfetch": Tool("web.read"),
+    "todowrite": Tool("task.todo"),
+    "skill": Tool("skill.load"),
+    "task": Tool("subagent.spawn"),
 }
 RENDERING: dict[str, str | None] = {
     "dir.list": "glob", "file.edit": "edit", "file.read": "read", "file.write": "write", "mcp.call": None,
@@ -92,9 +93,10 @@ class OpencodeAdapter(AcpAdapter):
     package = "opencode-ai"
     pin = PIN
     fixed_refusal = FIXED_REFUSAL
+    tools = TOOLS
 
     @classmethod
-    def descriptor(cls) -> dict[str, Any]:
+    def descriptor(cls) -> CapabilityDescriptor:
         return acp_descriptor(cls.kind, PIN, RENDERING, FIXED_REFUSAL)
 
     def vendor_plan(self) -> None:
@@ -169,19 +171,3 @@ class OpencodeAdapter(AcpAdapter):
         rule_tool, keys = view
         return rule_tool, {**{theirs: input[ours] for ours, theirs in keys.items() if ours in input},
                            **({"cwd": input["cwd"]} if isinstance(input.get("cwd"), str) else {})}
-
-    def resolve(self, name: str, input: Any, cwd: str | None) -> Resolution:
-        entry = TOOLS.get(name)
-        if entry is None:
-            return mcp_resolution(name) or Resolution(operations=[])
-        op, subject_key = entry
-        key: OpKey = (op, "", "")
-        subjects: list[tuple[str, list[OpKey]]] = []
-        run_cwd = self.work or os.path.abspath(self.spec.cwd or os.getcwd())
-        if subject_key is not None and isinstance(input, dict):
-            path = input.get(subject_key)
-            if isinstance(path, str) and path:
-                subjects.append((file_subject(path, cwd, run_cwd), [key]))
-            elif op in ("dir.list", "search"):
-                subjects.append((file_subject(".", cwd, run_cwd), [key]))  # opencode searches its cwd
-        return Resolution(operations=[key], subjects=subjects)

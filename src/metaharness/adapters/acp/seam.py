@@ -110,7 +110,6 @@ class Seam:
         call_id = pending.call_id
         self.ctx.present(PresentedCall(
             call_id=call_id, name=name, input=call_input, seam="control_request",
-            deliver=lambda decision, decided_by: self.deliver(call_id, decision, decided_by),
             cwd=cwd, can_replace=False,
         ))
         return True

@@ -22,8 +22,10 @@ import subprocess
 import time
 from typing import Any, ClassVar
 
-from metaharness.adapters.base import Adapter, ControlRefused, Resolution, RunContext, StartRefusal, plan_loopback_script
+from metaharness.adapters.base import (Adapter, ControlRefused, RunContext, StartRefusal, Tool, path_at,
+                                      plan_loopback_script)
 from metaharness.adapters.process import ScratchRefused, kill_tree, remove_scratch, spawn_on_channel, wait_or_kill
+from metaharness.protocol.descriptor import CapabilityDescriptor, harness_descriptor
 from metaharness.protocol.values import (
     Exited,
     HermeticAttestation,
@@ -33,7 +35,6 @@ from metaharness.protocol.values import (
     UnavailableRow,
     UnknownTermination,
 )
-from metaharness.protocol.subjects import file_subject
 
 from . import launch
 from .seam import CallSeam, ChannelClosed, ControlChannel, user_line
@@ -44,31 +45,15 @@ RENDERING: dict[str, str | None] = {
     "search": None, "shell": "Bash", "skill.load": "Skill", "subagent.spawn": "Agent", "task.todo": None,
     "web.read": None,
 }
-# Reverse lookup (docs/reference/frame.md): Agent and Task both spawn a subagent.
-TOOL_OPERATIONS: dict[str, str] = {
-    "Read": "file.read", "Write": "file.write", "Edit": "file.edit", "Bash": "shell", "Skill": "skill.load",
-    "Agent": "subagent.spawn", "Task": "subagent.spawn",
+# The tool table (docs/reference/frame.md): Agent and Task both spawn a subagent.
+FILE_PATH = path_at("file_path")
+TOOLS: dict[str, Tool] = {
+    "Read": Tool("file.read", FILE_PATH), "Write": Tool("file.write", FILE_PATH), "Edit": Tool("file.edit", FILE_PATH),
+    "Bash": Tool("shell"), "Skill": Tool("skill.load"), "Agent": Tool("subagent.spawn"), "Task": Tool("subagent.spawn"),
 }
-FILE_TOOLS = ("Read", "Write", "Edit")
 INITIALIZE_TIMEOUT_S = 30.0
 CONTROL_TIMEOUT_S = 10.0
 STDERR_KEEP = 16384
-
-
-def resolve_tool(name: str, input: Any, cwd: str | None, run_cwd: str) -> Resolution:
-    if name.startswith("mcp__"):
-        server, sep, tool = name[len("mcp__"):].partition("__")
-        if sep and server and tool:
-            return Resolution(operations=[("mcp.call", server, tool)])
-        return Resolution(operations=[])
-    op = TOOL_OPERATIONS.get(name)
-    if op is None:
-        return Resolution(operations=[])
-    key = (op, "", "")
-    subjects: list[tuple[str, list]] = []
-    if name in FILE_TOOLS and isinstance(input, dict) and isinstance(input.get("file_path"), str) and input["file_path"]:
-        subjects.append((file_subject(input["file_path"], cwd, run_cwd), [key]))
-    return Resolution(operations=[key], subjects=subjects)
 
 
 class ClaudeAdapter(Adapter):
@@ -76,6 +61,7 @@ class ClaudeAdapter(Adapter):
     postures: ClassVar[tuple[str, ...]] = launch.SET_POSTURES
     default_posture: ClassVar[str | None] = "default"
     turn_blocks: ClassVar[bool] = True  # one text block per frame rendering / inject / prompt
+    tools = TOOLS
 
     def __init__(self, spec: Any) -> None:
         super().__init__(spec)
@@ -106,21 +92,12 @@ class ClaudeAdapter(Adapter):
 
     # --- static facts ------------------------------------------------------------------
     @classmethod
-    def descriptor(cls) -> dict[str, Any]:
-        return {
-            "adapter": {"id": "claude", "class": "harness"},
-            "versions_pinned": [launch.PINNED_VERSION],
-            "tiers": {"registration": "delivered", "call": "delivered", "turn": "delivered", "kill": "delivered"},
-            "commands": {name: "honoured" for name in sorted(
-                ("frame.set", "halt", "interrupt", "message.inject", "permission.set", "steer", "tool.decide"))},
-            "decision_modes": {"ask": "delivered", "frame": "delivered", "observe": "delivered", "policy": "delivered"},
-            "replace": "delivered",
-            "rendering": dict(sorted(RENDERING.items())),
-        }
+    def descriptor(cls) -> CapabilityDescriptor:
+        return harness_descriptor("claude", launch.PINNED_VERSION, RENDERING, registration="delivered",
+                                  replace="delivered")
 
-    def resolve(self, name: str, input: Any, cwd: str | None) -> Resolution:
-        run_cwd = self.ctx.run_cwd if self.ctx is not None else os.path.abspath(self.spec.cwd or os.getcwd())
-        return resolve_tool(name, input, cwd, run_cwd)
+    def run_cwd(self) -> str:
+        return self.ctx.run_cwd if self.ctx is not None else super().run_cwd()
 
     def stderr_tail(self) -> str:
         return bytes(self._stderr[-2000:]).decode("utf-8", "replace")
@@ -399,6 +376,10 @@ class ClaudeAdapter(Adapter):
     def turn_coming(self) -> bool:
         """A user line written but not yet consumed starts a turn of its own."""
         return self.translator is not None and self.translator.unreplayed > 0 and not self._closing
+
+    def deliver(self, call_id: str, decision: Any, decided_by: str) -> None:
+        if self.seam is not None:
+            self.seam.deliver(call_id, decision)
 
     async def steer(self, text: str) -> None:
         if self.translator is None or not self.translator.in_turn:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from metaharness.adapters.base import PresentedCall
@@ -205,13 +205,10 @@ class CallSeam:
 
     # --- from the loop ------------------------------------------------------------------
     def _present_call(self, call_id: str, name: str, input: Any, at: str | None) -> None:
-        def deliver(decision: Decision, decided_by: str) -> None:
-            self._deliver(call_id, decision)
-
-        self._present(PresentedCall(call_id=call_id, name=name, input=input, seam="hook", deliver=deliver,
+        self._present(PresentedCall(call_id=call_id, name=name, input=input, seam="hook",
                                     cwd=self.cwd, at=at, can_replace=True))
 
-    def _deliver(self, call_id: str, decision: Decision) -> None:
+    def deliver(self, call_id: str, decision: Decision) -> None:
         call = self.calls.get(call_id)
         if call is None or call.answered or call.cancelled:
             return  # a late answer to a withdrawn request is ignored silently

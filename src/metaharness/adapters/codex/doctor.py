@@ -244,12 +244,12 @@ def conformance(vendor_dir: str | None = None) -> list[Check]:
     needs = {"steer": "turn/steer", "interrupt": "turn/interrupt", "message.inject": "turn/start",
              "tool.decide": "item/commandExecution/requestApproval", "frame.set": "turn/start",
              "permission.set": "turn/start", "halt": "turn/interrupt"}
-    honoured = [c for c, status in descriptor["commands"].items() if status == "honoured"]
+    honoured = [c for c in descriptor.commands if descriptor.command_refusal(c) is None]
     missing = [c for c in honoured if c not in needs]
-    checks.append(Check("descriptor", not missing and descriptor["replace"] != "delivered"
-                        and descriptor["tiers"]["call"] == "delivered",
+    checks.append(Check("descriptor", not missing and descriptor.replace != "delivered"
+                        and descriptor.tiers.call == "delivered",
                         "every honoured command maps to an app-server method; replace is "
-                        f"{descriptor['replace']} (refused by name)" if not missing else f"unmapped: {missing}"))
+                        f"{descriptor.replace} (refused by name)" if not missing else f"unmapped: {missing}"))
     return checks
 
 
@@ -291,9 +291,9 @@ def conformance_checks(fixtures: str | None):
         except Exception as exc:
             results.append((f"translator {path.name}", False, f"replay raised {type(exc).__name__}: {exc}"))
     descriptor = CodexAdapter.descriptor()
-    ok = (descriptor["replace"] == "unverified" and descriptor["tiers"]["call"] == "delivered"
-          and descriptor["rendering"]["shell"] == "Bash" and descriptor["rendering"]["file.write"] == "apply_patch")
-    results.append(("descriptor", ok, f"call tier {descriptor['tiers']['call']}, replace {descriptor['replace']} "
+    ok = (descriptor.replace == "unverified" and descriptor.tiers.call == "delivered"
+          and descriptor.rendering["shell"] == "Bash" and descriptor.rendering["file.write"] == "apply_patch")
+    results.append(("descriptor", ok, f"call tier {descriptor.tiers.call}, replace {descriptor.replace} "
                                       "(refused by name), shell → Bash, file.write/file.edit → apply_patch"))
     config = launch.config_toml("http://127.0.0.1:1/v1")
     needed = ['wire_api = "responses"', "plugins = false", "check_for_update_on_startup = false",

@@ -163,7 +163,6 @@ class Seam:
             name=name,
             input=call_input,
             seam="control_request",
-            deliver=lambda decision, decided_by: self.deliver(call_id, decision, decided_by),
             cwd=cwd,
             at=rfc3339_ms(params.get("startedAtMs")),
             can_replace=False,
@@ -184,12 +183,14 @@ class Seam:
         hook_call = HookCall(call_id, name, {"command": tool_input["command"]}, cwd, reply)
         self.hook_calls[call_id] = hook_call
         self.translator.presented.add(call_id)
-        self.ctx.present(PresentedCall(
-            call_id=call_id, name=name, input=hook_call.input, seam="hook",
-            deliver=lambda decision, decided_by: self._deliver_hook(hook_call, decision),
-            cwd=cwd, can_replace=name == "Bash",
-            replace_refusal=lambda new_input: None if _command_only(new_input) else RELAY_REPLACE_REASON,
-        ))
+        self.ctx.present(PresentedCall(call_id=call_id, name=name, input=hook_call.input, seam="hook",
+                                       cwd=cwd, can_replace=name == "Bash"))
+
+    def replacement_refusal(self, call_id: str, new_input: Any) -> str | None:
+        """A hook's Bash call carries only `{"command": "<new command>"}` as its replacement."""
+        if call_id in self.hook_calls and not _command_only(new_input):
+            return RELAY_REPLACE_REASON
+        return None
 
     def _deliver_hook(self, hook_call: HookCall, decision: Any) -> None:
         if hook_call.verdict is not None:
@@ -255,6 +256,15 @@ class Seam:
 
     # --- decisions --------------------------------------------------------------------
     def deliver(self, call_id: str, decision: Any, decided_by: str) -> None:
+        """The loop's decision for a presented call: a relay hook's call while it is undecided
+        (its approval waits for the verdict), else the approval presented under that id."""
+        hook_call = self.hook_calls.get(call_id)
+        if hook_call is not None and hook_call.verdict is None:
+            self._deliver_hook(hook_call, decision)
+            return
+        self._deliver_approval(call_id, decision, decided_by)
+
+    def _deliver_approval(self, call_id: str, decision: Any, decided_by: str) -> None:
         pending = self.pending.get(call_id)
         if pending is None or pending.answered or pending.deny_task is not None:
             return  # already answered (e.g. by the ceiling): never a second answer

@@ -5,7 +5,7 @@ vendor refusals), spawn in its own process group with a scratch home, `initializ
 `session/new`, one `session/prompt` per turn, the controls, and wind-up. Each vendor
 (`opencode.py`, `gemini.py`) is a subclass that says how it is pinned (files and
 environment), how a permission request becomes a call (`call_of`) and how a call resolves
-(`resolve`), and which mode it must stay in.
+(its tool table, `tools`), and which mode it must stay in.
 
 Rules kept:
 * no client capability is advertised (no `fs`, no `terminal`): the agent does its own I/O,
@@ -29,8 +29,11 @@ import os
 import shutil
 from typing import Any, ClassVar
 
-from metaharness.adapters.base import Adapter, ControlRefused, Resolution, StartRefusal, plan_loopback_script
+from msgspec import UNSET, UnsetType
+
+from metaharness.adapters.base import Adapter, ControlRefused, StartRefusal, own_version, plan_loopback_script
 from metaharness.adapters.process import ScratchRefused, remove_scratch, spawn_on_channel, wait_or_kill
+from metaharness.protocol.descriptor import CapabilityDescriptor, DenyReason, harness_descriptor
 from metaharness.protocol.events import SessionStarted
 from metaharness.protocol.values import (
     Exited,
@@ -206,7 +209,7 @@ class AcpAdapter(Adapter):
         init = await self.rpc.request("initialize", {
             "protocolVersion": PROTOCOL_VERSION,
             "clientCapabilities": {"fs": {"readTextFile": False, "writeTextFile": False}, "terminal": False},
-            "clientInfo": {"name": "metaharness", "version": _own_version()},
+            "clientInfo": {"name": "metaharness", "version": own_version()},
         }, timeout=HANDSHAKE_TIMEOUT_S)
         self.agent_info = (init or {}).get("agentInfo") or {} if isinstance(init, dict) else {}
         result = await self.rpc.request("session/new", {"cwd": self.work, "mcpServers": []},
@@ -253,6 +256,10 @@ class AcpAdapter(Adapter):
         self.ctx.opaque(raw, vendor_type=None, vendor_subtype=None, source_line=line)
 
     # --- seam hooks -----------------------------------------------------------------------
+    def deliver(self, call_id: str, decision: Any, decided_by: str) -> None:
+        if self.seam is not None:
+            self.seam.deliver(call_id, decision, decided_by)
+
     def _call_of(self, tool_call: dict, final: bool) -> tuple[str, Any, str | None] | None:
         assert self.translator is not None
         self.translator.flush()
@@ -412,37 +419,14 @@ class AcpAdapter(Adapter):
 
 
 def acp_descriptor(kind: str, pin: str, rendering: dict[str, str | None], fixed_refusal: str,
-                   **extra: Any) -> dict[str, Any]:
+                   subjectless: tuple[str, ...] | UnsetType = UNSET) -> CapabilityDescriptor:
     """The capability descriptor every ACP adapter shares: asked calls and turn-boundary text are
     delivered; steer and permission.set have no ACP carriage; no input rewrite; the model sees
-    only the agent's fixed refusal text. `extra` keys (vendor facts) go before `rendering`."""
-    return {
-        "adapter": {"id": kind, "class": "harness"},
-        "versions_pinned": [pin],
-        "tiers": {"registration": "unverified", "call": "delivered", "turn": "delivered", "kill": "delivered"},
-        "commands": {
-            "frame.set": "honoured",
-            "halt": "honoured",
-            "interrupt": "honoured",
-            "message.inject": "honoured",
-            "permission.set": {"refused": "UNSUPPORTED_CONTROL"},
-            "steer": {"refused": "UNSUPPORTED_CONTROL"},
-            "tool.decide": "honoured",
-        },
-        "decision_modes": {"ask": "delivered", "frame": "delivered", "observe": "delivered", "policy": "delivered"},
-        "replace": "absent",
-        "deny_reason": {"reaches_model": False, "model_sees": fixed_refusal},
-        **extra,
-        "rendering": dict(rendering),
-    }
-
-
-def mcp_resolution(name: str) -> Resolution | None:
-    """`mcp__<server>__<tool>` resolves by name to that mcp.call, as on every harness. (A run gives
-    the agent no MCP servers, so such a call does not arrive; if one did, only a frame naming
-    that server and tool admits it.)"""
-    server, sep, tool = name.removeprefix("mcp__").partition("__") if name.startswith("mcp__") else ("", "", "")
-    return Resolution(operations=[("mcp.call", server, tool)]) if sep and server and tool else None
+    only the agent's fixed refusal text."""
+    return harness_descriptor(kind, pin, rendering, registration="unverified", replace="absent",
+                              refused=("permission.set", "steer"),
+                              deny_reason=DenyReason(reaches_model=False, model_sees=fixed_refusal),
+                              subjectless=subjectless)
 
 
 def session_model(result: dict) -> str | None:
@@ -488,14 +472,5 @@ def frame_has_subject_rules(frame: dict | None) -> bool:
     return isinstance(subjects, dict) and bool(subjects.get("rules"))
 
 
-def _own_version() -> str:
-    try:
-        from importlib.metadata import version
 
-        return version("metaharness")
-    except Exception:
-        return "0"
-
-
-__all__ = ["AcpAdapter", "Resolution", "acp_descriptor", "frame_has_subject_rules", "frame_of", "frame_operation_names",
-           "mcp_resolution"]
+__all__ = ["AcpAdapter", "acp_descriptor", "frame_has_subject_rules", "frame_of", "frame_operation_names"]

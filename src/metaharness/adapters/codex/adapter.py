@@ -1,0 +1,714 @@
+"""The `codex` adapter: Codex CLI 0.171.0 driven through `codex app-server`
+(docs/guides/claude-and-codex.md).
+
+One app-server per run, a throwaway CODEX_HOME (`launch.py`), JSON-RPC over its stdio
+(`rpc.py`), notifications mapped to events (`translate.py`) and every shell call and
+file change asked through approval requests under approval policy `untrusted`
+(`seam.py`). This module holds the lifecycle and the controls.
+
+Rules kept:
+* the approval policy is `untrusted` for the whole run; a thread that does not echo it
+  is refused by name before any user line is written;
+* the sandbox follows the frame in force (read-only when it admits no writing
+  operation), the posture winning where it is stricter, and is sent on every turn;
+* `replace` is refused by name, except in a relay run (`--codex-replace-relay`): there a
+  PreToolUse hook forwards each call to a per-run socket (`relay.py`) before its approval,
+  and the seam verifies that the approval carries what was decided (`seam.py`);
+* interrupt = decline pending approvals, `turn/interrupt`, then kill every descendant
+  process group but the app-server's own — `turn/interrupt` alone leaves a running
+  command alive;
+* a steer is never dropped silently: one Codex has not taken up by `turn/completed`
+  (still in flight, refused "no active turn", or accepted without its `userMessage`)
+  opens the next turn, and the run stays open until that turn is done.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import subprocess
+from dataclasses import dataclass
+from typing import Any
+
+from metaharness.adapters.base import (Adapter, ControlRefused, OpKey, Resolution, StartRefusal, Tool, own_version,
+                                      plan_loopback_script)
+from metaharness.adapters.process import descendant_groups, kill_groups, remove_scratch, spawn_on_channel, wait_or_kill
+from metaharness.protocol.descriptor import CapabilityDescriptor, harness_descriptor
+from metaharness.protocol.values import (
+    Exited,
+    HermeticAttestation,
+    ImposedRow,
+    ProcessTermination,
+    Signaled,
+    UnavailableRow,
+    UnknownTermination,
+)
+from metaharness.protocol.subjects import file_subject
+
+from . import launch
+from .relay import RelayServer, hook_timing, hook_toml, patch_changes
+from .rpc import RpcChannel, RpcClosed, RpcError
+from .seam import Seam
+from .translate import Translator
+
+FILE_WRITE: OpKey = ("file.write", "", "")
+FILE_EDIT: OpKey = ("file.edit", "", "")
+TOO_LATE_STEER = "no turn is running, so there is nothing to steer; message.inject reaches the next turn"
+RENDERING: dict[str, str | None] = {
+    "dir.list": None,
+    "file.edit": "apply_patch",
+    "file.read": None,
+    "file.write": "apply_patch",
+    "mcp.call": None,
+    "search": None,
+    "shell": "Bash",
+    "skill.load": None,
+    "subagent.spawn": None,
+    "task.todo": None,
+    "web.read": None,
+}
+def frame_operations(frame: Any) -> set[str] | None:
+    """Operation names of a frame value (a dict, a msgspec struct or a dataclass)."""
+    if frame is None:
+        return None
+    raw = frame.get("operations") if isinstance(frame, dict) else getattr(frame, "operations", None)
+    if raw is None:
+        return None
+    names = set()
+    for op in raw:
+        config = getattr(type(op), "__struct_config__", None)  # a typed frame operation
+        name = op.get("op") if isinstance(op, dict) else (config.tag if config is not None else getattr(op, "op", None))
+        if name is None and isinstance(op, (tuple, list)) and op:
+            name = op[0]
+        if isinstance(name, str):
+            names.add(name)
+    return names
+
+
+def apply_patch_resolution(changes: Any, call_cwd: str | None, run_cwd: str) -> Resolution:
+    """apply_patch resolves per file entry (docs/reference/wire.md): add → file.write,
+    update → file.edit, delete → file.write, move → file.write of destination and source."""
+    subjects: list[tuple[str, list[OpKey]]] = []
+    ops: list[OpKey] = []
+    for change in changes if isinstance(changes, list) else []:
+        if not isinstance(change, dict) or not isinstance(change.get("path"), str):
+            return Resolution(operations=[])  # an entry we cannot read: nothing resolves
+        kind = change.get("kind") if isinstance(change.get("kind"), dict) else {}
+        kind_type = kind.get("type")
+        move_path = kind.get("move_path")
+        if kind_type == "update" and isinstance(move_path, str):
+            entry = [(file_subject(move_path, call_cwd, run_cwd), [FILE_WRITE]),
+                     (file_subject(change["path"], call_cwd, run_cwd), [FILE_WRITE])]
+        elif kind_type == "update":
+            entry = [(file_subject(change["path"], call_cwd, run_cwd), [FILE_EDIT])]
+        elif kind_type in ("add", "delete"):
+            entry = [(file_subject(change["path"], call_cwd, run_cwd), [FILE_WRITE])]
+        else:
+            return Resolution(operations=[])
+        for subject, subject_ops in entry:
+            subjects.append((subject, subject_ops))
+            for op in subject_ops:
+                if op not in ops:
+                    ops.append(op)
+    return Resolution(operations=sorted(ops), subjects=subjects)
+
+
+@dataclass(frozen=True)
+class CodexOptions:
+    """The run options only this adapter reads (its descriptor lists their RunSpec fields)."""
+
+    replace_relay: bool = False  # --codex-replace-relay: deliver replace for shell calls through a hook relay
+
+    @classmethod
+    def of(cls, spec: Any) -> CodexOptions:
+        return cls(replace_relay=bool(spec.codex_replace_relay))
+
+
+def patch_resolution(input: Any, call_cwd: str | None, run_cwd: str) -> Resolution:
+    """An apply_patch call: its `changes` (an approval), or the patch text a relay hook shows."""
+    changes = input.get("changes") if isinstance(input, dict) else None
+    if changes is None and isinstance(input, dict):
+        changes = patch_changes(input.get("command"))  # a relay presentation: the patch text
+    return apply_patch_resolution(changes, call_cwd, run_cwd)
+
+
+TOOLS: dict[str, Tool] = {"Bash": Tool("shell"), "apply_patch": Tool(resolve=patch_resolution)}
+
+
+class CodexAdapter(Adapter):
+    kind = "codex"
+    postures = launch.SANDBOX_WORDS
+    default_posture = "workspace-write"
+    replace_hint = "start the run with --codex-replace-relay to deliver replace for shell calls"
+    turn_blocks = True  # frame rendering, injects and prompt: separate text entries
+    tools = TOOLS
+
+    def __init__(self, spec: Any) -> None:
+        super().__init__(spec)
+        self.options = CodexOptions.of(spec)
+        self.posture = spec.posture or self.default_posture
+        self.frame_ops: set[str] | None = None
+        self.scratch: launch.Scratch | None = None
+        self.proc: asyncio.subprocess.Process | None = None
+        self.rpc: RpcChannel | None = None
+        self.translator: Translator | None = None
+        self.seam: Seam | None = None
+        self.thread_id: str | None = None
+        self.thread_path: str | None = None
+        self.work: str | None = None
+        self.turn_id: str | None = None
+        self.turns_started = 0
+        self.steers = 0
+        # Steers of the running turn: client id → text, until Codex shows them delivered.
+        self._steers_in_flight: dict[str, str] = {}
+        self._steers_accepted: dict[str, str] = {}
+        self._steers_refused_idle: dict[str, str] = {}
+        self._carried: set[str] = set()  # client ids that open (or opened) a turn of their own
+        self._carry_coming = False
+        self._carry_task: asyncio.Task | None = None
+        self._stopping = False  # interrupt or halt: nothing is carried past the turn
+        self._halted = False
+        self.wire: list[tuple[str, dict]] = []  # every line written to the app-server
+        self._reader: asyncio.Task | None = None
+        self._transcript = None
+        self._stderr = None
+        self._sent = None
+        self._services: list[Any] = []
+        self._stubs_before: set[str] = set()
+        self._termination: ProcessTermination | None = None
+        self._ended = False
+        self._key: tuple[str, str] | None = None
+        self._base_url: str | None = None
+
+    # --- static facts -------------------------------------------------------------------
+    @classmethod
+    def descriptor(cls) -> CapabilityDescriptor:
+        return harness_descriptor("codex", launch.PIN, RENDERING, registration="unverified", replace="unverified",
+                                  options=("codex_replace_relay",))
+
+    def run_cwd(self) -> str:
+        return self.work or self.spec.cwd or os.getcwd()
+
+    # --- planning -----------------------------------------------------------------------
+    def plan(self) -> None:
+        spec = self.spec
+        if self.posture not in self.postures:
+            raise StartRefusal(
+                "PostureRefused",
+                f"the codex adapter accepts the postures read-only, workspace-write and danger-full-access, not {self.posture!r}",
+            )
+        if not spec.prompt and not spec.keep_open:
+            raise StartRefusal("NoPrompt", "the codex adapter needs a prompt (-p) to start its first turn")
+        if spec.cwd is not None and not os.path.isdir(spec.cwd):
+            raise StartRefusal("WorkingDirectory", f"the working directory {spec.cwd} does not exist")
+        self._plan_credentials()
+        path = launch.child_path(spec.vendor_dir or launch.default_vendor_dir())
+        try:
+            self.binary = launch.resolve_binary(path)
+        except launch.LaunchError as exc:
+            raise StartRefusal("VendorMissing", str(exc)) from None
+        self.child_path = path
+        self.version = self._binary_version()
+        if spec.strict_version and self.version != launch.PIN:
+            raise StartRefusal(
+                "VersionOffPin", f"codex at {self.binary} is version {self.version or 'unknown'}, not the pin {launch.PIN}"
+            )
+        self.frame_ops = self._launch_frame_ops()
+
+    def _plan_credentials(self) -> None:
+        spec = self.spec
+        mode = spec.credentials
+        self._scenario = None
+        if spec.script:
+            from metaharness.loopback.proxy import new_placeholder
+
+            self._scenario = plan_loopback_script(spec)
+            self._key = (launch.KEY_VARIABLE, new_placeholder())  # the loopback answers only this key
+            return
+        if mode == "none":
+            if not spec.model_endpoint:
+                raise StartRefusal("NoModelEndpoint", "credentials none needs --model-endpoint URL or --script FILE")
+            self._key = (launch.KEY_VARIABLE, launch.PLACEHOLDER_KEY)
+            return
+        real = next((os.environ[v] for v in ("OPENAI_API_KEY", "CODEX_API_KEY") if os.environ.get(v)), None)
+        if not real:
+            raise StartRefusal("NoApiKey", f"credentials {mode} needs OPENAI_API_KEY or CODEX_API_KEY in metaharness's environment")
+        if mode == "api-key":
+            variable = "OPENAI_API_KEY" if os.environ.get("OPENAI_API_KEY") else "CODEX_API_KEY"
+            # With an endpoint the provider reads the key from its env_key variable.
+            self._key = (launch.KEY_VARIABLE, real) if spec.model_endpoint else (variable, real)
+            return
+        if mode == "loopback":
+            from metaharness.loopback.proxy import new_placeholder
+
+            self._real_key = real
+            self._key = (launch.KEY_VARIABLE, new_placeholder())
+            return
+        raise StartRefusal("CredentialsUnknown", f"unknown credential mode {mode!r}")
+
+    def _binary_version(self) -> str | None:
+        try:
+            out = subprocess.run(
+                [self.binary, "--version"], capture_output=True, text=True, timeout=30,
+                env={"PATH": self.child_path, "LANG": "C.UTF-8", "HOME": os.path.expanduser("~")},
+            ).stdout
+        except (OSError, subprocess.SubprocessError):
+            return None
+        for token in out.split():
+            if token[:1].isdigit():
+                return token
+        return None
+
+    def _launch_frame_ops(self) -> set[str] | None:
+        spec = self.spec
+        if spec.library_frame is not None:
+            return frame_operations(spec.library_frame)
+        if spec.frame:
+            import json
+
+            try:
+                with open(spec.frame, "rb") as handle:
+                    return frame_operations(json.load(handle))
+            except (OSError, ValueError):
+                return set()  # the loop refuses an unreadable frame first; fail to read-only here
+        return None
+
+    # --- start --------------------------------------------------------------------------
+    async def start(self, ctx: Any) -> None:
+        if not hasattr(self, "binary"):
+            self.plan()
+        self.ctx = ctx
+        spec = self.spec
+        # One rule for every harness: the run works in --cwd, else in the current directory.
+        work = os.path.abspath(spec.cwd or os.getcwd())
+        try:
+            self.scratch = launch.make_scratch(work)
+        except launch.LaunchError as exc:
+            raise StartRefusal("ScratchRefused", str(exc)) from None
+        self.work = work
+        self._stubs_before = launch.existing_stubs(self.work)
+        await self._start_endpoint()
+        model = spec.model
+        config = launch.config_toml(self._base_url, model=model)
+        if self.options.replace_relay:
+            self.relay = RelayServer(self.scratch.root, lambda payload, reply: self.seam.on_hook(payload, reply))
+            try:
+                await self.relay.start()
+            except OSError as exc:
+                await self._stop_services()
+                raise StartRefusal("ReplaceRelayUnavailable",
+                                   f"the replace relay's socket could not be opened: {exc.strerror or exc}") from None
+            self._services.append(self.relay)
+            budget = spec.decision_timeout_ms
+            config += hook_toml(self.scratch.root, *hook_timing(budget, self.vendor_timeout_ms(budget)))
+        (self.scratch.codex_home / "config.toml").write_text(config)
+        assert self._key is not None
+        env = launch.child_env(self.scratch, self.child_path, *self._key)
+        if self.options.replace_relay:
+            from .relay import SECRET_ENV
+
+            env[SECRET_ENV] = self.relay.secret  # for the hook only: never argv, never config.toml
+        self._transcript = open(self.scratch.transcript, "wb")
+        self._stderr = open(self.scratch.stderr, "wb")
+        # JSON-RPC over a Unix socketpair (adapters/process/): nothing the agent starts can
+        # reopen it through /proc to answer an approval; the app-server confined like every child.
+        self.proc, rpc_in, rpc_out = await spawn_on_channel(launch.argv(self.binary), cwd=self.work, env=env,
+                                                            stderr=self._stderr)
+        self.translator = Translator(ctx, on_turn_started=self._on_turn_started, on_turn_completed=self._on_turn_completed)
+        ceiling = self.vendor_timeout_ms(spec.decision_timeout_ms)
+        self.rpc = RpcChannel(
+            rpc_in, rpc_out, self._transcript,
+            on_request=lambda m, raw, n: self.seam.on_request(m, raw, n),
+            on_notification=self.translator.notification,
+            on_wire=self._record_sent,
+        )
+        self.seam = Seam(self.rpc, self.translator, ctx, lambda: self.thread_id, ceiling, resolve=self.resolve)
+        self._reader = asyncio.get_running_loop().create_task(self.rpc.read_forever())
+        try:
+            await self._handshake()
+        except StartRefusal:
+            # A refused start writes only the refusal (docs/reference/wire.md): drop held vendor lines.
+            self.translator.held.clear()
+            self._ended = True
+            await self._kill_now()
+            raise
+        except (RpcClosed, RpcError, asyncio.TimeoutError) as exc:
+            self.translator.held.clear()
+            self._ended = True
+            await self._kill_now()
+            detail = self._stderr_tail()
+            raise StartRefusal("VendorCapability", f"codex app-server did not complete its handshake: {exc}{detail}") from None
+
+    def _record_sent(self, direction: str, message: dict) -> None:
+        # Every line written to the app-server, kept beside the transcript (sent.jsonl):
+        # the transcript is the server's stdout only, and the answers we sent are evidence too.
+        self.wire.append((direction, message))
+        if self._sent is None and self.scratch is not None:
+            self._sent = open(self.scratch.root / "sent.jsonl", "w")
+        if self._sent is not None:
+            import json
+
+            self._sent.write(json.dumps(message, ensure_ascii=False, separators=(",", ":")) + "\n")
+            self._sent.flush()
+
+    async def _start_endpoint(self) -> None:
+        spec = self.spec
+        if self._scenario is not None:
+            from metaharness.loopback.server import LoopbackServer
+
+            self.loopback = LoopbackServer(self._scenario, workdir=self.work, stderr=None, expect_key=self._key[1],
+                                           log_path=str(self.scratch.root / "loopback.jsonl"))
+            self._services.append(self.loopback)
+            self._base_url = launch.provider_base_url(await self.loopback.start())
+            return
+        if spec.credentials == "none":
+            self._base_url = launch.provider_base_url(spec.model_endpoint)
+        elif spec.credentials == "loopback":
+            from metaharness.loopback.proxy import CredentialProxy
+
+            upstream = spec.model_endpoint or "https://api.openai.com"
+            self.proxy = CredentialProxy(upstream, self._real_key, placeholder=self._key[1], wire="responses",
+                                         on_refused=self._proxy_refused)
+            self._services.append(self.proxy)
+            self._base_url = launch.provider_base_url(await self.proxy.start())
+        else:
+            # api-key: the default provider, unless the caller names an endpoint.
+            self._base_url = launch.provider_base_url(spec.model_endpoint) if spec.model_endpoint else None
+
+    async def _handshake(self) -> None:
+        assert self.rpc is not None and self.translator is not None and self.scratch is not None
+        init = await self.rpc.request("initialize", {
+            "clientInfo": {"name": "metaharness", "title": None, "version": own_version()},
+            "capabilities": {"experimentalApi": False, "requestAttestation": False},
+        }, timeout=60)
+        self.user_agent = init.get("userAgent") if isinstance(init, dict) else None
+        self.rpc.notify("initialized")
+        params: dict[str, Any] = {
+            "cwd": self.work,
+            "approvalPolicy": "untrusted",
+            "sandbox": launch.sandbox_word(self.frame_ops, self.posture),
+        }
+        if self.spec.model:
+            params["model"] = self.spec.model
+        if self.options.replace_relay:
+            # Hooks run only when trusted; app-server takes the bypass per thread.
+            params["config"] = {"bypass_hook_trust": True}
+        result = await self.rpc.request("thread/start", params, timeout=60)
+        if not isinstance(result, dict) or result.get("approvalPolicy") != "untrusted":
+            got = result.get("approvalPolicy") if isinstance(result, dict) else None
+            raise StartRefusal(
+                "VendorCapability",
+                f"codex app-server answered thread/start with approval policy {got!r}, not \"untrusted\"; "
+                "the per-call seam depends on it",
+            )
+        thread = result.get("thread") or {}
+        self.thread_id = thread.get("id")
+        self.thread_path = thread.get("path")
+        self.translator.session_started(result, str(self.scratch.transcript), self._attestation(result))
+        version = thread.get("cliVersion")
+        if version != launch.PIN:
+            self.ctx.warn("VERSION_OFF_PIN", f"codex reports version {version}, outside the pin {launch.PIN}")
+
+    def _attestation(self, result: dict) -> HermeticAttestation:
+        """metaharness's own claim about the launch (docs/reference/wire.md); the loop fills
+        mode/decisions/deny_only and clears the rows under --hermetic off."""
+        version = ((result.get("thread") or {}).get("cliVersion"))
+        imposed = [
+            ImposedRow(row="h1a", how="CODEX_HOME is a per-run directory holding only config.toml; features.plugins = false"),
+            ImposedRow(row="h3", how="constructed environment: PATH HOME CODEX_HOME TMPDIR LANG and the provider key variable"),
+            ImposedRow(row="h4", how=f"credentials {self.spec.credentials}: the child sees "
+                                     + ("the caller's key" if self.spec.credentials == "api-key" else "a placeholder key")),
+            ImposedRow(row="h5", how="no MCP servers are configured in the per-run config.toml"),
+            ImposedRow(row="h6", how=f"provider base_url {self._base_url or 'default'}, env_key {self._key[0] if self._key else None}"),
+            ImposedRow(row="h7", how=f"cwd {self.work}"),
+            ImposedRow(row="h8", how=(
+                "one PreToolUse command hook, the replace relay to a 0600 socket in the scratch directory; "
+                "hook trust bypassed for this thread only" if self.options.replace_relay
+                else "CODEX_DISABLE_HOOKS unset; no hooks declared")),
+        ]
+        unavailable = []
+        if version == launch.PIN:
+            imposed.append(ImposedRow(row="h9", how=f"thread.cliVersion {version}"))
+        else:
+            unavailable.append(UnavailableRow(row="h9", why=f"codex reports {version}, off the pin {launch.PIN}"))
+        return HermeticAttestation(imposed=imposed, unavailable=unavailable)
+
+    # --- turns --------------------------------------------------------------------------
+    def _on_turn_started(self, turn_id: str) -> None:
+        self.turn_id = turn_id
+        self._carry_coming = False
+        self._stopping = self._halted  # an interrupt covers only the turn it interrupted
+
+    def _on_turn_completed(self, turn: dict) -> None:
+        if self.turn_id == turn.get("id"):
+            self.turn_id = None
+        # Steers this turn did not take up become the next turn's input (docs/guides/claude-and-codex.md).
+        # Codex 0.171.0 was seen to take every accepted steer into the same turn; what is left
+        # here is a steer that reached it after it went idle, or one it accepted and never showed.
+        undelivered = {**self._steers_in_flight, **self._steers_refused_idle}
+        assert self.translator is not None
+        undelivered.update({cid: text for cid, text in self._steers_accepted.items()
+                            if cid in self.translator.client_messages})
+        self._steers_accepted.clear()
+        self._steers_refused_idle.clear()
+        if not undelivered or self._stopping or self.rpc is None or self.rpc.stdin_closed:
+            return
+        self._carried.update(undelivered)
+        self._carry_coming = True
+        self._carry_task = asyncio.get_running_loop().create_task(self._start_carried_turn(undelivered))
+
+    async def _start_carried_turn(self, steers: dict[str, str]) -> None:
+        assert self.translator is not None
+        first = next(iter(steers))
+        text = "\n\n".join(steers.values())
+        for client_id in steers:
+            self.translator.client_messages.pop(client_id, None)
+        try:
+            await self.begin_turn(list(steers.values()), client_id=first, origin="steer", record_text=text)
+        except (RpcError, RpcClosed) as exc:
+            # The turn cannot start: say so, and end the session rather than wait for it.
+            self._carry_coming = False
+            self.ctx.warn("COMMAND_NOT_APPLIED", f"a steer could not be delivered as the next turn's input: {exc}")
+            if self.rpc is not None:
+                self.rpc.close_stdin()
+
+    def _proxy_refused(self, method: str, target: str) -> None:
+        from metaharness.loopback.proxy import refused_message
+
+        self.ctx.warn("PROXY_REFUSED", refused_message(method, target))
+
+    def alive(self) -> bool:
+        return self.proc is None or self.proc.returncode is None
+
+    def turn_coming(self) -> bool:
+        """A steer Codex did not take up will open the next turn (see `_on_turn_completed`)."""
+        return self._carry_coming
+
+    async def begin_turn(self, text: Any, *, client_id: str | None = None, origin: str = "input",
+                         record_text: str | None = None) -> None:
+        assert self.rpc is not None and self.translator is not None
+        self.turns_started += 1
+        blocks = [text] if isinstance(text, str) else [block for block in text if block]
+        client_id = client_id or f"mh-turn-{self.turns_started}"
+        self.translator.client_messages[client_id] = (origin, record_text if record_text is not None else "\n\n".join(blocks))
+        result = await self.rpc.request("turn/start", {
+            "threadId": self.thread_id,
+            "clientUserMessageId": client_id,
+            "input": [{"type": "text", "text": block, "text_elements": []} for block in blocks],
+            "sandboxPolicy": launch.sandbox_policy(self.frame_ops, self.posture),
+        })
+        turn = (result or {}).get("turn") or {}
+        if turn.get("status") == "inProgress" and self.translator.active_turn_id is None and self.translator.turns_completed < self.turns_started:
+            self.turn_id = turn.get("id")
+            self.translator.active_turn_id = turn.get("id")
+
+    async def set_frame(self, frame: Any) -> None:
+        """The frame in force from the next turn: its operations set the sandbox (`launch.sandbox_policy`)."""
+        self.frame_ops = frame_operations(frame)
+
+    def deliver(self, call_id: str, decision: Any, decided_by: str) -> None:
+        if self.seam is not None:
+            self.seam.deliver(call_id, decision, decided_by)
+
+    def replace_delivered(self) -> bool:
+        return self.options.replace_relay or super().replace_delivered()
+
+    def refuse_replacement(self, call_id: str, new_input: Any) -> str | None:
+        return self.seam.replacement_refusal(call_id, new_input) if self.seam is not None else None
+
+    # --- controls -----------------------------------------------------------------------
+    async def steer(self, text: str) -> None:
+        assert self.rpc is not None and self.translator is not None
+        turn_id = self.translator.active_turn_id or self.turn_id
+        if turn_id is None:
+            raise ControlRefused("TOO_LATE", TOO_LATE_STEER)
+        self.steers += 1
+        client_id = f"mh-steer-{self.steers}"
+        self.translator.client_messages[client_id] = ("steer", text)
+        self._steers_in_flight[client_id] = text
+        try:
+            await self.rpc.request("turn/steer", {
+                "threadId": self.thread_id,
+                "expectedTurnId": turn_id,
+                "clientUserMessageId": client_id,
+                "input": [{"type": "text", "text": text, "text_elements": []}],
+            }, timeout=10)
+        except RpcError as exc:
+            self._steers_in_flight.pop(client_id, None)
+            if client_id in self._carried:
+                return  # turn/completed came first: the text opens the next turn
+            if "no active turn" in exc.message and self.translator.active_turn_id == turn_id and not self._stopping:
+                # Codex went idle; its turn/completed is still on the way: carry it then.
+                self._steers_refused_idle[client_id] = text
+                return
+            self.translator.client_messages.pop(client_id, None)
+            raise ControlRefused("TOO_LATE", f"{TOO_LATE_STEER} (codex: {exc})") from None
+        except (RpcClosed, asyncio.TimeoutError) as exc:
+            self._steers_in_flight.pop(client_id, None)
+            if client_id in self._carried:
+                return
+            self.translator.client_messages.pop(client_id, None)
+            raise ControlRefused("TOO_LATE", f"{TOO_LATE_STEER} (codex: {exc})") from None
+        self._steers_in_flight.pop(client_id, None)
+        if client_id not in self._carried:
+            self._steers_accepted[client_id] = text
+
+    async def set_posture(self, word: str) -> str | None:
+        if word not in self.postures:
+            raise ControlRefused(
+                "UNSUPPORTED_CONTROL",
+                f"the codex adapter does not accept the posture {word!r}: its postures are the sandbox words "
+                "read-only, workspace-write and danger-full-access, and the approval policy stays untrusted for the whole run",
+            )
+        self.posture = word
+        return "next turn"
+
+    def interrupting(self) -> None:
+        if self.seam is not None:
+            self.seam.interrupting = True
+
+    async def interrupt(self) -> None:
+        assert self.rpc is not None and self.seam is not None
+        self._stopping = True  # until the next turn starts: the interrupted turn carries nothing
+        self.seam.interrupting = False
+        self.seam.decline_all()
+        await self.rpc.drain()
+        turn_id = self.translator.active_turn_id if self.translator else None
+        turn_id = turn_id or self.turn_id
+        groups = self._descendant_groups()
+        if turn_id is not None and not self.rpc.closed:
+            try:
+                await self.rpc.request("turn/interrupt", {"threadId": self.thread_id, "turnId": turn_id}, timeout=5)
+            except (RpcError, RpcClosed, asyncio.TimeoutError):
+                pass
+        # turn/interrupt does not stop a running command (docs/guides/claude-and-codex.md): kill its groups.
+        groups |= self._descendant_groups()
+        kill_groups(groups, spare={self.proc.pid} if self.proc else set())
+
+    def _descendant_groups(self) -> set[int]:
+        if self.proc is None or self.proc.returncode is not None:
+            return set()
+        return descendant_groups(self.proc.pid)
+
+    async def finish(self) -> None:
+        if self.seam is not None:
+            await self.seam.settle()
+        if self.rpc is not None:
+            await self.rpc.drain()
+            self.rpc.close_stdin()
+
+    async def halt(self) -> None:
+        self._stopping = self._halted = True
+        if self.seam is not None:
+            self.seam.decline_all()
+        groups = self._descendant_groups()
+        if self.rpc is not None:
+            await self.rpc.drain()
+            self.rpc.close_stdin()
+        if self.proc is not None and self.proc.returncode is None:
+            await wait_or_kill(self.proc, 2, groups=groups)
+        else:
+            kill_groups(groups, spare=set())
+
+    async def _kill_now(self) -> None:
+        if self.rpc is not None:
+            self.rpc.close_stdin()
+        if self.proc is not None and self.proc.returncode is None:
+            groups = self._descendant_groups() | {self.proc.pid}
+            kill_groups(groups, spare=set())
+            await self.proc.wait()
+        if self._reader is not None:
+            await asyncio.gather(self._reader, return_exceptions=True)
+        await self._stop_services()
+
+    async def _stop_services(self) -> None:
+        services, self._services = self._services, []
+        for service in services:
+            try:
+                await service.stop()
+            except Exception:
+                pass
+
+    async def wait(self) -> ProcessTermination:
+        if self._termination is not None:
+            return self._termination
+        if self.proc is None:
+            return UnknownTermination()
+        if self._reader is not None:
+            await asyncio.gather(self._reader, return_exceptions=True)
+        code = await self.proc.wait()
+        # The sandbox leaves empty mount-point stubs after a killed command.
+        if self.work:
+            launch.remove_new_stubs(self.work, self._stubs_before)
+        if self.translator is not None and not self._ended:
+            self._ended = True
+            if not self.translator.started:
+                self.translator.started = True
+                self.translator.flush_held()
+            ended = self.translator.session_ended()
+            if ended is not None:
+                self.ctx.session_ended(ended, at=None)
+        self._copy_rollout()
+        self._write_timings()
+        for handle in (self._transcript, self._stderr, self._sent):
+            if handle is not None:
+                handle.close()
+        await self._stop_services()
+        self._termination = Signaled(signal=-code) if code < 0 else Exited(code=code)
+        return self._termination
+
+    def _write_timings(self) -> None:
+        # The seam's own share per call (request read → answer written), for bench/bench_codex.py.
+        if self.seam is None or self.scratch is None or not self.seam.timings:
+            return
+        import json
+
+        with open(self.scratch.root / "seam-timings.jsonl", "w") as handle:
+            for call_id, received, answered in self.seam.timings:
+                handle.write(json.dumps({"call_id": call_id, "seam_ms": (answered - received) / 1e6}) + "\n")
+
+    def _copy_rollout(self) -> None:
+        if self.thread_path and self.scratch and os.path.isfile(self.thread_path):
+            try:
+                shutil.copy2(self.thread_path, self.scratch.root / os.path.basename(self.thread_path))
+            except OSError:
+                pass
+
+    def stderr_tail(self) -> str:
+        return self._stderr_tail().removeprefix("; stderr: ")
+
+    def _stderr_tail(self) -> str:
+        if self.scratch is None:
+            return ""
+        try:
+            tail = self.scratch.stderr.read_text(errors="replace").strip().splitlines()[-3:]
+        except OSError:
+            return ""
+        return ("; stderr: " + " | ".join(tail)) if tail else ""
+
+    def cleanup(self) -> None:
+        # Scratch homes die with the run (--retain-dir keeps transcript and rollout); a scratch
+        # base the operator chose is kept for inspection (adapters/process/scratch.py).
+        scratch = getattr(self, "scratch", None)
+        remove_scratch(scratch.root if scratch is not None else None)
+
+    def retain(self, directory: str) -> list[str]:
+        failures: list[str] = []
+        if self.scratch is None:
+            return failures
+        sources = [self.scratch.transcript]
+        if self.thread_path:
+            sources.append(self.scratch.root / os.path.basename(self.thread_path))
+        os.makedirs(directory, exist_ok=True)
+        for source in sources:
+            try:
+                shutil.copy2(source, os.path.join(directory, os.path.basename(source)))
+            except OSError as exc:
+                failures.append(f"could not copy {source} into {directory}: {exc.strerror or exc}")
+        return failures
+
+
+
+__all__ = ["CodexAdapter", "CodexOptions", "apply_patch_resolution"]

@@ -1,0 +1,238 @@
+"""`OHarnessAdapter` — our own harness as a child process (seam `owned_tool`).
+
+What belongs here: the lifecycle and the controls. Each record the child writes is
+read here and handed to translate.py (events) or seam.py (a `tool_call` becomes a
+presented call; a decision goes back as a `decision` line); controls become
+`user`/`frame`/`steer`/`set_mode`/`interrupt` lines (the frame line carries the frame's
+rendering); halt closes stdin and kills the process group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any, ClassVar
+
+import msgspec
+
+from metaharness.adapters.base import Adapter, Tool, path_at
+from metaharness.adapters.base import StartRefusal
+from metaharness.adapters.process import ChildProcess, ScratchRefused, new_scratch, remove_scratch
+from metaharness.permissions import MODES
+from metaharness.protocol.descriptor import CapabilityDescriptor, harness_descriptor
+from metaharness.protocol.frame import Frame, render
+
+from . import launch, seam, translate
+
+RENDERING: dict[str, str | None] = {
+    "dir.list": "glob", "file.edit": "edit", "file.read": "read", "file.write": "write",
+    "mcp.call": None, "search": "grep", "shell": "bash", "skill.load": "skill",
+    "subagent.spawn": "agent", "task.todo": "todo", "web.read": "webfetch",
+}
+# Which input key holds the path a tool acts on (its subject), and the subject when the key is absent.
+PATH_KEYS = {"read": ("path", None), "write": ("path", None), "edit": ("path", None),
+             "glob": ("path", "."), "grep": ("path", ".")}
+TOOLS: dict[str, Tool] = {
+    tool: Tool(op, path_at(*PATH_KEYS[tool], when_absent_only=True) if tool in PATH_KEYS else None)
+    for op, tool in RENDERING.items() if tool
+}
+
+_encode = msgspec.json.Encoder(order="deterministic").encode
+
+
+class OHarnessAdapter(Adapter):
+    kind: ClassVar[str] = "oharness"
+    postures: ClassVar[tuple[str, ...]] = MODES
+    default_posture: ClassVar[str | None] = None  # the configured mode (docs/reference/permissions.md)
+    tools = TOOLS
+
+    def __init__(self, spec: Any) -> None:
+        super().__init__(spec)
+        self.child: ChildProcess | None = None
+        self._pump: asyncio.Task | None = None
+        self._ctx = None
+        self._session_dir: str | None = None
+        # Set by interrupting(): the abandonment denies carry the interrupt with them, so
+        # oharness stops the turn as it reads the deny, before any further model request.
+        self._interrupt_with_decisions = False
+        self._interrupt_carried = False
+
+    @classmethod
+    def descriptor(cls) -> CapabilityDescriptor:
+        return harness_descriptor("oharness", _version(), RENDERING, registration="delivered", replace="delivered")
+
+    def plan(self) -> None:
+        """Refuse what oharness would refuse, before anything is spawned."""
+        from metaharness.adapters.base import StartRefusal
+        from metaharness.protocol.models import DEFAULT_MODEL, NO_MODEL, ModelSpellingError, missing_key, split_model
+
+        if self.spec.model is None and self.spec.script is None:
+            raise StartRefusal("NoModel", NO_MODEL)
+        spelling = self.spec.model or DEFAULT_MODEL
+        try:
+            provider, _ = split_model(spelling)
+        except ModelSpellingError as exc:
+            raise StartRefusal("ModelInvalid", str(exc)) from None
+        if sentence := missing_key(provider, launch.child_env(self.spec) or os.environ):  # the child's own env
+            raise StartRefusal("NoApiKey", sentence)
+        if self.spec.script:
+            from metaharness.adapters.base import load_script
+
+            if provider != "scripted":
+                raise StartRefusal("ModelInvalid", f"--script drives the scripted model only, not {spelling!r}")
+            load_script(self.spec.script)
+
+    async def start(self, ctx) -> None:
+        self._ctx = ctx
+        try:
+            self._session_dir = new_scratch("oharness-session-")
+        except ScratchRefused as exc:
+            raise StartRefusal("ScratchRefused", str(exc)) from None
+        self.child = ChildProcess(launch.argv(self.spec, self._session_dir), cwd=self.spec.cwd or None,
+                                  env=launch.child_env(self.spec))
+        await self.child.spawn()
+        self._pump = asyncio.create_task(self._read())
+
+    async def _read(self) -> None:
+        assert self.child is not None and self._ctx is not None
+        ctx = self._ctx
+        async for number, line in self.child.lines():
+            if not line.strip():
+                continue
+            try:
+                record = msgspec.json.decode(line)
+                if not isinstance(record, dict) or not isinstance(record.get("type"), str):
+                    raise ValueError("not a record")
+                action = self._translate(record)
+            except (msgspec.DecodeError, ValueError, KeyError, TypeError):
+                # A record that cannot be read is kept as opaque, never dropped.
+                ctx.opaque(line, vendor_type=_type_of(line), vendor_subtype=None, source_line=number)
+                continue
+            action(ctx)
+
+    def _translate(self, record: dict):
+        """The context call a record stands for (raises on a record it cannot read)."""
+        kind = record["type"]
+        if kind == "init":
+            event = translate.session_started(record)
+            # The child's session directory dies with the run: name where the transcript is
+            # kept (--retain-dir), or nothing, never a file that is about to be deleted.
+            event.transcript = translate.TranscriptRef(path=self._kept_transcript())
+            return lambda ctx: ctx.session_started(event)
+        if kind == "turn_start":
+            return lambda ctx: ctx.turn_started()
+        if kind == "turn_end":
+            stop_reason = record.get("stop_reason")
+            return lambda ctx: ctx.turn_ended(stop_reason)
+        if kind == "tool_call":
+            call = seam.presented_call(record)
+            return lambda ctx: ctx.present(call)
+        if kind == "result":
+            event = translate.session_ended(record)
+            return lambda ctx: ctx.session_ended(event)
+        if kind == "error":
+            event = _warning("VENDOR_ERROR", str(record.get("message")))
+            return lambda ctx: ctx.emit(event)
+        event = translate.simple_event(record)
+        if event is None:
+            raise ValueError("unmapped record")
+        return lambda ctx: ctx.emit(event)
+
+    def deliver(self, call_id: str, decision: Any, decided_by: str) -> None:
+        if self._interrupt_with_decisions:
+            self._interrupt_carried = True
+        self._send(seam.decision_line(call_id, decision, decided_by, interrupt=self._interrupt_with_decisions))
+
+    def interrupting(self) -> None:
+        self._interrupt_with_decisions = True
+
+    def alive(self) -> bool:
+        return self.child is None or self.child.proc is None or self.child.proc.returncode is None
+
+    def _send(self, obj: dict) -> None:
+        assert self.child is not None
+        self.child.write(_encode(obj))
+
+    async def _send_now(self, obj: dict) -> None:
+        self._send(obj)
+        assert self.child is not None
+        await self.child.drain()
+
+    async def begin_turn(self, text: str) -> None:
+        await self._send_now({"type": "user", "text": text})
+
+    async def set_frame(self, frame: Frame) -> None:
+        await self._send_now({"type": "frame", "text": render(frame)})
+
+    async def steer(self, text: str) -> None:
+        await self._send_now({"type": "steer", "text": text})
+
+    async def set_posture(self, word: str) -> str | None:
+        await self._send_now({"type": "set_mode", "mode": word})
+        return None
+
+    async def interrupt(self) -> None:
+        carried, self._interrupt_carried, self._interrupt_with_decisions = self._interrupt_carried, False, False
+        if carried:  # the deny lines already stopped the turn; a second stop could hit the next one
+            assert self.child is not None
+            await self.child.drain()
+            return
+        await self._send_now({"type": "interrupt"})
+
+    async def finish(self) -> None:
+        if self.child is not None:
+            self.child.close_stdin()
+
+    async def halt(self) -> None:
+        if self.child is not None:
+            await self.child.terminate(grace=1.0)
+
+    async def wait(self):
+        assert self.child is not None
+        if self._pump is not None:
+            await self._pump
+        return await self.child.wait()
+
+    def stderr_tail(self) -> str:
+        return self.child.stderr_tail() if self.child else ""
+
+    def cleanup(self) -> None:
+        # The session (transcript and decision trail) is deleted with the run; --retain-dir keeps a copy.
+        remove_scratch(self._session_dir)
+
+    def _kept_transcript(self) -> str | None:
+        if not self.spec.retain_dir:
+            return None
+        return os.path.join(os.path.abspath(self.spec.retain_dir), "oharness-session", "transcript.jsonl")
+
+    def retain(self, directory: str) -> list[str]:
+        import os
+        import shutil
+
+        failures = []
+        if self._session_dir and os.path.isdir(self._session_dir):
+            try:
+                os.makedirs(directory, exist_ok=True)
+                shutil.copytree(self._session_dir, os.path.join(directory, "oharness-session"), dirs_exist_ok=True)
+            except OSError as exc:
+                failures.append(f"could not copy {self._session_dir} to {directory}: {exc}")
+        return failures
+
+
+def _type_of(line: bytes) -> str | None:
+    try:
+        value = msgspec.json.decode(line)
+    except msgspec.DecodeError:
+        return None
+    kind = value.get("type") if isinstance(value, dict) else None
+    return kind if isinstance(kind, str) else None
+
+
+def _warning(code: str, message: str):
+    from metaharness.protocol.events import WarningEvent
+
+    return WarningEvent(code=code, message=message)
+
+
+def _version() -> str:
+    return f"oharness {launch.PINNED_VERSION}"
