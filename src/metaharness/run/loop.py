@@ -171,7 +171,9 @@ class Run:
         self._stop_sent = False  # adapter.halt() was called after the spawn settled
         self._inflight: Any = None  # the command the worker is processing
         self._inflight_answered = False
-        self.on_command_taken: Callable[[], None] = lambda: None  # frees an intake slot (host.py)
+        self.on_command_taken: Callable[[int], None] = lambda n: None  # frees n intake slots (host.py)
+        self._batch: list | None = None  # the queue item the worker is in; its rest from _batch_next
+        self._batch_next = 0
 
     # ------------------------------------------------------------------ lines
     def _line(self, event: Any, at: str | None = None) -> None:
@@ -530,56 +532,72 @@ class Run:
         self.census.count(decision, decided_by, seam)
 
     # ------------------------------------------------------------- commands
+    # The queue holds lists: each item is one burst of stdin lines (run/host.py's Intake hands
+    # a chunk's lines at once) or one command, so a flood costs one queue operation per burst.
     def feed_line(self, raw: bytes) -> None:
         """One stdin line (without its newline), in arrival order."""
         decoded = decode_command_line(raw)
         if decoded is not None:
-            self._commands.put_nowait(decoded)
+            self._commands.put_nowait([decoded])
 
     def feed_lines(self, items: list) -> None:
         """stdin lines (bytes, decoded as the worker takes them) or refusals, in arrival
-        order (run/host.py's Intake)."""
-        put = self._commands.put_nowait
-        for item in items:
-            put(item)
+        order (run/host.py's Intake). The list is the run's from here on."""
+        if items:
+            self._commands.put_nowait(items)
 
     def feed_command(self, command: Any) -> None:
         """A command from the library API (already typed)."""
-        self._commands.put_nowait(command)
+        self._commands.put_nowait([command])
 
     def stdin_ended(self) -> None:
         self._stdin_ended = True
         self._wake.set()
 
     async def _command_worker(self) -> None:
-        slice_end = time.perf_counter() + WORKER_SLICE_S
+        clock = time.perf_counter
+        slice_end = clock() + WORKER_SLICE_S
         while True:
-            if time.perf_counter() >= slice_end:
-                # A burst never holds the loop: timers, the child's records and signals run
-                # between slices, however long the queue is (issue 19).
-                await asyncio.sleep(0)
-                slice_end = time.perf_counter() + WORKER_SLICE_S
-            item = await self._commands.get()
-            self.on_command_taken()
-            if type(item) is bytes:
-                item = decode_command_line(item)
-                if item is None:  # a blank line: no command, no answer
-                    self._commands.task_done()
-                    continue
-            self._inflight, self._inflight_answered = item, False
+            batch = await self._commands.get()
+            self.on_command_taken(len(batch))
+            self._batch = batch
+            index = 0
             try:
-                if self.writer.closed:
-                    continue
-                await self._process(item)
-            except Exception as exc:  # a bug must not leave a command unanswered
-                if not self.writer.closed and isinstance(getattr(item, "id", None), str):
-                    self._stderr(f"metaharness: internal error on command {item.id}: {exc!r}")
-                    self._unanswered(item, f"metaharness could not carry it: {type(exc).__name__}")
-            else:
-                self._unanswered(item, "metaharness could not carry it")
+                while index < len(batch):  # _answer_leftovers may cut the batch short
+                    if clock() >= slice_end:
+                        # A burst never holds the loop: timers, the child's records and signals
+                        # run between slices, however long the backlog is (issue 19).
+                        self._batch_next = index
+                        await asyncio.sleep(0)
+                        slice_end = clock() + WORKER_SLICE_S
+                        continue
+                    item = batch[index]
+                    index += 1
+                    self._batch_next = index
+                    if type(item) is bytes:
+                        item = decode_command_line(item)
+                        if item is None:  # a blank line: no command, no answer
+                            continue
+                    await self._take(item)
             finally:
-                self._inflight = None
+                self._batch = None
                 self._commands.task_done()
+
+    async def _take(self, item: Any) -> None:
+        """Process one command; whatever happens, it is answered."""
+        self._inflight, self._inflight_answered = item, False
+        try:
+            if self.writer.closed:
+                return
+            await self._process(item)
+        except Exception as exc:  # a bug must not leave a command unanswered
+            if not self.writer.closed and isinstance(getattr(item, "id", None), str):
+                self._stderr(f"metaharness: internal error on command {item.id}: {exc!r}")
+                self._unanswered(item, f"metaharness could not carry it: {type(exc).__name__}")
+        else:
+            self._unanswered(item, "metaharness could not carry it")
+        finally:
+            self._inflight = None
 
     def _unanswered(self, item: Any, reason: str) -> None:
         """The last guard of command processing: a command whose processing wrote no result gets one.
@@ -950,16 +968,21 @@ class Run:
         item = self._inflight
         if item is not None and not self._inflight_answered and not isinstance(item, Halt):
             self._answer_late(item)
+        rest: list = []
+        if self._batch is not None:  # the rest of the burst the worker is in
+            rest = self._batch[self._batch_next:]
+            del self._batch[self._batch_next:]
         while not self._commands.empty():
-            item = self._commands.get_nowait()
-            self.on_command_taken()
+            batch = self._commands.get_nowait()
+            self.on_command_taken(len(batch))
+            rest.extend(batch)
+            self._commands.task_done()
+        for item in rest:
             if type(item) is bytes:
                 item = decode_command_line(item)
                 if item is None:
-                    self._commands.task_done()
                     continue
             self._answer_late(item)
-            self._commands.task_done()
 
     def _wind_up(self, termination: Any) -> int:
         self._winding_up = True
