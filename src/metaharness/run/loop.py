@@ -77,6 +77,7 @@ from .spec import RunSpec
 CANONICAL_COMMANDS = COMMAND_NAMES
 STOP_BOUND_S = 15.0  # after a stop, how long the child's output may take to end
 WORKER_SLICE_S = 0.002  # the command worker yields to the loop at least this often
+WORKER_YIELD_PASSES = 4  # loop passes the worker gives the rest of the run at each yield
 _KEY_ENCODER = msgspec.json.Encoder(order="deterministic")
 
 
@@ -566,9 +567,12 @@ class Run:
                 while index < len(batch):  # _answer_leftovers may cut the batch short
                     if clock() >= slice_end:
                         # A burst never holds the loop: timers, the child's records and signals
-                        # run between slices, however long the backlog is (issue 19).
+                        # run between slices, however long the backlog is (issue 19). Several
+                        # passes, since reading one record takes a few (readable → the
+                        # adapter's task → the flush of its line).
                         self._batch_next = index
-                        await asyncio.sleep(0)
+                        for _pass in range(WORKER_YIELD_PASSES):
+                            await asyncio.sleep(0)
                         slice_end = clock() + WORKER_SLICE_S
                         continue
                     item = batch[index]
@@ -578,26 +582,22 @@ class Run:
                         item = decode_command_line(item)
                         if item is None:  # a blank line: no command, no answer
                             continue
-                    await self._take(item)
+                    self._inflight, self._inflight_answered = item, False
+                    try:
+                        if self.writer.closed:
+                            continue
+                        await self._process(item)
+                    except Exception as exc:  # a bug must not leave a command unanswered
+                        if not self.writer.closed and isinstance(getattr(item, "id", None), str):
+                            self._stderr(f"metaharness: internal error on command {item.id}: {exc!r}")
+                            self._unanswered(item, f"metaharness could not carry it: {type(exc).__name__}")
+                    else:
+                        self._unanswered(item, "metaharness could not carry it")
+                    finally:
+                        self._inflight = None
             finally:
                 self._batch = None
                 self._commands.task_done()
-
-    async def _take(self, item: Any) -> None:
-        """Process one command; whatever happens, it is answered."""
-        self._inflight, self._inflight_answered = item, False
-        try:
-            if self.writer.closed:
-                return
-            await self._process(item)
-        except Exception as exc:  # a bug must not leave a command unanswered
-            if not self.writer.closed and isinstance(getattr(item, "id", None), str):
-                self._stderr(f"metaharness: internal error on command {item.id}: {exc!r}")
-                self._unanswered(item, f"metaharness could not carry it: {type(exc).__name__}")
-        else:
-            self._unanswered(item, "metaharness could not carry it")
-        finally:
-            self._inflight = None
 
     def _unanswered(self, item: Any, reason: str) -> None:
         """The last guard of command processing: a command whose processing wrote no result gets one.
