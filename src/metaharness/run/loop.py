@@ -559,7 +559,11 @@ class Run:
         clock = time.perf_counter
         slice_end = clock() + WORKER_SLICE_S
         while True:
-            batch = await self._commands.get()
+            if self._commands.empty():  # waiting for work yields too: a fresh slice once it comes
+                batch = await self._commands.get()
+                slice_end = clock() + WORKER_SLICE_S
+            else:
+                batch = self._commands.get_nowait()
             self.on_command_taken(len(batch))
             self._batch = batch
             index = 0
