@@ -1,15 +1,20 @@
 """Intake under a flood (issue 19): figures beside a bare baseline measured in the same run.
 
-A `metaharness run oharness --keep-open` child is flooded on stdin, as fast as a pipe
-takes it, with N command lines (unknown-call `tool.decide`s, garbage JSON, non-UTF-8
-lines), twice:
+A `metaharness run … --keep-open` is flooded on stdin, as fast as a pipe takes it, with N
+command lines (unknown-call `tool.decide`s, garbage JSON, non-UTF-8 lines):
 
-* with `--decisions ask`, while its scripted model makes CALLS calls that nobody answers,
-  each closed by its DEADLINE_MS deadline;
-* with `--decisions observe`, while its scripted model makes CALLS calls that run
+* oharness with `--decisions ask`, while its scripted model makes CALLS calls that nobody
+  answers, each closed by its DEADLINE_MS deadline;
+* oharness with `--decisions observe`, while its scripted model makes CALLS calls that run
   `sleep 0.05; date +%s.%N`: each tool result (a harness record) carries the wall-clock time
   the harness was about to write it, and this script notes when it reads the `tool.result`
-  line metaharness made of it.
+  line metaharness made of it;
+* codex (the test suite's stub app-server, tests/fixtures/codex/stub_codex) with
+  `--decisions observe`, sending CALLS agent messages 50 ms apart: each notification carries
+  its `emittedAtMs`, which metaharness writes as the line's `at`, so the time from the
+  harness's write to this script's read of the `text` line is exact (to the millisecond).
+
+Each record run is also made without a flood, as its baseline.
 
 Printed:
 
@@ -21,8 +26,8 @@ Printed:
 * deadline lateness under the flood, p50/p99 over the calls (`latency_ms - deadline_ms`;
   the target: p99 under 10 ms; the loop measures latency in whole ms);
 * record-read lateness under the flood, p50/p99 over the records written while the flood
-  lasted (the target: p99 under 50 ms). It is an upper bound: it also holds the harness's
-  own time from `date` to its write, and this script's time to read the line.
+  lasted (the target: p99 under 50 ms). Both hold this script's time to read the line; the
+  oharness figure also holds the harness's own time from `date` to its write.
 
 It asserts nothing (speed is not a test verdict).
 
@@ -32,9 +37,11 @@ Usage: python bench/bench_intake.py [--lines N] [--calls C] [--deadline-ms D]
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -45,6 +52,7 @@ import time
 from metaharness.protocol.decode import decode_command_line
 
 RECORD_COMMAND = "sleep 0.05; date +%s.%N"
+STUB_CODEX = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "fixtures", "codex", "stub_codex", "codex")
 _RESULT = b'"event":"command.result"'
 
 
@@ -85,15 +93,39 @@ def scenario(path: str, calls: int, command: str) -> None:
         json.dump({"format": "metaharness.scenario/1", "turns": turns}, handle)
 
 
-def run_flood(lines: list[bytes], calls: int, deadline_ms: int, *, records: bool) -> dict:
-    """One flooded run (see the module docstring for the two kinds)."""
+def stub_codex(work: str, records: int) -> str:
+    """A vendor dir with the test suite's stub `codex` app-server, scripted to send `records`
+    agent messages 50 ms apart; each notification carries its emittedAtMs."""
+    vendor = os.path.join(work, "vendor")
+    os.mkdir(vendor)
+    shutil.copy2(STUB_CODEX, os.path.join(vendor, "codex"))
+    steps: list[dict] = []
+    for i in range(records):
+        steps += [{"sleep": 0.05}, {"text": f"t{i}"}]
+    with open(os.path.join(vendor, "behavior.json"), "w") as handle:
+        json.dump({"turns": [steps]}, handle)
+    return vendor
+
+
+def _unix(at: str) -> float:
+    return datetime.datetime.strptime(at, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=datetime.timezone.utc).timestamp()
+
+
+def run_flood(lines: list[bytes], calls: int, deadline_ms: int, *, kind: str) -> dict:
+    """One flooded run; `kind` is "deadlines", "oharness-records" or "codex-records" (see the
+    module docstring)."""
     work = tempfile.mkdtemp(prefix="bench-intake-")
-    script = os.path.join(work, "s.json")
-    scenario(script, calls, RECORD_COMMAND if records else "echo {i}")
-    mode = ["observe"] if records else ["ask", "--decision-timeout-ms", str(deadline_ms)]
+    records = kind != "deadlines"
+    if kind == "codex-records":
+        harness = ["codex", "--vendor-dir", stub_codex(work, calls), "--model-endpoint", "http://127.0.0.1:9",
+                   "--decisions", "observe"]
+    else:
+        script = os.path.join(work, "s.json")
+        scenario(script, calls, RECORD_COMMAND if records else "echo {i}")
+        mode = ["observe"] if records else ["ask", "--decision-timeout-ms", str(deadline_ms)]
+        harness = ["oharness", "--script", script, "--decisions", *mode]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "metaharness", "run", "oharness", "--keep-open", "--decisions", *mode,
-         "--script", script, "--cwd", work, "-p", "go"],
+        [sys.executable, "-m", "metaharness", "run", *harness, "--keep-open", "--cwd", work, "-p", "go"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     assert proc.stdin and proc.stdout
     started = threading.Event()
@@ -146,11 +178,15 @@ def run_flood(lines: list[bytes], calls: int, deadline_ms: int, *, records: bool
             started.set()
         elif name == "tool.decided" and event["decided_by"] == "deadline":
             lateness.append(event["latency_ms"] - deadline_ms)
-        elif name == "tool.result" and records:
+        elif name == "tool.result" and kind == "oharness-records":
             read_at = time.time()
             written = float(event["content"])
             record_lateness.append((written, (read_at - written) * 1000))
-        if name == ("tool.result" if records else "tool.decided"):
+        elif name == "text" and kind == "codex-records":
+            read_at = time.time()
+            written = _unix(event["at"])
+            record_lateness.append((written, (read_at - written) * 1000))
+        if name == {"deadlines": "tool.decided", "oharness-records": "tool.result", "codex-records": "text"}[kind]:
             closed_calls += 1
             if closed_calls == calls:
                 calls_done.set()
@@ -182,7 +218,7 @@ def main() -> None:
     lines = flood_lines(args.lines)
     size = sum(len(line) + 1 for line in lines)
     bare, bare_cpu = bare_decode(lines)
-    figures = run_flood(lines, args.calls, args.deadline_ms, records=False)
+    figures = run_flood(lines, args.calls, args.deadline_ms, kind="deadlines")
     rate = figures["answered"] / figures["seconds"]
     print(f"flood: {args.lines} lines, {size / 2**20:.1f} MiB; {figures['answered']} answered "
           f"(the flood's and the closing halt)")
@@ -199,18 +235,18 @@ def main() -> None:
               f"max {top} ms (goal p99 < 10 ms)")
     else:
         print("deadline lateness: no call reached its deadline during the flood")
-    quiet = run_flood([], args.calls, args.deadline_ms, records=True)["record_lateness"]
-    records = run_flood(lines, args.calls, args.deadline_ms, records=True)
-    if records["record_lateness"]:
-        p50, p99, top = percentiles(records["record_lateness"])
+    for kind, what, bound in (("oharness-records", "oharness tool results stamped by `date`", "an upper bound"),
+                              ("codex-records", "stub codex notifications stamped at their write", "exact to 1 ms")):
+        quiet = run_flood([], args.calls, args.deadline_ms, kind=kind)["record_lateness"]
+        flood = run_flood(lines, args.calls, args.deadline_ms, kind=kind)
+        if not flood["record_lateness"]:
+            print(f"record-read lateness ({what}): no record was written during the flood")
+            continue
+        p50, p99, top = percentiles(flood["record_lateness"])
         q50, q99, _top = percentiles(quiet)
-        print(f"record-read lateness over {len(records['record_lateness'])} harness records written during the flood "
-              f"(second run, {records['answered'] / records['seconds']:,.0f} lines/s): p50 {p50:.1f} ms, "
-              f"p99 {p99:.1f} ms, max {top:.1f} ms (goal p99 < 50 ms); "
-              f"without a flood p50 {q50:.1f} ms, p99 {q99:.1f} ms")
-    else:
-        print("record-read lateness: no harness record was written during the flood")
-
+        print(f"record-read lateness, {what} ({bound}), over the {len(flood['record_lateness'])} written during "
+              f"the flood ({flood['answered'] / flood['seconds']:,.0f} lines/s): p50 {p50:.1f} ms, p99 {p99:.1f} ms, "
+              f"max {top:.1f} ms (goal p99 < 50 ms); without a flood p50 {q50:.1f} ms, p99 {q99:.1f} ms")
 
 if __name__ == "__main__":
     main()

@@ -596,7 +596,8 @@ class Run:
                             self._stderr(f"metaharness: internal error on command {item.id}: {exc!r}")
                             self._unanswered(item, f"metaharness could not carry it: {type(exc).__name__}")
                     else:
-                        self._unanswered(item, "metaharness could not carry it")
+                        if not self._inflight_answered:
+                            self._unanswered(item, "metaharness could not carry it")
                     finally:
                         self._inflight = None
             finally:
