@@ -22,6 +22,7 @@ Printed:
   answered), against a bare `decode_command_line` loop over the same lines (the target:
   within 2x of it); and the same comparison in CPU time per line (metaharness's, all its
   threads, over the flood, against the bare loop's), which a shared machine distorts less;
+  and the CPU time per line of the run loop alone, fed the same lines in one process;
 * peak RSS of the metaharness process (the target: under 100 MiB, whatever N);
 * deadline lateness under the flood, p50/p99 over the calls (`latency_ms - deadline_ms`;
   the target: p99 under 10 ms; the loop measures latency in whole ms);
@@ -77,6 +78,37 @@ def bare_decode(lines: list[bytes]) -> tuple[float, float]:
     for line in lines:
         decode_command_line(line)
     return len(lines) / (time.perf_counter() - start), (time.process_time() - cpu) / len(lines)
+
+
+def in_process(lines: list[bytes]) -> float:
+    """CPU seconds per line of the run loop alone: the lines handed to a `Run` (over the test
+    suite's fake harness) in bursts of 600, as the intake hands them, the event lines kept in
+    a list — no pipes, no reader thread, no other process."""
+    import asyncio
+
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    from metaharness.run.loop import Run
+    from metaharness.run.spec import RunSpec
+    from tests.run.fake import FakeAdapter, Turn
+
+    async def main() -> float:
+        out: list[bytes] = []
+        spec = RunSpec(kind="oharness", prompt="go", decisions="ask", keep_open=True)
+        run = Run(spec, out.append, adapter=FakeAdapter(spec, [Turn([])]), run_id="bench")
+        task = asyncio.ensure_future(run.execute())
+        while not any(b'"turn.ended"' in line for line in out):
+            await asyncio.sleep(0.01)
+        cpu = time.process_time()
+        for offset in range(0, len(lines), 600):
+            run.feed_lines(lines[offset:offset + 600])
+        await run._commands.join()
+        spent = time.process_time() - cpu
+        run.feed_command(decode_command_line(b'{"format":"metaharness.command/1","id":"end","command":"halt",'
+                                             b'"reason":"bench over"}'))
+        await task
+        return spent / len(lines)
+
+    return asyncio.run(main())
 
 
 def cpu_seconds(pid: int) -> float:
@@ -223,6 +255,9 @@ def main() -> None:
     print(f"flood: {args.lines} lines, {size / 2**20:.1f} MiB; {figures['answered']} answered "
           f"(the flood's and the closing halt)")
     print(f"throughput: {rate:,.0f} lines/s; bare decode {bare:,.0f} lines/s; ratio {bare / rate:.2f}x (goal <= 2x)")
+    alone = in_process(lines)
+    print(f"the run loop alone (in this process, no pipes, no reader thread): {alone * 1e6:.2f} us a line; "
+          f"ratio {alone / bare_cpu:.2f}x")
     per_line = figures["flood_cpu_s"] / len(lines)
     print(f"CPU per flood line: metaharness {per_line * 1e6:.2f} us (all its threads; {figures['flood_cpu_s']:.1f} s "
           f"of CPU over the flood's {figures['seconds']:.1f} s); bare decode {bare_cpu * 1e6:.2f} us; "
