@@ -123,3 +123,30 @@ def test_at_from_unix_ms():  # checklist 3: codex's emittedAtMs rendered, not a 
     assert at_from_unix_ms(1787453878487) == "2026-08-23T02:57:58.487Z"
     with pytest.raises(TypeError):
         at_from_unix_ms(1.5)
+
+
+def test_a_plain_command_result_skips_only_a_walk_that_finds_nothing():
+    # encode_event_line writes an Ok or a Refused-with-a-Refusal outcome without the value
+    # checker; that is sound only while those structs hold nothing the checker polices.
+    import msgspec
+    import msgspec.inspect as mi
+
+    from metaharness.protocol._typeplan import _build
+    from metaharness.protocol.events import CommandResult
+    from metaharness.protocol.stream import encode_event_line
+    from metaharness.protocol.values import Ok, Refusal, Refused, Usage, refused
+
+    policed = (mi.IntType, mi.FloatType, mi.BoolType, mi.StructType, mi.UnionType, mi.ListType, mi.DictType)
+    for cls in (Ok, Refusal):
+        for field in mi.type_info(cls).fields:
+            kinds = field.type.types if isinstance(field.type, mi.UnionType) else (field.type,)
+            assert not any(isinstance(k, policed) and not isinstance(k, mi.UnionType) for k in kinds), (cls, field)
+    assert [f.name for f in mi.type_info(Refused).fields] == ["refused"]
+    for outcome in (Ok(), Ok(applies_at="next turn"), refused("UNKNOWN_CALL", "nope")):
+        event = CommandResult(id="c1", outcome=outcome)
+        _build(CommandResult)(event, "$")  # the walk it skips passes
+        assert encode_event_line(3, "r", event) == (
+            b'{"format":"metaharness.event/1","seq":3,"run":"r",' + msgspec.json.encode(event)[1:] + b"\n")
+    # Anything else in the outcome is still walked.
+    with pytest.raises(ValueError):
+        encode_event_line(3, "r", CommandResult(id="c1", outcome=Refused(refused=Usage(input_tokens=True))))

@@ -23,26 +23,49 @@ from .spec import RunSpec
 
 
 LINE_LIMIT = 16 * 1024 * 1024  # a longer stdin line is refused unread: memory stays bounded
-BACKLOG = 1024  # decoded commands waiting for the worker; at the bound stdin is not read
+BACKLOG = 1024  # lines handed to the worker and not yet taken; at the bound stdin is not read
 READ_CHUNK = 64 * 1024
 TOO_LONG = f"the line is longer than {LINE_LIMIT} bytes; it was not read"
+
+
+class _Slots:
+    """A count of lines in the backlog, taken and freed a burst at a time (one lock round
+    per burst, not per line). `take` waits while the count is at or over the bound, so the
+    backlog holds at most `bound` lines plus one burst."""
+
+    def __init__(self, bound: int) -> None:
+        self._bound, self._held = bound, 0
+        self._cond = threading.Condition(threading.Lock())
+
+    def take(self, n: int) -> None:
+        with self._cond:
+            while self._held >= self._bound:
+                self._cond.wait()
+            self._held += n
+
+    def free(self, n: int) -> None:
+        with self._cond:
+            self._held -= n
+            self._cond.notify()
 
 
 class Intake:
     """stdin → command lines for the run, with back-pressure.
 
-    A thread reads stdin in chunks (the read releases the GIL) and splits the lines, and
-    hands each chunk's lines to the loop in one call; the command worker decodes each line
-    as it takes it, in time slices that yield to the loop (`Run._command_worker`). Every
-    line holds one of BACKLOG slots until the worker takes it (`Run.on_command_taken`);
-    with every slot held the thread stops reading, so the OS pipe fills and the embedder's
-    writes block. Memory is bounded by BACKLOG lines plus one line (LINE_LIMIT); a longer
-    line is refused MALFORMED under `-` and skipped without being kept."""
+    A thread reads stdin in chunks (the read releases the GIL), splits the lines, and
+    hands each chunk's lines to the loop as one burst (`Run.feed_lines`); the command worker
+    decodes each line as it takes it, in time slices that yield to the loop
+    (`Run._command_worker`). The lines of a burst hold backlog slots until the worker takes
+    the burst (`Run.on_command_taken`); with BACKLOG lines held the thread stops reading, so
+    the OS pipe fills and the embedder's writes block. Memory is bounded by BACKLOG lines
+    plus one chunk's, each at most LINE_LIMIT; a longer line is refused MALFORMED under `-`
+    and skipped without being kept."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, run: Run, fd: int, backlog: int = BACKLOG) -> None:
-        self._loop, self._run, self._fd = loop, run, fd
-        self._slots = threading.Semaphore(backlog)
-        run.on_command_taken = self._slots.release
+    def __init__(self, loop: asyncio.AbstractEventLoop, run: Run, fd: int, backlog: int = BACKLOG,
+                 chunk: int = READ_CHUNK) -> None:
+        self._loop, self._run, self._fd, self._chunk = loop, run, fd, chunk
+        self._slots = _Slots(backlog)
+        run.on_command_taken = self._slots.free
 
     def start(self) -> None:
         threading.Thread(target=self._pump, daemon=True, name="metaharness-stdin").start()
@@ -50,102 +73,88 @@ class Intake:
     def _pump(self) -> None:
         from metaharness.protocol.decode import CommandRefusal
 
+        too_long = CommandRefusal("-", TOO_LONG)
         carry = bytearray()  # the line in progress (no "\n" seen yet)
         skipping = False  # inside a line longer than LINE_LIMIT: drop its bytes up to its newline
         while True:
             try:
-                chunk = os.read(self._fd, READ_CHUNK)
+                chunk = os.read(self._fd, self._chunk)
             except InterruptedError:
                 continue
             except OSError:
                 chunk = b""
             if not chunk:
                 break
-            lines = chunk.split(b"\n")
+            lines: list = chunk.split(b"\n")
             tail = lines.pop()  # after the last "\n" (all of it when there is none)
-            batch: list | None = []
-            for index, line in enumerate(lines):
-                if index == 0:
-                    if skipping:
-                        skipping = False  # the end of the long line: nothing of it was kept
-                        continue
-                    if carry:
-                        carry += line
-                        line, carry = bytes(carry), bytearray()
-                # Decoded by the worker as it takes the line, in its time slices (one CPU-bound
-                # thread, so no GIL contention delays the loop's timers).
-                batch = self._slot(batch)
-                if batch is None:
-                    return
-                batch.append(CommandRefusal("-", TOO_LONG) if len(line) > LINE_LIMIT else line)
+            if lines:
+                if skipping:  # the end of the long line: nothing of it was kept
+                    skipping = False
+                    del lines[0]
+                elif carry:
+                    carry += lines[0]
+                    lines[0], carry = bytes(carry), bytearray()
+                if lines and max(map(len, lines)) > LINE_LIMIT:
+                    lines = [too_long if len(line) > LINE_LIMIT else line for line in lines]
             if not skipping:
                 carry += tail
                 if len(carry) > LINE_LIMIT:
-                    batch = self._slot(batch)
-                    if batch is None:
-                        return
-                    batch.append(CommandRefusal("-", TOO_LONG))
+                    lines.append(too_long)
                     carry, skipping = bytearray(), True
-            if batch and not self._hand(batch):
+            if lines and not self._hand(lines):
                 return
         if carry and not skipping:  # a final line without "\n" is still a line
-            self._slots.acquire()
             if not self._hand([bytes(carry)]):
                 return
         self._hand(None)
 
-    def _slot(self, batch: list) -> list | None:
-        """Take a backlog slot for one more command; when none is free, hand over what this
-        chunk decoded so far (so the worker can free slots), then wait. None: the loop is gone."""
-        if self._slots.acquire(blocking=False):
-            return batch
-        if batch and not self._hand(batch):
-            return None
-        self._slots.acquire()
-        return []
-
-    def _hand(self, batch) -> bool:
+    def _hand(self, lines: list | None) -> bool:
+        """Give the loop one burst (None: stdin ended), after waiting for backlog room.
+        False: the loop is gone (the run already ended)."""
         try:
-            if batch is None:
+            if lines is None:
                 self._loop.call_soon_threadsafe(self._run.stdin_ended)
             else:
-                self._loop.call_soon_threadsafe(self._run.feed_lines, batch)
+                self._slots.take(len(lines))
+                self._loop.call_soon_threadsafe(self._run.feed_lines, lines)
             return True
         except RuntimeError:
-            return False  # the loop is gone: the run already ended
+            return False
 
 
 def make_writer(out: BinaryIO, tee_path: str | None, *, loop: asyncio.AbstractEventLoop | None = None
                 ) -> tuple[Callable[[bytes], None], Callable[[], None]]:
-    """(write, close). With `loop`, the lines written during one pass of the loop go out in
-    one flush at its end (a burst of command results costs one write, not one per line);
-    without it each line is flushed at once."""
+    """(write, close). With `loop`, the lines written during one pass of the loop are kept
+    and go out in one write and one flush at its end (a burst of command results costs one
+    write, not one per line, even to an unbuffered stdout); the flush is a callback of the
+    next pass, and the loop never waits while a callback is ready, so no line is held while
+    the run waits. Without `loop` each line is written and flushed at once."""
     tee = open(tee_path, "wb") if tee_path else None
-    flush_due = False
+    held: list[bytes] = []
 
-    def flush() -> None:
-        nonlocal flush_due
-        flush_due = False
+    def emit(data: bytes) -> None:
         try:
+            out.write(data)
             out.flush()
         except BrokenPipeError:
             pass  # the embedder went away; keep the tee and finish the run
         if tee is not None:
+            tee.write(data)
             tee.flush()
 
+    def flush() -> None:
+        if held:
+            data = b"".join(held)
+            held.clear()
+            emit(data)
+
     def write(line: bytes) -> None:
-        nonlocal flush_due
-        try:
-            out.write(line)
-        except BrokenPipeError:
-            pass
-        if tee is not None:
-            tee.write(line)
         if loop is None:
-            flush()
-        elif not flush_due:
-            flush_due = True
+            emit(line)
+            return
+        if not held:
             loop.call_soon(flush)
+        held.append(line)
 
     def close() -> None:
         flush()

@@ -39,6 +39,7 @@ from .start import RunRefused  # noqa: F401  (re-exported: api.py and replay ref
 
 STOP_BOUND_S = 15.0  # after a stop, how long the child's output may take to end
 WORKER_SLICE_S = 0.002  # the command worker yields to the loop at least this often
+WORKER_YIELD_PASSES = 4  # loop passes the worker gives the rest of the run at each yield
 DRAIN_BOUND_S = 5.0  # at the end, how long the commands already queued may take
 
 
@@ -75,7 +76,9 @@ class Run:
         core.on_wake = self._wake.set
         core.on_turn_done = self._turn_done.set
         core.calls.on_pending = self._arm_deadline
-        self.on_command_taken: Callable[[], None] = lambda: None  # frees an intake slot (host.py)
+        self.on_command_taken: Callable[[int], None] = lambda n: None  # frees n intake slots (host.py)
+        self._batch: list | None = None  # the queue item the worker is in; its rest from _batch_next
+        self._batch_next = 0
         # What layers above reach (api.py, replay, tests): the core's own, under the old names.
         self.writer, self.census, self.run_cwd = core.writer, core.census, core.run_cwd
         self.descriptor = self.harness.descriptor
@@ -94,71 +97,96 @@ class Run:
         return self.core.frame
 
     # --- intake ----------------------------------------------------------------------------
+    # The queue holds lists: each item is one burst of stdin lines (run/host.py's Intake hands
+    # a chunk's lines at once) or one command, so a flood costs one queue operation per burst.
     def feed_line(self, raw: bytes) -> None:
         """One stdin line (without its newline), in arrival order."""
         decoded = decode_command_line(raw)
         if decoded is not None:
-            self._commands.put_nowait(decoded)
+            self._commands.put_nowait([decoded])
 
     def feed_lines(self, items: list) -> None:
         """stdin lines (bytes, decoded as the worker takes them) or refusals, in arrival
-        order (run/host.py's Intake)."""
-        put = self._commands.put_nowait
-        for item in items:
-            put(item)
+        order (run/host.py's Intake). The list is the run's from here on."""
+        if items:
+            self._commands.put_nowait(items)
 
     def feed_command(self, command: Any) -> None:
         """A command from the library API (already typed)."""
-        self._commands.put_nowait(command)
+        self._commands.put_nowait([command])
 
     def stdin_ended(self) -> None:
         self.core.stdin_ended()
 
     async def _command_worker(self) -> None:
         core = self.core
-        slice_end = time.perf_counter() + WORKER_SLICE_S
+        clock = time.perf_counter
+        slice_end = clock() + WORKER_SLICE_S
         while True:
-            if time.perf_counter() >= slice_end:
-                # A burst never holds the loop: timers, the child's records and signals run
-                # between slices, however long the queue is (issue 19).
-                await asyncio.sleep(0)
-                slice_end = time.perf_counter() + WORKER_SLICE_S
-            item = await self._commands.get()
-            self.on_command_taken()
-            if type(item) is bytes:
-                item = decode_command_line(item)
-                if item is None:  # a blank line: no command, no answer
-                    self._commands.task_done()
-                    continue
-            core.inflight, core.inflight_answered = item, False
-            try:
-                if core.writer.closed:
-                    continue
-                if core.take(item):
-                    await self._carry(item)
-            except Exception as exc:  # a bug must not leave a command unanswered
-                if not core.writer.closed and isinstance(getattr(item, "id", None), str):
-                    self._stderr(f"metaharness: internal error on command {item.id}: {exc!r}")
-                    commands.unanswered(core, item, f"metaharness could not carry it: {type(exc).__name__}")
+            if self._commands.empty():  # waiting for work yields too: a fresh slice once it comes
+                batch = await self._commands.get()
+                slice_end = clock() + WORKER_SLICE_S
             else:
-                commands.unanswered(core, item, "metaharness could not carry it")
+                batch = self._commands.get_nowait()
+            self.on_command_taken(len(batch))
+            self._batch = batch
+            index = 0
+            try:
+                while index < len(batch):  # answering the leftovers may cut the batch short
+                    if clock() >= slice_end:
+                        # A burst never holds the loop: timers, the child's records and signals
+                        # run between slices, however long the backlog is. Several passes, since
+                        # reading one record takes a few (readable → the adapter's task → the
+                        # flush of its line).
+                        self._batch_next = index
+                        for _pass in range(WORKER_YIELD_PASSES):
+                            await asyncio.sleep(0)
+                        slice_end = clock() + WORKER_SLICE_S
+                        continue
+                    item = batch[index]
+                    index += 1
+                    self._batch_next = index
+                    if type(item) is bytes:
+                        item = decode_command_line(item)
+                        if item is None:  # a blank line: no command, no answer
+                            continue
+                    core.inflight, core.inflight_answered = item, False
+                    try:
+                        if core.writer.closed:
+                            continue
+                        if core.take(item):  # synchronous, but for the commands the child must hear
+                            await self._carry(item)
+                    except Exception as exc:  # a bug must not leave a command unanswered
+                        if not core.writer.closed and isinstance(getattr(item, "id", None), str):
+                            self._stderr(f"metaharness: internal error on command {item.id}: {exc!r}")
+                            commands.unanswered(core, item, f"metaharness could not carry it: {type(exc).__name__}")
+                    else:
+                        if not core.inflight_answered:
+                            commands.unanswered(core, item, "metaharness could not carry it")
+                    finally:
+                        core.inflight = None
             finally:
-                core.inflight = None
+                self._batch = None
                 self._commands.task_done()
 
     def _queued(self) -> Iterator[Any]:
-        """The commands still queued, taken one by one (blank lines skipped)."""
+        """The commands not yet taken — the rest of the burst the worker is in, then every
+        queued burst — one by one (blank lines skipped)."""
+        rest: list = []
+        if self._batch is not None:
+            rest = self._batch[self._batch_next:]
+            del self._batch[self._batch_next:]
         while not self._commands.empty():
-            item = self._commands.get_nowait()
-            self.on_command_taken()
-            try:
-                if type(item) is bytes:
-                    item = decode_command_line(item)
-                    if item is None:
-                        continue
-                yield item
-            finally:
-                self._commands.task_done()
+            batch = self._commands.get_nowait()
+            self.on_command_taken(len(batch))
+            rest.extend(batch)
+            self._commands.task_done()
+        for item in rest:
+            if type(item) is bytes:
+                item = decode_command_line(item)
+                if item is None:
+                    continue
+            yield item
 
     async def _drain_commands(self) -> None:
         await asyncio.sleep(0)

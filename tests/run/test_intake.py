@@ -1,0 +1,286 @@
+"""Intake (run/host.py) and the command worker's bursts (run/loop.py), without timing:
+
+* stdin is split into lines however the reads cut it (a line split across reads, a burst
+  ending mid-line, a last line without its newline), a line over LINE_LIMIT is refused
+  under `-` and its bytes skipped up to its newline;
+* with the backlog full the reader stops reading, so the pipe keeps the rest;
+* the event writer joins one loop pass's lines into one write and one flush, and no line
+  is held while the loop waits;
+* a burst cut short by a halt still has every line answered once, before `stream.closed`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import json
+import os
+import struct
+import termios
+import threading
+import time
+
+import pytest
+
+from metaharness.protocol.decode import CommandRefusal
+from metaharness.run import host
+from metaharness.run.host import TOO_LONG, Intake, make_writer
+from metaharness.run.spec import RunSpec
+
+from .fake import FakeAdapter, Turn, cmd, drive
+
+
+class _Sink:
+    """What Intake hands to: records bursts and the end of stdin (a stand-in for Run)."""
+
+    def __init__(self) -> None:
+        self.bursts: list[list] = []
+        self.ended = asyncio.Event()
+        self.on_command_taken = lambda n: None
+
+    def feed_lines(self, lines: list) -> None:
+        self.bursts.append(lines)
+
+    def stdin_ended(self) -> None:
+        self.ended.set()
+
+    @property
+    def lines(self) -> list:
+        return [line for burst in self.bursts for line in burst]
+
+
+def _writer(fd: int, pieces: list[bytes]) -> threading.Thread:
+    def write() -> None:
+        for piece in pieces:
+            os.write(fd, piece)
+        os.close(fd)
+
+    thread = threading.Thread(target=write, daemon=True)
+    thread.start()
+    return thread
+
+
+async def _intake(pieces: list[bytes], *, chunk: int, free: bool = True) -> _Sink:
+    read_fd, write_fd = os.pipe()
+    sink = _Sink()
+    intake = Intake(asyncio.get_running_loop(), sink, read_fd, chunk=chunk)  # type: ignore[arg-type]
+    if free:  # the worker's part: a burst frees its slots when taken
+        feed = sink.feed_lines
+
+        def take(lines: list) -> None:
+            feed(lines)
+            sink.on_command_taken(len(lines))
+
+        sink.feed_lines = take  # type: ignore[method-assign]
+    intake.start()
+    _writer(write_fd, pieces)
+    await asyncio.wait_for(sink.ended.wait(), 20)
+    os.close(read_fd)
+    return sink
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 7, 64 * 1024])
+async def test_lines_come_out_whole_however_the_reads_cut_them(chunk):
+    # A line split across writes and reads, blank lines kept (the worker skips them), a
+    # burst ending mid-line, and a last line without "\n" that is still a line.
+    pieces = [b'{"id":"a"}\n{"id"', b':"b"}\n\n  \n{"id":"c', b'"}\n', b'{"id":"d"}']
+    sink = await _intake(pieces, chunk=chunk)
+    assert sink.lines == [b'{"id":"a"}', b'{"id":"b"}', b"", b"  ", b'{"id":"c"}', b'{"id":"d"}']
+
+
+async def test_many_lines_of_one_read_are_one_burst():
+    sink = await _intake([b"".join(b"line%d\n" % i for i in range(100))], chunk=64 * 1024)
+    assert len(sink.bursts) == 1 and sink.lines == [b"line%d" % i for i in range(100)]
+
+
+@pytest.mark.parametrize("chunk", [4, 64 * 1024])
+async def test_a_line_over_the_limit_is_refused_and_skipped_to_its_newline(monkeypatch, chunk):
+    monkeypatch.setattr(host, "LINE_LIMIT", 10)
+    pieces = [b"short\n", b"x" * 25, b"y" * 30 + b"\nafter\n", b"z" * 11 + b"\nlast"]
+    sink = await _intake(pieces, chunk=chunk)
+    refusal = CommandRefusal("-", TOO_LONG)
+    assert sink.lines == [b"short", refusal, b"after", refusal, b"last"]
+
+
+def _unread(fd: int) -> int:
+    return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
+
+
+async def test_a_full_backlog_stops_the_reading_until_the_worker_takes_lines():
+    read_fd, write_fd = os.pipe()
+    sink = _Sink()
+    # 8-byte reads of 2-byte lines: 4 lines a burst; a bound of 3 lines lets one burst in.
+    intake = Intake(asyncio.get_running_loop(), sink, read_fd, backlog=3, chunk=8)  # type: ignore[arg-type]
+    payload = b"x\n" * 400
+    os.write(write_fd, payload)
+    intake.start()
+    for _ in range(2000):  # the thread reads one burst, hands it, reads a second and waits
+        await asyncio.sleep(0.005)
+        if _unread(read_fd) == len(payload) - 16 and sink.bursts:
+            break
+    await asyncio.sleep(0.1)  # had it gone on reading, it would have by now
+    assert _unread(read_fd) == len(payload) - 16
+    assert sink.lines == [b"x"] * 4
+    sink.on_command_taken(4)  # the worker takes the burst: reading resumes
+    for _ in range(2000):
+        await asyncio.sleep(0.005)
+        if len(sink.lines) == 8:
+            break
+    assert sink.lines == [b"x"] * 8
+    os.close(write_fd)
+    sink.on_command_taken(10**6)
+    await asyncio.wait_for(sink.ended.wait(), 20)
+    os.close(read_fd)
+    assert sink.lines == [b"x"] * 400
+
+
+class _Out:
+    """A stdout that records its calls (a BrokenPipeError once asked)."""
+
+    def __init__(self, broken: bool = False) -> None:
+        self.calls: list[tuple[str, bytes]] = []
+        self.broken = broken
+
+    def write(self, data: bytes) -> int:
+        self.calls.append(("write", bytes(data)))
+        if self.broken:
+            raise BrokenPipeError
+        return len(data)
+
+    def flush(self) -> None:
+        self.calls.append(("flush", b""))
+
+    @property
+    def data(self) -> bytes:
+        return b"".join(data for call, data in self.calls if call == "write")
+
+
+async def test_a_loop_pass_of_lines_is_one_write_and_one_flush(tmp_path):
+    out = _Out()
+    tee = tmp_path / "events.jsonl"
+    write, close = make_writer(out, str(tee), loop=asyncio.get_running_loop())
+    for i in range(3):
+        write(b"line %d\n" % i)
+    assert out.calls == []  # held until the pass ends
+    await asyncio.sleep(0)
+    assert out.calls == [("write", b"line 0\nline 1\nline 2\n"), ("flush", b"")]
+    write(b"line 3\n")
+    close()  # close writes what is held
+    assert out.data == b"line 0\nline 1\nline 2\nline 3\n"
+    assert tee.read_bytes() == out.data
+
+
+async def test_no_line_is_held_while_the_loop_waits():
+    loop = asyncio.get_running_loop()
+    out = _Out()
+    write, close = make_writer(out, None, loop=loop)
+    written: list[bytes] = []
+    held_at_wait: list[bytes] = []
+    selector = loop._selector  # type: ignore[attr-defined]
+    real_select = selector.select
+
+    def select(timeout=None):
+        if timeout is None or timeout > 0:  # the loop is about to wait
+            if out.data != b"".join(written):
+                held_at_wait.append(b"".join(written)[len(out.data):])
+        return real_select(timeout)
+
+    selector.select = select
+    try:
+        async def writer() -> None:
+            for i in range(50):
+                for j in range(i % 4):
+                    line = b"%d.%d\n" % (i, j)
+                    written.append(line)
+                    write(line)
+                await asyncio.sleep(0.001 if i % 2 else 0)
+
+        await writer()
+        await asyncio.sleep(0.01)
+    finally:
+        selector.select = real_select
+    close()
+    assert held_at_wait == []
+    assert out.data == b"".join(written)
+
+
+def test_without_a_loop_each_line_is_written_and_flushed_at_once():
+    out = _Out()
+    write, close = make_writer(out, None)
+    write(b"a\n")
+    assert out.calls == [("write", b"a\n"), ("flush", b"")]
+    close()
+
+
+async def test_a_broken_stdout_does_not_stop_the_tee(tmp_path):
+    tee = tmp_path / "events.jsonl"
+    write, close = make_writer(_Out(broken=True), str(tee), loop=asyncio.get_running_loop())
+    write(b"a\n")
+    await asyncio.sleep(0)
+    write(b"b\n")
+    close()
+    assert tee.read_bytes() == b"a\nb\n"
+
+
+async def test_a_burst_cut_short_by_a_halt_is_answered_line_by_line_before_the_close():
+    spec = RunSpec(kind="oharness", prompt="go", decisions="ask", keep_open=True)
+    burst = [cmd("message.inject", id="m1", text="x"), b"", b"{broken", cmd("halt", id="h", reason="enough"),
+             cmd("message.inject", id="m2", text="y"), b"  ", b"\xff", cmd("tool.decide", id="d", call_id="nope",
+                                                                         decision={"decision": "allow"})]
+
+    def embedder(run, event):
+        if event["event"] == "session.started":
+            run.feed_lines(list(burst))
+            run.feed_lines([cmd("message.inject", id="m3", text="z")])
+
+    events, _code, _adapter, *_ = await drive(spec, FakeAdapter(spec, [Turn([], hold=True)]), on_event=embedder)
+    results = [e for e in events if e["event"] == "command.result"]
+    assert [r["id"] for r in results] == ["m1", "-", "m2", "-", "d", "m3", "h"]
+    late = {r["id"]: r["outcome"] for r in results if r["id"] in ("m2", "d", "m3")}
+    assert all(outcome["refused"]["code"] == "TOO_LATE" for outcome in late.values())
+    assert events[-2]["id"] == "h" and events[-1]["event"] == "stream.closed"
+
+
+async def test_the_worker_frees_a_bursts_slots_when_it_takes_it():
+    spec = RunSpec(kind="oharness", prompt="go", decisions="ask", keep_open=True)
+    freed: list[int] = []
+
+    def embedder(run, event):
+        if event["event"] == "session.started":
+            run.on_command_taken = freed.append
+            run.feed_lines([b"{1", b"{2", b""])
+            run.feed_lines([cmd("halt", id="h", reason="done")])
+
+    events, *_ = await drive(spec, FakeAdapter(spec, [Turn([], hold=True)]), on_event=embedder)
+    assert freed == [3, 1]
+    assert [e["id"] for e in events if e["event"] == "command.result"] == ["-", "-", "h"]
+
+
+class _StuckPosture(FakeAdapter):
+    """A harness that never confirms a posture change; asking for one stops the run (as a
+    SIGTERM would), so the run winds up with the worker stuck mid-burst."""
+
+    stop = None  # the run's request_stop, given by the test
+
+    async def set_posture(self, word):
+        asyncio.ensure_future(self.stop())
+        await asyncio.Event().wait()
+
+
+async def test_the_rest_of_a_burst_the_worker_is_stuck_in_is_answered_at_wind_up():
+    spec = RunSpec(kind="oharness", prompt="go", decisions="ask", keep_open=True)
+    burst = [cmd("permission.set", id="p", posture="plan"), cmd("message.inject", id="m1", text="x"), b"{bad",
+             b"", cmd("message.inject", id="m2", text="y")]
+
+    def embedder(run, event):
+        if event["event"] == "session.started":
+            adapter.stop = run.request_stop
+            run.feed_lines(list(burst))
+            run.feed_lines([cmd("message.inject", id="m3", text="z")])
+
+    adapter = _StuckPosture(spec, [Turn([], hold=True)])
+    events, *_ = await drive(spec, adapter, on_event=embedder)
+    results = [e for e in events if e["event"] == "command.result"]
+    assert [r["id"] for r in results] == ["p", "m1", "-", "m2", "m3"]
+    assert all("refused" in r["outcome"] for r in results)
+    assert events[-1]["event"] == "stream.closed"
