@@ -125,7 +125,8 @@ def metaharness_pid(root: int, timeout: float = 30) -> int:
     while time.monotonic() < deadline:
         for pid in [root, *descendants(root)]:
             argv = _argv(pid)
-            if len(argv) > 2 and argv[1].endswith(b"/metaharness") and argv[2] == b"run":
+            if (len(argv) > 2 and argv[1].endswith(b"/metaharness") and argv[2] == b"run") or argv[1:4] == [
+                    b"-m", b"metaharness", b"run"]:
                 return pid
         time.sleep(0.01)
     raise AssertionError("no metaharness run process below the test's child")
