@@ -7,6 +7,11 @@ frame.set (a malformed frame), message.inject, steer, interrupt, permission.set 
 the harness accepts and one it does not) — plus a malformed line and a blank one. Every
 non-blank line must get exactly one `command.result`, under its id.
 
+"While metaharness spawns the harness" from outside: the batch is written once a process
+exists below metaharness and before the harness is up; it is read then, and processed then
+or — on Claude Code and Codex, whose permission.set is held until the spawn settles — held
+behind the earlier batch's permission.set and answered right after the spawn.
+
 "After the child died" from outside: metaharness is frozen (SIGSTOP), everything below it
 killed and reaped as far as the kernel goes, the batch written, metaharness resumed — so
 the lines are in its stdin before it can notice the death, and it must still answer each.
@@ -88,6 +93,75 @@ def assert_winding_up(by_id: dict[str, dict], tag: str, kind: str) -> None:
     for what in honoured:
         if f"{tag}-{what}" in by_id:
             assert by_id[f"{tag}-{what}"] == {"result": "refused", "code": "TOO_LATE", "reason": "the run is ending"}, what
+
+
+HELD = ("claude", "codex")  # permission.set honoured: held before the spawn, carried after
+
+
+def check_walk(events: list[dict], batches: dict[str, list[bytes]], kind: str) -> None:
+    """The run of `walk` (or its async twin): one answer per line, the halt answered last,
+    and what each phase fixes."""
+    assert events[-1]["event"] == "stream.closed"
+    for phase, lines in batches.items():
+        assert_refusals(answers(events, lines), phase, kind)
+    results = [e for e in events if e["event"] == "command.result"]
+    assert events[-2] == results[-1] and results[-1]["id"] == "halt"  # the halt is answered last
+    assert results[-1]["outcome"] == {"result": "ok", "applies_at": None}
+    assert_winding_up(answers(events, batches["wind"][1:]), "wind", kind)
+    mid = answers(events, batches["mid"])
+    assert mid["mid-interrupt"] == {"result": "ok", "applies_at": None}
+    assert mid["mid-decide"]["code"] == "UNKNOWN_CALL"
+    for phase in ("early", "spawning", "mid", "between"):
+        assert answers(events, batches[phase])[f"{phase}-inject"] == {"result": "ok", "applies_at": "next turn"}
+    if kind in HELD:
+        early = answers(events, batches["early"])
+        assert early["early-posture"]["result"] == "ok", early  # held until the harness existed, then carried
+        assert early["early-steer"]["code"] == "TOO_LATE"  # no turn was running
+        assert answers(events, batches["between"])["between-posture"]["result"] == "ok"
+
+
+def check_after_death(events: list[dict], lines: list[bytes], kind: str) -> None:
+    """Nothing reaches a dead harness: each control refused, never `ok` (whether the run saw
+    the death first or the control found the channel closed)."""
+    assert events[-1]["event"] == "stream.closed"
+    by_id = answers(events, lines)
+    assert_refusals(by_id, "dead", kind)
+    for what in ("interrupt", *(("posture", "steer") if kind in HELD else ())):
+        assert by_id[f"dead-{what}"]["code"] == "TOO_LATE", (what, by_id[f"dead-{what}"])
+
+
+def walk(run, kind: str) -> dict[str, list[bytes]]:
+    """Drive a threaded run driver (CodexRun, AcpRun: `proc`, `wait_for`) through the phases
+    of a `--keep-open` ask run whose first turn makes one call; returns the batches written
+    (the caller finishes the run and calls `check_walk`)."""
+    batches: dict[str, list[bytes]] = {}
+
+    def at(phase: str, lines: list[bytes]) -> None:
+        batches[phase] = lines
+        run.proc.stdin.write(blob(lines))
+        run.proc.stdin.flush()
+
+    at("early", every_command("early", kind))
+    wait_for_a_child(metaharness_pid(run.proc.pid))
+    at("spawning", every_command("spawning", kind))
+    run.wait_for(lambda e: e["event"] == "tool.requested" and e["decision_required"], timeout=60)
+    at("mid", every_command("mid", kind))  # its interrupt stops the turn on the pending call; its inject opens the next
+    run.wait_for(lambda e: e["event"] == "turn.ended" and e["turn"] == 2, timeout=60)
+    at("between", every_command("between", kind))  # its inject opens a third turn (which its interrupt may stop)
+    run.wait_for(lambda e: e["event"] == "turn.ended" and e["turn"] == 3, timeout=60)
+    at("wind", [command("halt", "halt", reason="done"), *every_command("wind", kind)])
+    return batches
+
+
+def kill_then_write(run, kind: str) -> list[bytes]:
+    """With a call pending: metaharness frozen, the harness killed, the batch written, resumed."""
+    lines = every_command("dead", kind)
+    metaharness = metaharness_pid(run.proc.pid)
+    with frozen(metaharness):
+        kill_everything_below(metaharness)
+        run.proc.stdin.write(blob(lines))
+        run.proc.stdin.flush()
+    return lines
 
 
 # --- the process tree ------------------------------------------------------------------

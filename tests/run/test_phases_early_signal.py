@@ -26,19 +26,11 @@ import time
 
 import pytest
 
+from .test_faults import catches_sigterm  # our handlers come together; SIGTERM's bit is ours alone
+
 BOUND_S = 30
 DELAYS_MS = [0, 5, 10, 20, 50, 100, 200, 400]
 METAHARNESS = os.path.join(os.path.dirname(sys.executable), "metaharness")
-
-
-def _catches_sigterm(pid: int) -> bool:
-    """Our handlers come together; SIGTERM's bit is ours alone (Python catches SIGINT itself)."""
-    try:
-        with open(f"/proc/{pid}/status") as handle:
-            caught = next(line for line in handle if line.startswith("SigCgt:")).split()[1]
-    except (OSError, StopIteration):
-        return False
-    return bool(int(caught, 16) & (1 << (signal.SIGTERM - 1)))
 
 
 def _left_on_disk(tmpdir: str) -> list[str]:
@@ -65,7 +57,7 @@ def _signal_after(tmp_path, argv0: list[str], sig: int, delay_ms: int) -> tuple[
                              "--cwd", str(work), "-p", "go"],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     time.sleep(delay_ms / 1000)
-    caught = _catches_sigterm(proc.pid)
+    caught = catches_sigterm(proc.pid)
     proc.send_signal(sig)
     try:
         out, err = proc.communicate(timeout=BOUND_S)

@@ -4,7 +4,7 @@ local fake model server (`LoopbackServer`, 127.0.0.1) through its Chat Completio
 the server logs every request it gets. (The scripted model of tests/run/test_phases.py
 can only show that the next answer was not used; this shows it was never asked for.)
 The same check on the vendor harnesses: tests/claude/test_e2e_seam_holds.py,
-tests/codex/test_e2e_seam_holds.py, tests/acp/test_e2e_phases.py."""
+tests/codex/test_e2e_seam_holds.py, tests/acp/test_e2e_acp_phases.py."""
 
 from __future__ import annotations
 

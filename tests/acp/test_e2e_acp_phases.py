@@ -12,36 +12,18 @@ gets exactly one `command.result`; `stream.closed` is last.
 
 from __future__ import annotations
 
-import os
-import shutil
 import sys
 from pathlib import Path
 
 import pytest
 
-from acp_support import E2E_ROOT, KINDS, VENDOR, AcpRun, scenario
+from acp_support import AcpRun, scenario
+from test_e2e_acp import case, kind  # noqa: F401  (fixtures: each kind, a fresh case directory)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import phase_commands as pc  # noqa: E402
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
-
-
-@pytest.fixture(params=KINDS)
-def kind(request) -> str:
-    if not (VENDOR / request.param).exists():
-        pytest.fail(f"{request.param} is not installed in .vendor; run make vendor")
-    return request.param
-
-
-@pytest.fixture
-def case(request, kind) -> Path:
-    path = E2E_ROOT / f"{kind}-{request.node.originalname}"
-    shutil.rmtree(path, ignore_errors=True)
-    (path / "ws").mkdir(parents=True)
-    yield path
-    if not os.environ.get("MH_KEEP_E2E"):
-        shutil.rmtree(path, ignore_errors=True)
 
 
 SHELL_WRITE = {"op": "shell", "input": {"command": "echo hi > pwned.txt"}}
@@ -53,11 +35,6 @@ def start(kind: str, case: Path, turns: list[dict], *args: str) -> AcpRun:
                                "--decisions", "ask", "--decision-timeout-ms", "30000", *args])
 
 
-def write(mh: AcpRun, lines: list[bytes]) -> None:
-    mh.proc.stdin.write(pc.blob(lines))
-    mh.proc.stdin.flush()
-
-
 def requested(e: dict) -> bool:
     return e["event"] == "tool.requested" and e["decision_required"]
 
@@ -65,56 +42,20 @@ def requested(e: dict) -> bool:
 def test_every_command_at_every_phase_of_one_run(kind, case):
     mh = start(kind, case, [{"text": "writing", "calls": [SHELL_WRITE]}, {"text": "after"}, {"text": "third"},
                             {"text": "fourth"}], "--keep-open")
-    batches: dict[str, list[bytes]] = {}
-
-    def at(phase: str) -> None:
-        batches[phase] = pc.every_command(phase, kind)
-        write(mh, batches[phase])
-
-    at("early")
-    pc.wait_for_a_child(pc.metaharness_pid(mh.proc.pid))
-    at("spawning")
-    mh.wait_for(requested)
-    at("mid")  # its interrupt stops the turn on the pending call; its inject opens the next
-    mh.wait_for(lambda e: e["event"] == "turn.ended" and e["turn"] == 2)
-    at("between")  # its inject opens a third turn (which its interrupt may stop)
-    mh.wait_for(lambda e: e["event"] == "turn.ended" and e["turn"] == 3)
-    wind = pc.every_command("wind", kind)
-    batches["wind"] = [pc.command("halt", "halt", reason="done"), *wind]
-    write(mh, batches["wind"])
+    batches = pc.walk(mh, kind)
     mh.finish()
     mh.assert_complete()
-
-    for phase, lines in batches.items():
-        by_id = pc.answers(mh.events, lines)
-        pc.assert_refusals(by_id, phase, kind)
-    results = mh.of("command.result")
-    assert mh.events[-2] == results[-1] and results[-1]["id"] == "halt"  # the halt is answered last
-    assert results[-1]["outcome"] == {"result": "ok", "applies_at": None}
-    pc.assert_winding_up(pc.answers(mh.events, wind), "wind", kind)
-    mid = pc.answers(mh.events, batches["mid"])
-    assert mid["mid-interrupt"] == {"result": "ok", "applies_at": None}
-    assert mid["mid-decide"]["code"] == "UNKNOWN_CALL"
-    assert all(pc.answers(mh.events, batches[p])[f"{p}-inject"] == {"result": "ok", "applies_at": "next turn"}
-               for p in ("early", "spawning", "mid", "between"))
+    pc.check_walk(mh.events, batches, kind)
     assert not (case / "ws" / "pwned.txt").exists()  # the interrupt denied it
 
 
 def test_every_command_after_the_child_died(kind, case):
     mh = start(kind, case, [{"text": "writing", "calls": [SHELL_WRITE]}, {"text": "done"}])
     mh.wait_for(requested)
-    lines = pc.every_command("dead", kind)
-    metaharness = pc.metaharness_pid(mh.proc.pid)
-    with pc.frozen(metaharness):
-        pc.kill_everything_below(metaharness)
-        write(mh, lines)
+    lines = pc.kill_then_write(mh, kind)
     mh.finish()
     mh.assert_complete()
-    by_id = pc.answers(mh.events, lines)
-    pc.assert_refusals(by_id, "dead", kind)
-    # nothing reaches a dead harness: refused, never `ok` (whether the run saw the death first
-    # or the control found the channel closed)
-    assert by_id["dead-interrupt"]["code"] == "TOO_LATE", by_id["dead-interrupt"]
+    pc.check_after_death(mh.events, lines, kind)
     assert not (case / "ws" / "pwned.txt").exists()
 
 

@@ -1,7 +1,7 @@
 """Every command at every phase on the real Claude Code (issue 19), in the loopback-only
 namespace against the loopback model.
 
-One run walks the phases in order — before the spawn (lines written the moment the process
+One run walks the phases in order (the async twin of `phase_commands.walk`) — before the spawn (lines written the moment the process
 starts), while metaharness spawns Claude Code (a process below it exists), mid-turn (a call
 waits for its decision), between turns (a `--keep-open` run idle at its boundary), during
 wind-up (a halt and the batch in one write: every line behind the halt is read while the
@@ -57,27 +57,13 @@ async def test_every_command_at_every_phase_of_one_run(tmp_path):
     await run.wait_event(lambda e: e["event"] == "turn.ended" and e["turn"] == 2, timeout=60)
     at("between")  # its inject opens a third turn (which its interrupt may stop)
     await run.wait_event(lambda e: e["event"] == "turn.ended" and e["turn"] == 3, timeout=60)
-    wind = pc.every_command("wind", "claude")
-    batches["wind"] = [pc.command("halt", "halt", reason="done"), *wind]
+    batches["wind"] = [pc.command("halt", "halt", reason="done"), *pc.every_command("wind", "claude")]
     write(run, batches["wind"])
     await run.finish()
     run.assert_complete()
     run.assert_no_dns()
 
-    for phase, lines in batches.items():
-        pc.assert_refusals(pc.answers(run.events, lines), phase, "claude")
-    results = run.of("command.result")
-    assert run.events[-2] == results[-1] and results[-1]["id"] == "halt"  # the halt is answered last
-    assert results[-1]["outcome"] == {"result": "ok", "applies_at": None}
-    pc.assert_winding_up(pc.answers(run.events, wind), "wind", "claude")
-    early = pc.answers(run.events, batches["early"])
-    assert early["early-posture"] == {"result": "ok", "applies_at": None}  # held until claude existed
-    assert early["early-steer"]["code"] == "TOO_LATE"  # no turn was running
-    mid = pc.answers(run.events, batches["mid"])
-    assert mid["mid-interrupt"] == {"result": "ok", "applies_at": None}
-    assert mid["mid-decide"]["code"] == "UNKNOWN_CALL"
-    between = pc.answers(run.events, batches["between"])
-    assert between["between-posture"]["result"] == "ok", between
+    pc.check_walk(run.events, batches, "claude")
     assert not os.path.exists(run.path("pwned.txt"))  # the interrupt denied it
 
 
@@ -98,8 +84,5 @@ async def test_every_command_after_the_child_died(tmp_path):
         os.kill(metaharness, signal.SIGCONT)
     await run.finish()
     run.assert_complete()
-    by_id = pc.answers(run.events, lines)
-    pc.assert_refusals(by_id, "dead", "claude")
-    for what in ("interrupt", "posture", "steer"):  # nothing reaches a dead Claude Code: never `ok`
-        assert by_id[f"dead-{what}"]["code"] == "TOO_LATE", (what, by_id[f"dead-{what}"])
+    pc.check_after_death(run.events, lines, "claude")
     assert not os.path.exists(run.path("pwned.txt"))
