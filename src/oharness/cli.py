@@ -56,8 +56,9 @@ def main(ctx: click.Context, prompt: str | None, model: str, script: str | None,
     if ctx.invoked_subcommand is not None:
         return
     if stdio:
-        from .stdio import parse_args, serve
+        from .stdio import keep_to_myself, parse_args, serve
 
+        keep_to_myself()
         argv = ["--stdio", "--model", model or "scripted:default"]
         for flag, value in (("--script", script), ("--cwd", cwd), ("--mode", mode), ("--session-dir", session_dir)):
             if value is not None:

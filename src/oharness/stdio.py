@@ -309,7 +309,21 @@ async def serve(opts: argparse.Namespace, gate_factory: Any = None) -> int:
     return 0
 
 
+def keep_to_myself() -> None:
+    """Become non-dumpable (prctl PR_SET_DUMPABLE 0), as metaharness is: the tools' processes
+    run as this user below this process, and could otherwise open its memory, environment and
+    fds through /proc (and ptrace it) wherever the kernel lets a process trace its parent —
+    and so make it write anything on its channel. Where prctl is missing, nothing changes."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE
+    except (OSError, AttributeError):
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
+    keep_to_myself()
     opts = parse_args(sys.argv[1:] if argv is None else argv)
     try:
         return asyncio.run(serve(opts))

@@ -123,9 +123,8 @@ def _every_command(tag: str) -> list[tuple[str, bytes]]:
 
 async def test_every_command_written_before_the_child_exists_is_answered(tmp_path):
     """Item 4 on the real Claude Code: commands written before the child exists are held and
-    carried (permission.set) or refused by name — each gets exactly one command.result. (After
-    the child died the run winds up within milliseconds, too fast to write into from outside;
-    tests/run/test_phases.py covers that phase on oharness through a hook.)"""
+    carried (permission.set) or refused by name — each gets exactly one command.result. (The
+    other phases, the child's death included: tests/claude/test_e2e_claude_phases.py.)"""
     run = ClaudeRun(str(tmp_path), scenario({"calls": [shell("echo hi > out.txt")]}, {"text": "done"}), ASK)
     await run.start()
     # (an early interrupt held behind the held permission.set would stop the first turn: left out)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 
 from metaharness.protocol.values import Deny
+from metaharness.run.loop import Run
 from metaharness.run.spec import RunSpec
 
 from .fake import Call, FakeAdapter, Turn, cmd, drive, names
@@ -269,3 +270,35 @@ async def test_interrupt_result_precedes_turn_end_even_when_the_harness_reports_
     order = [(e["event"], e.get("id")) for e in events]
     assert order.index(("command.result", "i1")) < order.index(("turn.ended", None))
     assert [e["stop_reason"] for e in by(events, "turn.ended")] == ["interrupted"]
+
+
+async def test_an_interrupt_read_before_the_spawn_is_not_carried_to_a_turn_begun_after_it():
+    """Behind a permission.set held until the child exists, an interrupt read before the spawn
+    is still answered ok without reaching the child: no turn could be running when it was sent,
+    so it must not stop the first turn."""
+    import json
+
+    class SlowStart(FakeAdapter):
+        async def start(self, ctx) -> None:
+            await asyncio.sleep(0.1)
+            await super().start(ctx)
+
+    s = RunSpec(kind="oharness", prompt="go", decisions="ask", keep_open=True)
+    adapter = SlowStart(s, [Turn([])])
+    lines: list[bytes] = []
+
+    def write(line: bytes) -> None:
+        lines.append(line)
+        event = json.loads(line)
+        if event["event"] == "turn.ended":
+            run.feed_lines([cmd("halt", id="h", reason="done")])
+
+    run = Run(s, write, adapter=adapter, run_id="test-run")
+    run.feed_lines([cmd("permission.set", id="p", posture="plan"), cmd("interrupt", id="i", reason="stop")])
+    await asyncio.wait_for(run.execute(), 20)
+    events = [json.loads(line) for line in lines]
+    assert events[-1]["event"] == "stream.closed"
+    outcomes = {e["id"]: e["outcome"] for e in events if e["event"] == "command.result"}
+    assert outcomes["p"]["result"] == "ok" and outcomes["i"] == {"result": "ok", "applies_at": None}
+    assert "interrupt" not in adapter.controls and adapter.controls[0] == "posture:plan"  # never carried
+    assert [e["stop_reason"] for e in events if e["event"] == "turn.ended"] != ["interrupted"]

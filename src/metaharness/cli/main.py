@@ -8,10 +8,28 @@ Exit codes: 0 ok, 1 a verdict against the input, 2 usage or refusal, 3 unknown.
 
 from __future__ import annotations
 
-import importlib
 import sys
 
-import click
+
+def _launched_to_run() -> bool:
+    """This process is `metaharness run …`, launched as the console script or `python -m
+    metaharness` (never a process that merely imports this module)."""
+    launcher = sys.modules.get("__main__")
+    by_module = getattr(getattr(launcher, "__spec__", None), "name", None) == "metaharness.__main__"
+    by_script = (getattr(launcher, "__file__", None) or "").rsplit("/", 1)[-1] == "metaharness"
+    return sys.argv[1:2] == ["run"] and (by_module or by_script)
+
+
+# First, before click and everything else is imported (a tenth of a second on a loaded machine):
+# from here on a SIGINT/SIGTERM is noted and ends the run with `stream.closed` (run/__init__.py).
+if _launched_to_run():
+    from metaharness.run import install_early_signal_handlers
+
+    install_early_signal_handlers()
+
+import importlib  # noqa: E402
+
+import click  # noqa: E402
 
 COMMANDS: dict[str, str] = {
     "run": "metaharness.cli.run:run",
@@ -59,7 +77,7 @@ def main() -> None:
     if sys.argv[1:2] == ["run"]:  # a stop during start-up still closes the stream (run/__init__.py)
         from metaharness.run import install_early_signal_handlers
 
-        install_early_signal_handlers()
+        install_early_signal_handlers()  # again, for a caller that imported this module itself
     try:
         cli.main(prog_name="metaharness", standalone_mode=True)
     except KeyboardInterrupt:

@@ -148,9 +148,10 @@ def _posture(core: "RunCore", item: PermissionSet, _frame: Any) -> bool:
 
 
 def _interrupt(core: "RunCore", item: Interrupt, _frame: Any) -> bool:
-    if not core.spawn_settled and not core.winding_up:
-        # Taken before the child exists: no turn can be running, so there is nothing to
-        # stop (still ok). Carried later it would stop a turn begun after it.
+    if (core.read_before_spawn or not core.spawn_settled) and not core.winding_up:
+        # Read before the child existed (even if taken later, behind a held permission.set):
+        # no turn could be running then, so there is nothing to stop (still ok). Carried
+        # later it would stop a turn begun after it.
         core.result(item.id, Ok(applies_at=None))
         return False
     return True

@@ -106,6 +106,7 @@ class RunCore:
         self._deferred_turn_end: tuple[str | None, str | None] | None = None
         # Phases, set by the driver: the adapter's start() returned or failed; a child exists.
         self.spawn_settled = False
+        self.read_before_spawn = False  # the command being taken was read before the spawn settled
         self.spawned = False
         # The command being processed, so its answer is known to have been written.
         self.inflight: Any = None

@@ -79,6 +79,8 @@ class Run:
         self.on_command_taken: Callable[[int], None] = lambda n: None  # frees n intake slots (host.py)
         self._batch: list | None = None  # the queue item the worker is in; its rest from _batch_next
         self._batch_next = 0
+        self._fed = self._taken = 0  # queue items put and taken, so the worker knows which were
+        self._fed_before_spawn: int | None = None  # read before the spawn settled (None: not yet)
         # What layers above reach (api.py, replay, tests): the core's own, under the old names.
         self.writer, self.census, self.run_cwd = core.writer, core.census, core.run_cwd
         self.descriptor = self.harness.descriptor
@@ -103,17 +105,21 @@ class Run:
         """One stdin line (without its newline), in arrival order."""
         decoded = decode_command_line(raw)
         if decoded is not None:
-            self._commands.put_nowait([decoded])
+            self._put([decoded])
 
     def feed_lines(self, items: list) -> None:
         """stdin lines (bytes, decoded as the worker takes them) or refusals, in arrival
         order (run/host.py's Intake). The list is the run's from here on."""
         if items:
-            self._commands.put_nowait(items)
+            self._put(items)
 
     def feed_command(self, command: Any) -> None:
         """A command from the library API (already typed)."""
-        self._commands.put_nowait([command])
+        self._put([command])
+
+    def _put(self, batch: list) -> None:
+        self._fed += 1
+        self._commands.put_nowait(batch)
 
     def stdin_ended(self) -> None:
         self.core.stdin_ended()
@@ -129,6 +135,8 @@ class Run:
             else:
                 batch = self._commands.get_nowait()
             self.on_command_taken(len(batch))
+            self._taken += 1
+            core.read_before_spawn = self._fed_before_spawn is None or self._taken <= self._fed_before_spawn
             self._batch = batch
             index = 0
             try:
@@ -179,6 +187,7 @@ class Run:
         while not self._commands.empty():
             batch = self._commands.get_nowait()
             self.on_command_taken(len(batch))
+            self._taken += 1
             rest.extend(batch)
             self._commands.task_done()
         for item in rest:
@@ -298,6 +307,7 @@ class Run:
     def _settle(self, *, spawned: bool) -> None:
         self.core.spawned = spawned
         self.core.spawn_settled = True
+        self._fed_before_spawn = self._fed
         self._spawn_settled.set()
 
     async def _drive(self) -> None:

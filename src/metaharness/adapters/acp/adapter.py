@@ -323,6 +323,12 @@ class AcpAdapter(Adapter):
         self._cancel_turn()
         if self.rpc is not None:
             await self.rpc.drain()
+        if self.rpc is None or not self.rpc.reaches_the_peer():  # never `ok` for a cancel sent to nobody
+            raise BrokenPipeError("the agent has exited, so the cancel reached nothing")
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.returncode is None and self.rpc is not None \
+            and self.rpc.reaches_the_peer()
 
     async def finish(self) -> None:
         if self._prompt is not None and not self._prompt.done():

@@ -143,6 +143,11 @@ class RpcChannel:
         except (ConnectionError, RuntimeError):
             pass
 
+    def reaches_the_peer(self) -> bool:
+        """False once the peer's stdout ended or our writing half is closed or lost (a write to
+        a dead peer is not an error at `write`: the transport closes under it)."""
+        return not (self.closed or self.stdin_closed or self._writer.is_closing())
+
     def close_stdin(self) -> None:
         if self.stdin_closed:
             return
