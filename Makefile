@@ -53,7 +53,7 @@ sandbox:
 
 # The documentation site: the CLI reference is generated from the click commands, then MkDocs builds.
 docs: install-test
-	$(BIN)/python -m metaharness.cli.reference > docs/reference/cli.md
+	$(BIN)/python tools/cli_reference.py > docs/reference/cli.md
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 demo: install

@@ -1,9 +1,10 @@
-"""The adapter interface: the whole contract between the run loop and a harness.
+"""The adapter interface: the whole contract between the run and a harness.
 
 An adapter knows one vendor: how to launch it, how to read its records, how to
 present a call and deliver a decision, and how to carry each control. It knows
-nothing of seq, census, deadlines, frames or command results — those are the run
-loop's (`metaharness.run.loop`), which is the only place they exist.
+nothing of seq, census, deadlines, frames or command results — those are the run's
+(`metaharness.run`: its core, which reaches an adapter only through `run/harness.py`),
+the only place they exist.
 
 Flow: the loop calls `plan()` (refusals before anything is spawned), then
 `start(ctx)` (spawn, vendor capability check, start reading the child), then
@@ -288,6 +289,17 @@ class Adapter(abc.ABC):
         """Copy the raw transcript (and vendor files) into `directory`; return one
         message per failure."""
         return []
+
+
+async def stop_services(services: Any) -> None:
+    """Stop each loopback service a run started (model server, credential proxy, relay); the
+    rest still stop when one fails, since the run is ending either way."""
+    for service in services:
+        if service is not None:
+            try:
+                await service.stop()
+            except Exception:
+                pass
 
 
 def own_version() -> str:

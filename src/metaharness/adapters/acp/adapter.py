@@ -31,7 +31,8 @@ from typing import Any, ClassVar
 
 from msgspec import UNSET, UnsetType
 
-from metaharness.adapters.base import Adapter, ControlRefused, StartRefusal, own_version, plan_loopback_script
+from metaharness.adapters.base import (Adapter, ControlRefused, StartRefusal, own_version, plan_loopback_script,
+                                      stop_services)
 from metaharness.adapters.process import ScratchRefused, remove_scratch, spawn_on_channel, wait_or_kill
 from metaharness.protocol.descriptor import CapabilityDescriptor, DenyReason, harness_descriptor
 from metaharness.protocol.events import SessionStarted
@@ -363,11 +364,7 @@ class AcpAdapter(Adapter):
         if self.seam is not None:
             self.seam.stop_timers()
         services, self._services = self._services, []
-        for service in services:
-            try:
-                await service.stop()
-            except Exception:
-                pass
+        await stop_services(services)
 
     async def wait(self) -> ProcessTermination:
         if self._termination is not None:

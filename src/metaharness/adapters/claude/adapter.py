@@ -23,7 +23,7 @@ import time
 from typing import Any, ClassVar
 
 from metaharness.adapters.base import (Adapter, ControlRefused, RunContext, StartRefusal, Tool, path_at,
-                                      plan_loopback_script)
+                                      plan_loopback_script, stop_services)
 from metaharness.adapters.process import ScratchRefused, kill_tree, remove_scratch, spawn_on_channel, wait_or_kill
 from metaharness.protocol.descriptor import CapabilityDescriptor, harness_descriptor
 from metaharness.protocol.values import (
@@ -494,12 +494,7 @@ class ClaudeAdapter(Adapter):
         return self._termination
 
     async def _stop_services(self) -> None:
-        for service in (self.loopback, self.proxy):
-            if service is not None:
-                try:
-                    await service.stop()
-                except Exception:
-                    pass
+        await stop_services((self.loopback, self.proxy))
 
     def cleanup(self) -> None:
         # Scratch homes die with the run (--retain-dir keeps the transcript); a scratch base the

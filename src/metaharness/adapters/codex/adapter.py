@@ -27,13 +27,12 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import signal
 import subprocess
 from dataclasses import dataclass
 from typing import Any
 
 from metaharness.adapters.base import (Adapter, ControlRefused, OpKey, Resolution, StartRefusal, Tool, own_version,
-                                      plan_loopback_script)
+                                      plan_loopback_script, stop_services)
 from metaharness.adapters.process import descendant_groups, kill_groups, remove_scratch, spawn_on_channel, wait_or_kill
 from metaharness.protocol.descriptor import CapabilityDescriptor, harness_descriptor
 from metaharness.protocol.values import (
@@ -625,11 +624,7 @@ class CodexAdapter(Adapter):
 
     async def _stop_services(self) -> None:
         services, self._services = self._services, []
-        for service in services:
-            try:
-                await service.stop()
-            except Exception:
-                pass
+        await stop_services(services)
 
     async def wait(self) -> ProcessTermination:
         if self._termination is not None:
