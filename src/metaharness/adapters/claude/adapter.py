@@ -18,13 +18,13 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import subprocess
 import time
 from typing import Any, ClassVar
 
 from metaharness.adapters.base import (Adapter, ControlRefused, RunContext, StartRefusal, Tool, path_at,
                                       plan_loopback_script, stop_services)
-from metaharness.adapters.process import ScratchRefused, kill_tree, remove_scratch, spawn_on_channel, wait_or_kill
+from metaharness.adapters.process import (ScratchRefused, binary_version, kill_tree, remove_scratch, spawn_on_channel,
+                                         wait_or_kill)
 from metaharness.protocol.descriptor import CapabilityDescriptor, harness_descriptor
 from metaharness.protocol.values import (
     Exited,
@@ -116,7 +116,8 @@ class ClaudeAdapter(Adapter):
         binary = launch.resolve_binary(path)  # StartRefusal VendorMissing when absent
         self._binary = binary
         if spec.strict_version:
-            version = self._binary_version(binary, path)
+            version = binary_version(binary, path, timeout=30,
+                                     env={"HOME": "/nonexistent", **{s: "1" for s in launch.PHONE_HOME_SWITCHES}})
             if version != launch.PINNED_VERSION:
                 raise StartRefusal("VersionOffPin", f"claude at {binary} is {version or 'of unknown version'}, "
                                                      f"off its pin {launch.PINNED_VERSION} (--strict-version)")
@@ -136,17 +137,6 @@ class ClaudeAdapter(Adapter):
         if memory and spec.hermetic == "strict":
             raise StartRefusal("MemoryFileAbove", f"a memory file above the working directory would reach the "
                                                   f"model: {memory[0]}")
-
-    @staticmethod
-    def _binary_version(binary: str, path: str) -> str | None:
-        try:
-            out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=30,
-                                 env={"PATH": path, "HOME": "/nonexistent", "LANG": "C.UTF-8",
-                                      **{s: "1" for s in launch.PHONE_HOME_SWITCHES}},
-                                 stdin=subprocess.DEVNULL)
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        return launch.parse_version(out.stdout)
 
     # --- start ---------------------------------------------------------------------------
     async def start(self, ctx: RunContext) -> None:

@@ -27,13 +27,12 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import subprocess
 from dataclasses import dataclass
 from typing import Any
 
 from metaharness.adapters.base import (Adapter, ControlRefused, OpKey, Resolution, StartRefusal, Tool, own_version,
                                       plan_loopback_script, stop_services)
-from metaharness.adapters.process import descendant_groups, kill_groups, remove_scratch, spawn_on_channel, wait_or_kill
+from metaharness.adapters.process import binary_version, descendant_groups, kill_groups, remove_scratch, spawn_on_channel, wait_or_kill
 from metaharness.protocol.descriptor import CapabilityDescriptor, harness_descriptor
 from metaharness.protocol.values import (
     Exited,
@@ -209,7 +208,7 @@ class CodexAdapter(Adapter):
         except launch.LaunchError as exc:
             raise StartRefusal("VendorMissing", str(exc)) from None
         self.child_path = path
-        self.version = self._binary_version()
+        self.version = binary_version(self.binary, self.child_path, timeout=30)
         if spec.strict_version and self.version != launch.PIN:
             raise StartRefusal(
                 "VersionOffPin", f"codex at {self.binary} is version {self.version or 'unknown'}, not the pin {launch.PIN}"
@@ -246,19 +245,6 @@ class CodexAdapter(Adapter):
             self._key = (launch.KEY_VARIABLE, new_placeholder())
             return
         raise StartRefusal("CredentialsUnknown", f"unknown credential mode {mode!r}")
-
-    def _binary_version(self) -> str | None:
-        try:
-            out = subprocess.run(
-                [self.binary, "--version"], capture_output=True, text=True, timeout=30,
-                env={"PATH": self.child_path, "LANG": "C.UTF-8", "HOME": os.path.expanduser("~")},
-            ).stdout
-        except (OSError, subprocess.SubprocessError):
-            return None
-        for token in out.split():
-            if token[:1].isdigit():
-                return token
-        return None
 
     def _launch_frame_ops(self) -> set[str] | None:
         spec = self.spec
