@@ -91,11 +91,12 @@ def test_the_agents_shell_cannot_decide_its_next_call(kind, case):
     assert found["ended_at"] > pending_since, (found["ended_at"], pending_since)
     assert found["victim_forged"] == second["call_id"], found
     assert found["targets"], found  # it found processes to attack: the harness at least
-    # The harness's ACP channel is a socketpair: fds 0 and 1 of every process it reached that
-    # are refused, refused by ENXIO; no socket opened for writing or read from.
+    # The harness's ACP channel is a socketpair: where fds 0 and 1 did not open, ENXIO refused
+    # them; and no pipe or socket of the run opened for writing or was read from at all (a
+    # process's own event-loop wakeup pipes excepted, which the adversary leaves alone).
     assert found["refused"] and set(found["refused"].values()) <= {"ENXIO"}, found
-    assert not [k for k, t in found["opened_write"].items() if t.startswith("socket:")], found
-    assert not [k for k, t in found["stole"].items() if t.startswith("socket:")], found
+    assert not [k for k, t in found["opened_write"].items() if t.startswith(("socket:", "pipe:"))], found
+    assert not [k for k, t in found["stole"].items() if t.startswith(("socket:", "pipe:"))], found
     # Where the platform confines the agent (its own PID namespace), metaharness is out of its
     # sight: not listed, not signalable, its environment unread.
     if found["private_namespace"]:
