@@ -205,3 +205,14 @@ async def test_the_dialects_differ_only_where_the_protocols_do():
         await channel.read_forever()
         got = seen["unreadable"] if module is acp_rpc else [n for m, n in seen["notification"]]
         assert bool(got) is stray_seen, module.__name__
+
+
+def test_a_childs_stderr_tail_is_its_last_three_lines_or_nothing(tmp_path):
+    from metaharness.adapters.process import stderr_file_tail
+
+    log = tmp_path / "stderr.txt"
+    log.write_text("one\ntwo\nthree\nfour\n\n")
+    assert stderr_file_tail(log) == "two | three | four"
+    log.write_text("")
+    assert stderr_file_tail(log) == ""
+    assert stderr_file_tail(tmp_path / "missing") == ""

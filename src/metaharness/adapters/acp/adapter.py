@@ -33,7 +33,7 @@ from msgspec import UNSET, UnsetType
 
 from metaharness.adapters.base import (Adapter, ControlRefused, StartRefusal, own_version, plan_loopback_script,
                                       stop_services)
-from metaharness.adapters.process import ScratchRefused, remove_scratch, spawn_on_channel, wait_or_kill
+from metaharness.adapters.process import ScratchRefused, remove_scratch, spawn_on_channel, stderr_file_tail, wait_or_kill
 from metaharness.protocol.descriptor import CapabilityDescriptor, DenyReason, harness_descriptor
 from metaharness.protocol.events import SessionStarted
 from metaharness.protocol.values import (
@@ -392,16 +392,11 @@ class AcpAdapter(Adapter):
         return self._termination
 
     def stderr_tail(self) -> str:
-        return self._stderr_tail().removeprefix("; stderr: ")
+        return stderr_file_tail(self.scratch.stderr) if self.scratch is not None else ""
 
     def _stderr_tail(self) -> str:
-        if self.scratch is None:
-            return ""
-        try:
-            tail = self.scratch.stderr.read_text(errors="replace").strip().splitlines()[-3:]
-        except OSError:
-            return ""
-        return ("; stderr: " + " | ".join(tail)) if tail else ""
+        tail = self.stderr_tail()
+        return f"; stderr: {tail}" if tail else ""
 
     def cleanup(self) -> None:
         remove_scratch(self.scratch.root if self.scratch is not None else None)

@@ -32,7 +32,8 @@ from typing import Any
 
 from metaharness.adapters.base import (Adapter, ControlRefused, OpKey, Resolution, StartRefusal, Tool, own_version,
                                       plan_loopback_script, stop_services)
-from metaharness.adapters.process import binary_version, descendant_groups, kill_groups, remove_scratch, spawn_on_channel, wait_or_kill
+from metaharness.adapters.process import (binary_version, descendant_groups, kill_groups, remove_scratch,
+                                         spawn_on_channel, stderr_file_tail, wait_or_kill)
 from metaharness.protocol.descriptor import CapabilityDescriptor, harness_descriptor
 from metaharness.protocol.values import (
     Exited,
@@ -658,16 +659,11 @@ class CodexAdapter(Adapter):
                 pass
 
     def stderr_tail(self) -> str:
-        return self._stderr_tail().removeprefix("; stderr: ")
+        return stderr_file_tail(self.scratch.stderr) if self.scratch is not None else ""
 
     def _stderr_tail(self) -> str:
-        if self.scratch is None:
-            return ""
-        try:
-            tail = self.scratch.stderr.read_text(errors="replace").strip().splitlines()[-3:]
-        except OSError:
-            return ""
-        return ("; stderr: " + " | ".join(tail)) if tail else ""
+        tail = self.stderr_tail()
+        return f"; stderr: {tail}" if tail else ""
 
     def cleanup(self) -> None:
         # Scratch homes die with the run (--retain-dir keeps transcript and rollout); a scratch

@@ -28,6 +28,7 @@ from metaharness.adapters.process.child import (
     default_vendor_dir,
     parse_version,
     resolve_binary,
+    stderr_file_tail,
     vendor_timeout_ms,
     whole_seconds,
 )
@@ -60,7 +61,7 @@ from metaharness.adapters.process.tree import (
 __all__ = [
     "STDOUT_LIMIT", "ChannelWriter", "ChildProcess", "control_socketpair", "open_channel", "spawn_on_channel",
     "BinaryMissing", "LaunchError", "binary_version", "child_path", "default_vendor_dir", "parse_version",
-    "resolve_binary", "vendor_timeout_ms", "whole_seconds",
+    "resolve_binary", "stderr_file_tail", "vendor_timeout_ms", "whole_seconds",
     "NAMESPACE_ENV", "confined_argv", "confinement", "make_non_dumpable", "parent_death_signal",
     "SCRATCH_ENV", "ScratchInsideCwd", "ScratchRefused", "base_chosen", "new_scratch", "private_base",
     "private_scratch", "remove_scratch", "scratch_base",

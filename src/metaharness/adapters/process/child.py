@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import Any
 
 SYSTEM_DIRS = ("/usr/local/bin", "/usr/bin", "/bin")
 
@@ -89,6 +90,16 @@ def binary_version(binary: str, path: str, *, env: dict[str, str] | None = None,
     except (OSError, subprocess.SubprocessError):
         return None
     return parse_version(out)
+
+
+def stderr_file_tail(path: Any, lines: int = 3) -> str:
+    """The last `lines` lines of a child's stderr file joined with " | " ("" when there are
+    none or the file cannot be read): the part of a failure message that names the child's own words."""
+    try:
+        tail = Path(path).read_text(errors="replace").strip().splitlines()[-lines:]
+    except OSError:
+        return ""
+    return " | ".join(tail)
 
 
 # --- the vendor's timeout --------------------------------------------------------------------
