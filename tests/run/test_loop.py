@@ -302,3 +302,35 @@ async def test_an_interrupt_read_before_the_spawn_is_not_carried_to_a_turn_begun
     assert outcomes["p"]["result"] == "ok" and outcomes["i"] == {"result": "ok", "applies_at": None}
     assert "interrupt" not in adapter.controls and adapter.controls[0] == "posture:plan"  # never carried
     assert [e["stop_reason"] for e in events if e["event"] == "turn.ended"] != ["interrupted"]
+
+
+async def test_an_inject_and_a_frame_set_sent_together_open_the_same_turn_however_the_worker_yields(monkeypatch):
+    """A workflow's step boundary: an inject and a frame.set, queued back to back at a --keep-open
+    boundary. The worker is made to yield to the loop before every command it takes (a slice of
+    zero, and many passes at each yield): the wake from the inject must not open the next turn
+    before the frame.set behind it has landed."""
+    import metaharness.run.loop as loop
+    from .conftest import make_frame
+
+    monkeypatch.setattr(loop, "WORKER_SLICE_S", 0.0)
+    monkeypatch.setattr(loop, "WORKER_YIELD_PASSES", 50)
+    step_two = make_frame([{"op": "shell"}], state="s2", index=2)
+    state = {"turns": 0}
+
+    def embedder(run, event):
+        if event["event"] == "turn.ended":
+            state["turns"] += 1
+            if state["turns"] == 1:
+                run.feed_line(cmd("message.inject", id="m", text="step two"))
+                run.feed_line(cmd("frame.set", id="f", frame=step_two))
+            else:
+                run.stdin_ended()
+
+    events, code, adapter, *_ = await drive(spec(keep_open=True), turns=[Turn([]), Turn([BASH])], on_event=embedder)
+    assert code == 0, events
+    started = by(events, "turn.started")
+    assert len(started) == 2
+    assert started[1]["frame_digest"] == step_two["digest"]
+    assert [d["decided_by"] for d in by(events, "tool.decided")] == ["frame"]
+    assert by(events, "tool.decided")[0]["decision"] == {"decision": "allow"}
+    assert adapter.texts[1].endswith("step two")

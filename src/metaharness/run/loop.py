@@ -13,6 +13,11 @@ Rules it keeps (the timing ones):
 * The command worker decodes stdin lines as it takes them and yields to the loop
   every WORKER_SLICE_S, so a burst of commands never delays a deadline or the child's
   records.
+* A boundary sees every command queued before it: at a turn's end, and when a
+  `--keep-open` run is woken at its boundary, the driver waits (at most
+  BOUNDARY_BOUND_S) until the worker has taken every command already queued, so an
+  inject and a frame.set sent together open the same turn however the worker's
+  slices fall.
 * After a stop the child's output may take STOP_BOUND_S to end; then the run winds up
   without it.
 * One timer at a time, armed for the core's next deadline; when it fires the core
@@ -41,6 +46,7 @@ STOP_BOUND_S = 15.0  # after a stop, how long the child's output may take to end
 WORKER_SLICE_S = 0.002  # the command worker yields to the loop at least this often
 WORKER_YIELD_PASSES = 4  # loop passes the worker gives the rest of the run at each yield
 DRAIN_BOUND_S = 5.0  # at the end, how long the commands already queued may take
+BOUNDARY_BOUND_S = 5.0  # at a turn's end, how long the commands already queued may take to land
 
 
 class Run:
@@ -80,6 +86,8 @@ class Run:
         self._batch: list | None = None  # the queue item the worker is in; its rest from _batch_next
         self._batch_next = 0
         self._fed = self._taken = 0  # queue items put and taken, so the worker knows which were
+        self._finished = 0  # queue items done with (a boundary waits for every one fed before it)
+        self._batch_finished = asyncio.Event()
         self._fed_before_spawn: int | None = None  # read before the spawn settled (None: not yet)
         # What layers above reach (api.py, replay, tests): the core's own, under the old names.
         self.writer, self.census, self.run_cwd = core.writer, core.census, core.run_cwd
@@ -141,41 +149,52 @@ class Run:
             index = 0
             try:
                 while index < len(batch):  # answering the leftovers may cut the batch short
-                    if clock() >= slice_end:
-                        # A burst never holds the loop: timers, the child's records and signals
-                        # run between slices, however long the backlog is. Several passes, since
-                        # reading one record takes a few (readable → the adapter's task → the
-                        # flush of its line).
-                        self._batch_next = index
-                        for _pass in range(WORKER_YIELD_PASSES):
-                            await asyncio.sleep(0)
-                        slice_end = clock() + WORKER_SLICE_S
-                        continue
                     item = batch[index]
                     index += 1
                     self._batch_next = index
                     if type(item) is bytes:
-                        item = decode_command_line(item)
-                        if item is None:  # a blank line: no command, no answer
-                            continue
-                    core.inflight, core.inflight_answered = item, False
-                    try:
-                        if core.writer.closed:
-                            continue
-                        if core.take(item):  # synchronous, but for the commands the child must hear
-                            await self._carry(item)
-                    except Exception as exc:  # a bug must not leave a command unanswered
-                        if not core.writer.closed and isinstance(getattr(item, "id", None), str):
-                            self._stderr(f"metaharness: internal error on command {item.id}: {exc!r}")
-                            commands.unanswered(core, item, f"metaharness could not carry it: {type(exc).__name__}")
-                    else:
-                        if not core.inflight_answered:
-                            commands.unanswered(core, item, "metaharness could not carry it")
-                    finally:
-                        core.inflight = None
+                        item = decode_command_line(item)  # None: a blank line, no command, no answer
+                    if item is not None and not core.writer.closed:
+                        core.inflight, core.inflight_answered = item, False
+                        try:
+                            if core.take(item):  # synchronous, but for the commands the child must hear
+                                await self._carry(item)
+                        except Exception as exc:  # a bug must not leave a command unanswered
+                            if not core.writer.closed and isinstance(getattr(item, "id", None), str):
+                                self._stderr(f"metaharness: internal error on command {item.id}: {exc!r}")
+                                commands.unanswered(core, item, f"metaharness could not carry it: {type(exc).__name__}")
+                        else:
+                            if not core.inflight_answered:
+                                commands.unanswered(core, item, "metaharness could not carry it")
+                        finally:
+                            core.inflight = None
+                    if clock() >= slice_end:
+                        # A burst never holds the loop: timers, the child's records and signals
+                        # run between slices, however long the backlog is. Several passes, since
+                        # reading one record takes a few (readable → the adapter's task → the
+                        # flush of its line). A command is taken in every slice, however short.
+                        for _pass in range(WORKER_YIELD_PASSES):
+                            await asyncio.sleep(0)
+                        slice_end = clock() + WORKER_SLICE_S
             finally:
                 self._batch = None
-                self._commands.task_done()
+                self._batch_done()
+
+    def _batch_done(self) -> None:
+        self._commands.task_done()
+        self._finished += 1
+        self._batch_finished.set()
+
+    async def _land_queued_commands(self) -> None:
+        """Wait until every command queued so far was taken (bounded; a stop cuts it short)."""
+        target = self._fed
+        give_up = self._clock() + BOUNDARY_BOUND_S
+        while self._finished < target and not self._stop.is_set():
+            self._batch_finished.clear()
+            try:
+                await asyncio.wait_for(self._batch_finished.wait(), max(0.0, give_up - self._clock()))
+            except asyncio.TimeoutError:
+                return
 
     def _queued(self) -> Iterator[Any]:
         """The commands not yet taken — the rest of the burst the worker is in, then every
@@ -189,7 +208,7 @@ class Run:
             self.on_command_taken(len(batch))
             self._taken += 1
             rest.extend(batch)
-            self._commands.task_done()
+            self._batch_done()
         for item in rest:
             if type(item) is bytes:
                 item = decode_command_line(item)
@@ -323,6 +342,7 @@ class Run:
             while True:  # serve the turn, and any the harness starts by itself
                 if await self._wait_for(self._turn_done) == "child" or self._stop.is_set():
                     return
+                await self._land_queued_commands()
                 step = core.after_turn(harness.turn_coming())
                 if step != "serve":
                     break
@@ -331,6 +351,7 @@ class Run:
                 self._wake.clear()
                 if await self._wait_for(self._wake) == "child":
                     return
+                await self._land_queued_commands()
                 step = core.after_wait()
             if step == "end" or self._stop.is_set():
                 break
