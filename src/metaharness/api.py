@@ -106,9 +106,16 @@ class RunHandle:
 
     async def send(self, command: Any) -> str:
         """Send a typed command (its id is replaced by the next `c-N`); returns the id."""
-        command = msgspec.structs.replace(command, id=self._next_id())
-        await self._send(command)
-        return command.id
+        return (await self.send_together(command))[0]
+
+    async def send_together(self, *commands: Any) -> list[str]:
+        """Send typed commands in one piece (ids replaced as by `send`); returns their ids.
+
+        The run reads them as one unit, so a boundary sees all of them or none: a step's
+        `message.inject` and `frame.set` sent together open the same turn."""
+        commands = tuple(msgspec.structs.replace(command, id=self._next_id()) for command in commands)
+        await self._send(commands)
+        return [command.id for command in commands]
 
     async def decide(self, call_id: str, decision: Decision) -> str:
         """Answer a pending call (`tool.decide`) with `Allow()`, `Deny(reason=…)`, `Replace(input=…)` or `Abstain()`."""
@@ -138,7 +145,7 @@ class RunHandle:
         """Stop the run (`halt`); its result is the line just before `stream.closed`."""
         return await self.send(Halt(id="", reason=reason))
 
-    async def _send(self, command: Any) -> None:  # pragma: no cover - per transport
+    async def _send(self, commands: tuple) -> None:  # pragma: no cover - per transport
         raise NotImplementedError
 
     def report_step_left(self, step: Any, outcome: Any) -> None:
@@ -211,9 +218,9 @@ class _InProcessRun(RunHandle):
             self._close_tee()
             self._queue.put_nowait(None)
 
-    async def _send(self, command: Any) -> None:
-        # Through the same bytes as stdin, so both transports decode identically.
-        self._run.feed_line(encode_command_line(command).rstrip(b"\n"))
+    async def _send(self, commands: tuple) -> None:
+        # Through the same bytes as stdin, so both transports decode identically; one burst.
+        self._run.feed_lines([encode_command_line(command).rstrip(b"\n") for command in commands])
 
     async def close_input(self) -> None:
         self._run.stdin_ended()
@@ -272,9 +279,9 @@ class _SubprocessRun(RunHandle):
             self.exit_code = await self._proc.wait()
             self._queue.put_nowait(None)
 
-    async def _send(self, command: Any) -> None:
+    async def _send(self, commands: tuple) -> None:
         try:
-            self._in.write(encode_command_line(command))
+            self._in.write(b"".join(encode_command_line(command) for command in commands))  # one write
             await self._in.drain()
         except (BrokenPipeError, ConnectionResetError):
             pass

@@ -74,3 +74,40 @@ def test_spec_to_argv_round_trips_through_the_cli():
     ctx = run_command.make_context("run", argv[1:])
     parsed = {name: list(value) if isinstance(value, tuple) else value for name, value in ctx.params.items()}
     assert RunSpec(**parsed) == spec
+
+
+@pytest.mark.parametrize("subprocess", [False, True])
+async def test_commands_sent_together_open_one_turn(tmp_path, subprocess, monkeypatch):
+    """`send_together`: an inject and a frame.set reach the run as one unit, so the turn the
+    inject opens is already under the new frame — even with the command worker made to yield
+    to the loop before every command (in process)."""
+    import metaharness.run.loop as loop
+    from metaharness.protocol.commands import FrameSet, MessageInject
+    from metaharness.protocol.events import TurnEnded, TurnStarted
+
+    from .conftest import make_frame
+
+    monkeypatch.setattr(loop, "WORKER_SLICE_S", 0.0)
+    monkeypatch.setattr(loop, "WORKER_YIELD_PASSES", 50)
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps({"format": "metaharness.scenario/1", "turns": [
+        {"text": "one"}, {"calls": [{"op": "shell", "input": {"command": "echo b > b.txt"}}]}, {"text": "two"}]}))
+    frame = make_frame([{"op": "shell"}], state="s2", index=2)
+    spec = RunSpec(kind="oharness", script=str(script), cwd=str(tmp_path), prompt="go", keep_open=True)
+    run = await start_run(spec, subprocess=subprocess)
+    digests = []
+    async with run:
+        async for envelope, event in run:
+            if isinstance(event, TurnStarted):
+                digests.append(event.frame_digest)
+            if isinstance(event, TurnEnded):
+                if len(digests) == 1:
+                    ids = await run.send_together(MessageInject(id="", text="step two"), FrameSet(id="", frame=frame))
+                    assert ids == ["c-1", "c-2"]
+                else:
+                    await run.close_input()
+    assert run.exit_code == 0, run.lines
+    assert digests == [None, frame["digest"]]
+    decided = [json.loads(line) for line in run.lines if b'"tool.decided"' in line]
+    assert [(d["decision"]["decision"], d["decided_by"]) for d in decided] == [("allow", "frame")]
+    assert (tmp_path / "b.txt").exists()

@@ -80,6 +80,13 @@ class CostlyRun:
         self.digest = frame["digest"]
         self._turn(frame["digest"])
 
+    async def send_together(self, *commands) -> None:
+        for command in commands:
+            if type(command).__name__ == "MessageInject":
+                await self.inject(command.text)
+            else:
+                await self.set_frame(command.frame)
+
     async def decide(self, *args) -> None:
         raise AssertionError("nothing to decide")
 

@@ -388,6 +388,7 @@ class Run:
         """Stop the child once it exists; every stop (halt, signal) comes through here."""
         self._stop.set()
         self._wake.set()
+        self._batch_finished.set()  # a boundary waiting for queued commands stops waiting
         if not self._spawn_settled.is_set():
             return  # execute() stops it as soon as the spawn settles
         if not self.core.spawned:

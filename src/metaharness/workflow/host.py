@@ -8,8 +8,8 @@ write the ledger as it goes. The host is an embedder: it uses `metaharness.api`
 
 Rules kept:
 * One session for the whole workflow (`keep_open`): a step boundary is a
-  `message.inject` (the prompt) and a `frame.set` (the new frame) queued together,
-  so they open the same turn.
+  `message.inject` (the prompt) and a `frame.set` (the new frame) sent together
+  (`RunHandle.send_together`), so they open the same turn.
 * Every record is in the ledger before the next thing happens: `step.entered`
   before the frame is sent, the verdict and `step.ended` before the next frame is
   minted, `workflow.ended` before the session is let go.
@@ -32,6 +32,7 @@ from typing import Any, Awaitable, Callable
 import msgspec
 
 from metaharness.protocol import frame as frames
+from metaharness.protocol.commands import FrameSet, MessageInject
 from metaharness.protocol.events import (
     SessionEnded, Text, ToolRequested, ToolResult, TurnEnded, TurnStarted, UsageReport,
 )
@@ -215,9 +216,9 @@ class _Host:
                         continue
                     frame = self._enter(ledger, walk)
                     answer, turns, started = [], 0, time.monotonic()
-                    # Queued back to back with no suspension between: one boundary, one turn.
-                    await run.inject(self.wf.nodes[walk.position.node].prompt)
-                    await run.set_frame(msgspec.to_builtins(frame))
+                    # Sent together: one boundary, one turn.
+                    await run.send_together(MessageInject(id="", text=self.wf.nodes[walk.position.node].prompt),
+                                            FrameSet(id="", frame=msgspec.to_builtins(frame)))
         stopper.cancel()
         if self.on_line is not None:
             for line in run.lines[seen:]:
