@@ -15,12 +15,21 @@ Pinning (every tool asks, nothing in the workspace can undo it):
 The arguments of a call arrive in a `tool_call_update` (`rawInput`), before or after the
 permission request: the request is held until they are there (`call_of`).
 Subagents (`task`) are denied by the pinning: their own calls would not be asked over ACP.
+
+What the pinning cannot close: `opencode acp` serves opencode's own HTTP API on a loopback port
+(its ACP side is a client of it), and that API answers permission requests
+(`POST /permission/<id>/reply`), runs shells (`/pty`) and rewrites the config. A per-run
+`OPENCODE_SERVER_PASSWORD` keeps other local users out, but opencode passes its environment to
+every shell it starts (and its own /proc environ is readable to them), so the agent's own shell
+holds the password and can approve its own calls. The README says so where it lists what remains
+reachable; tests/acp/test_e2e_acp_state_holds.py shows it (an expected failure until it closes).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -120,6 +129,10 @@ class OpencodeAdapter(AcpAdapter):
             "OPENCODE_DISABLE_MODELS_FETCH": "1",
             "OPENCODE_DISABLE_AUTOUPDATE": "1",
             "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
+            # `opencode acp` serves its whole HTTP API (permission replies, config, shells) on a
+            # loopback port; without a password any local process could answer its permission
+            # requests. The agent itself inherits this environment: see the module docstring.
+            "OPENCODE_SERVER_PASSWORD": secrets.token_urlsafe(24),
         }
 
     def _link_plugin_package(self, home: Path) -> None:
