@@ -34,22 +34,33 @@ OPENCODE_HOLE = pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
     "opencode acp's loopback HTTP API answers permission requests, and the agent's shell inherits its password"))
 
 
-@pytest.fixture(params=[pytest.param("opencode", marks=OPENCODE_HOLE), "gemini"])
-def kind(request) -> str:
-    if not (VENDOR / request.param).exists():
-        pytest.fail(f"{request.param} is not installed in .vendor; run make vendor")
-    return request.param
+# (vendor, how long the adversary answers permission requests on loopback servers: 0 seeds only)
+SETUPS = {"opencode-state": ("opencode", 0.0), "opencode-server": ("opencode", SEED_S), "gemini": ("gemini", SEED_S)}
+
+
+@pytest.fixture(params=["opencode-state", pytest.param("opencode-server", marks=OPENCODE_HOLE), "gemini"])
+def setup(request) -> tuple[str, float]:
+    vendor, _ = SETUPS[request.param]
+    if not (VENDOR / vendor).exists():
+        pytest.fail(f"{vendor} is not installed in .vendor; run make vendor")
+    return SETUPS[request.param]
+
+
+@pytest.fixture
+def kind(setup) -> str:  # the case directory is named after it
+    return setup[0]
 
 
 def requested(e: dict) -> bool:
     return e["event"] == "tool.requested" and e["decision_required"]
 
 
-def test_seeded_state_decides_no_later_call(kind, case):
+def test_seeded_state_decides_no_later_call(setup, case):
+    kind, answer_s = setup
     ws = case / "ws"
     report = case / "seed.json"
     # Gemini CLI kills the command's process group when the shell exits: the shell waits a moment.
-    seed = (f"setsid -f {sys.executable} {SEED} {report} {SEED_S} {kind} {ws} "
+    seed = (f"setsid -f {sys.executable} {SEED} {report} {answer_s} {kind} {ws} "
             f"</dev/null >{case}/seed.log 2>&1; sleep 1")
     scenario(case / "scenario.json", [
         {"text": "seeding", "calls": [{"op": "shell", "id": "seed", "input": {"command": seed}}]},
@@ -87,7 +98,10 @@ def test_seeded_state_decides_no_later_call(kind, case):
     assert report.exists(), f"the adversary wrote no report: {log}"
     found = json.loads(report.read_text())
     assert found["seeded"], found  # it wrote its grants before the victim was asked
-    assert found["ended_at"] > pending_since + 1, found  # it was at work while the victim waited
+    if kind == "opencode":  # the state database too: saved "always" approvals for every permission
+        assert [e for e in found["seeded"] if "opencode.db:permission += allow" in e], found["seeded"]
+    if answer_s:
+        assert found["ended_at"] > pending_since + 1, found  # it was at work while the victim waited
     # A process without the harness's environment is refused by every control server it found.
     assert all(status == 401 for status in found["servers"].values()), found
     # No permission request of the harness was answered by anyone but metaharness.
