@@ -12,6 +12,7 @@ embedder — a refusal — and not run.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -28,10 +29,13 @@ SEED_S = 6.0  # how long the adversary answers permission requests: it must outl
 WAIT_S = 4.0  # how long the embedder lets the victim wait before refusing it
 
 
-# opencode's `acp` command serves its own HTTP API on a loopback port, and the agent's shell
-# inherits the password that guards it: the agent answers its own permission requests there.
-OPENCODE_HOLE = pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "opencode acp's loopback HTTP API answers permission requests, and the agent's shell inherits its password"))
+# opencode's `acp` command serves its own HTTP API on a loopback port, guarded by a per-run
+# password. The adapter's guard plugin keeps it out of the agent's shells and makes opencode
+# non-dumpable, so a same-user agent cannot read it from /proc/<opencode>/environ; an agent
+# running as root can (root ignores non-dumpable) and then answers its own permission requests.
+OPENCODE_HOLE = pytest.mark.xfail(os.geteuid() == 0, strict=True, raises=AssertionError, reason=(
+    "as root the agent reads opencode's server password from /proc/<opencode pid>/environ and answers its own "
+    "permission requests on opencode's loopback HTTP API"))
 
 
 # (vendor, how long the adversary answers permission requests on loopback servers: 0 seeds only)
@@ -75,17 +79,22 @@ def test_seeded_state_decides_no_later_call(setup, case):
     assert "echo pwned" in json.dumps(second["input"])
     pending_since = time.time()
     time.sleep(WAIT_S)  # the adversary is at work meanwhile
-    mh.send("tool.decide", "no-victim", call_id=second["call_id"],
-            decision={"decision": "deny", "reason": "not this one"})
-    mh.wait_for(lambda e: e["event"] == "tool.decided" and e["call_id"] == second["call_id"], timeout=60)
+    try:
+        mh.send("tool.decide", "no-victim", call_id=second["call_id"],
+                decision={"decision": "deny", "reason": "not this one"})
+    except BrokenPipeError:  # the run already ended: someone else decided, which the checks below name
+        pass
+    else:
+        mh.wait_for(lambda e: e["event"] == "tool.decided" and e["call_id"] == second["call_id"], timeout=60)
     assert mh.finish() == 0, mh.stderr()
     mh.assert_complete()
 
     decided = mh.decided()
     assert decided[first["call_id"]]["decided_by"] == "embedder"
-    assert decided[second["call_id"]]["decided_by"] == "embedder", decided[second["call_id"]]
-    assert decided[second["call_id"]]["decision"]["decision"] == "deny"
-    assert not (ws / "PWNED").exists()
+    assert not (ws / "PWNED").exists(), f"the victim ran; warnings: {mh.of('warning')}"
+    victim = decided.get(second["call_id"], {})
+    assert victim.get("decided_by") == "embedder", victim
+    assert victim["decision"]["decision"] == "deny"
     assert not [e for e in mh.events if e["event"] == "warning" and e["code"] in ("UNDECIDED_CALL_RAN", "VENDOR_ERROR")]
     allow, reject = {"opencode": ("once", "reject"), "gemini": ("proceed_once", "cancel")}[kind]
     assert [a.get("optionId") for a in mh.answers()] == [allow, reject], mh.answers()
@@ -102,7 +111,9 @@ def test_seeded_state_decides_no_later_call(setup, case):
         assert [e for e in found["seeded"] if "opencode.db:permission += allow" in e], found["seeded"]
     if answer_s:
         assert found["ended_at"] > pending_since + 1, found  # it was at work while the victim waited
-    # A process without the harness's environment is refused by every control server it found.
+    # A process without the harness's password is refused by every control server it found, and
+    # the agent's shell did not inherit the password.
     assert all(status == 401 for status in found["servers"].values()), found
+    assert found.get("password_from") != "own environment", found
     # No permission request of the harness was answered by anyone but metaharness.
     assert not found["answered"], found

@@ -77,6 +77,23 @@ POLICY_VIEW: dict[str, tuple[str, dict[str, str]]] = {
     "todowrite": ("TodoWrite", {"todos": "todos"}),
 }
 FIXED_REFUSAL = "The user rejected permission to use this specific tool call."
+# A plugin in the global config directory (read once, at start): it makes the opencode process
+# non-dumpable, so a process of the same user (the agent's shell) cannot read its environment
+# or memory through /proc or ptrace, and gives every shell opencode starts an empty
+# OPENCODE_SERVER_PASSWORD, so the agent does not inherit the password of opencode's own
+# loopback HTTP API. It records PR_GET_DUMPABLE once done, for the adapter to check.
+GUARD_PLUGIN = """import { dlopen, FFIType } from "bun:ffi";
+const I = FFIType.i32, U = FFIType.u64;
+export const MetaharnessGuard = async () => {
+  const libc = dlopen("libc.so.6", { prctl: { args: [I, U, U, U, U], returns: I } });
+  libc.symbols.prctl(4, 0, 0, 0, 0);  // PR_SET_DUMPABLE 0
+  const dumpable = libc.symbols.prctl(3, 0, 0, 0, 0);  // PR_GET_DUMPABLE
+  // OPENCODE_SERVER_PASSWORD stays in process.env: opencode's server reads it on every request
+  // (without it the server answers anyone), so only the shells' copies are emptied.
+  await Bun.write(process.env.METAHARNESS_GUARD_FILE, JSON.stringify({ dumpable, pid: process.pid }));
+  return { "shell.env": async (_input, output) => { output.env.OPENCODE_SERVER_PASSWORD = ""; } };
+};
+"""
 
 
 def config(base_url: str, model: str) -> dict[str, Any]:
@@ -123,7 +140,10 @@ class OpencodeAdapter(AcpAdapter):
         home.mkdir(parents=True, exist_ok=True)
         (home / "opencode.json").write_text(json.dumps(config(base_url, self.spec.model or MODEL), indent=2))
         self._link_plugin_package(home)
+        (home / "plugin").mkdir(exist_ok=True)
+        (home / "plugin" / "metaharness-guard.js").write_text(GUARD_PLUGIN)
         return {
+            "METAHARNESS_GUARD_FILE": str(scratch.root / "guard.json"),
             "OPENCODE_PERMISSION": json.dumps(PERMISSION),
             "OPENCODE_DISABLE_PROJECT_CONFIG": "1",
             "OPENCODE_DISABLE_MODELS_FETCH": "1",
@@ -154,13 +174,28 @@ class OpencodeAdapter(AcpAdapter):
         ]
 
     def check_session(self, result: dict) -> None:
-        """opencode names its mode (the agent, `build`) in `configOptions`; older builds in `modes`."""
+        """opencode names its mode (the agent, `build`) in `configOptions`; older builds in `modes`.
+        The guard plugin has run by now (opencode loads plugins when it opens the session's
+        directory): a run whose opencode is still dumpable is refused before any model request."""
+        self._check_guard()
         modes = result.get("modes") if isinstance(result.get("modes"), dict) else {}
         mode = modes.get("currentModeId")
         for option in result.get("configOptions") or []:
             if isinstance(option, dict) and option.get("id") == "mode":
                 mode = option.get("currentValue")
         self.initial_mode = mode if isinstance(mode, str) else None
+
+    def _check_guard(self) -> None:
+        assert self.scratch is not None
+        try:
+            guard = json.loads((self.scratch.root / "guard.json").read_text())
+        except (OSError, ValueError):
+            guard = None
+        if not isinstance(guard, dict) or guard.get("dumpable") != 0:
+            raise StartRefusal("VendorCapability", (
+                "opencode did not load metaharness's guard plugin (which makes it non-dumpable and keeps the password "
+                "of its loopback HTTP API out of the agent's shells), so the agent could answer its own permission "
+                f"requests; refusing the run (guard: {guard!r})"))
 
     def mode_allowed(self, mode: str) -> bool:
         return self.initial_mode is None or mode == self.initial_mode
