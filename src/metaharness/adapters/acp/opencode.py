@@ -16,13 +16,18 @@ The arguments of a call arrive in a `tool_call_update` (`rawInput`), before or a
 permission request: the request is held until they are there (`call_of`).
 Subagents (`task`) are denied by the pinning: their own calls would not be asked over ACP.
 
-What the pinning cannot close: `opencode acp` serves opencode's own HTTP API on a loopback port
-(its ACP side is a client of it), and that API answers permission requests
-(`POST /permission/<id>/reply`), runs shells (`/pty`) and rewrites the config. A per-run
-`OPENCODE_SERVER_PASSWORD` keeps other local users out, but opencode passes its environment to
-every shell it starts (and its own /proc environ is readable to them), so the agent's own shell
-holds the password and can approve its own calls. The README says so where it lists what remains
-reachable; tests/acp/test_e2e_acp_state_holds.py shows it (an expected failure until it closes).
+opencode's own control server: `opencode acp` serves opencode's whole HTTP API on a loopback
+port (its ACP side is a client of it), and that API answers permission requests
+(`POST /permission/<id>/reply`), runs shells (`/pty`) and rewrites the config — a way around
+the seam for any process that can authenticate. So:
+* a per-run `OPENCODE_SERVER_PASSWORD` (without it the server answers anyone on the machine);
+* the guard plugin (`GUARD_PLUGIN`, in the global config directory, loaded when the session
+  opens): opencode becomes non-dumpable (its /proc environ, memory and fds are closed to the
+  agent's processes) and every shell it starts gets an empty password; a run whose opencode did
+  not record the guard is refused (`_check_guard`).
+What stays open (the README says so): an agent running as root reads the password from
+/proc/<opencode pid>/environ; helpers opencode starts other than shells (git, ripgrep) carry it
+in their environment while they run. tests/acp/test_e2e_acp_state_holds.py attacks the server.
 """
 
 from __future__ import annotations
