@@ -140,6 +140,17 @@ def turn(request_id: int, text: str) -> None:
                                                          "usage": {"inputTokens": 3, "outputTokens": 2}}})
 
 
+def guard() -> None:
+    """What the opencode adapter's guard plugin does inside opencode when it opens a session:
+    PR_SET_DUMPABLE 0, then PR_GET_DUMPABLE recorded where the adapter looks for it."""
+    import ctypes
+
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    prctl(4, 0, 0, 0, 0)
+    with open(os.environ["METAHARNESS_GUARD_FILE"], "w") as handle:
+        json.dump({"dumpable": prctl(3, 0, 0, 0, 0), "pid": os.getpid()}, handle)
+
+
 def main() -> None:
     for line in sys.stdin:
         log.write(line)
@@ -152,6 +163,8 @@ def main() -> None:
                 "agentInfo": {"name": FLAVOUR, "version": "0.61.0" if FLAVOUR == "gemini" else "1.18.33"}}})
         elif method == "session/new":
             mode = "default" if FLAVOUR == "gemini" else "build"
+            if FLAVOUR == "opencode":
+                guard()
             send({"jsonrpc": "2.0", "id": message["id"], "result": {"sessionId": SESSION, "modes": {
                 "currentModeId": mode, "availableModes": [{"id": mode, "name": mode}]}}})
         elif method == "session/prompt":

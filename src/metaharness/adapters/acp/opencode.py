@@ -15,12 +15,26 @@ Pinning (every tool asks, nothing in the workspace can undo it):
 The arguments of a call arrive in a `tool_call_update` (`rawInput`), before or after the
 permission request: the request is held until they are there (`call_of`).
 Subagents (`task`) are denied by the pinning: their own calls would not be asked over ACP.
+
+opencode's own control server: `opencode acp` serves opencode's whole HTTP API on a loopback
+port (its ACP side is a client of it), and that API answers permission requests
+(`POST /permission/<id>/reply`), runs shells (`/pty`) and rewrites the config — a way around
+the seam for any process that can authenticate. So:
+* a per-run `OPENCODE_SERVER_PASSWORD` (without it the server answers anyone on the machine);
+* the guard plugin (`GUARD_PLUGIN`, in the global config directory, loaded when the session
+  opens): opencode becomes non-dumpable (its /proc environ, memory and fds are closed to the
+  agent's processes) and every shell it starts gets an empty password; a run whose opencode did
+  not record the guard is refused (`_check_guard`).
+What stays open (the README says so): an agent running as root reads the password from
+/proc/<opencode pid>/environ; helpers opencode starts other than shells (git, ripgrep) carry it
+in their environment while they run. tests/acp/test_e2e_acp_state_holds.py attacks the server.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -68,6 +82,23 @@ POLICY_VIEW: dict[str, tuple[str, dict[str, str]]] = {
     "todowrite": ("TodoWrite", {"todos": "todos"}),
 }
 FIXED_REFUSAL = "The user rejected permission to use this specific tool call."
+# A plugin in the global config directory (read once, at start): it makes the opencode process
+# non-dumpable, so a process of the same user (the agent's shell) cannot read its environment
+# or memory through /proc or ptrace, and gives every shell opencode starts an empty
+# OPENCODE_SERVER_PASSWORD, so the agent does not inherit the password of opencode's own
+# loopback HTTP API. It records PR_GET_DUMPABLE once done, for the adapter to check.
+GUARD_PLUGIN = """import { dlopen, FFIType } from "bun:ffi";
+const I = FFIType.i32, U = FFIType.u64;
+export const MetaharnessGuard = async () => {
+  const libc = dlopen("libc.so.6", { prctl: { args: [I, U, U, U, U], returns: I } });
+  libc.symbols.prctl(4, 0, 0, 0, 0);  // PR_SET_DUMPABLE 0
+  const dumpable = libc.symbols.prctl(3, 0, 0, 0, 0);  // PR_GET_DUMPABLE
+  // OPENCODE_SERVER_PASSWORD stays in process.env: opencode's server reads it on every request
+  // (without it the server answers anyone), so only the shells' copies are emptied.
+  await Bun.write(process.env.METAHARNESS_GUARD_FILE, JSON.stringify({ dumpable, pid: process.pid }));
+  return { "shell.env": async (_input, output) => { output.env.OPENCODE_SERVER_PASSWORD = ""; } };
+};
+"""
 
 
 def config(base_url: str, model: str) -> dict[str, Any]:
@@ -114,12 +145,19 @@ class OpencodeAdapter(AcpAdapter):
         home.mkdir(parents=True, exist_ok=True)
         (home / "opencode.json").write_text(json.dumps(config(base_url, self.spec.model or MODEL), indent=2))
         self._link_plugin_package(home)
+        (home / "plugin").mkdir(exist_ok=True)
+        (home / "plugin" / "metaharness-guard.js").write_text(GUARD_PLUGIN)
         return {
+            "METAHARNESS_GUARD_FILE": str(scratch.root / "guard.json"),
             "OPENCODE_PERMISSION": json.dumps(PERMISSION),
             "OPENCODE_DISABLE_PROJECT_CONFIG": "1",
             "OPENCODE_DISABLE_MODELS_FETCH": "1",
             "OPENCODE_DISABLE_AUTOUPDATE": "1",
             "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
+            # `opencode acp` serves its whole HTTP API (permission replies, config, shells) on a
+            # loopback port; without a password any local process could answer its permission
+            # requests. The agent itself inherits this environment: see the module docstring.
+            "OPENCODE_SERVER_PASSWORD": secrets.token_urlsafe(24),
         }
 
     def _link_plugin_package(self, home: Path) -> None:
@@ -141,13 +179,28 @@ class OpencodeAdapter(AcpAdapter):
         ]
 
     def check_session(self, result: dict) -> None:
-        """opencode names its mode (the agent, `build`) in `configOptions`; older builds in `modes`."""
+        """opencode names its mode (the agent, `build`) in `configOptions`; older builds in `modes`.
+        The guard plugin has run by now (opencode loads plugins when it opens the session's
+        directory): a run whose opencode is still dumpable is refused before any model request."""
+        self._check_guard()
         modes = result.get("modes") if isinstance(result.get("modes"), dict) else {}
         mode = modes.get("currentModeId")
         for option in result.get("configOptions") or []:
             if isinstance(option, dict) and option.get("id") == "mode":
                 mode = option.get("currentValue")
         self.initial_mode = mode if isinstance(mode, str) else None
+
+    def _check_guard(self) -> None:
+        assert self.scratch is not None
+        try:
+            guard = json.loads((self.scratch.root / "guard.json").read_text())
+        except (OSError, ValueError):
+            guard = None
+        if not isinstance(guard, dict) or guard.get("dumpable") != 0:
+            raise StartRefusal("VendorCapability", (
+                "opencode did not load metaharness's guard plugin (which makes it non-dumpable and keeps the password "
+                "of its loopback HTTP API out of the agent's shells), so the agent could answer its own permission "
+                f"requests; refusing the run (guard: {guard!r})"))
 
     def mode_allowed(self, mode: str) -> bool:
         return self.initial_mode is None or mode == self.initial_mode
