@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from metaharness.adapters.process import confinement
+
 from acp_support import VENDOR, AcpRun, scenario
 from test_e2e_acp import case  # noqa: F401  (fixture: a fresh case directory)
 
@@ -31,11 +33,14 @@ WAIT_S = 4.0  # how long the embedder lets the victim wait before refusing it
 
 # opencode's `acp` command serves its own HTTP API on a loopback port, guarded by a per-run
 # password. The adapter's guard plugin keeps it out of the agent's shells and makes opencode
-# non-dumpable, so a same-user agent cannot read it from /proc/<opencode>/environ; an agent
-# running as root can (root ignores non-dumpable) and then answers its own permission requests.
-OPENCODE_HOLE = pytest.mark.xfail(os.geteuid() == 0, strict=True, raises=AssertionError, reason=(
-    "as root the agent reads opencode's server password from /proc/<opencode pid>/environ and answers its own "
-    "permission requests on opencode's loopback HTTP API"))
+# non-dumpable, so an agent without capabilities cannot read it from /proc/<opencode>/environ.
+# The child runs without capabilities whenever it gets a user namespace of its own — as root
+# too, mapped to an unprivileged uid; only a root child outside one (no user namespaces on the
+# machine) overrides non-dumpable and answers its own permission requests.
+ROOT_CHILD = os.geteuid() == 0 and "--user" not in confinement()[0]
+OPENCODE_HOLE = pytest.mark.xfail(ROOT_CHILD, strict=True, raises=AssertionError, reason=(
+    "a root child outside a user namespace reads opencode's server password from /proc/<opencode pid>/environ "
+    "and answers its own permission requests on opencode's loopback HTTP API"))
 
 
 # (vendor, how long the adversary answers permission requests on loopback servers: 0 seeds only)

@@ -69,7 +69,7 @@ async def test_the_agents_shell_cannot_decide_its_next_call(tmp_path):
             break
         await asyncio.sleep(0.1)
     found = json.loads(report.read_text())
-    assert found["refused"] and set(found["refused"].values()) <= {"ENXIO"}, found
+    assert (found["refused"] or found["fds_hidden"]) and set(found["refused"].values()) <= {"ENXIO"}, found
     assert not [k for k, t in found["opened_write"].items() if t.startswith("socket:")], found
     assert not [k for k, t in found["stole"].items() if t.startswith("socket:")], found
 

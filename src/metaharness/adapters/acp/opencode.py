@@ -25,8 +25,9 @@ the seam for any process that can authenticate. So:
   opens): opencode becomes non-dumpable (its /proc environ, memory and fds are closed to the
   agent's processes) and every shell it starts gets an empty password; a run whose opencode did
   not record the guard is refused (`_check_guard`).
-What stays open (the README says so): an agent running as root reads the password from
-/proc/<opencode pid>/environ; helpers opencode starts other than shells (git, ripgrep) carry it
+What stays open (the README says so): an agent with root's capabilities (a root child where
+the machine has no user namespaces; elsewhere the child has none, root or not) reads the
+password from /proc/<opencode pid>/environ; helpers opencode starts other than shells (git, ripgrep) carry it
 in their environment while they run. tests/acp/test_e2e_acp_state_holds.py attacks the server.
 """
 
