@@ -53,7 +53,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 import phase_commands as pc
 
@@ -110,7 +110,8 @@ class SignalledRun:
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=open(self.stderr_path, "wb"), cwd=str(cwd), env=env)
         self.events: list[dict] = []
-        self.written: list[bytes] = []  # every command line written
+        self.written: list[bytes] = []  # every command line written (each must be answered once)
+        self.late: list[bytes] = []  # lines written after the signal during wind-up
         self.tree: dict[int, str] = {}  # every process seen below the child: pid → start time
         self.below_metaharness: dict[int, bytes] = {}  # pid → argv
         self.metaharness: int | None = None
@@ -135,8 +136,11 @@ class SignalledRun:
                 if started is not None:
                     self.tree.setdefault(pid, started)
             if self.metaharness is not None:
+                own = pc._argv(self.metaharness)
                 for pid in pc.descendants(self.metaharness):
-                    self.below_metaharness.setdefault(pid, b" ".join(pc._argv(pid)))
+                    argv = pc._argv(pid)
+                    if argv and argv != own:  # a fork not yet exec'd wears metaharness's argv: seen later
+                        self.below_metaharness[pid] = b" ".join(argv)
             time.sleep(0.02)
 
     def write(self, lines: list[bytes]) -> None:
@@ -208,7 +212,7 @@ def signal_at(run: SignalledRun, sig: int, phase: str, kind: str) -> None:
         while not _catches_sigterm(mh):
             assert time.monotonic() < deadline, "metaharness never installed its handlers"
             time.sleep(0.001)
-        assert not pc.children_of(mh), "metaharness spawned before the test could signal it"
+        assert all(_probe(pid) for pid in pc.children_of(mh)), "metaharness spawned before the test could signal it"
         os.kill(mh, sig)
         return
     if phase == "spawning":
@@ -232,7 +236,8 @@ def signal_at(run: SignalledRun, sig: int, phase: str, kind: str) -> None:
         run.write([pc.command("halt", "halt", reason="done")])
         run.wait_for(lambda e: e["event"] == "tool.decided" and e["call_id"] == call["call_id"], timeout=90)
         os.kill(mh, sig)
-        with contextlib.suppress(BrokenPipeError):  # read during wind-up, or not read at all
+        run.late = batch  # read during wind-up, or never read (the run may be gone): answered at most once
+        with contextlib.suppress(BrokenPipeError):
             run.proc.stdin.write(pc.blob(batch))
             run.proc.stdin.flush()
     elif phase == "dead":
@@ -275,7 +280,8 @@ REASONS = {"before": "error", "spawning": "error", "mid": "error", "between": "c
            "dead": "error"}
 
 
-def check_end(run: SignalledRun, code: int, phase: str, kind: str, *, work: Path, scratch_base: Path) -> None:
+def check_end(run: SignalledRun, code: int, phase: str, kind: str, *, work: Path, scratch_base: Path,
+              tmpdir: Path) -> None:
     events = run.events
     assert events, f"nothing was written; stderr: {run.stderr()[-800:]}"
     closed = events[-1]
@@ -287,6 +293,11 @@ def check_end(run: SignalledRun, code: int, phase: str, kind: str, *, work: Path
     by_id = pc.answers(events, run.written)
     for tag in {cid.split("-")[0] for cid in by_id if "-" in cid}:
         pc.assert_refusals(by_id, tag, kind)
+    late = pc.ids_of(run.late)
+    answered_late = [e["id"] for e in run.of("command.result") if e["id"] in late]
+    assert len(answered_late) == len(set(answered_late)), answered_late
+    for cid in answered_late:  # read while the run wound up: refused, never carried
+        assert pc.flat(next(e for e in run.of("command.result") if e["id"] == cid)["outcome"])["result"] == "refused"
     assert closed["reason"] == REASONS[phase], (closed["reason"], run.names())
     assert code == (0 if run.of("session.ended") else 3), (code, run.stderr()[-800:])  # the exit code agrees
     if phase == "wind":
@@ -306,34 +317,31 @@ def check_end(run: SignalledRun, code: int, phase: str, kind: str, *, work: Path
         assert decided["decision"]["decision"] == "deny", decided
     assert not (work / "pwned.txt").exists(), "a call the embedder did not allow ran"
     assert run.survivors() == [], f"processes of the run outlived it: {run.survivors()}"
-    left = sorted(str(p.relative_to(scratch_base)) for p in scratch_base.rglob("*")) if scratch_base.exists() else []
-    assert left == [], f"scratch left on disk: {left[:10]}"
+    if run.of("session.started"):  # a harness ran: its scratch was made in this base (the check is not idle)
+        assert scratch_base.is_dir(), f"no scratch base at {scratch_base}"
+    for base in (scratch_base, tmpdir):
+        left = sorted(str(p.relative_to(base)) for p in base.rglob("*")) if base.exists() else []
+        assert left == [], f"left on disk in {base}: {left[:10]}"
 
 
 def run_signalled(argv: list[str], sig: int, phase: str, kind: str, *, cwd: Path, work: Path,
                   env: dict[str, str] | None = None) -> SignalledRun:
     """Start `argv`, signal it at `phase`, check the end (`check_end`); returns the run.
     The run's scratch base is the default one under a per-run XDG_CACHE_HOME (cwd/cache), so
-    metaharness removes what it made; METAHARNESS_SCRATCH_DIR (a chosen base, kept) is unset."""
-    cache = cwd / "cache"
+    metaharness removes what it made; METAHARNESS_SCRATCH_DIR (a chosen base, kept) is unset. Its
+    TMPDIR (and the wrappers') is cwd/tmp, which must be empty at the end too."""
+    cache, tmpdir = cwd / "cache", cwd / "tmp"
     cache.mkdir(mode=0o700)
+    tmpdir.mkdir(mode=0o700)
     child_env = {k: v for k, v in os.environ.items() if k != "METAHARNESS_SCRATCH_DIR"}
-    child_env.update(XDG_CACHE_HOME=str(cache), **(env or {}))
+    child_env.update(XDG_CACHE_HOME=str(cache), TMPDIR=str(tmpdir), **(env or {}))
     run = SignalledRun(argv, cwd=cwd, env=child_env)
-    t0 = time.monotonic()
     try:
         signal_at(run, sig, phase, kind)
     except BaseException:
         run.finish()
         raise
-    t1 = time.monotonic()
     code = run.finish()
-    if os.environ.get("MH_SIGNAL_TIMES"):
-        print(f"\n{kind} {phase} {run.events[-1].get('reason')} {[e['event'] for e in run.events if e['event'].startswith('session')]}: to the signal {t1 - t0:.2f}s, to the end {time.monotonic() - t1:.2f}s", file=sys.stderr)
-    check_end(run, code, phase, kind, work=work, scratch_base=cache / "metaharness" / "scratch")
+    check_end(run, code, phase, kind, work=work, scratch_base=cache / "metaharness" / "scratch", tmpdir=tmpdir)
     return run
 
-
-def describe(run: SignalledRun) -> dict[str, Any]:
-    closed = run.events[-1] if run.events else {}
-    return {"reason": closed.get("reason"), "names": run.names()}
