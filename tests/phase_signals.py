@@ -139,7 +139,9 @@ class SignalledRun:
                 own = pc._argv(self.metaharness)
                 for pid in pc.descendants(self.metaharness):
                     argv = pc._argv(pid)
-                    if argv and argv != own:  # a fork not yet exec'd wears metaharness's argv: seen later
+                    # A fork not yet exec'd wears metaharness's argv, a zombie none: each is seen for what it is
+                    # while it runs (or never ran anything).
+                    if any(argv) and argv != own:
                         self.below_metaharness[pid] = b" ".join(argv)
             time.sleep(0.02)
 
