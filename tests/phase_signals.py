@@ -25,12 +25,17 @@ by SIGTERM; SIGINT on each vendor shows the handler routes it to that same stop,
 a swallowed signal was seen before (issue 19: during the spawn) and, where a run is cheap, where a
 stop must abandon a pending call.
 
+Commands race the stop: at `mid`, `between` and `dead` a batch of every command type but halt
+and interrupt (tests/phase_commands.py) is written right before the signal; at `wind` right
+after it (read during wind-up or never: answered at most once, and refused).
+
 What every run must show: it ends within BOUND_S (a watchdog: a hang fails the test, it does
 not time out the suite), `stream.closed` last with `events` matching the line count and seq
-contiguous, every command line written answered exactly once, the scripted call never ran
-(no `pwned.txt`), no process of the run's tree alive afterwards (a sampler records the tree
-below the test's child while it runs), and no scratch left in the run's scratch base (the
-default base, under a per-run XDG_CACHE_HOME, so metaharness removes what it made).
+contiguous, every command line written before the signal answered exactly once, the scripted
+call never ran (no `pwned.txt`, every `tool.decided` a deny), no process of the run's tree
+alive afterwards (a sampler records the tree below the test's child while it runs), and nothing
+left on disk: not in the run's scratch base (the default base, under a per-run XDG_CACHE_HOME,
+so metaharness removes what it made; METAHARNESS_SCRATCH_DIR would keep it), not in its TMPDIR.
 
 The close reason is the one oharness writes at each phase (REASONS; tests/run/
 test_phases_signals_tree.py holds oharness to the same table): a signal is not a halt, so
