@@ -341,6 +341,16 @@ class AcpAdapter(Adapter):
             self.rpc.close_stdin()
 
     async def halt(self) -> None:
+        # A stop (halt, SIGTERM/SIGINT) while a turn runs, or before any turn ran, is no clean end
+        # of the session; the session.ended assembled when the agent exits must say so, or the
+        # stream closes `completed` for a run a signal cut short (the agent answers the cancel
+        # with stopReason `cancelled`, which alone reads as a clean end). The other harnesses
+        # close such a run `error`; a stop at a boundary after a turn stays a clean end.
+        turn_running = self._prompt is not None and not self._prompt.done()
+        if self._end_error is None and (turn_running or self.translator is None
+                                        or self.translator.turns_completed == 0):
+            self._end_error = ("the run was stopped before its turn ended" if turn_running
+                               else "the run was stopped before its first turn")
         if self.seam is not None:
             self.seam.cancel_all()
         self._cancel_turn()

@@ -56,6 +56,7 @@ class OHarnessAdapter(Adapter):
         # oharness stops the turn as it reads the deny, before any further model request.
         self._interrupt_with_decisions = False
         self._interrupt_carried = False
+        self._turn_open, self._turns_ended = False, 0  # from the child's records: where a stop finds it
 
     @classmethod
     def descriptor(cls) -> CapabilityDescriptor:
@@ -120,8 +121,10 @@ class OHarnessAdapter(Adapter):
             event.transcript = translate.TranscriptRef(path=self._kept_transcript())
             return lambda ctx: ctx.session_started(event)
         if kind == "turn_start":
+            self._turn_open = True
             return lambda ctx: ctx.turn_started()
         if kind == "turn_end":
+            self._turn_open, self._turns_ended = False, self._turns_ended + 1
             stop_reason = record.get("stop_reason")
             return lambda ctx: ctx.turn_ended(stop_reason)
         if kind == "tool_call":
@@ -184,8 +187,19 @@ class OHarnessAdapter(Adapter):
             self.child.close_stdin()
 
     async def halt(self) -> None:
-        if self.child is not None:
-            await self.child.terminate(grace=1.0)
+        if self.child is None:
+            return
+        if self._turns_ended and not self._turn_open and self.child.proc is not None:
+            # At a boundary after a turn a stop is a clean end, as on every vendor: at the end of
+            # its input oharness writes its result (the session.ended) and exits. Killing it at
+            # once raced that record, so a SIGTERM between turns closed `completed` or `error` by
+            # luck. Mid-turn, or before any turn, it is stopped at once (no further model request).
+            self.child.close_stdin()
+            try:
+                await asyncio.wait_for(self.child.proc.wait(), 1.0)
+            except asyncio.TimeoutError:
+                pass
+        await self.child.terminate(grace=1.0)
 
     async def wait(self):
         assert self.child is not None

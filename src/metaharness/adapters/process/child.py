@@ -82,11 +82,15 @@ def parse_version(text: str) -> str | None:
 
 
 def binary_version(binary: str, path: str, *, env: dict[str, str] | None = None, timeout: float = 60) -> str | None:
-    """`binary --version`, run on the child's PATH with a minimal environment (plus `env`)."""
-    base = {"PATH": path, "LANG": "C.UTF-8", "HOME": tempfile.gettempdir(), "NO_COLOR": "1", "TERM": "dumb"}
+    """`binary --version`, run on the child's PATH with a minimal environment (plus `env`), its
+    HOME a fresh directory removed afterwards: a vendor writes there even for `--version` (Codex
+    makes `.codex/tmp/arg0-linux/…`), which with HOME at the temp directory itself was left in
+    the user's TMPDIR by every run."""
     try:
-        out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=timeout,
-                             env={**base, **(env or {})}, stdin=subprocess.DEVNULL).stdout
+        with tempfile.TemporaryDirectory(prefix="metaharness-version-") as home:
+            base = {"PATH": path, "LANG": "C.UTF-8", "HOME": home, "NO_COLOR": "1", "TERM": "dumb"}
+            out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=timeout,
+                                 env={**base, **(env or {})}, stdin=subprocess.DEVNULL).stdout
     except (OSError, subprocess.SubprocessError):
         return None
     return parse_version(out)
