@@ -115,6 +115,7 @@ class AcpAdapter(Adapter):
         self._scenario = None
         self._base_url: str | None = None
         self._end_error: str | None = None
+        self._cancel_sent = False  # interrupting() sent the turn's cancel ahead of its denies
         self._termination: ProcessTermination | None = None
         self._ended = False
 
@@ -318,10 +319,23 @@ class AcpAdapter(Adapter):
         raise ControlRefused("UNSUPPORTED_CONTROL", "ACP has no way to add a message to a running turn; "
                                                     "message.inject reaches the next turn")
 
+    def interrupting(self) -> None:
+        # The interrupt's abandonment denies come next, then interrupt(). The cancel goes out
+        # first: an agent that read a reject before the cancel hands it to the model — one more
+        # model request — before it sees the cancel (Gemini CLI did, on a loaded machine).
+        self._cancel_turn()
+        self._cancel_sent = True
+        if self.seam is not None:
+            self.seam.cancelling = True
+
     async def interrupt(self) -> None:
         if self.seam is not None:
             self.seam.cancel_all()
-        self._cancel_turn()
+        if not self._cancel_sent:
+            self._cancel_turn()
+        self._cancel_sent = False
+        if self.seam is not None:
+            self.seam.cancelling = False
         if self.rpc is not None:
             await self.rpc.drain()
         if self.rpc is None or not self.rpc.reaches_the_peer():  # never `ok` for a cancel sent to nobody

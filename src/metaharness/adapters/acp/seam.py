@@ -7,7 +7,7 @@ the escalation when an agent does not take a refusal up.
 
 Rules kept (a table, `ANSWERS`, maps each decision to the option kind it selects):
 * allow and abstain select the `allow_once` option; deny selects `reject_once` (the outcome
-  `cancelled` when the agent offers no reject option). Never an `allow_always` or
+  `cancelled` when the agent offers no reject option, or once the turn's cancel went out). Never an `allow_always` or
   `reject_always` option: nothing may persist a rule inside the agent's session;
 * `replace` cannot travel over ACP: refused by name, the call stays pending;
 * every permission request gets exactly one answer. A request still unanswered at the ceiling
@@ -65,6 +65,7 @@ class Seam:
     takeup_s: float = 60.0
     pending: dict[str, Pending] = field(default_factory=dict)
     wire_decisions: list[tuple[str, str]] = field(default_factory=list)  # (call_id, option kind) for tests
+    cancelling: bool = False  # a turn's cancel went out: refusals go as `cancelled` (see `deliver`)
     _escalations: list[asyncio.TimerHandle] = field(default_factory=list)
 
     # --- agent requests ---------------------------------------------------------------
@@ -132,7 +133,10 @@ class Seam:
             return  # answered already (ceiling, interrupt): never a second answer
         if isinstance(decision, Replace):
             raise ControlRefused("UNSUPPORTED_CONTROL", REPLACE_REASON.format(kind=self.kind))
-        self._answer(pending, ANSWERS.get(type(decision), "reject_once"))  # anything unknown: fail closed
+        option_kind = ANSWERS.get(type(decision), "reject_once")  # anything unknown: fail closed
+        if self.cancelling and option_kind != "allow_once":
+            option_kind = "cancelled"  # what ACP asks of a client once it cancelled the turn
+        self._answer(pending, option_kind)
 
     def _answer(self, pending: Pending, option_kind: str) -> None:
         if pending.answered is not None:
