@@ -58,9 +58,9 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Callable
 
 import phase_commands as pc
+from event_stream import EventStream
 
 REPO = Path(__file__).resolve().parents[1]
 METAHARNESS = REPO / ".venv" / "bin" / "metaharness"
@@ -106,33 +106,19 @@ def _running(pid: int, started: str) -> bool:
     return fields[19] == started and fields[0] not in ("Z", "X")
 
 
-class SignalledRun:
+class SignalledRun(EventStream):
     """One `metaharness run` child (through its wrappers): events read by a thread, the
     process tree below it sampled by another until it ends."""
 
     def __init__(self, argv: list[str], *, cwd: Path, env: dict[str, str]) -> None:
-        self.stderr_path = cwd / "signal-stderr.txt"
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=open(self.stderr_path, "wb"), cwd=str(cwd), env=env)
-        self.events: list[dict] = []
+        super().__init__(argv, cwd=cwd, env=env, stderr_path=cwd / "signal-stderr.txt")
         self.written: list[bytes] = []  # every command line written (each must be answered once)
         self.late: list[bytes] = []  # lines written after the signal during wind-up
         self.tree: dict[int, str] = {}  # every process seen below the child: pid → start time
         self.below_metaharness: dict[int, bytes] = {}  # pid → argv
         self.metaharness: int | None = None
-        self._cond = threading.Condition()
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
         self._sampler = threading.Thread(target=self._sample, daemon=True)
         self._sampler.start()
-
-    def _read(self) -> None:
-        for line in self.proc.stdout:
-            with self._cond:
-                self.events.append(json.loads(line))
-                self._cond.notify_all()
-        with self._cond:
-            self._cond.notify_all()
 
     def _sample(self) -> None:
         while self.proc.poll() is None:
@@ -155,19 +141,6 @@ class SignalledRun:
         self.proc.stdin.write(pc.blob(lines))
         self.proc.stdin.flush()
 
-    def wait_for(self, predicate: Callable[[dict], bool], timeout: float = 90) -> dict:
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while True:
-                for event in self.events:
-                    if predicate(event):
-                        return event
-                remaining = deadline - time.monotonic()
-                if remaining <= 0 or not self._reader.is_alive():
-                    raise AssertionError(f"no matching event within {timeout}s; events: {self.names()}; "
-                                         f"stderr: {self.stderr()[-800:]}")
-                self._cond.wait(min(remaining, 0.2))
-
     def finish(self, bound: float = BOUND_S) -> int:
         """Wait for the end, at most `bound` seconds; past it, kill everything and fail."""
         try:
@@ -184,18 +157,6 @@ class SignalledRun:
         with contextlib.suppress(OSError, ValueError):
             self.proc.stdin.close()
         return code
-
-    def stderr(self) -> str:
-        try:
-            return self.stderr_path.read_text(errors="replace")
-        except OSError:
-            return ""
-
-    def names(self) -> list[str]:
-        return [e["event"] for e in self.events]
-
-    def of(self, name: str) -> list[dict]:
-        return [e for e in self.events if e["event"] == name]
 
     def survivors(self) -> list[int]:
         """Processes of the run's tree still running, after a grace period."""

@@ -9,12 +9,13 @@ import os
 import signal
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from metaharness.protocol.frame import document_bytes, seal
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from event_stream import EventStream  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 VENDOR = REPO / ".vendor" / "node_modules" / ".bin"
@@ -54,7 +55,7 @@ def frame(path: Path, ops: list[str], rules: list[tuple[list[str], list[str]]] |
     return path
 
 
-class AcpRun:
+class AcpRun(EventStream):
     """One `metaharness run <kind>` child: events collected by a reader thread."""
 
     def __init__(self, kind: str, case_dir: Path, args: list[str], *, namespace: bool = True) -> None:
@@ -67,39 +68,7 @@ class AcpRun:
             command = ["unshare", "--user", "--map-root-user", "--net", "--mount",
                        sys.executable, str(NETNS), str(self.dns_log), "--", *command]
         env = dict(os.environ, METAHARNESS_SCRATCH_DIR=str(case_dir / "scratch"))
-        self.stderr_path = case_dir / "stderr.txt"
-        self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=open(self.stderr_path, "wb"), cwd=str(case_dir), env=env)
-        self.events: list[dict] = []
-        self._cond = threading.Condition()
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        for line in self.proc.stdout:
-            with self._cond:
-                self.events.append(json.loads(line))
-                self._cond.notify_all()
-        with self._cond:
-            self._cond.notify_all()
-
-    def send(self, command: str, cid: str, **payload: Any) -> None:
-        line = {"format": "metaharness.command/1", "id": cid, "command": command, **payload}
-        self.proc.stdin.write((json.dumps(line) + "\n").encode())
-        self.proc.stdin.flush()
-
-    def wait_for(self, predicate: Callable[[dict], bool], timeout: float = 90) -> dict:
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while True:
-                for event in self.events:
-                    if predicate(event):
-                        return event
-                remaining = deadline - time.monotonic()
-                if remaining <= 0 or (self.proc.poll() is not None and not self._reader.is_alive()):
-                    raise AssertionError(f"no matching event within {timeout}s; events: {self.names()}; "
-                                         f"stderr: {self.stderr()[-800:]}")
-                self._cond.wait(min(remaining, 0.2))
+        super().__init__(command, cwd=case_dir, env=env, stderr_path=case_dir / "stderr.txt")
 
     def finish(self, timeout: float = 120) -> int:
         try:
@@ -113,18 +82,6 @@ class AcpRun:
             raise
         self._reader.join(10)
         return code
-
-    def stderr(self) -> str:
-        try:
-            return self.stderr_path.read_text(errors="replace")
-        except OSError:
-            return ""
-
-    def of(self, name: str) -> list[dict]:
-        return [e for e in self.events if e["event"] == name]
-
-    def names(self) -> list[str]:
-        return [e["event"] for e in self.events]
 
     def decided(self) -> dict[str, dict]:
         return {e["call_id"]: e for e in self.of("tool.decided")}

@@ -9,15 +9,16 @@ import os
 import shutil
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Callable
 
 import pytest
 
 from metaharness.protocol.frame import document_bytes, seal
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from event_stream import EventStream  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 VENDOR = REPO / ".vendor" / "node_modules" / ".bin"
@@ -73,8 +74,10 @@ def frame_object(ops: list[str], index: int = 2) -> dict:
     return json.loads(document_bytes(sealed))
 
 
-class CodexRun:
+class CodexRun(EventStream):
     """One `metaharness run codex` child: events collected by a reader thread."""
+
+    WAIT_S = 30.0
 
     def __init__(self, case_dir: Path, args: list[str], *, namespace: bool = True, env: dict | None = None) -> None:
         self.case_dir = case_dir
@@ -86,45 +89,11 @@ class CodexRun:
                        sys.executable, str(NETNS), str(self.dns_log), "--", *command]
         child_env = dict(os.environ, METAHARNESS_SCRATCH_DIR=str(case_dir / "scratch"))
         child_env.update(env or {})
-        self.stderr_path = case_dir / "stderr.txt"
-        self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=open(self.stderr_path, "wb"), cwd=str(case_dir), env=child_env)
-        self.events: list[dict] = []
-        self.raw: list[bytes] = []
-        self._cond = threading.Condition()
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
+        super().__init__(command, cwd=case_dir, env=child_env, stderr_path=case_dir / "stderr.txt")
         self.started = time.monotonic()
-
-    def _read(self) -> None:
-        for line in self.proc.stdout:
-            with self._cond:
-                self.raw.append(line)
-                self.events.append(json.loads(line))
-                self._cond.notify_all()
-        with self._cond:
-            self._cond.notify_all()
-
-    def send(self, command: str, cid: str, **payload: Any) -> None:
-        line = {"format": "metaharness.command/1", "id": cid, "command": command, **payload}
-        self.proc.stdin.write((json.dumps(line) + "\n").encode())
-        self.proc.stdin.flush()
 
     def close_stdin(self) -> None:
         self.proc.stdin.close()
-
-    def wait_for(self, predicate: Callable[[dict], bool], timeout: float = 30) -> dict:
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while True:
-                for event in self.events:
-                    if predicate(event):
-                        return event
-                remaining = deadline - time.monotonic()
-                if remaining <= 0 or (self.proc.poll() is not None and not self._reader.is_alive()):
-                    raise AssertionError(f"no matching event within {timeout}s; events: "
-                                         f"{[e.get('event') for e in self.events]}; stderr: {self.stderr()[-800:]}")
-                self._cond.wait(min(remaining, 0.2))
 
     def finish(self, timeout: float = 60) -> int:
         try:
@@ -134,18 +103,6 @@ class CodexRun:
         code = self.proc.wait(timeout)
         self._reader.join(10)
         return code
-
-    def stderr(self) -> str:
-        try:
-            return self.stderr_path.read_text(errors="replace")
-        except OSError:
-            return ""
-
-    def of(self, name: str) -> list[dict]:
-        return [e for e in self.events if e["event"] == name]
-
-    def names(self) -> list[str]:
-        return [e["event"] for e in self.events]
 
     @property
     def scratch(self) -> Path:
