@@ -252,7 +252,12 @@ def _reasons(run: SignalledRun, phase: str) -> set[str]:
     """The close reasons this run may have. Mid-turn the stop first denies the pending call; a
     vendor harness that hands that deny to the model and ends its turn (and its session, its
     input closed) before the stop reaches it has ended cleanly — `completed` is then the truth,
-    and what the stream must show for it: a turn that ended on its own and a `session.ended`."""
+    and what the stream must show for it: a turn that ended on its own and a `session.ended`.
+    At the boundary the batch's inject may open the next turn before the signal is handled
+    (the two race by design: the lines come through stdin's thread, the signal through the
+    loop); a second `turn.started` then shows the stop came mid-turn, and it is held as one."""
+    if phase == "between" and len(run.of("turn.started")) > 1:
+        phase = "mid"
     if phase == "mid" and run.of("session.ended") and run.of("turn.ended") \
             and run.of("turn.ended")[-1].get("stop_reason") in ("end_turn", "completed"):
         return {REASONS[phase], "completed"}

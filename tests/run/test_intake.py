@@ -284,3 +284,54 @@ async def test_the_rest_of_a_burst_the_worker_is_stuck_in_is_answered_at_wind_up
     assert [r["id"] for r in results] == ["p", "m1", "-", "m2", "m3"]
     assert all("refused" in r["outcome"] for r in results)
     assert events[-1]["event"] == "stream.closed"
+
+
+class _SlowIntake(Intake):
+    """An intake whose thread is slow to its first read (a busy machine's scheduling): the
+    run may meet its end before the thread has read what stdin holds."""
+
+    async def _nothing(self) -> None:
+        return None
+
+    def _read_once(self) -> bool:
+        if not getattr(self, "_slowed", False):
+            self._slowed = True
+            time.sleep(1.0)
+        return super()._read_once()
+
+
+@pytest.mark.parametrize("catch_up", [True, False])
+async def test_a_line_in_stdin_when_the_run_ends_is_answered(catch_up):
+    # The lines are in the pipe before the run starts; the run ends at once (one empty turn)
+    # while the thread sleeps before its first read. The wind-up asks the intake to catch up,
+    # so each line is answered before `stream.closed`; without the catch-up none would be.
+    read_fd, write_fd = os.pipe()
+    os.write(write_fd, cmd("message.inject", id="m1", text="x") + b"\n" + cmd(
+        "tool.decide", id="d", call_id="nope", decision={"decision": "allow"}) + b"\n")
+    spec = RunSpec(kind="oharness", prompt="go")
+    intakes: list[Intake] = []
+
+    def embedder(run, event):
+        if event["event"] == "session.started":
+            intake = _SlowIntake(asyncio.get_running_loop(), run, read_fd)
+            if not catch_up:
+                run.catch_up_input = intake._nothing
+            intakes.append(intake)
+            intake.start()
+
+    try:
+        events, *_ = await drive(spec, FakeAdapter(spec, [Turn([])]), on_event=embedder)
+    finally:
+        for intake in intakes:
+            intake.close()
+        os.close(write_fd)
+    answered = [e["id"] for e in events if e["event"] == "command.result"]
+    assert events[-1]["event"] == "stream.closed"
+    if catch_up:
+        assert answered == ["m1", "d"]
+        assert [r["outcome"]["refused"]["code"] for r in events if r["event"] == "command.result"] == ["TOO_LATE"] * 2
+    else:  # the race the catch-up closes, shown to be real
+        assert answered == []
+    intakes[0].thread.join(5)  # close() ends the thread, which was waiting for stdin
+    assert not intakes[0].thread.is_alive()
+    os.close(read_fd)

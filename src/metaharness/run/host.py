@@ -11,10 +11,13 @@ wind-up that still writes `stream.closed`, and returns the exit code.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import select
 import signal
 import sys
 import threading
+import time
 from typing import Awaitable, BinaryIO, Callable
 
 from . import EARLY_SIGNALS as _EARLY_SIGNALS, install_early_signal_handlers
@@ -25,6 +28,7 @@ from .spec import RunSpec
 LINE_LIMIT = 16 * 1024 * 1024  # a longer stdin line is refused unread: memory stays bounded
 BACKLOG = 1024  # lines handed to the worker and not yet taken; at the bound stdin is not read
 READ_CHUNK = 64 * 1024
+CATCH_UP_BOUND_S = 2.0  # at the end, how long reading what stdin already holds may take
 TOO_LONG = f"the line is longer than {LINE_LIMIT} bytes; it was not read"
 
 
@@ -49,77 +53,164 @@ class _Slots:
             self._cond.notify()
 
 
+class _Lines:
+    """Splits stdin's chunks into lines, however the reads cut them: a line split across
+    reads is joined, a last line without "\\n" is still a line, and a line over LINE_LIMIT
+    is refused MALFORMED under `-` and its bytes dropped up to its newline, never kept."""
+
+    def __init__(self) -> None:
+        self._carry = bytearray()  # the line in progress (no "\n" seen yet)
+        self._skipping = False  # inside a line longer than LINE_LIMIT
+
+    def feed(self, chunk: bytes) -> list:
+        from metaharness.protocol.decode import CommandRefusal
+
+        lines: list = chunk.split(b"\n")
+        tail = lines.pop()  # after the last "\n" (all of it when there is none)
+        if lines:
+            if self._skipping:  # the end of the long line: nothing of it was kept
+                self._skipping = False
+                del lines[0]
+            elif self._carry:
+                self._carry += lines[0]
+                lines[0], self._carry = bytes(self._carry), bytearray()
+            if lines and max(map(len, lines)) > LINE_LIMIT:
+                lines = [CommandRefusal("-", TOO_LONG) if len(line) > LINE_LIMIT else line for line in lines]
+        if not self._skipping:
+            self._carry += tail
+            if len(self._carry) > LINE_LIMIT:
+                lines.append(CommandRefusal("-", TOO_LONG))
+                self._carry, self._skipping = bytearray(), True
+        return lines
+
+    def end(self) -> list:
+        return [bytes(self._carry)] if self._carry and not self._skipping else []
+
+
 class Intake:
     """stdin → command lines for the run, with back-pressure.
 
     A thread reads stdin in chunks (the read releases the GIL), splits the lines, and
     hands each chunk's lines to the loop as one burst (`Run.feed_lines`); the command worker
-    decodes each line as it takes it, in time slices that yield to the loop
+    decodes each line as it takes them, in time slices that yield to the loop
     (`Run._command_worker`). The lines of a burst hold backlog slots until the worker takes
     the burst (`Run.on_command_taken`); with BACKLOG lines held the thread stops reading, so
     the OS pipe fills and the embedder's writes block. Memory is bounded by BACKLOG lines
-    plus one chunk's, each at most LINE_LIMIT; a longer line is refused MALFORMED under `-`
-    and skipped without being kept."""
+    plus one chunk's, each at most LINE_LIMIT.
+
+    Before the run winds up it asks the thread to catch up (`Run.catch_up_input`): a line
+    the embedder wrote before the end is answered, even when the run meets the end (the
+    child's death, a signal) before the thread was scheduled to read it. The thread reads
+    whatever stdin holds right then (bounded by CATCH_UP_BOUND_S: a writer that never
+    stops cannot hold the end), hands it, and answers; the answer comes after the bursts,
+    the loop's callbacks keeping their order. A byte on a pipe of its own wakes the thread
+    from its wait for stdin; closing that pipe (`close`) ends the thread."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, run: Run, fd: int, backlog: int = BACKLOG,
                  chunk: int = READ_CHUNK) -> None:
         self._loop, self._run, self._fd, self._chunk = loop, run, fd, chunk
         self._slots = _Slots(backlog)
+        self._lines = _Lines()
+        self._wake_r, self._wake_w = os.pipe()
+        self._asked: list[asyncio.Future] = []  # catch-ups not answered yet, oldest first
+        self._gone = False  # the thread ended or was told to: nothing more to catch up
         run.on_command_taken = self._slots.free
+        run.catch_up_input = self.catch_up
 
     def start(self) -> None:
-        threading.Thread(target=self._pump, daemon=True, name="metaharness-stdin").start()
+        self.thread = threading.Thread(target=self._pump, daemon=True, name="metaharness-stdin")
+        self.thread.start()
+
+    async def catch_up(self) -> None:
+        """Return once every line stdin held when asked was handed to the run (bounded)."""
+        if self._gone:
+            return
+        asked = self._loop.create_future()
+        self._asked.append(asked)
+        try:
+            os.write(self._wake_w, b"?")
+            await asyncio.wait_for(asyncio.shield(asked), CATCH_UP_BOUND_S + 1.0)
+        except (OSError, asyncio.TimeoutError):
+            pass
+
+    def close(self) -> None:
+        """End the thread (it may be waiting for stdin); once the run is over."""
+        self._gone = True
+        self._answered(len(self._asked))
+        with contextlib.suppress(OSError):
+            os.close(self._wake_w)
+
+    def _answered(self, count: int) -> None:
+        done, self._asked = self._asked[:count], self._asked[count:]
+        for asked in done:
+            if not asked.done():
+                asked.set_result(None)
 
     def _pump(self) -> None:
-        from metaharness.protocol.decode import CommandRefusal
-
-        too_long = CommandRefusal("-", TOO_LONG)
-        carry = bytearray()  # the line in progress (no "\n" seen yet)
-        skipping = False  # inside a line longer than LINE_LIMIT: drop its bytes up to its newline
-        while True:
-            try:
-                chunk = os.read(self._fd, self._chunk)
-            except InterruptedError:
-                continue
-            except OSError:
-                chunk = b""
-            if not chunk:
-                break
-            lines: list = chunk.split(b"\n")
-            tail = lines.pop()  # after the last "\n" (all of it when there is none)
-            if lines:
-                if skipping:  # the end of the long line: nothing of it was kept
-                    skipping = False
-                    del lines[0]
-                elif carry:
-                    carry += lines[0]
-                    lines[0], carry = bytes(carry), bytearray()
-                if lines and max(map(len, lines)) > LINE_LIMIT:
-                    lines = [too_long if len(line) > LINE_LIMIT else line for line in lines]
-            if not skipping:
-                carry += tail
-                if len(carry) > LINE_LIMIT:
-                    lines.append(too_long)
-                    carry, skipping = bytearray(), True
-            if lines and not self._hand(lines):
-                return
-        if carry and not skipping:  # a final line without "\n" is still a line
-            if not self._hand([bytes(carry)]):
-                return
-        self._hand(None)
-
-    def _hand(self, lines: list | None) -> bool:
-        """Give the loop one burst (None: stdin ended), after waiting for backlog room.
-        False: the loop is gone (the run already ended)."""
+        poller = select.poll()
+        poller.register(self._fd, select.POLLIN)
+        poller.register(self._wake_r, select.POLLIN)
         try:
-            if lines is None:
-                self._loop.call_soon_threadsafe(self._run.stdin_ended)
-            else:
-                self._slots.take(len(lines))
-                self._loop.call_soon_threadsafe(self._run.feed_lines, lines)
+            while True:
+                ready = {fd for fd, _mask in poller.poll()}
+                if self._wake_r in ready:
+                    asked = len(os.read(self._wake_r, 4096))
+                    if not asked:  # close(): the run is over
+                        return
+                    going = self._read_what_is_there(poller)
+                    self._loop.call_soon_threadsafe(self._answered, asked)
+                    if not going:
+                        return
+                elif self._fd in ready and not self._read_once():
+                    return
+        except RuntimeError:  # the loop is gone: the run already ended
+            return
+        finally:
+            with contextlib.suppress(RuntimeError):
+                self._loop.call_soon_threadsafe(self._thread_ended)
+            os.close(self._wake_r)
+
+    def _thread_ended(self) -> None:
+        self._gone = True
+        self._answered(len(self._asked))
+
+    def _read_what_is_there(self, poller: select.poll) -> bool:
+        """A catch-up: read while stdin has bytes (or its end) ready. False: stdin ended."""
+        give_up = time.monotonic() + CATCH_UP_BOUND_S
+        while time.monotonic() < give_up:
+            if not any(fd == self._fd for fd, _mask in poller.poll(0)):
+                return True
+            if not self._read_once():
+                return False
+        return True
+
+    def _read_once(self) -> bool:
+        """One read and its hand-off. False: stdin ended (the end handed too)."""
+        try:
+            chunk = os.read(self._fd, self._chunk)
+        except InterruptedError:
             return True
-        except RuntimeError:
-            return False
+        except OSError:
+            chunk = b""
+        if chunk:
+            lines = self._lines.feed(chunk)
+            if lines:
+                self._hand(lines)
+            return True
+        last = self._lines.end()  # a final line without "\n" is still a line
+        if last:
+            self._hand(last)
+        self._hand(None)
+        return False
+
+    def _hand(self, lines: list | None) -> None:
+        """Give the loop one burst (None: stdin ended), after waiting for backlog room.
+        RuntimeError: the loop is gone."""
+        if lines is None:
+            self._loop.call_soon_threadsafe(self._run.stdin_ended)
+        else:
+            self._slots.take(len(lines))
+            self._loop.call_soon_threadsafe(self._run.feed_lines, lines)
 
 
 def make_writer(out: BinaryIO, tee_path: str | None, *, loop: asyncio.AbstractEventLoop | None = None
@@ -172,8 +263,9 @@ async def host(spec: RunSpec, *, stdin: BinaryIO | None, stdout: BinaryIO,
     run = Run(spec, write, stderr=stderr)
     if attach is not None:
         attach(run)
-    if stdin is not None:
-        Intake(loop, run, stdin.fileno()).start()
+    intake = Intake(loop, run, stdin.fileno()) if stdin is not None else None
+    if intake is not None:
+        intake.start()
     else:
         run.stdin_ended()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -186,6 +278,8 @@ async def host(spec: RunSpec, *, stdin: BinaryIO | None, stdout: BinaryIO,
     try:
         return await run.execute()
     finally:
+        if intake is not None:
+            intake.close()
         close()
 
 

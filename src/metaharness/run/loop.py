@@ -18,6 +18,9 @@ Rules it keeps (the timing ones):
   BOUNDARY_BOUND_S) until the worker has taken every command already queued, so an
   inject and a frame.set sent together open the same turn however the worker's
   slices fall.
+* At the end every line already written to stdin is answered: before the wind-up the
+  intake reads what stdin holds right then (`catch_up_input`), then the commands already
+  queued may take DRAIN_BOUND_S.
 * After a stop the child's output may take STOP_BOUND_S to end; then the run winds up
   without it.
 * One timer at a time, armed for the core's next deadline; when it fires the core
@@ -29,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from typing import Any, Callable, Iterator
+from typing import Any, Awaitable, Callable, Iterator
 
 from metaharness.adapters.base import Adapter, ControlRefused, StartRefusal
 from metaharness.protocol.commands import Halt, Interrupt, PermissionSet, Steer
@@ -83,6 +86,7 @@ class Run:
         core.on_turn_done = self._turn_done.set
         core.calls.on_pending = self._arm_deadline
         self.on_command_taken: Callable[[int], None] = lambda n: None  # frees n intake slots (host.py)
+        self.catch_up_input: Callable[[], Awaitable[None]] = _nothing_to_read  # stdin's intake (host.py)
         self._batch: list | None = None  # the queue item the worker is in; its rest from _batch_next
         self._batch_next = 0
         self._fed = self._taken = 0  # queue items put and taken, so the worker knows which were
@@ -217,6 +221,7 @@ class Run:
             yield item
 
     async def _drain_commands(self) -> None:
+        await self.catch_up_input()  # a line written before the end is answered, whenever it was read
         await asyncio.sleep(0)
         try:
             await asyncio.wait_for(self._commands.join(), DRAIN_BOUND_S)
@@ -432,6 +437,10 @@ class Run:
 
     def _wind_up(self, termination: Any) -> int:
         return self.core.wind_up(termination, self._queued())
+
+
+async def _nothing_to_read() -> None:
+    return None
 
 
 # What the driver does with each command the core hands it to carry to the child.
