@@ -1,11 +1,11 @@
 """Hosting a run in this process: stdin lines in, event lines out, signals.
 
 `run_blocking(spec)` is what `metaharness run` does: it reads command lines from
-stdin on a thread that also decodes them (`Intake`: off the loop, bounded, so a flood
-neither starves the run nor grows its memory; works for pipes, sockets, files, ttys and
-a closed stdin alike), writes
-every event line to stdout (and to `--events FILE`), turns SIGINT/SIGTERM into a
-wind-up that still writes `stream.closed`, and returns the exit code.
+stdin on a thread (`Intake`: off the loop, bounded, so a flood neither starves the run
+nor grows its memory; caught up before the wind-up, so a line written before the end is
+answered; works for pipes, sockets, files, ttys and a closed stdin alike), writes every
+event line to stdout (and to `--events FILE`), turns SIGINT/SIGTERM into a wind-up that
+still writes `stream.closed`, and returns the exit code.
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ class Intake:
 
     A thread reads stdin in chunks (the read releases the GIL), splits the lines, and
     hands each chunk's lines to the loop as one burst (`Run.feed_lines`); the command worker
-    decodes each line as it takes them, in time slices that yield to the loop
+    decodes each line as it takes it, in time slices that yield to the loop
     (`Run._command_worker`). The lines of a burst hold backlog slots until the worker takes
     the burst (`Run.on_command_taken`); with BACKLOG lines held the thread stops reading, so
     the OS pipe fills and the embedder's writes block. Memory is bounded by BACKLOG lines
