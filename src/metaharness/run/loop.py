@@ -1,10 +1,11 @@
 """The run driver: the asyncio around the run core — it moves records and timers, nothing else.
 
-What belongs here: the spawn and the phases around it, the command queue and its
-worker, the waits (a turn's end, a boundary command, the child's end, a stop), the
-one deadline timer, stops (halt, SIGINT/SIGTERM) and the awaiting of wind-up. Every
-rule it applies is the core's (`core.py`, and below it `calls.py`, `commands.py`,
-`start.py`); the adapter is reached through `harness.py`.
+What belongs here: the start checks (on a thread, so a stop cuts them short), the spawn
+and the phases around it, the command queue and its worker, the waits (a turn's end, a
+boundary command, the child's end, a stop), the one deadline timer, stops (halt,
+SIGINT/SIGTERM) and the awaiting of wind-up. Every rule it applies is the core's
+(`core.py`, and below it `calls.py`, `commands.py`, `start.py`); the adapter is reached
+through `harness.py`.
 
 Rules it keeps (the timing ones):
 * Phases: a command that must reach the child (steer, permission.set, interrupt)
@@ -30,6 +31,7 @@ Rules it keeps (the timing ones):
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import os
 import time
 from typing import Any, Awaitable, Callable, Iterator
@@ -291,9 +293,10 @@ class Run:
 
         make_non_dumpable()  # nothing of this user's reaches our fds, environment or memory
         try:
-            self.core.check_start()
+            await self._check_start()
         except RunRefused as refusal:
-            return self.refuse_start(refusal)
+            if not self._stop.is_set():  # a stop that came during the checks is the answer
+                return self.refuse_start(refusal)
         worker = asyncio.create_task(self._command_worker())
         try:
             await asyncio.sleep(0)  # commands already read go first: a halt before the spawn spawns nothing
@@ -327,6 +330,27 @@ class Run:
             if self._timer is not None:
                 self._timer.cancel()
             self.harness.cleanup()
+
+    async def _check_start(self) -> None:
+        """The start checks (`core.check_start`) on a thread of their own: a vendor's `--version`
+        probe may take seconds, and a stop meanwhile kills it (`VersionProbes`) instead of
+        waiting for it. A stop that came first skips them: nothing will be spawned."""
+        from metaharness.adapters.process import VERSION_PROBES, VersionProbes
+
+        if self._stop.is_set():
+            return
+        probes = VersionProbes()
+        context = contextvars.copy_context()
+        context.run(VERSION_PROBES.set, probes)
+        checking = asyncio.get_running_loop().run_in_executor(None, context.run, self.core.check_start)
+        stopping = asyncio.ensure_future(self._stop.wait())
+        try:
+            await asyncio.wait({checking, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopping.cancel()
+        if not checking.done():
+            probes.stop()
+        await checking
 
     def _settle(self, *, spawned: bool) -> None:
         self.core.spawned = spawned

@@ -5,7 +5,8 @@ The face re-exports the kit; each rule lives in exactly one module:
 
 * `channel` — spawn on a Unix socketpair (never a pipe), the line reader/writer `ChildProcess`;
 * `confine` — the parent-death signal, the PID/mount namespace with a private /proc, non-dumpable;
-* `child` — the child's PATH, its binary resolved on that PATH, the vendor timeout formula;
+* `child` — the child's PATH, its binary resolved on that PATH, its `--version` probe (stoppable
+  by the run), the vendor timeout formula;
 * `scratch` — the one scratch base (METAHARNESS_SCRATCH_DIR, else ~/.cache/metaharness/scratch),
   private roots made by mkdtemp, and their removal at the end of a run;
 * `tree` — the process-tree kill and the wait-then-kill every stop uses;
@@ -21,8 +22,10 @@ from metaharness.adapters.process.channel import (
     spawn_on_channel,
 )
 from metaharness.adapters.process.child import (
+    VERSION_PROBES,
     BinaryMissing,
     LaunchError,
+    VersionProbes,
     binary_version,
     child_path,
     default_vendor_dir,
@@ -60,7 +63,7 @@ from metaharness.adapters.process.tree import (
 
 __all__ = [
     "STDOUT_LIMIT", "ChannelWriter", "ChildProcess", "control_socketpair", "open_channel", "spawn_on_channel",
-    "BinaryMissing", "LaunchError", "binary_version", "child_path", "default_vendor_dir", "parse_version",
+    "VERSION_PROBES", "BinaryMissing", "LaunchError", "VersionProbes", "binary_version", "child_path", "default_vendor_dir", "parse_version",
     "resolve_binary", "stderr_file_tail", "vendor_timeout_ms", "whole_seconds",
     "NAMESPACE_ENV", "confined_argv", "confinement", "make_non_dumpable", "parent_death_signal",
     "SCRATCH_ENV", "ScratchInsideCwd", "ScratchRefused", "base_chosen", "new_scratch", "private_base",

@@ -7,18 +7,24 @@ Rules kept, one place each, for every adapter:
 * the binary is resolved on that PATH, so what runs is what was checked; a missing one is
   `BinaryMissing`, named with the package and pin to install;
 * the vendor's own timeout for a blocking call is strictly longer than metaharness's decision
-  deadline, so a refusal at the deadline is always metaharness's.
+  deadline, so a refusal at the deadline is always metaharness's;
+* a `--version` probe runs in a session of its own under the run's `VersionProbes` (when the run
+  gives one): a stop during the start checks kills it, and every probe after it, at once.
 """
 
 from __future__ import annotations
 
+import contextvars
 import math
 import os
 import shutil
 import subprocess
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
+
+from metaharness.adapters.process.tree import kill_group
 
 SYSTEM_DIRS = ("/usr/local/bin", "/usr/bin", "/bin")
 
@@ -81,16 +87,66 @@ def parse_version(text: str) -> str | None:
     return None
 
 
+class VersionProbes:
+    """The `--version` probes of one run's start checks, so that a stop can end them: once
+    `stop()` is called each running probe's group is killed and a later probe does not start."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running: set[int] = set()
+        self.stopped = False
+
+    def started(self, pid: int) -> bool:
+        with self._lock:
+            if not self.stopped:
+                self._running.add(pid)
+            return not self.stopped
+
+    def ended(self, pid: int) -> None:
+        with self._lock:
+            self._running.discard(pid)
+
+    def stop(self) -> None:
+        with self._lock:
+            self.stopped = True
+            running = list(self._running)
+        for pid in running:
+            kill_group(pid)
+
+
+# The probes of the run whose start checks are running in this context (the run sets it in
+# the thread its checks run on); None: a probe nobody can stop but its timeout (the doctors).
+VERSION_PROBES: contextvars.ContextVar[VersionProbes | None] = contextvars.ContextVar(
+    "metaharness_version_probes", default=None)
+
+
 def binary_version(binary: str, path: str, *, env: dict[str, str] | None = None, timeout: float = 60) -> str | None:
     """`binary --version`, run on the child's PATH with a minimal environment (plus `env`), its
     HOME a fresh directory removed afterwards: a vendor writes there even for `--version` (Codex
     makes `.codex/tmp/arg0-linux/…`), which with HOME at the temp directory itself was left in
-    the user's TMPDIR by every run."""
+    the user's TMPDIR by every run. In a session of its own, so that its timeout or the run's
+    stop (`VersionProbes`) kills whatever it started too. None: no version could be read."""
+    probes = VERSION_PROBES.get()
     try:
         with tempfile.TemporaryDirectory(prefix="metaharness-version-") as home:
             base = {"PATH": path, "LANG": "C.UTF-8", "HOME": home, "NO_COLOR": "1", "TERM": "dumb"}
-            out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=timeout,
-                                 env={**base, **(env or {})}, stdin=subprocess.DEVNULL).stdout
+            with subprocess.Popen([binary, "--version"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                  stdin=subprocess.DEVNULL, text=True, env={**base, **(env or {})},
+                                  start_new_session=True) as probe:
+                if probes is not None and not probes.started(probe.pid):
+                    kill_group(probe.pid)
+                try:
+                    out, _ = probe.communicate(timeout=timeout)
+                except subprocess.TimeoutExpired:
+                    kill_group(probe.pid)
+                    probe.communicate()
+                    return None
+                finally:
+                    if probes is not None:
+                        probes.ended(probe.pid)
+                    kill_group(probe.pid)  # what it left behind does not outlive the probe
+                if probes is not None and probes.stopped:
+                    return None
     except (OSError, subprocess.SubprocessError):
         return None
     return parse_version(out)
