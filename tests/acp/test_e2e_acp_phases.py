@@ -74,3 +74,23 @@ def test_interrupt_on_a_pending_call_makes_no_further_model_request(kind, case):
     names = mh.names()
     result = next(i for i, e in enumerate(mh.events) if e["event"] == "command.result" and e["id"] == "i1")
     assert result < names.index("turn.ended")
+
+
+def test_a_halt_on_a_pending_call_cancels_first_and_makes_no_further_model_request(kind, case):
+    # A stop abandons the pending call like an interrupt does: the cancel goes out before the
+    # call's answer (`cancelled`), so the agent never hands a reject to the model.
+    mh = start(kind, case, [{"text": "writing", "calls": [SHELL_WRITE]}, {"text": "SECOND"}])
+    mh.wait_for(requested)
+    before = len(mh.model_requests())
+    mh.send("halt", "h1", reason="stop")
+    assert mh.finish() in (0, 3), mh.stderr()
+    mh.assert_complete()
+    assert len(mh.model_requests()) == before, f"{kind} asked the model again after the halt"
+    assert not any(e["event"] == "text" and "SECOND" in e.get("text", "") for e in mh.events)
+    assert not (case / "ws" / "pwned.txt").exists()
+    assert [d["decision"]["decision"] for d in mh.of("tool.decided")] == ["deny"]
+    sent = mh.sent()
+    answered = next(i for i, m in enumerate(sent) if isinstance(m.get("result"), dict) and "outcome" in m["result"])
+    cancel = next(i for i, m in enumerate(sent) if m.get("method") == "session/cancel")
+    assert cancel < answered
+    assert sent[answered]["result"]["outcome"] == {"outcome": "cancelled"}

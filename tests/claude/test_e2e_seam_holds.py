@@ -43,6 +43,23 @@ async def test_interrupt_on_a_pending_call_makes_no_further_model_request(tmp_pa
     assert result < names.index("turn.ended")
 
 
+async def test_a_halt_on_a_pending_call_makes_no_further_model_request(tmp_path):
+    # A stop abandons the pending call like an interrupt: the interrupt reaches Claude Code
+    # before the call's deny, so it never hands the deny to the model (it did, under load).
+    run = await ClaudeRun(str(tmp_path), scenario({"calls": [shell("echo hi > out.txt")]}, {"text": "SECOND"}),
+                          ASK).start()
+    await run.wait_event(requested)
+    before = len(run.main_requests())
+    run.send("halt", reason="stop")
+    await run.finish()
+    run.assert_complete()
+    await asyncio.sleep(1.0)
+    assert len(run.main_requests()) == before, "claude asked the model again after the halt"
+    assert not any(e["event"] == "text" and "SECOND" in e.get("text", "") for e in run.events)
+    assert not os.path.exists(run.path("out.txt"))
+    assert [d["decision"]["decision"] for d in run.of("tool.decided")] == ["deny"]
+
+
 async def test_the_agents_shell_cannot_decide_its_next_call(tmp_path):
     report = tmp_path / "report.json"
     pid_file = tmp_path / "mh.pid"

@@ -421,3 +421,50 @@ def test_missing_anthropic_key_refuses_the_start_by_name(tmp_path, monkeypatch, 
     assert len(lines) == 1 and lines[0]["event"] == "stream.closed" and lines[0]["reason"] == "error", lines
     assert lines[0]["events"] == 0
     assert not (vendor / "child-env.json").exists()
+
+
+# --- an interrupt or a stop reaches Claude Code before the pending call's deny --------------
+
+
+def _adapter_with_a_pending_callback():
+    from types import SimpleNamespace
+
+    from metaharness.run.spec import RunSpec
+
+    adapter = ClaudeAdapter(RunSpec(kind="claude", prompt="go"))
+    wire = Wire()
+    adapter.channel = ControlChannel(wire)
+    presented: list = []
+    adapter.seam = CallSeam(adapter.channel, presented.append)
+    adapter.translator = SimpleNamespace(in_turn=True)
+    adapter.seam.on_callback(callback("r1", "t1", {"command": "ls"}))
+    return adapter, wire
+
+
+def _kinds(wire: Wire) -> list[str]:
+    return [line["request"]["subtype"] if line["type"] == "control_request"
+            else line["response"]["response"]["hookSpecificOutput"]["permissionDecision"] for line in wire.lines]
+
+
+@pytest.mark.parametrize("hook", ["interrupting", "stopping"])
+async def test_the_interrupt_goes_out_before_the_abandonment_deny(hook):
+    import asyncio
+
+    adapter, wire = _adapter_with_a_pending_callback()
+    getattr(adapter, hook)()
+    adapter.deliver("t1", Deny(reason="the run was halted"), "adapter")
+    assert _kinds(wire) == ["interrupt", "deny"]
+    # interrupt() / halt() then wait for that request's reply rather than sending another
+    request_id = wire.lines[0]["request_id"]
+    waiting = asyncio.ensure_future(adapter._interrupt_replied(1.0))
+    await asyncio.sleep(0)
+    adapter.channel.on_control_response({"response": {"subtype": "success", "request_id": request_id}})
+    await waiting
+    assert _kinds(wire) == ["interrupt", "deny"]
+
+
+async def test_a_stop_between_turns_sends_no_interrupt():
+    adapter, wire = _adapter_with_a_pending_callback()
+    adapter.translator.in_turn = False
+    adapter.stopping()
+    assert _kinds(wire) == []

@@ -334,3 +334,62 @@ async def test_an_inject_and_a_frame_set_sent_together_open_the_same_turn_howeve
     assert [d["decided_by"] for d in by(events, "tool.decided")] == ["frame"]
     assert by(events, "tool.decided")[0]["decision"] == {"decision": "allow"}
     assert adapter.texts[1].endswith("step two")
+
+
+class _StopOrder(FakeAdapter):
+    """Records, in order, what a stop tells the harness: `stopping`, each decision, `halt`."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.log: list = []
+
+    def stopping(self) -> None:
+        self.log.append("stopping")
+
+    def deliver(self, call_id, decision, decided_by) -> None:
+        self.log.append(("deliver", type(decision).__name__))
+        super().deliver(call_id, decision, decided_by)
+
+    async def halt(self):
+        self.log.append("halt")
+        await super().halt()
+
+
+async def _stopped_with_a_call_pending(how: str) -> list:
+    spec = RunSpec(kind="oharness", prompt="go", decisions="ask")
+    adapter = _StopOrder(spec, [Turn([BASH])])
+
+    def embedder(run, event):
+        if event["event"] == "tool.requested":
+            if how == "halt":
+                run.feed_command(cmd_halt())
+            else:
+                asyncio.ensure_future(run.request_stop())
+
+    await drive(spec, adapter, on_event=embedder)
+    return adapter.log
+
+
+def cmd_halt():
+    from metaharness.protocol.decode import decode_command_line
+
+    return decode_command_line(cmd("halt", id="h", reason="enough"))
+
+
+async def test_a_stop_tells_the_harness_before_it_abandons_the_pending_call():
+    # A harness that read the deny first could hand it to the model before the stop reached it
+    # (Claude Code and Gemini CLI did, under load); `stopping` lets it stop first.
+    for how in ("halt", "signal"):
+        assert await _stopped_with_a_call_pending(how) == ["stopping", ("deliver", "Deny"), "halt"], how
+
+
+async def test_a_stop_with_no_call_pending_tells_the_harness_nothing_before_halt():
+    spec = RunSpec(kind="oharness", prompt="go", decisions="ask", keep_open=True)
+    adapter = _StopOrder(spec, [Turn([])])
+
+    def embedder(run, event):
+        if event["event"] == "turn.ended":
+            asyncio.ensure_future(run.request_stop())
+
+    await drive(spec, adapter, on_event=embedder)
+    assert adapter.log == ["halt"]

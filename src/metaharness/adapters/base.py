@@ -260,7 +260,14 @@ class Adapter(abc.ABC):
     def interrupting(self) -> None:
         """An interrupt is about to be processed: the decisions delivered next are its
         abandonment denies, and `interrupt()` follows. An adapter whose harness could act
-        on a deny before it reads the interrupt carries both as one message."""
+        on a deny before it reads the interrupt carries both as one message, or sends the
+        interrupt first."""
+
+    def stopping(self) -> None:
+        """A stop (halt, SIGINT/SIGTERM) is about to abandon the calls waiting mid-turn: the
+        decisions delivered next are its abandonment denies, and `halt()` follows. Like
+        `interrupting`: a harness that could hand a deny to the model before it reads the
+        stop is told to stop first."""
 
     def alive(self) -> bool:
         """False once the child is known to have exited (nothing can be delivered to it)."""

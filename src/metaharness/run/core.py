@@ -264,7 +264,7 @@ class RunCore:
         self.on_wake()
 
     def halt_taken(self, cid: str) -> None:
-        self.calls.abandon_all("the run was halted")
+        self._abandon_for_stop("the run was halted")
         self.halt_id = cid
         self.calls.halted = True
         self.winding_up = True
@@ -285,7 +285,13 @@ class RunCore:
         """SIGINT/SIGTERM: wind up (no halt command was processed)."""
         if not self.winding_up:
             self.winding_up = True
-            self.calls.abandon_all("the stream ended")
+            self._abandon_for_stop("the stream ended")
+
+    def _abandon_for_stop(self, why: str) -> None:
+        """A stop's abandonment denies; the harness hears of the stop before them (`stopping`)."""
+        if self.calls.pending and self.spawned:
+            self.harness.stopping()
+        self.calls.abandon_all(why)
 
     def stdin_ended(self) -> None:
         self.stdin_done = True

@@ -116,6 +116,9 @@ class Harness:
     def interrupting(self) -> None:
         self.adapter.interrupting()
 
+    def stopping(self) -> None:
+        self.adapter.stopping()
+
     def interrupt(self):
         return self.adapter.interrupt()
 

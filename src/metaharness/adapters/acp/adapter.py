@@ -328,6 +328,10 @@ class AcpAdapter(Adapter):
         if self.seam is not None:
             self.seam.cancelling = True
 
+    def stopping(self) -> None:
+        # A stop's abandonment denies come next, then halt(): the cancel goes first, as for an interrupt.
+        self.interrupting()
+
     async def interrupt(self) -> None:
         if self.seam is not None:
             self.seam.cancel_all()

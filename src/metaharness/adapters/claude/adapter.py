@@ -85,6 +85,7 @@ class ClaudeAdapter(Adapter):
         self._interrupting = False
         self._held_end: list[tuple] = []
         self._result_seen = asyncio.Event()
+        self._interrupt_sent: tuple[str, asyncio.Future] | None = None  # sent ahead of its denies, reply awaited later
         self._termination: ProcessTermination | None = None
         self._session_end_sent = False
         self._script = None
@@ -395,12 +396,41 @@ class ClaudeAdapter(Adapter):
             raise ControlRefused("UNSUPPORTED_CONTROL", f"claude refused {word!r}: {words}" + (f" ({code})" if code else ""))
         return None
 
+    # The interrupt goes out before the abandonment denies of an interrupt or a stop: Claude
+    # Code that reads a deny first hands it to the model — one more model request — before it
+    # reads the interrupt (seen on a loaded machine). The denies follow; the reply is awaited
+    # by interrupt() or halt().
+    def interrupting(self) -> None:
+        self._interrupting = True
+        self._send_interrupt()
+
+    def stopping(self) -> None:
+        if self.translator is not None and self.translator.in_turn:
+            self._send_interrupt()
+
+    def _send_interrupt(self) -> None:
+        if self._interrupt_sent is not None or self.channel is None or self.channel.closed:
+            return
+        self._result_seen.clear()
+        try:
+            self._interrupt_sent = self.channel.send_request({"subtype": "interrupt"})
+        except (ChannelClosed, ConnectionError, BrokenPipeError):
+            pass
+
+    async def _interrupt_replied(self, timeout: float) -> None:
+        """Send the interrupt unless it went out already; wait for its reply."""
+        assert self.channel is not None
+        self._send_interrupt()
+        sent, self._interrupt_sent = self._interrupt_sent, None
+        if sent is not None:
+            await self.channel.reply(sent, timeout)
+
     async def interrupt(self) -> None:
         assert self.channel is not None and self.seam is not None
         self._interrupting = True
         try:
             self.seam.deny_unanswered("the run was interrupted before this call was decided, so nothing ran")
-            await self.channel.request({"subtype": "interrupt"}, CONTROL_TIMEOUT_S)
+            await self._interrupt_replied(CONTROL_TIMEOUT_S)
         except (ChannelClosed, asyncio.TimeoutError, ConnectionError, BrokenPipeError):
             pass  # a child that is gone or ending runs no further turn either
         finally:
@@ -451,10 +481,9 @@ class ClaudeAdapter(Adapter):
         if process.returncode is None and self.channel is not None and not self.channel.closed:
             if self.seam is not None:
                 self.seam.deny_unanswered("the run was halted before this call was decided, so nothing ran")
-            if self.translator is not None and self.translator.in_turn:
-                self._result_seen.clear()
+            if self._interrupt_sent is not None or (self.translator is not None and self.translator.in_turn):
                 try:
-                    await self.channel.request({"subtype": "interrupt"}, 2.0)
+                    await self._interrupt_replied(2.0)
                     await asyncio.wait_for(self._result_seen.wait(), 2.0)
                 except (ChannelClosed, asyncio.TimeoutError, ConnectionError, BrokenPipeError):
                     pass

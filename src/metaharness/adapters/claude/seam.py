@@ -94,7 +94,11 @@ class ControlChannel:
     async def request(self, request: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
         """Send a control request; return the reply's `response` object (subtype
         success or error)."""
-        request_id, future = self.send_request(request)
+        return await self.reply(self.send_request(request), timeout)
+
+    async def reply(self, sent: tuple[str, asyncio.Future], timeout: float | None = None) -> dict[str, Any]:
+        """The reply to a request `send_request` sent (its `response` object)."""
+        request_id, future = sent
         try:
             return await asyncio.wait_for(future, timeout)
         finally:
