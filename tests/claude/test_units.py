@@ -468,3 +468,36 @@ async def test_a_stop_between_turns_sends_no_interrupt():
     adapter.translator.in_turn = False
     adapter.stopping()
     assert _kinds(wire) == []
+
+
+@pytest.mark.parametrize("how", ["output ended", "stdin closed", "channel failed"])
+async def test_an_interrupt_that_reaches_nobody_is_never_ok(how):
+    """Claude Code has exited (its output ended, or the channel closed under the request): the
+    interrupt raises, so the run answers TOO_LATE instead of ok."""
+    import asyncio
+
+    adapter, wire = _adapter_with_a_pending_callback()
+    if how == "output ended":
+        adapter._output_ended = True
+    elif how == "stdin closed":
+        adapter.channel.closed = True
+    interrupting = asyncio.ensure_future(adapter.interrupt())
+    await asyncio.sleep(0)
+    if how == "channel failed":
+        assert _kinds(wire) == ["deny", "interrupt"]  # sent; its reply will never come
+        adapter.channel.fail_waiting("claude's output ended")
+    with pytest.raises(BrokenPipeError):
+        await interrupting
+    if how == "output ended":
+        assert _kinds(wire) == ["deny"]  # nothing sent to a child that is gone, the pending call answered
+
+
+async def test_an_interrupt_that_claude_code_answers_is_ok():
+    import asyncio
+
+    adapter, wire = _adapter_with_a_pending_callback()
+    interrupting = asyncio.ensure_future(adapter.interrupt())
+    await asyncio.sleep(0)
+    request_id = [line for line in wire.lines if line["type"] == "control_request"][0]["request_id"]
+    adapter.channel.on_control_response({"response": {"subtype": "success", "request_id": request_id}})
+    assert await interrupting is None

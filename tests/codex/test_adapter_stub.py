@@ -253,6 +253,42 @@ async def test_interrupt_declines_first_then_turn_interrupt(tmp_path, stub_vendo
     assert ctx.of("text")[-1].text == "second"
 
 
+async def test_an_interrupt_after_codex_died_reaches_nobody_and_says_so(tmp_path, stub_vendor):
+    """Killed with a call pending: the adapter knows at once (before asyncio reaped it), and an
+    interrupt raises, so the run answers it TOO_LATE rather than ok."""
+    import os
+    import signal
+    import time
+
+    vendor = stub_vendor({"turns": [[{"command": "echo x > x.txt"}]]})
+    work = tmp_path / "work"
+    work.mkdir()
+    ctx = FakeContext(str(work))
+    adapter = CodexAdapter(make_spec(work, vendor))
+    adapter.plan()
+    await adapter.start(ctx)
+    await adapter.begin_turn("go")
+    for _ in range(200):
+        if ctx.calls:
+            break
+        await asyncio.sleep(0.02)
+    assert adapter.alive()
+    os.kill(adapter.proc.pid, signal.SIGKILL)
+    for _ in range(500):  # no await: the loop has not seen the death (a watcher thread may have reaped it)
+        try:
+            with open(f"/proc/{adapter.proc.pid}/stat") as handle:
+                if handle.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    break
+        except FileNotFoundError:
+            break
+        time.sleep(0.01)
+    assert adapter.proc.returncode is None and not adapter.alive()
+    with pytest.raises(BrokenPipeError):
+        await adapter.interrupt()
+    await asyncio.wait_for(adapter.wait(), 10)
+    assert not (work / "x.txt").exists()
+
+
 async def test_halt_ends_the_process(tmp_path, stub_vendor):
     vendor = stub_vendor({"turns": [[{"command": "echo x > x.txt"}]]})
     work = tmp_path / "work"

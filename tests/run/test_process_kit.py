@@ -124,6 +124,23 @@ async def test_wait_or_kill_lets_a_child_exit_by_itself():
     assert await process.wait_or_kill(proc, 10) is True and proc.returncode == 3
 
 
+async def test_a_child_is_known_to_have_exited_before_asyncio_reaps_it():
+    """A command read in the loop pass where the child died must not be carried to it: the
+    kernel is asked, while the child's returncode is still None (nothing yielded to the loop)."""
+    import asyncio
+    import signal
+
+    proc = await asyncio.create_subprocess_exec("sleep", "60")
+    assert not process.has_exited(proc)
+    os.kill(proc.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while _alive(proc.pid) and time.monotonic() < deadline:  # no await: the loop cannot run
+        time.sleep(0.01)
+    assert proc.returncode is None  # asyncio has not been told yet
+    assert process.has_exited(proc)
+    assert await asyncio.wait_for(proc.wait(), 10) == -9  # the peek left the status for asyncio
+
+
 # --- JSON-RPC line framing, one module under two dialects ---------------------------------------
 
 

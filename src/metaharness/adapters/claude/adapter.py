@@ -23,8 +23,8 @@ from typing import Any, ClassVar
 
 from metaharness.adapters.base import (Adapter, ControlRefused, RunContext, StartRefusal, Tool, path_at,
                                       plan_loopback_script, stop_services)
-from metaharness.adapters.process import (ScratchRefused, binary_version, kill_tree, remove_scratch, spawn_on_channel,
-                                         wait_or_kill)
+from metaharness.adapters.process import (ScratchRefused, binary_version, has_exited, kill_tree, remove_scratch,
+                                         spawn_on_channel, wait_or_kill)
 from metaharness.protocol.descriptor import CapabilityDescriptor, harness_descriptor
 from metaharness.protocol.values import (
     Exited,
@@ -86,6 +86,7 @@ class ClaudeAdapter(Adapter):
         self._held_end: list[tuple] = []
         self._result_seen = asyncio.Event()
         self._interrupt_sent: tuple[str, asyncio.Future] | None = None  # sent ahead of its denies, reply awaited later
+        self._output_ended = False  # Claude Code's stdout ended: it has exited, or is about to
         self._termination: ProcessTermination | None = None
         self._session_end_sent = False
         self._script = None
@@ -276,6 +277,7 @@ class ClaudeAdapter(Adapter):
                     break
                 self._on_line(raw, time.perf_counter_ns())
         finally:
+            self._output_ended = True
             if self.channel is not None:
                 self.channel.fail_waiting("claude's output ended")
             self._release_held_end()
@@ -417,25 +419,32 @@ class ClaudeAdapter(Adapter):
         except (ChannelClosed, ConnectionError, BrokenPipeError):
             pass
 
-    async def _interrupt_replied(self, timeout: float) -> None:
-        """Send the interrupt unless it went out already; wait for its reply."""
+    async def _interrupt_replied(self, timeout: float) -> bool:
+        """Send the interrupt unless it went out already; wait for its reply. False when it could
+        not be sent (the channel is closed)."""
         assert self.channel is not None
         self._send_interrupt()
         sent, self._interrupt_sent = self._interrupt_sent, None
-        if sent is not None:
-            await self.channel.reply(sent, timeout)
+        if sent is None:
+            return False
+        await self.channel.reply(sent, timeout)
+        return True
 
     async def interrupt(self) -> None:
         assert self.channel is not None and self.seam is not None
         self._interrupting = True
         try:
             self.seam.deny_unanswered("the run was interrupted before this call was decided, so nothing ran")
-            await self._interrupt_replied(CONTROL_TIMEOUT_S)
-        except (ChannelClosed, asyncio.TimeoutError, ConnectionError, BrokenPipeError):
-            pass  # a child that is gone or ending runs no further turn either
+            if not self._output_ended and await self._interrupt_replied(CONTROL_TIMEOUT_S):
+                return
+        except asyncio.TimeoutError:
+            return  # a child that is ending runs no further turn either
+        except (ChannelClosed, ConnectionError):
+            pass
         finally:
             # Released after the caller wrote the interrupt's command.result (same task step).
             asyncio.get_running_loop().call_soon(self._release_held_end)
+        raise BrokenPipeError("Claude Code has exited, so the interrupt reached nothing")  # never `ok` then
 
     def _release_held_end(self) -> None:
         self._interrupting = False
@@ -450,7 +459,8 @@ class ClaudeAdapter(Adapter):
             self.ctx.warn("PROXY_REFUSED", refused_message(method, target))
 
     def alive(self) -> bool:
-        return self.process is None or self.process.returncode is None
+        """False once Claude Code exited or its output ended (before it was reaped)."""
+        return self.process is None or not (self._output_ended or has_exited(self.process))
 
     async def finish(self) -> None:
         self._closing = True

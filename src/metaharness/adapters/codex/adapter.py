@@ -32,8 +32,8 @@ from typing import Any
 
 from metaharness.adapters.base import (Adapter, ControlRefused, OpKey, Resolution, StartRefusal, Tool, own_version,
                                       plan_loopback_script, stop_services)
-from metaharness.adapters.process import (binary_version, descendant_groups, kill_groups, remove_scratch,
-                                         spawn_on_channel, stderr_file_tail, wait_or_kill)
+from metaharness.adapters.process import (binary_version, descendant_groups, has_exited, kill_groups,
+                                         remove_scratch, spawn_on_channel, stderr_file_tail, wait_or_kill)
 from metaharness.protocol.descriptor import CapabilityDescriptor, harness_descriptor
 from metaharness.protocol.values import (
     Exited,
@@ -466,7 +466,10 @@ class CodexAdapter(Adapter):
         self.ctx.warn("PROXY_REFUSED", refused_message(method, target))
 
     def alive(self) -> bool:
-        return self.proc is None or self.proc.returncode is None
+        """False once Codex exited or its channel is gone (its output ended before it was reaped)."""
+        if self.proc is None:
+            return True
+        return not has_exited(self.proc) and (self.rpc is None or self.rpc.reaches_the_peer())
 
     def turn_coming(self) -> bool:
         """A steer Codex did not take up will open the next turn (see `_on_turn_completed`)."""
@@ -564,7 +567,7 @@ class CodexAdapter(Adapter):
         turn_id = self.translator.active_turn_id if self.translator else None
         turn_id = turn_id or self.turn_id
         groups = self._descendant_groups()
-        if turn_id is not None and not self.rpc.closed:
+        if turn_id is not None and self.rpc.reaches_the_peer():
             try:
                 await self.rpc.request("turn/interrupt", {"threadId": self.thread_id, "turnId": turn_id}, timeout=5)
             except (RpcError, RpcClosed, asyncio.TimeoutError):
@@ -572,6 +575,8 @@ class CodexAdapter(Adapter):
         # turn/interrupt does not stop a running command (docs/guides/claude-and-codex.md): kill its groups.
         groups |= self._descendant_groups()
         kill_groups(groups, spare={self.proc.pid} if self.proc else set())
+        if not self.rpc.reaches_the_peer():  # never `ok` for an interrupt that reached nobody
+            raise BrokenPipeError("codex has exited, so the interrupt reached nothing")
 
     def _descendant_groups(self) -> set[int]:
         if self.proc is None or self.proc.returncode is not None:

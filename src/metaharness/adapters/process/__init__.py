@@ -9,7 +9,7 @@ The face re-exports the kit; each rule lives in exactly one module:
   by the run), the vendor timeout formula;
 * `scratch` — the one scratch base (METAHARNESS_SCRATCH_DIR, else ~/.cache/metaharness/scratch),
   private roots made by mkdtemp, and their removal at the end of a run;
-* `tree` — the process-tree kill and the wait-then-kill every stop uses;
+* `tree` — the process-tree kill, the wait-then-kill every stop uses, whether the child exited;
 * `jsonrpc` — JSON-RPC 2.0 line framing over the channel (Codex's app-server, the ACP agents).
 """
 
@@ -55,6 +55,7 @@ from metaharness.adapters.process.scratch import (
 )
 from metaharness.adapters.process.tree import (
     descendant_groups,
+    has_exited,
     kill_group,
     kill_groups,
     kill_tree,
@@ -68,5 +69,5 @@ __all__ = [
     "NAMESPACE_ENV", "confined_argv", "confinement", "make_non_dumpable", "parent_death_signal",
     "SCRATCH_ENV", "ScratchInsideCwd", "ScratchRefused", "base_chosen", "new_scratch", "private_base",
     "private_scratch", "remove_scratch", "scratch_base",
-    "descendant_groups", "kill_group", "kill_groups", "kill_tree", "wait_or_kill",
+    "descendant_groups", "has_exited", "kill_group", "kill_groups", "kill_tree", "wait_or_kill",
 ]

@@ -4,7 +4,10 @@ A vendor's tool commands run in process groups of their own below the child; sto
 collects every group first and kills them after, so nothing re-parents out of reach. Rules kept:
 * our own process group and init's are never signalled;
 * a stop gives the child a grace period to exit by itself (its stdin is closed first), then
-  kills its tree — `wait_or_kill` is that one sequence for every adapter.
+  kills its tree — `wait_or_kill` is that one sequence for every adapter;
+* whether the child has exited is asked of the kernel (`has_exited`), which knows before
+  asyncio's child watcher has reaped it: a command read in the same loop pass as the child's
+  death is then not carried to a process that is gone.
 """
 
 from __future__ import annotations
@@ -13,6 +16,17 @@ import asyncio
 import os
 import signal
 from typing import Any
+
+
+def has_exited(proc: Any) -> bool:
+    """True once `proc` (an asyncio subprocess of ours) has exited, reaped or not. The peek leaves
+    the exit status in place (WNOWAIT) for asyncio's child watcher to collect."""
+    if proc.returncode is not None:
+        return True
+    try:
+        return os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:  # reaped already, its returncode not yet set
+        return True
 
 
 def _parent_and_group(pid: int) -> tuple[int, int] | None:
