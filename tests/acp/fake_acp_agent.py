@@ -142,13 +142,18 @@ def turn(request_id: int, text: str) -> None:
 
 def guard() -> None:
     """What the opencode adapter's guard plugin does inside opencode when it opens a session:
-    PR_SET_DUMPABLE 0, then PR_GET_DUMPABLE recorded where the adapter looks for it."""
+    PR_SET_DUMPABLE 0, the processes it starts from then on without the server password, and
+    what it found recorded where the adapter looks for it."""
     import ctypes
+    import subprocess
 
     prctl = ctypes.CDLL(None, use_errno=True).prctl
     prctl(4, 0, 0, 0, 0)
+    os.environ.pop("OPENCODE_SERVER_PASSWORD", None)
+    inherited = subprocess.run(["/usr/bin/env"], capture_output=True, text=True).stdout.splitlines()
+    spawns = not any(line.startswith("OPENCODE_SERVER_PASSWORD=") for line in inherited)
     with open(os.environ["METAHARNESS_GUARD_FILE"], "w") as handle:
-        json.dump({"dumpable": prctl(3, 0, 0, 0, 0), "pid": os.getpid()}, handle)
+        json.dump({"dumpable": prctl(3, 0, 0, 0, 0), "spawns": spawns, "pid": os.getpid()}, handle)
 
 
 def main() -> None:

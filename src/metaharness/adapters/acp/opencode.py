@@ -23,12 +23,14 @@ the seam for any process that can authenticate. So:
 * a per-run `OPENCODE_SERVER_PASSWORD` (without it the server answers anyone on the machine);
 * the guard plugin (`GUARD_PLUGIN`, in the global config directory, loaded when the session
   opens): opencode becomes non-dumpable (its /proc environ, memory and fds are closed to the
-  agent's processes) and every shell it starts gets an empty password; a run whose opencode did
-  not record the guard is refused (`_check_guard`).
+  agent's processes) and every process it starts from then on, shells and helpers alike, goes
+  without the password; a run whose opencode did not record the guard is refused (`_check_guard`).
 What stays open (the README says so): an agent with root's capabilities (a root child where
 the machine has no user namespaces; elsewhere the child has none, root or not) reads the
-password from /proc/<opencode pid>/environ; helpers opencode starts other than shells (git, ripgrep) carry it
-in their environment while they run. tests/acp/test_e2e_acp_state_holds.py attacks the server.
+password from /proc/<opencode pid>/environ. The git calls of opencode's project detection,
+before the session opens, still carry it; they end before any agent code runs.
+tests/acp/test_e2e_acp_state_holds.py attacks the server; test_e2e_opencode_helpers.py wraps
+the helpers.
 """
 
 from __future__ import annotations
@@ -85,19 +87,48 @@ POLICY_VIEW: dict[str, tuple[str, dict[str, str]]] = {
 FIXED_REFUSAL = "The user rejected permission to use this specific tool call."
 # A plugin in the global config directory (read once, at start): it makes the opencode process
 # non-dumpable, so a process of the same user (the agent's shell) cannot read its environment
-# or memory through /proc or ptrace, and gives every shell opencode starts an empty
-# OPENCODE_SERVER_PASSWORD, so the agent does not inherit the password of opencode's own
-# loopback HTTP API. It records PR_GET_DUMPABLE once done, for the adapter to check.
+# or memory through /proc or ptrace, and keeps OPENCODE_SERVER_PASSWORD, the password of
+# opencode's own loopback HTTP API, out of every process opencode starts: its shells get an
+# empty one (`shell.env`), and every spawn through node's child_process or Bun.spawn (git,
+# ripgrep, pgrep, formatters, language servers) gets its environment without it — a helper
+# is dumpable again once it execs, so the agent could read its /proc/<pid>/environ while it
+# runs. It records PR_GET_DUMPABLE and whether the spawns are covered, for the adapter to check.
 GUARD_PLUGIN = """import { dlopen, FFIType } from "bun:ffi";
+import childProcess from "node:child_process";
 const I = FFIType.i32, U = FFIType.u64;
+const KEY = "OPENCODE_SERVER_PASSWORD";
+// OPENCODE_SERVER_PASSWORD stays in process.env: opencode's server reads it on every request
+// (without it the server answers anyone), so only the children's copies go without it.
+const withoutPassword = (options) => {
+  const env = { ...(options?.env ?? process.env) };
+  delete env[KEY];
+  return { ...options, env };
+};
+const guardSpawns = () => {
+  for (const name of ["spawn", "spawnSync"]) {  // exec, execFile, fork and the Sync forms go through these
+    const spawn = childProcess[name];
+    childProcess[name] = function (file, args, options) {
+      return Array.isArray(args) ? spawn.call(this, file, args, withoutPassword(options))
+                                 : spawn.call(this, file, withoutPassword(args));
+    };
+  }
+  for (const name of ["spawn", "spawnSync"]) {  // Bun.spawn(argv, options) or Bun.spawn({ cmd, ...options })
+    const spawn = Bun[name];
+    Bun[name] = function (argv, options) {
+      return Array.isArray(argv) ? spawn.call(this, argv, withoutPassword(options))
+                                 : spawn.call(this, withoutPassword(argv));
+    };
+  }
+  const probe = childProcess.spawnSync("/usr/bin/env", []);  // what a helper inherits now
+  return probe.status === 0 && !String(probe.stdout).split("\\n").some((line) => line.startsWith(`${KEY}=`));
+};
 export const MetaharnessGuard = async () => {
   const libc = dlopen("libc.so.6", { prctl: { args: [I, U, U, U, U], returns: I } });
   libc.symbols.prctl(4, 0, 0, 0, 0);  // PR_SET_DUMPABLE 0
   const dumpable = libc.symbols.prctl(3, 0, 0, 0, 0);  // PR_GET_DUMPABLE
-  // OPENCODE_SERVER_PASSWORD stays in process.env: opencode's server reads it on every request
-  // (without it the server answers anyone), so only the shells' copies are emptied.
-  await Bun.write(process.env.METAHARNESS_GUARD_FILE, JSON.stringify({ dumpable, pid: process.pid }));
-  return { "shell.env": async (_input, output) => { output.env.OPENCODE_SERVER_PASSWORD = ""; } };
+  const spawns = guardSpawns();
+  await Bun.write(process.env.METAHARNESS_GUARD_FILE, JSON.stringify({ dumpable, spawns, pid: process.pid }));
+  return { "shell.env": async (_input, output) => { output.env[KEY] = ""; } };
 };
 """
 
@@ -197,11 +228,11 @@ class OpencodeAdapter(AcpAdapter):
             guard = json.loads((self.scratch.root / "guard.json").read_text())
         except (OSError, ValueError):
             guard = None
-        if not isinstance(guard, dict) or guard.get("dumpable") != 0:
+        if not isinstance(guard, dict) or guard.get("dumpable") != 0 or guard.get("spawns") is not True:
             raise StartRefusal("VendorCapability", (
                 "opencode did not load metaharness's guard plugin (which makes it non-dumpable and keeps the password "
-                "of its loopback HTTP API out of the agent's shells), so the agent could answer its own permission "
-                f"requests; refusing the run (guard: {guard!r})"))
+                "of its loopback HTTP API out of every process it starts), so the agent could answer its own "
+                f"permission requests; refusing the run (guard: {guard!r})"))
 
     def mode_allowed(self, mode: str) -> bool:
         return self.initial_mode is None or mode == self.initial_mode
