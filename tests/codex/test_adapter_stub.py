@@ -30,6 +30,23 @@ async def finish(adapter: CodexAdapter) -> object:
     return await asyncio.wait_for(adapter.wait(), 15)
 
 
+async def with_a_pending_call(tmp_path, vendor) -> tuple[CodexAdapter, FakeContext, object]:
+    """An adapter on the stub whose first turn has presented its call (undecided)."""
+    work = tmp_path / "work"
+    work.mkdir()
+    ctx = FakeContext(str(work))
+    adapter = CodexAdapter(make_spec(work, vendor))
+    adapter.plan()
+    await adapter.start(ctx)
+    ctx.turn_ended_event = asyncio.Event()
+    await adapter.begin_turn("go")
+    for _ in range(200):
+        if ctx.calls:
+            break
+        await asyncio.sleep(0.02)
+    return adapter, ctx, work
+
+
 async def test_handshake_session_started_and_held_warning(tmp_path, stub_vendor):
     vendor = stub_vendor({"turns": [[{"text": "hello"}]]})
     work = tmp_path / "work"
@@ -228,18 +245,7 @@ async def test_posture_and_frame_drive_the_sandbox(tmp_path, stub_vendor):
 
 async def test_interrupt_declines_first_then_turn_interrupt(tmp_path, stub_vendor):
     vendor = stub_vendor({"turns": [[{"command": "echo x > x.txt"}, {"sleep": 3}], [{"text": "second"}]]})
-    work = tmp_path / "work"
-    work.mkdir()
-    ctx = FakeContext(str(work))
-    adapter = CodexAdapter(make_spec(work, vendor))
-    adapter.plan()
-    await adapter.start(ctx)
-    ctx.turn_ended_event = asyncio.Event()
-    await adapter.begin_turn("go")
-    for _ in range(200):
-        if ctx.calls:
-            break
-        await asyncio.sleep(0.02)
+    adapter, ctx, work = await with_a_pending_call(tmp_path, vendor)
     await adapter.interrupt()
     await asyncio.wait_for(ctx.turn_ended_event.wait(), 15)
     assert ctx.of("turn.ended")[-1] == "interrupted"
@@ -261,17 +267,7 @@ async def test_an_interrupt_after_codex_died_reaches_nobody_and_says_so(tmp_path
     import time
 
     vendor = stub_vendor({"turns": [[{"command": "echo x > x.txt"}]]})
-    work = tmp_path / "work"
-    work.mkdir()
-    ctx = FakeContext(str(work))
-    adapter = CodexAdapter(make_spec(work, vendor))
-    adapter.plan()
-    await adapter.start(ctx)
-    await adapter.begin_turn("go")
-    for _ in range(200):
-        if ctx.calls:
-            break
-        await asyncio.sleep(0.02)
+    adapter, _ctx, work = await with_a_pending_call(tmp_path, vendor)
     assert adapter.alive()
     os.kill(adapter.proc.pid, signal.SIGKILL)
     for _ in range(500):  # no await: the loop has not seen the death (a watcher thread may have reaped it)
@@ -291,17 +287,7 @@ async def test_an_interrupt_after_codex_died_reaches_nobody_and_says_so(tmp_path
 
 async def test_halt_ends_the_process(tmp_path, stub_vendor):
     vendor = stub_vendor({"turns": [[{"command": "echo x > x.txt"}]]})
-    work = tmp_path / "work"
-    work.mkdir()
-    ctx = FakeContext(str(work))
-    adapter = CodexAdapter(make_spec(work, vendor))
-    adapter.plan()
-    await adapter.start(ctx)
-    await adapter.begin_turn("go")
-    for _ in range(200):
-        if ctx.calls:
-            break
-        await asyncio.sleep(0.02)
+    adapter, _ctx, work = await with_a_pending_call(tmp_path, vendor)
     await adapter.halt()
     termination = await asyncio.wait_for(adapter.wait(), 10)
     assert termination is not None and adapter.proc.returncode is not None
