@@ -16,7 +16,7 @@ behind the earlier batch's permission.set and answered right after the spawn.
 killed and reaped as far as the kernel goes, the batch written, metaharness resumed — so
 the lines are in its stdin before it can notice the death, and it must still answer each.
 
-Imported by tests/claude, tests/codex and tests/acp (which put tests/ on sys.path).
+Imported by tests/claude, tests/codex, tests/acp and tests/run (which put tests/ on sys.path).
 """
 
 from __future__ import annotations
@@ -182,6 +182,15 @@ def descendants(root: int) -> list[int]:
     for pid in found:
         found += children_of(pid)
     return found[1:]
+
+
+def running(pid: int) -> bool:
+    """True while `pid` exists and is not a zombie (killed, not yet reaped)."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def _argv(pid: int) -> list[bytes]:

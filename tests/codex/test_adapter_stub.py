@@ -4,6 +4,8 @@ answers on the wire, controls. The real binary is exercised in test_e2e.py."""
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
 
 import pytest
 
@@ -13,6 +15,9 @@ from metaharness.protocol.frame import seal
 from metaharness.protocol.values import Abstain, Allow, Deny, Exited, Replace
 
 from codex_helpers import FakeContext, make_spec, wire_log
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+import phase_commands as pc  # noqa: E402  (the process-tree helpers the vendor phase tests share)
 
 FRAME_FIELDS = {"workflow": {"id": "w", "version": "1"}, "node": {"id": "n"},
                 "step": {"workflow": "w", "state": "n", "index": 1, "attempt": 1}, "prior": [], "obligations": [],
@@ -262,7 +267,6 @@ async def test_interrupt_declines_first_then_turn_interrupt(tmp_path, stub_vendo
 async def test_an_interrupt_after_codex_died_reaches_nobody_and_says_so(tmp_path, stub_vendor):
     """Killed with a call pending: the adapter knows at once (before asyncio reaped it), and an
     interrupt raises, so the run answers it TOO_LATE rather than ok."""
-    import os
     import signal
     import time
 
@@ -271,11 +275,7 @@ async def test_an_interrupt_after_codex_died_reaches_nobody_and_says_so(tmp_path
     assert adapter.alive()
     os.kill(adapter.proc.pid, signal.SIGKILL)
     for _ in range(500):  # no await: the loop has not seen the death (a watcher thread may have reaped it)
-        try:
-            with open(f"/proc/{adapter.proc.pid}/stat") as handle:
-                if handle.read().rsplit(")", 1)[1].split()[0] == "Z":
-                    break
-        except FileNotFoundError:
+        if not pc.running(adapter.proc.pid):
             break
         time.sleep(0.01)
     assert adapter.proc.returncode is None and not adapter.alive()

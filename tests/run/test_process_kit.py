@@ -5,18 +5,15 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import time
 
 from metaharness.adapters import process
 from metaharness.adapters.claude import launch as claude_launch
 
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+import phase_commands as pc  # noqa: E402  (the process-tree helpers the vendor phase tests share)
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def test_the_tree_is_collected_and_killed_group_by_group(tmp_path):
@@ -36,10 +33,10 @@ def test_the_tree_is_collected_and_killed_group_by_group(tmp_path):
         process.kill_tree(child.pid)
         child.wait(timeout=10)
         for _ in range(200):
-            if not _alive(grandchild):
+            if not pc.running(grandchild):
                 break
             time.sleep(0.01)
-        assert not _alive(grandchild)
+        assert not pc.running(grandchild)
     finally:
         if child.poll() is None:
             child.kill()
@@ -111,10 +108,10 @@ async def test_wait_or_kill_kills_the_tree_after_the_grace(tmp_path):
     assert await process.wait_or_kill(proc, 0.2) is False
     assert await asyncio.wait_for(proc.wait(), 10) == -9
     for _ in range(200):
-        if not _alive(grandchild):
+        if not pc.running(grandchild):
             break
         await asyncio.sleep(0.01)
-    assert not _alive(grandchild)
+    assert not pc.running(grandchild)
 
 
 async def test_wait_or_kill_lets_a_child_exit_by_itself():
@@ -134,7 +131,7 @@ async def test_a_child_is_known_to_have_exited_before_asyncio_reaps_it():
     assert not process.has_exited(proc)
     os.kill(proc.pid, signal.SIGKILL)
     deadline = time.monotonic() + 10
-    while _alive(proc.pid) and time.monotonic() < deadline:  # no await: the loop cannot run
+    while pc.running(proc.pid) and time.monotonic() < deadline:  # no await: the loop cannot run
         time.sleep(0.01)
     assert proc.returncode is None  # asyncio has not been told yet
     assert process.has_exited(proc)

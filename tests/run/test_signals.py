@@ -13,6 +13,9 @@ import time
 
 import pytest
 
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+import phase_commands as pc  # noqa: E402  (the process-tree helpers the vendor phase tests share)
+
 BOUND_S = 30
 
 
@@ -100,23 +103,6 @@ def test_a_second_signal_during_wind_up_still_closes(tmp_path):
     _assert_closed(_finish(proc))
 
 
-def _descendants(root: int) -> list[int]:
-    found = [root]
-    for pid in found:
-        try:
-            for task in os.listdir(f"/proc/{pid}/task"):
-                found += [int(c) for c in open(f"/proc/{pid}/task/{task}/children").read().split()]
-        except OSError:
-            pass
-    return found[1:]
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def test_a_killed_metaharness_takes_the_harness_with_it(tmp_path):
@@ -127,11 +113,11 @@ def test_a_killed_metaharness_takes_the_harness_with_it(tmp_path):
     assert proc.stdout is not None
     while json.loads(proc.stdout.readline())["event"] != "tool.requested":
         pass
-    children = _descendants(proc.pid)
+    children = pc.descendants(proc.pid)
     assert children
     proc.kill()
     proc.wait(10)
     deadline = time.monotonic() + 10
-    while any(_alive(pid) for pid in children):
-        assert time.monotonic() < deadline, [pid for pid in children if _alive(pid)]
+    while any(pc.running(pid) for pid in children):
+        assert time.monotonic() < deadline, [pid for pid in children if pc.running(pid)]
         time.sleep(0.05)

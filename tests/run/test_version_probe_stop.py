@@ -33,13 +33,6 @@ def _vendor(tmp_path):
     return vendor
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
 
 def test_a_signal_during_a_hung_version_probe_ends_the_run_at_once(tmp_path):
     vendor = _vendor(tmp_path)
@@ -70,7 +63,7 @@ def test_a_signal_during_a_hung_version_probe_ends_the_run_at_once(tmp_path):
     assert "session.started" not in [e["event"] for e in events]
     assert proc.returncode == 3, err
     time.sleep(0.2)
-    assert not _alive(grandchild), "what the probe started outlived the stop"
+    assert not pc.running(grandchild), "what the probe started outlived the stop"
 
 
 def test_a_stopped_probe_set_reads_no_version_and_starts_none(tmp_path):
