@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from metaharness.permissions import ExternalDecision
+from metaharness.protocol.failures import ModelFailure, bounded
 
 from .gate import Gate
 from .model import (
@@ -42,6 +43,7 @@ class Sink(Protocol):
     def tool_call(self, call: ToolCall) -> None: ...
     def tool_result(self, call: ToolCall, output: ToolOutput) -> None: ...
     def usage(self, request_id: str, model: str, usage: dict[str, int | None]) -> None: ...
+    def model_failure(self, failure: ModelFailure, agent: str | None) -> None: ...
 
 
 class Seam(Protocol):
@@ -147,6 +149,8 @@ class Agent:
                         elif isinstance(event, Stop):
                             stop = event.reason
                 except ProviderError as exc:
+                    self.sink.model_failure(exc.failure or ModelFailure(
+                        provider=self.provider.name, kind="stream_error", provider_message=bounded(str(exc))), self.name)
                     if blocks:
                         self._append_assistant(blocks)
                     return TurnOutcome("error", str(exc), final_text)

@@ -83,7 +83,12 @@ class Provider(Protocol):
 
 
 class ProviderError(Exception):
-    """A model request failed; the message is one sentence for a human and the model log."""
+    """A model request failed; the message is one sentence for a human and the model log.
+
+    `failure` is the failure as a value (kind, HTTP status, the provider's own message, retries),
+    set when a model request was made and failed; None for a refusal before any request."""
+
+    failure: Any = None
 
 
 @dataclass

@@ -27,6 +27,8 @@ from typing import Any
 
 import msgspec
 
+from metaharness.protocol.failures import ModelFailure
+
 from metaharness.permissions import ExternalDecision
 
 from . import __version__
@@ -65,6 +67,8 @@ class StdioSink:
     """The loop's reports, as records. Subagent text and thinking stay inside the
     subagent (its answer reaches the model as the agent tool's result)."""
 
+    last_failure: ModelFailure | None = None  # the last failed model request (the result's api_error_status)
+
     def __init__(self, writer: RecordWriter) -> None:
         self.w = writer
 
@@ -90,6 +94,10 @@ class StdioSink:
 
     def usage(self, request_id: str, model: str, usage: dict[str, int | None]) -> None:
         self.w.write({"type": "usage", "request_id": request_id, "model": model, "usage": dict(usage)})
+
+    def model_failure(self, failure: ModelFailure, agent: str | None) -> None:
+        self.last_failure = failure
+        self.w.write({"type": "model_error", "agent": agent, "failure": msgspec.to_builtins(failure)})
 
 
 class StdioSeam:
@@ -251,7 +259,12 @@ class ChildServer:
             "duration_ms": int((time.monotonic() - self.started) * 1000),
             "usage": dict(self.agent.shared.usage),
             "total_cost_usd": self.agent.shared.cost_usd,
+            "api_error_status": self._api_error_status() if failed else None,
         })
+
+    def _api_error_status(self) -> str | None:
+        failure = getattr(self.agent.sink, "last_failure", None)
+        return str(failure.http_status) if failure is not None and failure.http_status is not None else None
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:

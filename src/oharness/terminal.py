@@ -65,6 +65,9 @@ class TerminalSink:
     def usage(self, request_id: str, model: str, usage: dict[str, int | None]) -> None:
         pass  # summed in the footer
 
+    def model_failure(self, failure: Any, agent: str | None) -> None:
+        pass  # the turn's error, in the footer, names it
+
     def footer(self, outcome: Any, usage: dict[str, int | None]) -> None:
         counts = ", ".join(f"{k.replace('_tokens', '')} {v}" for k, v in usage.items() if v is not None)
         status = outcome.stop_reason + (f": {outcome.error}" if outcome.error else "")

@@ -30,6 +30,7 @@ from typing import Any, Callable, ClassVar, Mapping, Protocol
 
 from metaharness.protocol.descriptor import CapabilityDescriptor
 from metaharness.protocol.events import SessionEnded, SessionStarted
+from metaharness.protocol.failures import ModelFailure, model_failure_warning
 from metaharness.protocol.frame import Frame
 from metaharness.protocol.subjects import file_subject
 from metaharness.protocol.values import Decision, ProcessTermination
@@ -288,6 +289,13 @@ class Adapter(abc.ABC):
     def stderr_tail(self) -> str:
         """The last of the child's stderr, for a run that ended without a terminal record."""
         return ""
+
+    def model_failed(self, failure: ModelFailure) -> None:
+        """A failed model request the loopback or the credential proxy served this harness (their
+        `on_failure`): written as a MODEL_REQUEST_FAILED warning through the run context."""
+        ctx = getattr(self, "ctx", None)
+        if ctx is not None:
+            ctx.emit(model_failure_warning(failure))
 
     def cleanup(self) -> None:
         """After the stream closed (and retain ran): remove the run's scratch files."""

@@ -50,6 +50,8 @@ OPTIONS: dict[str, Callable] = {
     "strict_version": click.option("--strict-version", is_flag=True, help="Refuse a vendor binary off its pin."),
     "model": click.option("--model", help="PROVIDER:MODEL for oharness; passed verbatim to vendor harnesses."),
     "max_turns": click.option("--max-turns", type=click.IntRange(1), help="End the run after this many turns (close reason budget)."),
+    "fail_on_error": click.option("--fail-on-error", is_flag=True,
+                  help="Exit 1 when the session's terminal record says it failed (is_error), e.g. a failed model request."),
     "script": click.option("--script", type=click.Path(dir_okay=False), help="A metaharness.scenario/1 file scripting the model."),
     "cwd": click.option("--cwd", type=click.Path(file_okay=False),
                   help="Where the harness works and writes (default: the current directory, said on stderr)."),

@@ -115,6 +115,13 @@ class Responder:
         if self._chunked and data:
             await self._write(b"%x\r\n%s\r\n" % (len(data), data))
 
+    async def abort(self) -> None:
+        """Drop the connection where it stands: a response cut mid-way (scenario `fail.kind: cut`)."""
+        self.finished = True
+        transport = self.writer.transport
+        if transport is not None:
+            transport.abort()
+
     async def end(self) -> None:
         if self._chunked and not self.finished:
             await self._write(b"0\r\n\r\n")

@@ -26,6 +26,10 @@ from typing import Callable
 
 import httpx
 
+from metaharness.protocol.failures import (
+    ModelFailure, bounded, exception_text, kind_of_exception, kind_of_status, message_of_body,
+)
+
 from . import wire_anthropic, wire_responses
 from .http import ClientGone, Request, Responder
 from .service import LocalService
@@ -69,13 +73,17 @@ class CredentialProxy(LocalService):
 
     def __init__(self, upstream: str, real_key: str, *, placeholder: str | None = None, port: int = 0,
                  timeout: float = 600.0, wire: str = "any",
-                 on_refused: Callable[[str, str], None] | None = None) -> None:
+                 on_refused: Callable[[str, str], None] | None = None,
+                 on_failure: Callable[[ModelFailure], None] | None = None) -> None:
         if not real_key:
             raise ValueError("the credential proxy needs a non-empty real key")
         if wire not in FORWARDED:
             raise ValueError(f"unknown wire {wire!r}; expected one of {', '.join(FORWARDED)}")
         self.wire = wire
         self._on_refused = on_refused  # (method, target) of a placeholder-keyed request not forwarded
+        # Told of every forwarded model request that failed: unreachable upstream, an error status,
+        # an answer cut mid-way (a MODEL_REQUEST_FAILED warning in the run).
+        self._on_failure = on_failure
         super().__init__(port=port)
         self.upstream = upstream.rstrip("/")
         self.placeholder = placeholder or new_placeholder()
@@ -100,6 +108,13 @@ class CredentialProxy(LocalService):
         if self._client is not None:
             await self._client.aclose()
             self._client = None
+
+    def _provider(self) -> str | None:
+        return {"anthropic": "anthropic", "responses": "openai"}.get(self.wire)
+
+    def _failed(self, failure: ModelFailure) -> None:
+        if self._on_failure is not None:
+            self._on_failure(failure)
 
     async def _refuse_endpoint(self, request: Request, responder: Responder) -> None:
         self.refused += 1
@@ -146,6 +161,8 @@ class CredentialProxy(LocalService):
         try:
             upstream = await self._client.send(upstream_request, stream=True)
         except httpx.HTTPError as exc:
+            self._failed(ModelFailure(provider=self._provider(), kind=kind_of_exception(exc),
+                                      provider_message=bounded(exception_text(exc))))
             status, body = _error(request.path, 502,
                                   f"the upstream model endpoint {self.upstream} could not be reached ({type(exc).__name__})",
                                   "api_error")
@@ -155,11 +172,23 @@ class CredentialProxy(LocalService):
         try:
             reply_headers = [(name, value) for name, value in upstream.headers.multi_items()
                              if name.lower() not in HOP_BY_HOP]
+            if upstream.status_code >= 400:  # an error body is small: read it to name the failure
+                body = await upstream.aread()
+                message, error_type = message_of_body(body)
+                self._failed(ModelFailure(
+                    provider=self._provider(), kind=kind_of_status(upstream.status_code, error_type),
+                    http_status=upstream.status_code, provider_message=bounded(message),
+                    retry_after=upstream.headers.get("retry-after")))
+                reply_headers = [(n, v) for n, v in reply_headers if n.lower() not in ("content-length", "content-encoding")]
+                await responder.send(upstream.status_code, reply_headers, body)
+                return
             await responder.start_stream(upstream.status_code, reply_headers)
             async for chunk in upstream.aiter_raw():
                 await responder.write(chunk)
             await responder.end()
-        except httpx.HTTPError:
+        except httpx.HTTPError as exc:
+            self._failed(ModelFailure(provider=self._provider(), kind="stream_cut", http_status=upstream.status_code,
+                                      provider_message=bounded(exception_text(exc))))
             raise ClientGone() from None  # upstream broke mid-answer: end this connection, no partial "success"
         finally:
             await upstream.aclose()

@@ -24,13 +24,14 @@ import sys
 import threading
 import zlib
 from datetime import datetime, timezone
-from typing import IO, Any, Literal
+from typing import IO, Any, Callable, Literal
 
 import msgspec
 
-from metaharness.protocol.scenario import Scenario
+from metaharness.protocol.failures import ModelFailure, kind_of_status
+from metaharness.protocol.scenario import Scenario, ScenarioFailure
 
-from . import wire_anthropic, wire_chat, wire_gemini, wire_responses
+from . import failures, wire_anthropic, wire_chat, wire_gemini, wire_responses
 from .http import Request, Responder
 from .render import RenderError, RenderedCall, render_anthropic, render_responses
 from .service import LocalService
@@ -55,6 +56,14 @@ class LoggedRequest(msgspec.Struct, kw_only=True):
     answer: dict[str, Any] | None  # {"text": …, "calls": [{kind, name, call_id, input}]}
     error: str | None
     delay_ms: int = 0
+
+
+class _Injected(Exception):
+    """The scenario's turn fails this request (its `fail`), raised before any answer is sent."""
+
+    def __init__(self, failure: ScenarioFailure, model: str) -> None:
+        super().__init__(failure.kind)
+        self.failure, self.model = failure, model
 
 
 class _Refusal(Exception):
@@ -131,8 +140,14 @@ class LoopbackServer(LocalService):
         expect_key: str | None = None,
         minimal: bool = False,
         stderr: IO[str] | None = sys.stderr,
+        on_failure: Callable[[ModelFailure], None] | None = None,
     ) -> None:
         super().__init__(port=port)
+        # Told of every failed model request this loopback serves (injected or refused), so the run
+        # can write it as a MODEL_REQUEST_FAILED warning; called on the loopback's event loop.
+        self.on_failure = on_failure
+        self._served_failures: dict[tuple[str, int], int] = {}  # (client, turn) → fail served
+        self._failed_attempts: dict[tuple[str, int | None], tuple[int, int | None]] = {}  # → (count, last status)
         self.scenario = scenario
         self.workdir = os.path.abspath(workdir or os.getcwd())
         self.expect_key = expect_key
@@ -191,6 +206,14 @@ class LoopbackServer(LocalService):
         try:
             entry.body = _decode_body(request)
             await self._route(request, responder, entry)
+        except _Injected as injected:
+            entry.status, entry.error = injected.failure.status if injected.failure.kind == "status" else 200, \
+                f"scripted failure: {injected.failure.kind}"
+            self._record(entry)
+            observed = await failures.serve(injected.failure, client, injected.model, responder)
+            self._observed(client, entry, observed)
+            if injected.failure.kind == "hold":
+                await failures.hold_forever()
         except _Refusal as refusal:
             entry.status, entry.error = refusal.status, refusal.message
             if refusal.status == 400 and self._stderr is not None:
@@ -198,6 +221,34 @@ class LoopbackServer(LocalService):
             self._record(entry)  # every refusal is raised before the entry was recorded
             await responder.send(refusal.status, [("content-type", "application/json")],
                                  _error_bytes(client, refusal.message, refusal.error_type))
+            if client != "other":
+                self._observed(client, entry, ModelFailure(
+                    provider=failures.PROVIDER_OF_CLIENT.get(client), kind=kind_of_status(refusal.status, refusal.error_type),
+                    http_status=refusal.status, provider_message=failures.bounded(refusal.message)))
+
+    def _observed(self, client: str, entry: LoggedRequest, failure: ModelFailure) -> None:
+        """Count this failed request against its turn (earlier ones are the client's retries), report it."""
+        key = (client, entry.turn)
+        count, last = self._failed_attempts.get(key, (0, None))
+        self._failed_attempts[key] = (count + 1, failure.http_status)
+        if count:
+            failure.retries, failure.last_status = count, last
+        if self.on_failure is not None:
+            self.on_failure(failure)
+
+    def _injected(self, client: str, entry: LoggedRequest) -> ScenarioFailure | None:
+        """The turn's `fail`, while it still applies to this client's requests of that turn."""
+        if not entry.main or entry.turn is None or entry.turn >= len(self.scenario.turns):
+            return None
+        failure = self.scenario.turns[entry.turn].fail
+        if failure is None:
+            return None
+        key = (client, entry.turn)
+        served = self._served_failures.get(key, 0)
+        if failure.times is not None and served >= failure.times:
+            return None
+        self._served_failures[key] = served + 1
+        return failure
 
     def _check_key(self, request: Request) -> None:
         if self.expect_key is None:
@@ -275,6 +326,10 @@ class LoopbackServer(LocalService):
         if not isinstance(body, dict):
             raise _Refusal(400, f"the {api} request body is not a JSON object")
         text, neutral, delay = self._select(body, wire.model_responses_in_history(body), wire.offers_tools(body), entry)
+        injected = self._injected(client, entry)
+        if injected is not None:
+            await _sleep_ms(delay)
+            raise _Injected(injected, str(body.get("model") or default_model))
         calls = self._render(render, client, body, neutral, entry)
         entry.status, entry.delay_ms, entry.answer = 200, delay, _answer_summary(text, calls)
         self._record(entry)

@@ -14,6 +14,7 @@ from typing import Any, Literal, Union
 import msgspec
 from msgspec import UNSET, Struct, UnsetType
 
+from .failures import ModelFailure
 from .values import (
     U32,
     U64,
@@ -183,6 +184,8 @@ class CommandResult(_Event, tag="command.result", kw_only=True):
 class WarningEvent(_Event, tag="warning", kw_only=True):
     code: str
     message: str
+    # Only on MODEL_REQUEST_FAILED: the failure as a value (protocol/failures.py); omitted otherwise.
+    model_failure: ModelFailure | UnsetType = UNSET
 
 
 class Opaque(_Event, tag="opaque", kw_only=True):

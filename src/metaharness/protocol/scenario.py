@@ -8,10 +8,10 @@ vocabulary with the neutral input keys below.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import msgspec
-from msgspec import Struct
+from msgspec import Meta, Struct
 
 from .values import U64
 
@@ -40,11 +40,23 @@ class ScenarioCall(Struct, kw_only=True):
     id: str | None = None
 
 
+class ScenarioFailure(Struct, kw_only=True, forbid_unknown_fields=True):
+    """How the loopback fails this turn's request instead of answering it (docs/scenarios.md)."""
+
+    kind: Literal["status", "hold", "cut", "malformed"] = "status"
+    status: Annotated[int, Meta(ge=400, le=599)] = 500
+    message: str | None = None  # the provider-shaped error body's message
+    error_type: str | None = None  # the body's error type; by default the one the status implies
+    retry_after: str | None = None  # sent as the `retry-after` header
+    times: Annotated[int, Meta(ge=1)] | None = None  # fail only the first N requests of this turn
+
+
 class ScenarioTurn(Struct, kw_only=True):
     text: str | None = None
     calls: list[ScenarioCall] = msgspec.field(default_factory=list)
     id: str | None = None
     delay_ms: U64 | None = None
+    fail: ScenarioFailure | None = None
 
 
 class Scenario(Struct, kw_only=True):

@@ -40,6 +40,7 @@ import msgspec
 from metaharness.adapters.base import PresentedCall
 from metaharness.protocol import frame as frames
 from metaharness.protocol.census import Census
+from metaharness.protocol.failures import MODEL_REQUEST_FAILED
 from metaharness.protocol.commands import Halt
 from metaharness.protocol.events import (
     CommandResult,
@@ -101,6 +102,7 @@ class RunCore:
         self.winding_up = False  # from here on a command is TOO_LATE
         self.halt_id: str | None = None
         self.budget_stop = False
+        self.model_failure: WarningEvent | None = None  # the last MODEL_REQUEST_FAILED written
         self.stdin_done = False
         self._interrupting = False
         self._deferred_turn_end: tuple[str | None, str | None] | None = None
@@ -180,6 +182,8 @@ class RunCore:
         return given
 
     def emit(self, event: Any, *, at: str | None = None) -> None:
+        if type(event) is WarningEvent and event.code == MODEL_REQUEST_FAILED:
+            self.model_failure = event
         if type(event) is ToolResult and self.calls.ran_without_decision(event.call_id):
             self.calls.undecided_result(event.call_id)
         if not self._session_started:
@@ -228,6 +232,10 @@ class RunCore:
         # Decisions still open cannot be counted after the census is written.
         self.calls.abandon_all("the stream ended")
         event.census = self.census.snapshot()
+        failure = self.model_failure.model_failure if self.model_failure is not None else None
+        if event.is_error and event.api_error_status is None and failure and failure.http_status not in (None, 200):
+            # The vendor did not say; the loopback or proxy served this status to it.
+            event.api_error_status = str(failure.http_status)
         self.ended = event
         self.emit(event, at=at)
 
@@ -403,8 +411,12 @@ class RunCore:
             self.result(self.halt_id, Ok(applies_at=None))
         if self.policy is not None and (kept := self.policy.close()):
             self.stderr(f"metaharness: the policy decision trail is in {kept}")
+        if self.model_failure is not None:  # one line naming it, whatever else the stream says
+            self.stderr(f"metaharness: {self.model_failure.message}")
         self.writer.close(self.close_reason(), termination if termination is not None else UnknownTermination())
-        return 0 if self.ended is not None else 3
+        if self.ended is None:
+            return 3
+        return 1 if self.spec.fail_on_error and self.ended.is_error is True else 0
 
     def close_reason(self) -> str:
         if self.halt_id is not None:

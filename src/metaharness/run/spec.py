@@ -44,6 +44,7 @@ class RunSpec:
     strict_version: bool = False
     model: str | None = None
     max_turns: int | None = None
+    fail_on_error: bool = False  # exit 1 when the terminal record says the session failed
     script: str | None = None  # a metaharness.scenario/1 file
     cwd: str | None = None
     events: str | None = None  # also tee events to this file

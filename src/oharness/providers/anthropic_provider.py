@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from typing import Any, AsyncIterator
 
+from .failure import AttemptLog, provider_error
 from ..model import (
     Message, ModelEvent, ModelRequest, ProviderError, Stop, TextBlock, ThinkingBlock, ToolCallBlock, Usage,
 )
@@ -51,7 +52,9 @@ class AnthropicProvider:
         self.name = name
         self.model = model
         self._anthropic = anthropic
-        self.client = anthropic.AsyncAnthropic(max_retries=1)
+        self.log = AttemptLog()
+        self.client = anthropic.AsyncAnthropic(
+            max_retries=1, http_client=anthropic.DefaultAsyncHttpxClient(event_hooks=self.log.hooks()))
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         tools = [{"name": t.name, "description": t.description, "input_schema": t.input_schema} for t in request.tools]
@@ -61,6 +64,7 @@ class AnthropicProvider:
         }
         if tools:
             kwargs["tools"] = tools
+        attempts = self.log.reset()
         try:
             async with self.client.messages.stream(**kwargs) as stream:
                 async for event in stream:
@@ -74,8 +78,8 @@ class AnthropicProvider:
                     elif block.type == "tool_use":
                         yield ToolCallBlock(block.id, block.name, block.input if isinstance(block.input, dict) else {})
                 final = await stream.get_final_message()
-        except self._anthropic.APIError as exc:
-            raise ProviderError(f"the anthropic request failed: {_describe(exc)}") from None
+        except Exception as exc:  # the SDK's errors, and a stream cut or malformed mid-way
+            raise provider_error(exc, "anthropic", attempts) from None
         usage = final.usage
         if usage is not None:
             yield Usage({
@@ -87,8 +91,3 @@ class AnthropicProvider:
         reason = final.stop_reason
         yield Stop("max_tokens" if reason == "max_tokens" else "tool_use" if reason == "tool_use" else "end_turn")
 
-
-def _describe(exc: Exception) -> str:
-    status = getattr(exc, "status_code", None)
-    message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
-    return f"HTTP {status}: {message}" if status else message

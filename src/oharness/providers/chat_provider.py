@@ -14,6 +14,7 @@ import json
 import os
 from typing import Any, AsyncIterator
 
+from .failure import AttemptLog, provider_error
 from ..model import Message, ModelEvent, ModelRequest, ProviderError, Stop, TextBlock, ToolCallBlock, Usage
 
 MAX_OUTPUT_TOKENS = int(os.environ.get("OHARNESS_MAX_TOKENS", "8192"))
@@ -51,7 +52,9 @@ class ChatProvider:
         self.name = name
         self.model = model
         self._openai = openai
-        self.client = openai.AsyncOpenAI(max_retries=1)
+        self.log = AttemptLog()
+        self.client = openai.AsyncOpenAI(
+            max_retries=1, http_client=openai.DefaultAsyncHttpxClient(event_hooks=self.log.hooks()))
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         kwargs: dict[str, Any] = {
@@ -65,6 +68,7 @@ class ChatProvider:
         calls: dict[int, dict[str, str]] = {}
         finish: str | None = None
         usage: Any = None
+        attempts = self.log.reset()
         try:
             stream = await self.client.chat.completions.create(**kwargs)
             async for chunk in stream:
@@ -81,11 +85,10 @@ class ChatProvider:
                             call["name"] = piece.function.name or call["name"]
                             call["arguments"] += piece.function.arguments or ""
                     finish = choice.finish_reason or finish
-        except self._openai.APIError as exc:
-            status = getattr(exc, "status_code", None)
-            raise ProviderError(
-                f"the chat request failed: {'HTTP ' + str(status) + ': ' if status else ''}{getattr(exc, 'message', exc)}"
-            ) from None
+        except ProviderError:
+            raise
+        except Exception as exc:  # the SDK's errors, and a stream cut or malformed mid-way
+            raise provider_error(exc, "openai", attempts) from None
         if text:
             yield TextBlock("".join(text))
         for index in sorted(calls):

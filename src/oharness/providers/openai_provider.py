@@ -12,6 +12,7 @@ import json
 import os
 from typing import Any, AsyncIterator
 
+from .failure import AttemptLog, provider_error
 from ..model import (
     Message, ModelEvent, ModelRequest, ProviderError, Stop, TextBlock, ThinkingBlock, ToolCallBlock, Usage,
 )
@@ -48,7 +49,9 @@ class OpenAIProvider:
         self.name = name
         self.model = model
         self._openai = openai
-        self.client = openai.AsyncOpenAI(max_retries=1)
+        self.log = AttemptLog()
+        self.client = openai.AsyncOpenAI(
+            max_retries=1, http_client=openai.DefaultAsyncHttpxClient(event_hooks=self.log.hooks()))
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         tools = [
@@ -65,6 +68,7 @@ class OpenAIProvider:
         final: Any = None
         stop = "end_turn"
         called = False
+        attempts = self.log.reset()
         try:
             stream = await self.client.responses.create(**kwargs)
             async for event in stream:
@@ -92,11 +96,10 @@ class OpenAIProvider:
                     raise ProviderError(f"the openai response failed: {getattr(error, 'message', None) or 'no reason given'}")
                 elif kind == "error":
                     raise ProviderError(f"the openai stream reported an error: {getattr(event, 'message', '') or 'no message'}")
-        except self._openai.APIError as exc:
-            status = getattr(exc, "status_code", None)
-            raise ProviderError(
-                f"the openai request failed: {'HTTP ' + str(status) + ': ' if status else ''}{getattr(exc, 'message', exc)}"
-            ) from None
+        except ProviderError:
+            raise
+        except Exception as exc:  # the SDK's errors, and a stream cut or malformed mid-way
+            raise provider_error(exc, "openai", attempts) from None
         usage = getattr(final, "usage", None)
         if usage is not None:
             details = getattr(usage, "input_tokens_details", None)

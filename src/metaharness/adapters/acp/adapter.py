@@ -199,7 +199,7 @@ class AcpAdapter(Adapter):
             from metaharness.loopback.server import LoopbackServer
 
             assert self.scratch is not None
-            server = LoopbackServer(self._scenario, workdir=self.work, stderr=None,
+            server = LoopbackServer(self._scenario, workdir=self.work, stderr=None, on_failure=self.model_failed,
                                     log_path=str(self.scratch.root / "loopback.jsonl"))
             self._services.append(server)
             self.loopback = server

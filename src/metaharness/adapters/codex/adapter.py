@@ -344,7 +344,7 @@ class CodexAdapter(Adapter):
         if self._scenario is not None:
             from metaharness.loopback.server import LoopbackServer
 
-            self.loopback = LoopbackServer(self._scenario, workdir=self.work, stderr=None, expect_key=self._key[1],
+            self.loopback = LoopbackServer(self._scenario, workdir=self.work, stderr=None, on_failure=self.model_failed, expect_key=self._key[1],
                                            log_path=str(self.scratch.root / "loopback.jsonl"))
             self._services.append(self.loopback)
             self._base_url = launch.provider_base_url(await self.loopback.start())
@@ -356,7 +356,7 @@ class CodexAdapter(Adapter):
 
             upstream = spec.model_endpoint or "https://api.openai.com"
             self.proxy = CredentialProxy(upstream, self._real_key, placeholder=self._key[1], wire="responses",
-                                         on_refused=self._proxy_refused)
+                                         on_refused=self._proxy_refused, on_failure=self.model_failed)
             self._services.append(self.proxy)
             self._base_url = launch.provider_base_url(await self.proxy.start())
         else:

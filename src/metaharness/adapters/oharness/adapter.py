@@ -133,6 +133,9 @@ class OHarnessAdapter(Adapter):
         if kind == "result":
             event = translate.session_ended(record)
             return lambda ctx: ctx.session_ended(event)
+        if kind == "model_error":
+            event = translate.model_failure(record)
+            return lambda ctx: ctx.emit(event)
         if kind == "error":
             event = _warning("VENDOR_ERROR", str(record.get("message")))
             return lambda ctx: ctx.emit(event)

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
+from metaharness.protocol.failures import ModelFailure, model_failure_warning
 from metaharness.protocol.events import (
     Injection,
     SessionEnded,
@@ -16,6 +19,7 @@ from metaharness.protocol.events import (
     Thinking,
     ToolResult,
     UsageReport,
+    WarningEvent,
 )
 from metaharness.protocol.values import (
     DecisionCensus,
@@ -70,7 +74,14 @@ def session_ended(record: dict) -> SessionEnded:
         total_cost_usd=record.get("total_cost_usd") if isinstance(record.get("total_cost_usd"), float) else None,
         usage=usage_of(record.get("usage")),
         census=DecisionCensus(),  # the loop writes its own count
+        api_error_status=record.get("api_error_status") if isinstance(record.get("api_error_status"), str) else None,
     )
+
+
+def model_failure(record: dict) -> WarningEvent:
+    """oharness's `model_error` record: a failed model request, in the run's own words."""
+    failure = msgspec.convert(record["failure"], ModelFailure)
+    return model_failure_warning(failure)
 
 
 def simple_event(record: dict):
