@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from typing import Any, AsyncIterator
 
-from .failure import AttemptLog, provider_error
+from .failure import AttemptLog, provider_error, request_timeout
 from ..model import (
     Message, ModelEvent, ModelRequest, ProviderError, Stop, TextBlock, ThinkingBlock, ToolCallBlock, Usage,
 )
@@ -54,7 +54,7 @@ class AnthropicProvider:
         self._anthropic = anthropic
         self.log = AttemptLog()
         self.client = anthropic.AsyncAnthropic(
-            max_retries=1, http_client=anthropic.DefaultAsyncHttpxClient(event_hooks=self.log.hooks()))
+            max_retries=1, timeout=request_timeout(), http_client=anthropic.DefaultAsyncHttpxClient(event_hooks=self.log.hooks()))
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         tools = [{"name": t.name, "description": t.description, "input_schema": t.input_schema} for t in request.tools]

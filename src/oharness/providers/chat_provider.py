@@ -14,7 +14,7 @@ import json
 import os
 from typing import Any, AsyncIterator
 
-from .failure import AttemptLog, provider_error
+from .failure import AttemptLog, provider_error, request_timeout
 from ..model import Message, ModelEvent, ModelRequest, ProviderError, Stop, TextBlock, ToolCallBlock, Usage
 
 MAX_OUTPUT_TOKENS = int(os.environ.get("OHARNESS_MAX_TOKENS", "8192"))
@@ -54,7 +54,7 @@ class ChatProvider:
         self._openai = openai
         self.log = AttemptLog()
         self.client = openai.AsyncOpenAI(
-            max_retries=1, http_client=openai.DefaultAsyncHttpxClient(event_hooks=self.log.hooks()))
+            max_retries=1, timeout=request_timeout(), http_client=openai.DefaultAsyncHttpxClient(event_hooks=self.log.hooks()))
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         kwargs: dict[str, Any] = {

@@ -37,6 +37,16 @@ def provider_error(exc: BaseException, provider: str, attempts: list[int | None]
     return error
 
 
+def request_timeout() -> float:
+    """Seconds a model request may take (`OHARNESS_REQUEST_TIMEOUT`, default the SDKs' 600)."""
+    import os
+
+    try:
+        return max(0.1, float(os.environ.get("OHARNESS_REQUEST_TIMEOUT", "600")))
+    except ValueError:
+        return 600.0
+
+
 class AttemptLog:
     """The requests one model call sent, and each one's status (None while it has none): the SDK's
     retries as they happened, kept through httpx's event hooks."""

@@ -12,7 +12,7 @@ import json
 import os
 from typing import Any, AsyncIterator
 
-from .failure import AttemptLog, provider_error
+from .failure import AttemptLog, provider_error, request_timeout
 from ..model import (
     Message, ModelEvent, ModelRequest, ProviderError, Stop, TextBlock, ThinkingBlock, ToolCallBlock, Usage,
 )
@@ -51,7 +51,7 @@ class OpenAIProvider:
         self._openai = openai
         self.log = AttemptLog()
         self.client = openai.AsyncOpenAI(
-            max_retries=1, http_client=openai.DefaultAsyncHttpxClient(event_hooks=self.log.hooks()))
+            max_retries=1, timeout=request_timeout(), http_client=openai.DefaultAsyncHttpxClient(event_hooks=self.log.hooks()))
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         tools = [
