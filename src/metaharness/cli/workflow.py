@@ -23,7 +23,7 @@ from metaharness.run.spec import KINDS
 # The run options a workflow passes to its harness session, spelled and explained where `run` defines
 # them; --cwd, --decisions and the budgets mean something of their own here.
 _SHARED = ("script", "model", "vendor_dir", "credentials", "model_endpoint", "hermetic", "strict_version",
-           "posture", "deny_only", "decision_timeout_ms", "codex_replace_relay", "retain_dir")
+           "posture", "deny_only", "decision_timeout_ms", "codex_replace_relay", "retain_dir", "fail_on_error")
 _POLICY = ("policy_files", "policy_scopes", "policy_mode", "policy_workspace_mode", "no_decision_trail")
 _OWN = [
     click.option("--cwd", "workspace", type=click.Path(file_okay=False),
@@ -89,7 +89,9 @@ def _drive(coro_factory) -> None:
         _fail(f"WorkflowInvalid: {exc}")
     outcome = result.outcome if result.reason_name is None else f"{result.outcome} ({result.reason_name}: {result.reason})"
     click.echo(f"workflow {outcome}; ledger {os.path.join(result.out_dir, 'workflow.jsonl')}")
-    sys.exit(result.exit_code)
+    # --fail-on-error: the harness session's own exit 1 (its terminal record said it failed) fails
+    # a workflow that would otherwise exit 0.
+    sys.exit(1 if result.exit_code == 0 and result.run_exit_code == 1 else result.exit_code)
 
 
 @click.group()

@@ -4,7 +4,8 @@ Each event is a msgspec struct tagged by `event`; its fields are the payload in
 wire order. The envelope (`format`, `seq`, `run`, `at`) is not part of these
 structs: the stream writer (`stream.py`) owns it, and it alone assigns `seq`.
 Optional fields default to `None` and are written as `null`; the four fields the
-spec omits when empty default to `UNSET`.
+spec omits when empty default to `UNSET` (and `warning.model_failure`, written only on
+MODEL_REQUEST_FAILED).
 """
 
 from __future__ import annotations
