@@ -121,9 +121,11 @@ async def test_stdio_child_on_the_anthropic_provider_reports_usage(server, tmp_p
     records = [json.loads(line) for line in out.decode().splitlines()]
     assert process.returncode == 0, err.decode()
     kinds = [r["type"] for r in records]
-    assert kinds == ["init", "turn_start", "turn_end", "result"]
-    assert records[2]["stop_reason"] == "error" and "HTTP 400" in records[2]["error"]
-    assert records[3]["is_error"] and records[3]["subtype"] == "error"
+    assert kinds == ["init", "turn_start", "model_error", "turn_end", "result"]
+    failure = records[2]["failure"]  # the loopback's 400 refusal, as the failure value
+    assert failure["provider"] == "anthropic" and failure["http_status"] == 400 and failure["kind"] == "http_error"
+    assert records[3]["stop_reason"] == "error" and "HTTP 400" in records[3]["error"]
+    assert records[4]["is_error"] and records[4]["subtype"] == "error"
 
 
 async def test_stdio_child_text_turn_on_openai(tmp_path):
