@@ -74,7 +74,7 @@ async def test_chat_needs_a_key_and_reports_a_failed_request(monkeypatch):
         make_provider("chat:m")
     monkeypatch.setenv("OPENAI_API_KEY", "k")
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")  # nothing listens there
-    with pytest.raises(ProviderError, match="the chat request failed"):
+    with pytest.raises(ProviderError, match="the openai request failed: connection refused"):
         await collect(make_provider("chat:m"), ModelRequest("s", [{"role": "user", "content": [{"type": "text", "text": "x"}]}], []))
 
 
