@@ -255,70 +255,76 @@ class _Host:
         turns = 0  # turns begun in this step
         ours = False  # whether the running turn is this step's (began under its frame)
         started = time.monotonic()
-        async with run:
-            seen = 0
-            async for envelope, event in run:
-                if self.on_line is not None:  # the raw lines, exactly as the run wrote them
-                    for line in run.lines[seen:]:
-                        self.on_line(line)
-                    seen = len(run.lines)
-                await _call(self.on_event, envelope, event)
-                if result is not None:
-                    continue  # the workflow has ended; let the session wind up
-                if isinstance(event, ToolRequested):
-                    answer = []
-                    if event.decision_required and self.decide is not None:
-                        decision = await _call(self.decide, event, frame)
-                        await run.decide(event.call_id, decision)
-                elif isinstance(event, ToolResult):
-                    answer = []
-                elif isinstance(event, Text):
-                    answer.append(event.text)
-                elif isinstance(event, UsageReport) and event.usage.cost_usd is not None:
-                    self.cost = (self.cost or 0.0) + event.usage.cost_usd
-                elif isinstance(event, SessionEnded) and event.total_cost_usd is not None:
-                    self.cost = (self.session_cost_base or 0.0) + event.total_cost_usd
-                elif isinstance(event, TurnStarted):
-                    # A turn the harness begins on its own under an earlier frame is not this step's.
-                    ours = event.frame_digest == frame.digest
-                    if ours:
-                        turns += 1
-                        answer = []
-                elif isinstance(event, TurnEnded) and self.script_turns is not None and not self._stopping():
-                    self.script_cursor = script_cursor(self.script_turns, self.script_cursor)
-                if isinstance(event, TurnEnded) and ours and not self._stopping():
-                    # A turn our own halt cut short is not judged: the step is taken again on resume.
-                    index, position = walk.index, walk.position
-                    text = "\n".join(answer)
-                    verdict = await judge(position.node, self.wf.nodes[position.node], self.loaded, self.workspace, text)
-                    ledger.write("step.verdict", step=_step(index, position), turn=turns, passed=verdict.passed,
-                                 handoff=verdict.handoff, choice=verdict.choice,
-                                 check=verdict.check.record() if verdict.check else None, failure=verdict.failure,
-                                 answer_tail=text[-2000:])
-                    if not verdict.passed and turns < (self.budgets.max_turns or 1):
-                        # The step has turns left: the same frame, one more turn, the failure said.
-                        answer = []
-                        await run.inject(f"This step is not done yet: {verdict.failure}")
-                        continue
-                    then = walk.judged(passed=verdict.passed, choice=verdict.choice, failure=verdict.failure,
-                                       failed_by=verdict.failed_by, established=verdict.established)
-                    await _call(self.on_step, self._record(
-                        ledger, run, walk, frame, verdict, "passed" if verdict.passed else "failed",
-                        verdict.failure, then, started, index=index, position=position))
-                    if walk.ending is not None:
-                        result = end("failed", walk.ending.name, walk.ending.reason)
-                    elif walk.done:
-                        result = end("completed", None, None)
-                    elif over := self._budget_stop(walk.index):
-                        result = end("budget", *over)
+        seen = 0
+        crashed: BaseException | None = None
+        try:
+            async with run:
+                async for envelope, event in run:
+                    if self.on_line is not None:  # the raw lines, exactly as the run wrote them
+                        for line in run.lines[seen:]:
+                            self.on_line(line)
+                        seen = len(run.lines)
+                    await _call(self.on_event, envelope, event)
                     if result is not None:
-                        await run.close_input()
-                        continue
-                    frame = self._enter(ledger, walk)
-                    answer, turns, started = [], 0, time.monotonic()
-                    # Sent together: one boundary, one turn.
-                    await run.send_together(MessageInject(id="", text=self.wf.nodes[walk.position.node].prompt),
-                                            FrameSet(id="", frame=msgspec.to_builtins(frame)))
+                        continue  # the workflow has ended; let the session wind up
+                    if isinstance(event, ToolRequested):
+                        answer = []
+                        if event.decision_required and self.decide is not None:
+                            decision = await _call(self.decide, event, frame)
+                            await run.decide(event.call_id, decision)
+                    elif isinstance(event, ToolResult):
+                        answer = []
+                    elif isinstance(event, Text):
+                        answer.append(event.text)
+                    elif isinstance(event, UsageReport) and event.usage.cost_usd is not None:
+                        self.cost = (self.cost or 0.0) + event.usage.cost_usd
+                    elif isinstance(event, SessionEnded) and event.total_cost_usd is not None:
+                        self.cost = (self.session_cost_base or 0.0) + event.total_cost_usd
+                    elif isinstance(event, TurnStarted):
+                        # A turn the harness begins on its own under an earlier frame is not this step's.
+                        ours = event.frame_digest == frame.digest
+                        if ours:
+                            turns += 1
+                            answer = []
+                    elif isinstance(event, TurnEnded) and self.script_turns is not None and not self._stopping():
+                        self.script_cursor = script_cursor(self.script_turns, self.script_cursor)
+                    if isinstance(event, TurnEnded) and ours and not self._stopping():
+                        # A turn our own halt cut short is not judged: the step is taken again on resume.
+                        index, position = walk.index, walk.position
+                        text = "\n".join(answer)
+                        verdict = await judge(position.node, self.wf.nodes[position.node], self.loaded, self.workspace, text)
+                        ledger.write("step.verdict", step=_step(index, position), turn=turns, passed=verdict.passed,
+                                     handoff=verdict.handoff, choice=verdict.choice,
+                                     check=verdict.check.record() if verdict.check else None, failure=verdict.failure,
+                                     answer_tail=text[-2000:])
+                        if not verdict.passed and turns < (self.budgets.max_turns or 1):
+                            # The step has turns left: the same frame, one more turn, the failure said.
+                            answer = []
+                            await run.inject(f"This step is not done yet: {verdict.failure}")
+                            continue
+                        then = walk.judged(passed=verdict.passed, choice=verdict.choice, failure=verdict.failure,
+                                           failed_by=verdict.failed_by, established=verdict.established)
+                        await _call(self.on_step, self._record(
+                            ledger, run, walk, frame, verdict, "passed" if verdict.passed else "failed",
+                            verdict.failure, then, started, index=index, position=position))
+                        if walk.ending is not None:
+                            result = end("failed", walk.ending.name, walk.ending.reason)
+                        elif walk.done:
+                            result = end("completed", None, None)
+                        elif over := self._budget_stop(walk.index):
+                            result = end("budget", *over)
+                        if result is not None:
+                            await run.close_input()
+                            continue
+                        frame = self._enter(ledger, walk)
+                        answer, turns, started = [], 0, time.monotonic()
+                        # Sent together: one boundary, one turn.
+                        await run.send_together(MessageInject(id="", text=self.wf.nodes[walk.position.node].prompt),
+                                                FrameSet(id="", frame=msgspec.to_builtins(frame)))
+        except (BrokenPipeError, ConnectionError) as exc:
+            # The harness died where the run wrote to it (a step boundary): the session is over,
+            # the workflow is not — it stops resumably like any other early end.
+            crashed = exc
         stopper.cancel()
         if self.on_line is not None:
             for line in run.lines[seen:]:
@@ -332,7 +338,7 @@ class _Host:
                 result = end("refused", "RunRefused", "the run was refused at start" + (f": {stderr}" if stderr else ""))
             else:
                 reason = (f"the harness session ended (exit code {run.exit_code}) before the workflow did"
-                          + (f": {stderr}" if stderr else ""))
+                          + (f": {stderr}" if stderr else "") + (f": {crashed}" if crashed else ""))
                 result = end("stopped", "HarnessEnded", reason)
         result.run_exit_code = run.exit_code
         return result
