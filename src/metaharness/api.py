@@ -56,7 +56,7 @@ from metaharness.protocol.values import Decision
 from metaharness.run.spec import NEGATED, REPEATABLE, RunSpec
 
 __all__ = ["FrameJudge", "PolicyJudge", "Redecision", "RunControl", "RunHandle", "RunService", "control_socketpair",
-           "describe", "host_stdio", "start_run", "spec_to_argv"]
+           "describe", "host_stdio", "start_refusal", "start_run", "spec_to_argv"]
 
 
 def control_socketpair():
@@ -302,6 +302,21 @@ def describe(kind: str) -> dict:
     from metaharness.adapters import adapter_class
 
     return adapter_class(kind).descriptor().to_wire()
+
+
+def start_refusal(spec: RunSpec) -> str | None:
+    """The sentence a run of `spec` would be refused with at start, or None: the run's own start
+    checks, in their order, with nothing spawned — so a layer above can refuse before it writes
+    anything of its own (the workflow host checks before its ledger)."""
+    from metaharness.adapters import adapter_class
+    from metaharness.run.harness import Harness
+    from metaharness.run.start import RunRefused, check_start
+
+    try:
+        check_start(spec, Harness(adapter_class(spec.kind)(spec), spec), os.path.abspath(spec.cwd or os.getcwd()))
+    except RunRefused as refusal:
+        return refusal.sentence
+    return None
 
 
 async def start_run(spec: RunSpec, *, subprocess: bool = False, service: "RunService | None" = None) -> RunHandle:

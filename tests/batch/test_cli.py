@@ -171,7 +171,10 @@ def test_resume_after_the_batch_process_is_killed(tmp_path):
     first = last_by_cell(out)
     assert set(first) <= {("t0", "oharness", 1), ("t1", "oharness", 1)}
     resumed = _start(plan, out, "--jobs", "2")
-    assert resumed.wait(120) == 0, resumed.stderr.read().decode()
+    assert resumed.wait(120) == 0
+    said = resumed.stderr.read().decode()
+    kept = sum(1 for c in first.values() if c["status"] == "ran")
+    assert f"resumed: {kept} cell(s) kept from before, {4 - kept} to run" in said, said
     cells = last_by_cell(out)
     assert len(cells) == 4 and all(c["status"] == "ran" and c["passed"] for c in cells.values())
     assert cells[("t0", "oharness", 1)] == first[("t0", "oharness", 1)]  # kept, not run again

@@ -117,3 +117,20 @@ def test_pair_chooses_the_two_harnesses_and_an_unknown_one_is_refused(batch_dir,
     assert 'href="r-runs/notes/oh-policy-vs-oh-frame.html"' in page.read_text()
     refused = invoke("batch", "report", str(batch_dir), "--html", str(tmp_path / "x.html"), "--pair", "oh-frame", "codex")
     assert refused.exit_code == 2 and "--pair names harness 'codex', which the plan does not have" in refused.stderr
+
+
+def test_every_failed_cell_says_why_in_one_line():
+
+    from metaharness.batch.report import why
+    from metaharness.batch.results import CellResult
+
+    def cell(**kw):
+        return CellResult(task="t", harness="h", kind="claude", repeat=1, **kw)
+
+    assert why(cell(refusal="VendorMissing: claude is not on the child PATH")) == \
+        "refused at start: VendorMissing: claude is not on the child PATH"
+    assert why(cell(infra="the harness was killed")) == "infrastructure: the harness was killed"
+    assert why(cell(check="fail", check_exit_code=3)) == "the check exited 3"
+    assert why(cell(check="timeout")) == "the check timed out"
+    assert why(cell(exit_code=1, close_reason="error", stream="complete")) == \
+        "the run exited 1, closed error, stream complete"

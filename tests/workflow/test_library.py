@@ -14,7 +14,7 @@ import metaharness.workflow.admit as admit
 from metaharness.protocol.events import ToolDecided, ToolRequested, TurnEnded, TurnStarted, Text, UsageReport
 from metaharness.protocol.values import Allow, Deny, Usage
 from metaharness.run.spec import RunSpec
-from metaharness.workflow import run_workflow
+from metaharness.workflow import WorkflowRefused, run_workflow
 
 from workflow_support import Case, shell, write
 
@@ -141,11 +141,14 @@ prompt = "even more"
     assert runs[0].spec.keep_open and runs[0].spec.library_frame.step.index == 1
 
 
-def test_a_run_the_harness_refuses_is_reported_refused(tmp_path):
+def test_a_run_the_harness_refuses_is_refused_before_the_ledger(tmp_path):
     case = Case(tmp_path, TWO)
-    result = case.run(spec={"script": str(tmp_path / "missing.json")})
-    assert result.outcome == "refused" and result.exit_code == 2 and result.reason_name == "RunRefused"
-    assert "missing.json" in result.reason
+    with pytest.raises(WorkflowRefused) as caught:
+        case.run(spec={"script": str(tmp_path / "missing.json")})
+    assert "missing.json" in caught.value.sentence
+    assert not case.out.exists(), "a refused start wrote its out directory"
+    # the same directory is then used by a start that is not refused
+    assert case.run().outcome in ("completed", "failed")
 
 
 def test_a_turn_begun_under_an_earlier_frame_is_not_judged_as_the_new_step(tmp_path, monkeypatch):

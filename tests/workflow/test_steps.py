@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from workflow_support import Case, cli_run, copy_bugfix_workspace, edit, shell, write, BUGFIX
+from workflow_support import Case, cli, cli_run, copy_bugfix_workspace, edit, shell, write, BUGFIX
 
 KINDS = [
     "oharness",
@@ -166,8 +166,18 @@ next = ["work", "end"]
     proc = cli_run(case, "--max-steps", "3")
     done(case, proc, 1)
     assert case.steps() == [(1, "work", 1, "passed"), (2, "review", 1, "passed"), (3, "work", 1, "passed")]
-    ended = case.records("workflow.ended")[0]
-    assert (ended["outcome"], ended["reason_name"]) == ("budget", "MaxStepsReached")
+    stopped = case.records("workflow.stopped")[0]
+    assert (stopped["outcome"], stopped["reason_name"]) == ("budget", "MaxStepsReached")
+    assert case.records("workflow.ended") == []  # a budget stop does not end the run
+    # the same budget again is refused before anything is written; a larger one finishes the run
+    before = case.ledger()
+    again = cli(["resume", str(case.out)], cwd=case.root, namespace=kind != "oharness")
+    assert again.returncode == 2 and "MaxStepsReached" in again.stderr, again.stderr
+    assert case.ledger() == before
+    more = cli(["resume", str(case.out), "--max-steps", "10"], cwd=case.root, namespace=kind != "oharness")
+    assert more.returncode == 0, more.stdout + more.stderr
+    assert case.steps()[3:] == [(4, "review", 1, "passed")]
+    assert case.records("workflow.ended")[0]["outcome"] == "completed"
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -46,6 +46,7 @@ class Display:
         self._slots = max(1, slots)
         self._started = time.monotonic()
         self._live = None
+        self._announced = False
         if live:
             from rich.live import Live
 
@@ -75,6 +76,11 @@ class Display:
         return table
 
     def update(self, p: Progress) -> None:
+        if not self._announced:
+            self._announced = True
+            if p.kept:  # a resume says once what it keeps and what it runs
+                self._console.print(f"resumed: {p.kept} cell(s) kept from before, {p.total - p.kept} to run",
+                                    markup=False, highlight=False)
         if self._live is not None:
             self._live.update(self._panel(p))
 

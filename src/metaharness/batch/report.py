@@ -129,6 +129,21 @@ def cell_text(entry: Entry) -> str:
     return " · ".join(parts)
 
 
+def why(result: CellResult) -> str:
+    """Why a cell that ran did not pass, in one line: what stopped it first."""
+    if result.refusal:
+        return f"refused at start: {result.refusal}"
+    if result.infra:
+        return f"infrastructure: {result.infra}"
+    if result.timed_out:
+        return "timed out"
+    if result.check in ("fail", "timeout"):
+        return f"the check {'timed out' if result.check == 'timeout' else f'exited {result.check_exit_code}'}"
+    if result.calls.denied:
+        return f"{result.calls.denied} call(s) denied"
+    return f"the run exited {result.exit_code}, closed {result.close_reason}, stream {result.stream}"
+
+
 def render_text(matrix: Matrix, console: Any) -> None:
     from rich.table import Table
 
@@ -145,6 +160,12 @@ def render_text(matrix: Matrix, console: Any) -> None:
                 times = f" (×{count})" if count > 1 else ""
                 console.print(f"refused in {task} on {harness}{times}: {tool} {subject} — {reason}",
                               markup=False, highlight=False, soft_wrap=True)
+    for task in matrix.tasks:
+        for harness in matrix.harnesses:
+            for result in matrix.entry(task, harness).ran:
+                if not result.passed:
+                    console.print(f"failed: {task} on {harness} #{result.repeat}: {why(result)}",
+                                  markup=False, highlight=False, soft_wrap=True)
     if matrix.missing:
         console.print(f"{matrix.missing} cell(s) have no result yet; `metaharness batch run` on this DIR runs them")
 

@@ -144,19 +144,33 @@ def run(file: str, harness: str, task: str | None, out_dir: str, **options) -> N
 @click.argument("out_dir", type=click.Path(file_okay=False))
 @_run_options
 def resume(out_dir: str, **options) -> None:
-    """Continue the workflow run in OUT_DIR after its last completed step, in a new session."""
+    """Continue the workflow run in OUT_DIR after its last completed step, in a new session.
+
+    Every run option the run started with (harness options, script, model, decisions, budgets,
+    workspace) is taken from its ledger; an option given here overrides it."""
     from metaharness.workflow import resume_workflow
     from metaharness.workflow.ledger import LedgerError, read
 
     try:
-        harness = read(os.path.abspath(out_dir))[0]["harness"]
+        read(os.path.abspath(out_dir))
     except LedgerError as exc:
         name, _, sentence = str(exc).partition(": ")
         _fail(f"{name}: {sentence}")
-    budgets = _budgets(options)
-    spec = _spec(harness, options)
-    # Without --cwd the workspace is the one the run started in (the ledger says which).
-    _drive(lambda stop: resume_workflow(out_dir, spec=spec, on_step=_print_step, stop=stop, **budgets))
+    ctx = click.get_current_context()
+    given = {name for name in options
+             if (source := ctx.get_parameter_source(name)) is not None and source.name in ("COMMANDLINE", "ENVIRONMENT")}
+    budgets = {name: value for name, value in _budgets(options).items() if name in given}
+    if "decisions" in given:
+        check_policy_flags(ctx, options["decisions"])
+    overrides = {name: value for name, value in options.items() if name in given}
+    if "workspace" in overrides:
+        overrides["cwd"] = os.path.abspath(overrides.pop("workspace"))
+    if "policy_files" in overrides:
+        overrides["policy_files"] = [os.path.abspath(p) for p in overrides["policy_files"]]
+    for path in ("script", "vendor_dir", "retain_dir"):
+        if overrides.get(path) is not None:
+            overrides[path] = os.path.abspath(overrides[path])
+    _drive(lambda stop: resume_workflow(out_dir, options=overrides, on_step=_print_step, stop=stop, **budgets))
 
 
 @workflow.command()

@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import hashlib
 import inspect
+import json
 import os
 import time
 from dataclasses import dataclass, field
@@ -95,11 +97,70 @@ class _Budgets:
     max_cost_usd: float | None = None
 
 
+# RunSpec fields the host sets itself for each session; every other field is a run option the user
+# chose, stored in `workflow.started` (`run`) and taken again by `resume` unless overridden.
+_HOST_OWNED = {"kind", "prompt", "frame", "keep_open", "events", "max_turns", "library_frame", "run_id"}
+_PATHS = ("script", "vendor_dir", "retain_dir", "cwd", "record", "replay")
+
+
+def stored_options(spec: RunSpec) -> dict[str, Any]:
+    """The run options of `spec` as the ledger keeps them (paths absolute, so a resume from
+    another directory means the same files)."""
+    out: dict[str, Any] = {}
+    for option in dataclasses.fields(RunSpec):
+        if option.name in _HOST_OWNED:
+            continue
+        value = getattr(spec, option.name)
+        if option.name in _PATHS and value is not None:
+            value = os.path.abspath(value)
+        elif option.name == "policy_files":
+            value = [os.path.abspath(v) for v in value]
+        out[option.name] = value
+    return out
+
+
+def spec_from_stored(kind: str, stored: dict[str, Any], overrides: dict[str, Any]) -> RunSpec:
+    known = {f.name for f in dataclasses.fields(RunSpec)} - _HOST_OWNED
+    given = {k: v for k, v in stored.items() if k in known}
+    unknown = sorted(set(overrides) - known)
+    if unknown:
+        raise WorkflowRefused("OptionUnknown", f"{', '.join(unknown)} is not a run option a workflow session takes")
+    return RunSpec(kind=kind, **{**given, **overrides})
+
+
+def _digest(path: str) -> str | None:
+    try:
+        with open(path, "rb") as handle:
+            return hashlib.sha256(handle.read()).hexdigest()
+    except OSError:
+        return None
+
+
+def script_cursor(turns: list[dict[str, Any]], cursor: int) -> int:
+    """Where a scenario stands after one more harness turn from `cursor`: the scripted model
+    answers one main request per scenario turn, and a turn of the harness ends at the first
+    answer without calls (past the last scenario turn every answer is call-free)."""
+    while cursor < len(turns) and turns[cursor].get("calls"):
+        cursor += 1
+    return cursor + 1
+
+
+def _script_turns(path: str) -> list[dict[str, Any]]:
+    from metaharness.protocol.scenario import ScenarioError, load_scenario
+
+    try:
+        load_scenario(path)
+        with open(path, "rb") as handle:
+            return json.loads(handle.read())["turns"]
+    except ScenarioError as exc:
+        raise WorkflowRefused("ScriptInvalid", str(exc)) from None
+
+
 class _Host:
     def __init__(self, loaded: LoadedWorkflow, kind: str, out_dir: str, base: RunSpec, budgets: _Budgets,
                  *, on_step: Callback | None, on_event: Callback | None,
                  decide: Callable[..., Awaitable[Any] | Any] | None, stop: asyncio.Event | None,
-                 on_line: Callable[[bytes], None] | None) -> None:
+                 on_line: Callable[[bytes], None] | None, script_start: int = 0) -> None:
         self.loaded, self.wf, self.kind, self.out = loaded, loaded.workflow, kind, out_dir
         self.base, self.budgets = base, budgets
         self.on_step, self.on_event, self.decide, self.on_line = on_step, on_event, decide, on_line
@@ -108,6 +169,45 @@ class _Host:
         self.steps: list[StepResult] = []
         self.cost: float | None = None
         self.session_cost_base: float | None = None
+        # A scripted session: where in the scenario the session began, and where it stands now.
+        self.script_turns: list[dict[str, Any]] | None = None  # read by precheck()
+        self.script_start = self.script_cursor = script_start
+        self.session_script = base.script
+
+    def session_spec(self, frame: frames.Frame, events: str) -> RunSpec:
+        return dataclasses.replace(
+            self.base, kind=self.kind, prompt=self.wf.nodes[frame.node.id].prompt, frame=None,
+            library_frame=frame, keep_open=True, cwd=self.workspace, events=events, script=self.session_script,
+            max_turns=None, required_commands=sorted({*self.base.required_commands, "frame.set", "message.inject"}))
+
+    def precheck(self, frame: frames.Frame) -> None:
+        """Every refusal the session's start would meet, raised before the ledger is written."""
+        from metaharness.api import start_refusal
+
+        sentence = start_refusal(self.session_spec(frame, os.devnull))
+        if sentence is not None:
+            name, colon, rest = sentence.partition(": ")
+            if not (colon and name.isidentifier() and name[:1].isupper()):
+                name, rest = "RunRefused", sentence
+            raise WorkflowRefused(name, rest)
+        if self.base.script:
+            self.script_turns = _script_turns(self.base.script)
+
+    def continue_script(self, session: int) -> None:
+        """A scenario resumed part-way is given to the session from the turn reached, as a file in
+        the run directory (the turns kept verbatim)."""
+        if self.script_turns is None or self.script_start == 0:
+            return
+        path = os.path.join(self.out, f"scenario-{session}.json")
+        with open(path, "w", encoding="utf-8") as handle:
+            json.dump({"format": "metaharness.scenario/1", "turns": self.script_turns[self.script_start:]}, handle)
+        self.session_script = path
+
+    def script_record(self) -> dict[str, Any]:
+        if self.script_turns is None:
+            return {}
+        return {"script": os.path.abspath(self.base.script), "script_digest": _digest(self.base.script),
+                "script_start": self.script_start}
 
     # ------------------------------------------------------------------ helpers
     def _frame_file(self, index: int, position: Position) -> str:
@@ -137,8 +237,9 @@ class _Host:
         from metaharness.api import start_run
 
         def end(outcome: str, name: str | None, reason: str | None) -> WorkflowResult:
-            # A stopped run (host stopped, harness gone) is not ended: `resume` continues it.
-            ledger.write("workflow.stopped" if outcome == "stopped" else "workflow.ended", outcome=outcome,
+            # A stopped run (host stopped, harness gone, a budget reached) is not ended: `resume`
+            # continues it (with a larger budget).
+            ledger.write("workflow.stopped" if outcome in ("stopped", "budget") else "workflow.ended", outcome=outcome,
                          reason_name=name, reason=reason, steps=len(self.steps), cost_usd=self.cost)
             return WorkflowResult(outcome, name, reason, self.out, self.steps, self.cost)
 
@@ -147,78 +248,83 @@ class _Host:
             return end("budget", *over)
         frame = self._enter(ledger, walk)
         events_name = "events.jsonl" if session == 1 else f"events-{session}.jsonl"
-        spec = dataclasses.replace(
-            self.base, kind=self.kind, prompt=self.wf.nodes[walk.position.node].prompt, frame=None,
-            library_frame=frame, keep_open=True, cwd=self.workspace, events=os.path.join(self.out, events_name),
-            max_turns=None, required_commands=sorted({*self.base.required_commands, "frame.set", "message.inject"}))
-        run = await start_run(spec)
+        run = await start_run(self.session_spec(frame, os.path.join(self.out, events_name)))
         stopper = asyncio.ensure_future(self._halt_on_stop(run))
         result: WorkflowResult | None = None
         answer: list[str] = []  # the model's text since its last tool call: the step's final answer
         turns = 0  # turns begun in this step
         ours = False  # whether the running turn is this step's (began under its frame)
         started = time.monotonic()
-        async with run:
-            seen = 0
-            async for envelope, event in run:
-                if self.on_line is not None:  # the raw lines, exactly as the run wrote them
-                    for line in run.lines[seen:]:
-                        self.on_line(line)
-                    seen = len(run.lines)
-                await _call(self.on_event, envelope, event)
-                if result is not None:
-                    continue  # the workflow has ended; let the session wind up
-                if isinstance(event, ToolRequested):
-                    answer = []
-                    if event.decision_required and self.decide is not None:
-                        decision = await _call(self.decide, event, frame)
-                        await run.decide(event.call_id, decision)
-                elif isinstance(event, ToolResult):
-                    answer = []
-                elif isinstance(event, Text):
-                    answer.append(event.text)
-                elif isinstance(event, UsageReport) and event.usage.cost_usd is not None:
-                    self.cost = (self.cost or 0.0) + event.usage.cost_usd
-                elif isinstance(event, SessionEnded) and event.total_cost_usd is not None:
-                    self.cost = (self.session_cost_base or 0.0) + event.total_cost_usd
-                elif isinstance(event, TurnStarted):
-                    # A turn the harness begins on its own under an earlier frame is not this step's.
-                    ours = event.frame_digest == frame.digest
-                    if ours:
-                        turns += 1
-                        answer = []
-                elif isinstance(event, TurnEnded) and ours:
-                    index, position = walk.index, walk.position
-                    text = "\n".join(answer)
-                    verdict = await judge(position.node, self.wf.nodes[position.node], self.loaded, self.workspace, text)
-                    ledger.write("step.verdict", step=_step(index, position), turn=turns, passed=verdict.passed,
-                                 handoff=verdict.handoff, choice=verdict.choice,
-                                 check=verdict.check.record() if verdict.check else None, failure=verdict.failure,
-                                 answer_tail=text[-2000:])
-                    if not verdict.passed and turns < (self.budgets.max_turns or 1):
-                        # The step has turns left: the same frame, one more turn, the failure said.
-                        answer = []
-                        await run.inject(f"This step is not done yet: {verdict.failure}")
-                        continue
-                    then = walk.judged(passed=verdict.passed, choice=verdict.choice, failure=verdict.failure,
-                                       failed_by=verdict.failed_by, established=verdict.established)
-                    await _call(self.on_step, self._record(
-                        ledger, run, walk, frame, verdict, "passed" if verdict.passed else "failed",
-                        verdict.failure, then, started, index=index, position=position))
-                    if walk.ending is not None:
-                        result = end("failed", walk.ending.name, walk.ending.reason)
-                    elif walk.done:
-                        result = end("completed", None, None)
-                    elif over := self._budget_stop(walk.index):
-                        result = end("budget", *over)
+        seen = 0
+        crashed: BaseException | None = None
+        try:
+            async with run:
+                async for envelope, event in run:
+                    if self.on_line is not None:  # the raw lines, exactly as the run wrote them
+                        for line in run.lines[seen:]:
+                            self.on_line(line)
+                        seen = len(run.lines)
+                    await _call(self.on_event, envelope, event)
                     if result is not None:
-                        await run.close_input()
-                        continue
-                    frame = self._enter(ledger, walk)
-                    answer, turns, started = [], 0, time.monotonic()
-                    # Sent together: one boundary, one turn.
-                    await run.send_together(MessageInject(id="", text=self.wf.nodes[walk.position.node].prompt),
-                                            FrameSet(id="", frame=msgspec.to_builtins(frame)))
+                        continue  # the workflow has ended; let the session wind up
+                    if isinstance(event, ToolRequested):
+                        answer = []
+                        if event.decision_required and self.decide is not None:
+                            decision = await _call(self.decide, event, frame)
+                            await run.decide(event.call_id, decision)
+                    elif isinstance(event, ToolResult):
+                        answer = []
+                    elif isinstance(event, Text):
+                        answer.append(event.text)
+                    elif isinstance(event, UsageReport) and event.usage.cost_usd is not None:
+                        self.cost = (self.cost or 0.0) + event.usage.cost_usd
+                    elif isinstance(event, SessionEnded) and event.total_cost_usd is not None:
+                        self.cost = (self.session_cost_base or 0.0) + event.total_cost_usd
+                    elif isinstance(event, TurnStarted):
+                        # A turn the harness begins on its own under an earlier frame is not this step's.
+                        ours = event.frame_digest == frame.digest
+                        if ours:
+                            turns += 1
+                            answer = []
+                    elif isinstance(event, TurnEnded) and self.script_turns is not None and not self._stopping():
+                        self.script_cursor = script_cursor(self.script_turns, self.script_cursor)
+                    if isinstance(event, TurnEnded) and ours and not self._stopping():
+                        # A turn our own halt cut short is not judged: the step is taken again on resume.
+                        index, position = walk.index, walk.position
+                        text = "\n".join(answer)
+                        verdict = await judge(position.node, self.wf.nodes[position.node], self.loaded, self.workspace, text)
+                        ledger.write("step.verdict", step=_step(index, position), turn=turns, passed=verdict.passed,
+                                     handoff=verdict.handoff, choice=verdict.choice,
+                                     check=verdict.check.record() if verdict.check else None, failure=verdict.failure,
+                                     answer_tail=text[-2000:])
+                        if not verdict.passed and turns < (self.budgets.max_turns or 1):
+                            # The step has turns left: the same frame, one more turn, the failure said.
+                            answer = []
+                            await run.inject(f"This step is not done yet: {verdict.failure}")
+                            continue
+                        then = walk.judged(passed=verdict.passed, choice=verdict.choice, failure=verdict.failure,
+                                           failed_by=verdict.failed_by, established=verdict.established)
+                        await _call(self.on_step, self._record(
+                            ledger, run, walk, frame, verdict, "passed" if verdict.passed else "failed",
+                            verdict.failure, then, started, index=index, position=position))
+                        if walk.ending is not None:
+                            result = end("failed", walk.ending.name, walk.ending.reason)
+                        elif walk.done:
+                            result = end("completed", None, None)
+                        elif over := self._budget_stop(walk.index):
+                            result = end("budget", *over)
+                        if result is not None:
+                            await run.close_input()
+                            continue
+                        frame = self._enter(ledger, walk)
+                        answer, turns, started = [], 0, time.monotonic()
+                        # Sent together: one boundary, one turn.
+                        await run.send_together(MessageInject(id="", text=self.wf.nodes[walk.position.node].prompt),
+                                                FrameSet(id="", frame=msgspec.to_builtins(frame)))
+        except (BrokenPipeError, ConnectionError) as exc:
+            # The harness died where the run wrote to it (a step boundary): the session is over,
+            # the workflow is not — it stops resumably like any other early end.
+            crashed = exc
         stopper.cancel()
         if self.on_line is not None:
             for line in run.lines[seen:]:
@@ -232,10 +338,13 @@ class _Host:
                 result = end("refused", "RunRefused", "the run was refused at start" + (f": {stderr}" if stderr else ""))
             else:
                 reason = (f"the harness session ended (exit code {run.exit_code}) before the workflow did"
-                          + (f": {stderr}" if stderr else ""))
+                          + (f": {stderr}" if stderr else "") + (f": {crashed}" if crashed else ""))
                 result = end("stopped", "HarnessEnded", reason)
         result.run_exit_code = run.exit_code
         return result
+
+    def _stopping(self) -> bool:
+        return self.stop is not None and self.stop.is_set()
 
     async def _halt_on_stop(self, run: Any) -> None:
         if self.stop is None:
@@ -253,7 +362,8 @@ class _Host:
                      then=None if then is None else {"node": then.node, "attempt": then.attempt,
                                                      "failure": then.failure, "failed_by": then.failed_by},
                      established=[{"text": p.text, "source": p.source} for p in (verdict.established if verdict else [])],
-                     cost_usd=self.cost, duration_ms=duration)
+                     cost_usd=self.cost, duration_ms=duration,
+                     **({"script_turn": self.script_cursor} if self.script_turns is not None else {}))
         run.report_step_left(frame.step, Completed() if outcome == "passed" else Failed(reason=reason or outcome))
         step = StepResult(index, position.node, position.attempt, frame.digest, outcome, reason, verdict, then,
                           self.cost, duration)
@@ -320,10 +430,12 @@ async def run_workflow(
     budgets = _Budgets(max_steps, max_turns, max_cost_usd)
     _admit(loaded, harness, base, budgets, decide)
     out_dir = _prepare_out(out)
-    os.makedirs(os.path.join(out_dir, "frames"), exist_ok=True)
     host = _Host(loaded, harness, out_dir, base, budgets, on_step=on_step, on_event=on_event, decide=decide,
                  stop=stop, on_line=on_line)
     prior = [frames.PriorLine(text=task, source="the task given to the workflow")] if task else []
+    walk = Walk(loaded.workflow, Position(node=loaded.workflow.start), 1, prior)
+    host.precheck(walk.enter())  # nothing is written before every start check has passed
+    os.makedirs(os.path.join(out_dir, "frames"), exist_ok=True)
     ledger = ledgers.Ledger(out_dir)
     try:
         ledger.write("workflow.started", workflow={"id": loaded.workflow.id, "version": loaded.workflow.version},
@@ -331,8 +443,9 @@ async def run_workflow(
                      start_node=loaded.workflow.start, first_index=1,
                      prior=[{"text": p.text, "source": p.source} for p in prior],
                      events="events.jsonl", workspace=host.workspace,
-                     options={"max_steps": max_steps, "max_turns": max_turns, "max_cost_usd": max_cost_usd})
-        return await host.drive(ledger, Walk(loaded.workflow, Position(node=loaded.workflow.start), 1, prior), session=1)
+                     options={"max_steps": max_steps, "max_turns": max_turns, "max_cost_usd": max_cost_usd},
+                     run=stored_options(base), **host.script_record())
+        return await host.drive(ledger, walk, session=1)
     finally:
         ledger.close()
 
@@ -341,6 +454,7 @@ async def resume_workflow(
     out: str,
     *,
     spec: RunSpec | None = None,
+    options: dict[str, Any] | None = None,
     harness: str | None = None,
     max_steps: int | None = None,
     max_turns: int | None = None,
@@ -354,7 +468,12 @@ async def resume_workflow(
     """Continue the workflow run in `out` after its last completed step, in a new session.
 
     The workflow file must be unchanged (same digest) — `WorkflowChanged` otherwise.
-    Budgets not given are the ones the run started with."""
+    The run options are the ones the last session started with (stored in its
+    `workflow.started`): `options` overrides some of them by RunSpec field name, or
+    `spec` replaces them all. Budgets not given are the ones the run started with. A
+    scripted session continues its scenario at the model request the ledger reached
+    (a script given anew starts at its first turn); a scenario file changed since is
+    refused (`ScriptChanged`). A run stopped by a budget resumes with a larger one."""
     out_dir = os.path.abspath(out)
     try:
         records = ledgers.read(out_dir)
@@ -367,20 +486,39 @@ async def resume_workflow(
     if loaded.digest != started["digest"]:
         raise WorkflowRefused("WorkflowChanged", f"{loaded.path} changed since the run started (digest "
                               f"{started['digest'][:12]}… then, {loaded.digest[:12]}… now); resume the file it ran")
-    kind = harness or started["harness"]
-    options = started.get("options", {})
-    budgets = _Budgets(max_steps if max_steps is not None else options.get("max_steps"),
-                       max_turns if max_turns is not None else options.get("max_turns"),
-                       max_cost_usd if max_cost_usd is not None else options.get("max_cost_usd"))
-    base = spec or RunSpec(kind=kind)
+    last = point.last_started
+    kind = harness or last["harness"]
+    stored = last.get("options", {})
+    budgets = _Budgets(max_steps if max_steps is not None else stored.get("max_steps"),
+                       max_turns if max_turns is not None else stored.get("max_turns"),
+                       max_cost_usd if max_cost_usd is not None else stored.get("max_cost_usd"))
+    overrides = dict(options or {})
+    if spec is not None:
+        base = spec
+    else:
+        base = spec_from_stored(kind, last.get("run", {}), overrides)
     if base.cwd is None:
-        base = dataclasses.replace(base, cwd=started.get("workspace"))
+        base = dataclasses.replace(base, cwd=last.get("workspace") or started.get("workspace"))
+    # The scenario continues where the ledger's last ended step left it, unless a script was given anew.
+    script_start = 0
+    if base.script and "script" not in overrides and spec is None and last.get("script") == os.path.abspath(base.script):
+        if _digest(base.script) != last.get("script_digest"):
+            raise WorkflowRefused("ScriptChanged", f"the scenario {base.script} changed since the run started; "
+                                  "give it again with --script to start it at its first turn")
+        script_start = point.script_turn if point.script_turn is not None else last.get("script_start", 0)
     _admit(loaded, kind, base, budgets, decide)
     host = _Host(loaded, kind, out_dir, base, budgets, on_step=on_step, on_event=on_event, decide=decide,
-                 stop=stop, on_line=on_line)
+                 stop=stop, on_line=on_line, script_start=script_start)
     host.cost = host.session_cost_base = point.cost_usd
+    over = host._budget_stop(point.next_index)
+    if over:
+        name, sentence = over
+        raise WorkflowRefused(name, f"{sentence}; resume with a larger budget")
+    walk = Walk(loaded.workflow, point.position, point.next_index, point.prior)
+    host.precheck(walk.enter())
     ledger = ledgers.Ledger(out_dir)
     try:
+        host.continue_script(point.session)
         ledger.write("workflow.started", workflow={"id": loaded.workflow.id, "version": loaded.workflow.version},
                      file=loaded.path, digest=loaded.digest, harness=kind, task=started.get("task"),
                      session=point.session, resumed_at={"index": point.next_index, "node": point.position.node,
@@ -388,8 +526,8 @@ async def resume_workflow(
                      interrupted_step=point.interrupted_step, events=f"events-{point.session}.jsonl",
                      workspace=host.workspace,
                      options={"max_steps": budgets.max_steps, "max_turns": budgets.max_turns,
-                              "max_cost_usd": budgets.max_cost_usd})
-        return await host.drive(ledger, Walk(loaded.workflow, point.position, point.next_index, point.prior),
-                                session=point.session)
+                              "max_cost_usd": budgets.max_cost_usd},
+                     run=stored_options(base), **host.script_record())
+        return await host.drive(ledger, walk, session=point.session)
     finally:
         ledger.close()

@@ -6,11 +6,14 @@ back, and `resume_point()` — where a resumed run continues from, computed from
 the records alone.
 
 Records, in the order a run writes them:
-  workflow.started  {workflow, file, digest, harness, task, session, events, options}
+  workflow.started  {workflow, file, digest, harness, task, session, events, options, run,
+                     script, script_digest, script_start}  (run: the session's run options)
   step.entered      {step: {index, node, attempt}, failure, frame_digest, frame}
   step.verdict      {step, turn, passed, handoff, choice, check, failure, answer_tail}  (one per turn judged)
-  step.ended        {step, outcome, reason, then, established, cost_usd, duration_ms}
+  step.ended        {step, outcome, reason, then, established, cost_usd, duration_ms, script_turn}
   workflow.ended    {outcome, reason_name, reason, steps, cost_usd}
+  workflow.stopped  (the same fields) — the run did not end: a stop, or a budget; `resume` continues it
+`script_turn` is, for a scripted session, the scenario turn its next model request would get.
 `then` is where the workflow goes next: {node, attempt, failure, failed_by}, or null
 when the step ended it.
 """
@@ -91,6 +94,8 @@ class ResumePoint:
     cost_usd: float | None
     interrupted_step: int | None = None  # a step entered and never ended
     steps: list[dict[str, Any]] = field(default_factory=list)
+    last_started: dict[str, Any] = field(default_factory=dict)  # the latest session's workflow.started
+    script_turn: int | None = None  # its scenario's turn after the last step it ended
 
 
 def position_of(then: dict[str, Any]) -> Position:
@@ -110,9 +115,12 @@ def resume_point(records: list[dict[str, Any]]) -> ResumePoint:
     next_index = started.get("first_index", 1)
     open_step: dict[str, Any] | None = None
     cost = started.get("cost_usd_before")
+    last_started, script_turn = started, None
     for record in records:
         kind = record["record"]
-        if kind == "step.entered":
+        if kind == "workflow.started":
+            last_started, script_turn = record, None
+        elif kind == "step.entered":
             open_step = record
             next_index = record["step"]["index"] + 1
             position = Position(node=record["step"]["node"], attempt=record["step"]["attempt"],
@@ -121,10 +129,12 @@ def resume_point(records: list[dict[str, Any]]) -> ResumePoint:
             open_step = None
             prior = merge_prior(prior, [PriorLine(text=p["text"], source=p.get("source")) for p in record["established"]])
             cost = record.get("cost_usd", cost)
+            script_turn = record.get("script_turn", script_turn)
             if record["then"] is None:
                 raise LedgerError("WorkflowEnded: the last step ended the workflow; there is nothing to resume")
             position = position_of(record["then"])
     sessions = [r for r in records if r["record"] == "workflow.started"]
     return ResumePoint(started=started, position=position, next_index=next_index, prior=prior,
                        session=len(sessions) + 1, cost_usd=cost,
-                       interrupted_step=open_step["step"]["index"] if open_step else None)
+                       interrupted_step=open_step["step"]["index"] if open_step else None,
+                       last_started=last_started, script_turn=script_turn)
