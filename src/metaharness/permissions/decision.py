@@ -23,7 +23,7 @@ from .calls import Call, replace_input
 from .context import Context
 from .grants import adds_nothing, cmd_read_only, grant_reason, grant_subjects
 from .index import index_of, strongest_match
-from .match import MATCH, MAYBE, NO, allow_covers, call_level_match, exact_path_allow
+from .match import MATCH, MAYBE, NO, allow_covers, call_level_match, exact_path_allow, new_decision
 from .path_checks import inside_roots, is_critical_removal, is_protected, is_secret
 from .reasons import CATALOGUE, POSSIBLE_ASK_RANK
 from .remember import remember
@@ -133,6 +133,7 @@ def decide(call: Call, ctx: Context, external: ExternalDecision | None = None) -
         verdict = decide(replace_input(call, external.replacement), ctx, None)
         verdict.replaced = True
         return verdict
+    new_decision()
     subjects, analysis = subjects_of(call, ctx)
     principal, truncated, digest = principal_of(call, subjects)
     for subject in subjects:

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from .calls import Call
     from .context import Context
     from .rules import Rule
-    from .shell import PathRef
+    from .shell import Cmd, PathRef
     from .subjects import Subject
 
 __all__ = ["grant_subjects", "grant_reason", "cmd_read_only", "adds_nothing", "classifier_module"]
@@ -49,8 +49,33 @@ def classifier_module():
     return _classifier
 
 
+def _kept(cmd: "Cmd", key: tuple, work):
+    """What `work()` answers for `cmd`, kept on the command: each answer kept here depends only on
+    the command's words (and what `key` names), and a memoised analysis (subjects.analysis_of)
+    hands the same command to every decision of the same string."""
+    memo = cmd.norm_cache
+    if key in memo:
+        return memo[key]
+    answer = memo[key] = work()
+    return answer
+
+
+def _read_only(cmd: "Cmd", trusted: bool) -> bool:
+    return _kept(cmd, ("read-only", trusted), lambda: classifier_module().is_read_only(cmd, trusted=trusted))
+
+
+def _first_allow(index, cmd: "Cmd") -> "Rule | None":
+    """The first allow rule of `index` that covers `cmd`, kept on the command for this index."""
+    key = ("first-allow", id(index))
+    kept = cmd.norm_cache.get(key)
+    if kept is None or kept[0] is not index:  # not asked yet, or another index once had this id
+        found = next((rule for rule in index.for_cmd_strict(cmd) if command_allowed(rule, cmd)), None)
+        kept = cmd.norm_cache[key] = (index, found)
+    return kept[1]
+
+
 def cmd_read_only(subject: "Subject", ctx: "Context") -> bool:
-    return subject.cmd is not None and classifier_module().is_read_only(subject.cmd, trusted=ctx.trusted)
+    return subject.cmd is not None and _read_only(subject.cmd, ctx.trusted)
 
 
 def adds_nothing(subject: "Subject") -> bool:
@@ -91,13 +116,12 @@ def grant_subjects(subjects: list["Subject"], call: "Call", ctx: "Context", only
     index = index_of(ctx.rules.allow, ctx)
     for subject in subjects:
         if subject.kind == "cmd":
-            for rule in index.for_cmd_strict(subject.cmd):
-                if command_allowed(rule, subject.cmd):
-                    rule_of_cmd[id(subject.cmd)] = rule
-                    if rule.kind == "shell" and rule.shell.exact and subject.cmd.layer == 0:
-                        exact_groups.add(subject.cmd.group)
-                        exact_rule_of_group[subject.cmd.group] = rule
-                    break
+            rule = _first_allow(index, subject.cmd)
+            if rule is not None:
+                rule_of_cmd[id(subject.cmd)] = rule
+                if rule.kind == "shell" and rule.shell.exact and subject.cmd.layer == 0:
+                    exact_groups.add(subject.cmd.group)
+                    exact_rule_of_group[subject.cmd.group] = rule
     for subject in subjects:
         if subject.shown.result == "deny" or (only_display and subject.shown.reason):
             continue
@@ -113,14 +137,14 @@ def grant_subjects(subjects: list["Subject"], call: "Call", ctx: "Context", only
                 grant = ("allow-rule", rule_of_cmd[id(cmd)])
             elif (cmd.inner is not None and cmd.transparent) or adds_nothing(subject):
                 grant = ("read-only", None)  # adds nothing; its inner commands are subjects of their own
-            elif classifier.is_read_only(cmd, trusted=ctx.trusted):
+            elif _read_only(cmd, ctx.trusted):
                 grant = ("read-only", None)
-            elif mode in _EDIT_MODES and classifier.is_edit_command(cmd) and all(
+            elif mode in _EDIT_MODES and _kept(cmd, ("edit",), lambda: classifier.is_edit_command(cmd)) and all(
                     ref.access == "read" or _editable(ref, ctx) for ref in cmd.paths):
                 grant = ("edit-grant", None)
             elif mode == "auto":
-                risky = classifier.risky_feature(cmd)
-                if risky is None and classifier.is_routine(cmd):
+                risky = _kept(cmd, ("risky",), lambda: classifier.risky_feature(cmd))
+                if risky is None and _kept(cmd, ("routine",), lambda: classifier.is_routine(cmd)):
                     grant = ("auto-routine", None)
         elif subject.kind == "read":
             grant = ("read-only", None)

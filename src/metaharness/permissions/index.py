@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from . import match as _match
 from .match import CALL_LEVEL_TOOLS, MATCH, MAYBE, NO, broad_match, path_rule_applies, tail_starts
 from .paths import compile_path_pattern
 from .rules import LITERAL, Rule, broad_wordset, literal_texts, required_words, strict_values
@@ -124,6 +125,7 @@ class RuleIndex:
             else:
                 self.strict_free.append(rule)
         self._strict_base = self.strict_free + self.bash_plain + self.rm
+        self.path_anchors = tuple(dict.fromkeys(anchor for anchor, _ in self.path_by_first))
 
     def _ordered(self, rules: list[Rule]) -> list[Rule]:
         position = self.position
@@ -202,9 +204,8 @@ class RuleIndex:
             if subject.canon is None or subject.recursive or not self.path_by_first:
                 return self.path
             found: list[Rule] = list(self.path_always)
-            anchors = {anchor for anchor, _ in self.path_by_first}
             for spelling in subject.canon.spellings:
-                for anchor in anchors:
+                for anchor in self.path_anchors:
                     if spelling.startswith(anchor + "/"):
                         first = spelling[len(anchor) + 1:].split("/", 1)[0].casefold()
                         found.extend(self.path_by_first.get((anchor, first), ()))
@@ -225,10 +226,30 @@ def index_of(rules: list[Rule], ctx: "Context") -> RuleIndex:
 
 def strongest_match(rules: list[Rule], subject: "Subject", call: "Call", ctx: "Context") -> tuple[int, Rule | None]:
     """The strongest answer (`MATCH` > `MAYBE` > `NO`) any of `rules` gives `subject`, and the
-    first rule in list order that gives it."""
+    first rule in list order that gives it.
+
+    A command's answer is kept on the command, for this index: it depends only on the command's
+    words and the rules, and a memoised analysis (subjects.analysis_of) hands the same command
+    to the next decision of the same string. An answer that read the filesystem (a built-in rm
+    rule canonicalising operands) is not kept."""
     index = index_of(rules, ctx)
+    if subject.kind == "cmd":
+        memo = subject.cmd.norm_cache
+        key = ("strongest", id(index))
+        kept = memo.get(key)
+        if kept is not None and kept[0] is index:
+            return kept[1], kept[2]
+        reads = _match.fs_reads[0]
+        best, best_rule = _strongest(index, subject, call, ctx)
+        if _match.fs_reads[0] == reads:
+            memo[key] = (index, best, best_rule)
+        return best, best_rule
     if subject.canon is None and subject.kind in ("read", "write"):
         return index.dynamic_path(subject.kind)  # what the loop below would find, precomputed
+    return _strongest(index, subject, call, ctx)
+
+
+def _strongest(index: RuleIndex, subject: "Subject", call: "Call", ctx: "Context") -> tuple[int, Rule | None]:
     best, best_rule = NO, None
     for rule in index.for_subject(subject):
         result = broad_match(rule, subject, call, ctx)

@@ -16,6 +16,7 @@ Rules it keeps:
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 from typing import TYPE_CHECKING, Any, Mapping
@@ -82,6 +83,22 @@ def _walk_for_denied(root: str, rule: Rule, ctx: "Context", limit: int = WALK_LI
     return False
 
 
+# The operands' canonical spellings read the filesystem (symlinks), and an analysis outlives one
+# decision (subjects.analysis_of memoises it): the rm facts are kept for one decision only.
+_decision = [0]
+_decisions = itertools.count(1)
+
+
+#: How many times a command's match consulted the filesystem (the rm facts): a caller keeping a
+#: command's answer beyond this decision (index.strongest_match) keeps only answers that did not.
+fs_reads = [0]
+
+
+def new_decision() -> None:
+    """Start a decision: facts read from the filesystem by an earlier one are not reused."""
+    _decision[0] = next(_decisions)
+
+
 def _rm_builtin(rule: Rule, cmd: "Cmd", ctx: "Context") -> int:
     """A built-in `rm` rule (`Bash(rm -r <path>)`, `-f` likewise) against one command."""
     if cmd.program_unknown:
@@ -110,10 +127,11 @@ def _rm_facts(cmd: "Cmd", ctx: "Context") -> list:
     analysis) instead of once per rule: per word variant, its options, whether a dynamic word
     may be an option, and its operands as ("dynamic", word), ("unknown-cwd", None) or
     ("path", (lexical, real)) — an operand that cannot be canonicalised is left out."""
+    fs_reads[0] += 1
     key = ("rm-facts", ctx.home)
-    facts = cmd.norm_cache.get(key)
-    if facts is not None:
-        return facts
+    cached = cmd.norm_cache.get(key)
+    if cached is not None and cached[0] == _decision[0]:
+        return cached[1]
     shapes: dict[tuple[int, str], bool] = {}
 
     def could_be(word: "Word", literal: str) -> bool:
@@ -145,7 +163,7 @@ def _rm_facts(cmd: "Cmd", ctx: "Context") -> list:
                 continue
             operands.append(("path", (canon.lexical, canon.real)))
         facts.append((options, dash, operands, could_be))
-    cmd.norm_cache[key] = facts
+    cmd.norm_cache[key] = (_decision[0], facts)
     return facts
 
 

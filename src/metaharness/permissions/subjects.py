@@ -10,11 +10,16 @@ Rules it keeps:
   evaluated over all of them;
 * a path whose target cannot be known before the call runs is `dynamic` (only a rule without a
   specifier can cover it); a path a word may only possibly spell is deny-only;
-* what the analysis cannot read becomes an opaque subject, with why.
+* what the analysis cannot read becomes an opaque subject, with why;
+* a command string's analysis is memoised per (command, working directory, HOME): the analysis
+  reads no file and no rule, and nothing after it changes what it returns (the path subjects
+  built from it resolve symlinks afresh on every call), so a repeated command — a run's
+  `git status`, a redecide over a month of CI runs — is parsed once.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import shlex
 import urllib.parse
@@ -112,9 +117,22 @@ def _host_of(url: str) -> str | None:
         return None
 
 
+#: How many command strings' analyses are kept (least recently used first out). An analysis of a
+#: typical command is a few kilobytes; 4,096 of them bound the memo to a few megabytes.
+ANALYSIS_MEMO_SIZE = 4096
+
+
+@functools.lru_cache(maxsize=ANALYSIS_MEMO_SIZE)
+def analysis_of(text: str, cwd: "str | None", home: "str | None") -> "Analysis":
+    """The shell analysis of `text`, memoised (the module's rules say why that is safe)."""
+    from .shell import analyse
+
+    return analyse(text, cwd, home)
+
+
 def subjects_of(call: "Call", ctx: "Context") -> tuple[list[Subject], "Analysis | None"]:
     """Every subject of `call` in call order, and the shell analysis when the call is a command."""
-    from .shell import Cmd, PathRef, Word, analyse, static_word
+    from .shell import Cmd, PathRef, Word, static_word
 
     cwd = call.cwd or ctx.cwd
     subjects: list[Subject] = []
@@ -123,7 +141,7 @@ def subjects_of(call: "Call", ctx: "Context") -> tuple[list[Subject], "Analysis 
         subjects.append(_opaque(call.opaque))
     if call.rule_tool == "Bash" and (call.command is not None or call.argv is not None):
         text = call.command if call.command is not None else shlex.join(call.argv or ())
-        analysis = analyse(text, cwd, ctx.home)
+        analysis = analysis_of(text, cwd, ctx.home)
         if analysis.too_large:
             return subjects, analysis
         for cmd in analysis.cmds:
