@@ -44,6 +44,8 @@ class RunSpec:
     strict_version: bool = False
     model: str | None = None
     max_turns: int | None = None
+    max_cost_usd: float | None = None  # priced by metaharness from the traffic it sees (docs/guides/spend.md)
+    prices: str | None = None  # a metaharness.prices/1 file laid over the shipped price table
     script: str | None = None  # a metaharness.scenario/1 file
     cwd: str | None = None
     events: str | None = None  # also tee events to this file

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from metaharness.adapters.base import StartRefusal
+from metaharness.loopback.pricing import PricesError, load_prices
 from metaharness.protocol import frame as frames
 from metaharness.protocol.commands import COMMAND_NAMES
 
@@ -41,6 +42,7 @@ class StartPlan:
 
     launch_frame: Any = None  # a sealed frame, taking effect at the first boundary
     policy: Any = None  # the PolicyDecider of a policy-mode run
+    prices: Any = None  # the price table (shipped, with --prices / METAHARNESS_PRICES over it)
 
 
 def launch_frame_given(spec: RunSpec) -> bool:
@@ -71,6 +73,12 @@ def check_start(spec: RunSpec, harness: Harness, run_cwd: str) -> StartPlan:
             f"the {spec.kind} adapter does not accept the posture {spec.posture!r} "
             f"(it accepts {', '.join(harness.postures)})"
         )
+    if spec.max_cost_usd is not None and (sentence := cost_unseen(spec)) is not None:
+        raise RunRefused(f"CostNotSeen: {sentence}")
+    try:
+        plan.prices = load_prices(spec.prices)
+    except PricesError as exc:
+        raise RunRefused(f"PricesInvalid: {exc}") from None
     if spec.decisions == "policy":
         plan.policy = load_policy(spec, run_cwd)
     # step 3: frame resolution
@@ -101,6 +109,22 @@ def check_start(spec: RunSpec, harness: Harness, run_cwd: str) -> StartPlan:
     except StartRefusal as exc:
         raise RunRefused(f"{exc.name}: {exc.sentence}") from None
     return plan
+
+
+def cost_unseen(spec: RunSpec) -> str | None:
+    """Why metaharness cannot price this run's model traffic (so cannot keep --max-cost-usd), or None.
+    It sees oharness's usage in-process, the scripted loopback's answers, and the credential proxy's."""
+    if spec.record or spec.replay:
+        return "--max-cost-usd is not kept on a recorded or replayed run: its traffic goes through the cassette, which metaharness does not price"
+    if spec.kind == "oharness" or spec.script:
+        return None
+    if spec.credentials == "loopback" and spec.kind in ("claude", "codex"):
+        return None
+    how = {"none": f"--model-endpoint {spec.model_endpoint}" if spec.model_endpoint else "its own login",
+           "api-key": "--credentials api-key"}.get(spec.credentials, f"--credentials {spec.credentials}")
+    fix = "--credentials loopback or --script" if spec.kind in ("claude", "codex") else "--script"
+    return (f"--max-cost-usd cannot be kept on {spec.kind} with {how}: the harness talks to its model directly "
+            f"and metaharness does not see that traffic to price it; use {fix}")
 
 
 def resolve_launch_frame(spec: RunSpec) -> Any:
