@@ -52,6 +52,9 @@ def test_a_user_file_overrides_rows_and_the_date(tmp_path):
     assert table.taken == "2030-01-01" and table.lookup("claude-sonnet-4-5").input == 1.0
     assert table.lookup("gpt-5").input == 1.25  # rows the file does not name are kept
     assert load_prices(None, environ={pricing.PRICES_ENV: str(path)}).taken == "2030-01-01"
+    assert table.lookup("gemini-9") is None
+    path.write_text(USER_FILE + '[models."*"]\ninput = 7.0\noutput = 8.0\n')
+    assert load_prices(str(path)).lookup("gemini-9").input == 7.0  # only a row the user wrote prices every model
 
 
 @pytest.mark.parametrize("text, says", [

@@ -8,8 +8,8 @@ cap (`--max-cost-usd`).
 
 Rules it keeps: pricing is pure arithmetic on the counts given (a missing count is 0); a model is
 found by its exact name, else by the longest row name it begins with followed by `-` (dated ids),
-after a provider prefix (`anthropic/`, `models/`) is dropped; a model with no row has no price
-(None), never a guessed one; the meter is told each response after it was answered and says
+after a provider prefix (`anthropic/`, `models/`) is dropped, else by a `"*"` row the user wrote; a
+model with no row has no price (None), never a guessed one; the meter is told each response after it was answered and says
 whether the next request may be forwarded — once the spend reaches the cap, or an answer could
 not be priced under a cap, no further request is.
 """
@@ -25,6 +25,7 @@ from typing import Any, Callable
 
 PRICES_FORMAT = "metaharness.prices/1"
 PRICES_ENV = "METAHARNESS_PRICES"
+ANY_MODEL = "*"  # a row a user file may give for every model no other row names (the shipped table has none)
 COLUMNS = ("input", "output", "cache_read", "cache_write")
 # The usage keys (metaharness.event/1 `Usage`) each column prices.
 USAGE_COLUMN = {"input_tokens": "input", "output_tokens": "output",
@@ -65,7 +66,7 @@ class PriceTable:
         if name in self.rows:
             return self.rows[name]
         best = max((row for row in self.rows if name.startswith(row + "-")), key=len, default=None)
-        return self.rows[best] if best is not None else None
+        return self.rows[best] if best is not None else self.rows.get(ANY_MODEL)
 
     def cost(self, model: str | None, usage: dict[str, Any]) -> float | None:
         price = self.lookup(model)
