@@ -11,7 +11,9 @@ from metaharness.protocol.scenario import FINAL_TEXT, ScenarioError, parse_scena
 from metaharness.permissions import ExternalDecision
 from oharness.gate import ExternalOnlyGate
 from oharness.loop import Agent
-from oharness.model import ModelRequest, Stop, TextBlock, ToolCallBlock
+from oharness.model import ModelRequest, Stop, TextBlock, ToolCallBlock, Usage
+
+DEFAULT = Usage({"input_tokens": 10, "output_tokens": 5, "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0})
 from oharness.providers import make_provider
 from oharness.providers.scripted import ScriptedProvider
 from oharness.tools import ToolContext, builtin_tools
@@ -42,16 +44,17 @@ async def test_turn_order_rendering_and_final_text():
         ToolCallBlock("call_0_0", "bash", {"command": "ls"}),
         ToolCallBlock("mine", "edit", {"path": "a", "old": "x", "new": "y"}),
         ToolCallBlock("call_0_2", "mcp__gh__get", {"n": 1}),
+        DEFAULT,
         Stop("tool_use"),
     ]
-    assert await collect(provider) == [TextBlock("two"), Stop("end_turn")]
-    assert await collect(provider) == [TextBlock(FINAL_TEXT), Stop("end_turn")]
-    assert await collect(provider) == [TextBlock(FINAL_TEXT), Stop("end_turn")]
+    assert await collect(provider) == [TextBlock("two"), DEFAULT, Stop("end_turn")]
+    assert await collect(provider) == [TextBlock(FINAL_TEXT), DEFAULT, Stop("end_turn")]
+    assert await collect(provider) == [TextBlock(FINAL_TEXT), DEFAULT, Stop("end_turn")]
 
 
 async def test_side_requests_do_not_consume_turns():
     provider = ScriptedProvider("scripted:default", scenario({"text": "main"}))
-    assert await collect(provider, main=False) == [TextBlock("ok"), Stop("end_turn")]
+    assert await collect(provider, main=False) == [TextBlock("ok"), DEFAULT, Stop("end_turn")]
     assert (await collect(provider))[0] == TextBlock("main")
 
 
@@ -117,7 +120,7 @@ async def test_loop_runs_calls_and_feeds_results_back(tmp_path, sink):
     outcome = await agent.run_turn("go")
     assert outcome.stop_reason == "end_turn" and outcome.final_text == "done"
     assert (tmp_path / "o.txt").read_text() == "hi"
-    assert sink.kinds() == ["text", "tool_call", "tool_result", "text"]
+    assert sink.kinds() == ["text", "usage", "tool_call", "tool_result", "text", "usage"]
     roles = [m["role"] for m in agent.messages]
     assert roles == ["user", "assistant", "user", "assistant"]
     assert agent.messages[2]["content"][0] == {
@@ -206,3 +209,10 @@ async def test_steer_is_delivered_with_the_next_request(tmp_path, sink):
     await agent.run_turn("go")
     assert ("injection", "focus on tests", "steer") in sink.records
     assert agent.messages[0]["content"][-1] == {"type": "text", "text": "focus on tests"}
+
+
+async def test_a_turn_reports_the_usage_the_scenario_gives_it():
+    provider = ScriptedProvider("scripted:default", scenario({"text": "a", "usage": {"input_tokens": 7, "output_tokens": 3,
+                                                                                     "cache_read_input_tokens": 2}}))
+    assert (await collect(provider))[1] == Usage({"input_tokens": 7, "output_tokens": 3, "cache_read_input_tokens": 2,
+                                                   "cache_creation_input_tokens": 0})

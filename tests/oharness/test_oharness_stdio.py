@@ -64,6 +64,9 @@ async def test_the_whole_sequence(tmp_path):
     child.send(type="user", text="go")
     assert await child.next() == {"type": "turn_start", "turn_id": "turn_1"}
     assert await child.next() == {"type": "text", "text": "writing", "request_id": "req_1"}
+    assert await child.next() == {"type": "usage", "request_id": "req_1", "model": "scripted:default",
+                                  "usage": {"input_tokens": 10, "output_tokens": 5, "cache_read_input_tokens": 0,
+                                            "cache_creation_input_tokens": 0}}
     call = await child.next()
     assert call == {"type": "tool_call", "call_id": "call_0_0", "name": "bash",
                     "input": {"command": "echo hi > out.txt; echo ok"}, "cwd": str(tmp_path)}
@@ -75,13 +78,14 @@ async def test_the_whole_sequence(tmp_path):
                       "content": "ok\n", "bytes": 3}
     assert (tmp_path / "out.txt").read_text() == "hi\n"
     assert (await child.next())["text"] == "done"
+    assert (await child.next())["type"] == "usage"
     assert await child.next() == {"type": "turn_end", "stop_reason": "end_turn", "error": None}
     assert await child.finish() == 0
     final = child.records[-1]
     assert final["type"] == "result" and final["subtype"] == "success" and not final["is_error"]
     assert final["final_text"] == "done" and final["num_turns"] == 1 and final["total_cost_usd"] is None
-    assert final["usage"] == {"input_tokens": None, "output_tokens": None, "cache_read_input_tokens": None,
-                              "cache_creation_input_tokens": None}
+    assert final["usage"] == {"input_tokens": 20, "output_tokens": 10, "cache_read_input_tokens": 0,
+                              "cache_creation_input_tokens": 0}  # the scripted model's default usage, twice
 
 
 async def test_deny_reason_reaches_the_model_as_an_error_result(tmp_path):

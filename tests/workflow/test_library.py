@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 
 import metaharness.api
-import metaharness.workflow.admit as admit
 from metaharness.protocol.events import ToolDecided, ToolRequested, TurnEnded, TurnStarted, Text, UsageReport
 from metaharness.protocol.values import Allow, Deny, Usage
 from metaharness.run.spec import RunSpec
@@ -121,7 +120,6 @@ def test_cost_budget_stops_before_the_step_that_would_exceed_it(tmp_path, monkey
         return runs[-1]
 
     monkeypatch.setattr(metaharness.api, "start_run", start_run)
-    monkeypatch.setitem(admit.REPORTS_STEP_COST, "oharness", None)  # as if oharness reported costs
     case = Case(tmp_path, '''start = "w"
 [nodes.w]
 prompt = "work"
@@ -139,6 +137,7 @@ prompt = "even more"
     assert [r["cost_usd"] for r in case.records("step.ended")] == [0.6, 1.2]
     assert runs[0].sent == [("step.left", 1), ("inject", "more"), ("frame.set", 2), ("step.left", 2)]
     assert runs[0].spec.keep_open and runs[0].spec.library_frame.step.index == 1
+    assert runs[0].spec.max_cost_usd == 1.0  # the session's meter keeps the budget live
 
 
 def test_a_run_the_harness_refuses_is_refused_before_the_ledger(tmp_path):

@@ -75,10 +75,11 @@ def test_check_without_a_reachable_workspace(tmp_path, no_run):
     assert "node 'a' has a check" in refusal.sentence and "missing" in refusal.sentence
 
 
-@pytest.mark.parametrize("kind", ["oharness", "claude", "codex"])
-def test_cost_budget_on_a_harness_that_reports_no_cost(tmp_path, no_run, kind):
-    refusal = refuse(tmp_path, ONE, kind, max_cost_usd=1.0)
-    assert refusal.name == "CostNotReported" and f"cannot be kept on {kind}" in refusal.sentence
+@pytest.mark.parametrize("kind, spec", [("claude", {"credentials": "api-key"}),
+                                        ("codex", {"model_endpoint": "http://127.0.0.1:9"}), ("gemini", {})])
+def test_cost_budget_where_metaharness_does_not_see_the_traffic(tmp_path, no_run, kind, spec):
+    refusal = refuse(tmp_path, ONE, kind, spec=spec, max_cost_usd=1.0)
+    assert refusal.name == "CostNotSeen" and f"cannot be kept on {kind}" in refusal.sentence
 
 
 def test_ask_mode_needs_a_decider_and_observe_cannot_frame(tmp_path, no_run):

@@ -143,7 +143,8 @@ def summarise_stream(data: bytes) -> dict[str, Any]:
         elif name == "stream.closed":
             closed = line
     ended_usage = (ended or {}).get("usage") or {}
-    cost = (ended or {}).get("total_cost_usd")
+    # metaharness's own figure first (priced from the traffic it saw), else the vendor's
+    cost = _first((ended or {}).get("metered_cost_usd"), (ended or {}).get("total_cost_usd"))
     return {
         "stream": verdict,
         "close_reason": (closed or {}).get("reason"),

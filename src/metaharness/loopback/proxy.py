@@ -16,6 +16,9 @@ placeholder sits in the child's environment, where the agent's shell can read it
 placeholder-keyed request to anything else (files, batches, organisation endpoints) is
 refused 403, never forwarded, and reported through `on_refused` (the adapter writes a
 `warning` naming it).
+
+Every model answer it passes on is priced (`usage.answer_usage`, then the run's `Meter`); once the
+meter says the budget is spent, a request is answered 403 with the meter's sentence, not forwarded.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ from metaharness.protocol.failures import (
 )
 
 from . import wire_anthropic, wire_responses
+from .pricing import Meter
+from .usage import answer_usage
 from .http import ClientGone, Request, Responder
 from .service import LocalService
 
@@ -74,7 +79,9 @@ class CredentialProxy(LocalService):
     def __init__(self, upstream: str, real_key: str, *, placeholder: str | None = None, port: int = 0,
                  timeout: float = 600.0, wire: str = "any",
                  on_refused: Callable[[str, str], None] | None = None,
-                 on_failure: Callable[[ModelFailure], None] | None = None) -> None:
+                 on_failure: Callable[[ModelFailure], None] | None = None,
+                 meter: Meter | None = None) -> None:
+        self.meter = meter
         if not real_key:
             raise ValueError("the credential proxy needs a non-empty real key")
         if wire not in FORWARDED:
@@ -155,6 +162,11 @@ class CredentialProxy(LocalService):
         if not forwarded(self.wire, request.method, request.path):
             await self._refuse_endpoint(request, responder)
             return
+        if self.meter is not None and (budget := self.meter.refusal()) is not None:
+            self.refused += 1
+            status, body = _error(request.path, 403, budget, "permission_error")
+            await responder.send(status, [("content-type", "application/json")], body)
+            return
         assert self._client is not None
         upstream_request = self._client.build_request(request.method, self.upstream + request.target,
                                                       headers=headers, content=request.body)
@@ -169,6 +181,7 @@ class CredentialProxy(LocalService):
             await responder.send(status, [("content-type", "application/json")], body)
             return
         self.forwarded += 1
+        seen = bytearray() if self.meter is not None and upstream.status_code == 200 else None
         try:
             reply_headers = [(name, value) for name, value in upstream.headers.multi_items()
                              if name.lower() not in HOP_BY_HOP]
@@ -184,6 +197,8 @@ class CredentialProxy(LocalService):
                 return
             await responder.start_stream(upstream.status_code, reply_headers)
             async for chunk in upstream.aiter_raw():
+                if seen is not None:
+                    seen += chunk
                 await responder.write(chunk)
             await responder.end()
         except httpx.HTTPError as exc:
@@ -192,3 +207,18 @@ class CredentialProxy(LocalService):
             raise ClientGone() from None  # upstream broke mid-answer: end this connection, no partial "success"
         finally:
             await upstream.aclose()
+        self._charge(request.path, upstream.headers.get("content-encoding"), seen)
+
+    def _charge(self, path: str, encoding: str | None, seen: bytearray | None) -> None:
+        if seen is None or self.meter is None:
+            return
+        body = bytes(seen)
+        if encoding and encoding.lower() in ("gzip", "deflate"):
+            import zlib
+
+            try:
+                body = zlib.decompress(body, 47 if encoding.lower() == "gzip" else 15)
+            except zlib.error:
+                return
+        if (found := answer_usage(path, body)) is not None:
+            self.meter.charge(*found)

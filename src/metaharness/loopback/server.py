@@ -29,10 +29,11 @@ from typing import IO, Any, Callable, Literal
 import msgspec
 
 from metaharness.protocol.failures import ModelFailure, kind_of_status
-from metaharness.protocol.scenario import Scenario, ScenarioFailure
+from metaharness.protocol.scenario import DEFAULT_USAGE, Scenario, ScenarioFailure
 
 from . import failures, wire_anthropic, wire_chat, wire_gemini, wire_responses
 from .http import Request, Responder
+from .pricing import Meter
 from .render import RenderError, RenderedCall, render_anthropic, render_responses
 from .service import LocalService
 
@@ -56,6 +57,7 @@ class LoggedRequest(msgspec.Struct, kw_only=True):
     answer: dict[str, Any] | None  # {"text": …, "calls": [{kind, name, call_id, input}]}
     error: str | None
     delay_ms: int = 0
+    usage: dict[str, int] | None = None  # the neutral token counts the answer reported
 
 
 class _Injected(Exception):
@@ -141,8 +143,10 @@ class LoopbackServer(LocalService):
         minimal: bool = False,
         stderr: IO[str] | None = sys.stderr,
         on_failure: Callable[[ModelFailure], None] | None = None,
+        meter: Meter | None = None,
     ) -> None:
         super().__init__(port=port)
+        self.meter = meter  # prices every answer; once it refuses, no request is answered
         # Told of every failed model request this loopback serves (injected or refused), so the run
         # can write it as a MODEL_REQUEST_FAILED warning; called on the loopback's event loop.
         self.on_failure = on_failure
@@ -299,11 +303,22 @@ class LoopbackServer(LocalService):
     def _select(self, body: dict[str, Any], count: int, offers: bool, entry: LoggedRequest) -> tuple[str | None, list[Any], int]:
         """(text, neutral calls, delay_ms) for this request; fills the log entry's turn fields."""
         if not offers:
+            entry.usage = DEFAULT_USAGE.counts()
             return SIDE_TEXT, [], 0
         entry.main, entry.turn = True, count
         turn = self.scenario.answer(count)
-        entry.turn_id = turn.id
+        entry.turn_id, entry.usage = turn.id, turn.usage_counts()
         return turn.text, list(turn.calls), int(turn.delay_ms or 0)
+
+    def _check_budget(self) -> None:
+        refusal = self.meter.refusal() if self.meter is not None else None
+        if refusal is not None:
+            raise _Refusal(403, refusal, "permission_error")
+
+    def _charge(self, entry: LoggedRequest, model: str) -> None:
+        """The answer was sent: the meter prices it (the run may stop here)."""
+        if self.meter is not None and entry.usage is not None:
+            self.meter.charge(model, entry.usage)
 
     def _render(self, render: Any, client: str, body: dict[str, Any], neutral: list[Any], entry: LoggedRequest) -> list[RenderedCall]:
         if not entry.main or entry.turn is None:
@@ -325,6 +340,7 @@ class LoopbackServer(LocalService):
         body = entry.body
         if not isinstance(body, dict):
             raise _Refusal(400, f"the {api} request body is not a JSON object")
+        self._check_budget()
         text, neutral, delay = self._select(body, wire.model_responses_in_history(body), wire.offers_tools(body), entry)
         injected = self._injected(client, entry)
         if injected is not None:
@@ -340,28 +356,32 @@ class LoopbackServer(LocalService):
         body, text, calls, model = await self._prepare(entry, "Messages", wire_anthropic, render_anthropic,
                                                        "anthropic", "claude-loopback")
         request_id = f"req_{os.urandom(12).hex()}"
+        usage = wire_anthropic.usage_of(entry.usage or {})
         if body.get("stream") is not True:
             await responder.send(200, [("content-type", "application/json"), ("request-id", request_id)],
-                                 json.dumps(wire_anthropic.message_object(model, text, calls)).encode())
-            return
-        await responder.start_stream(200, [("content-type", "text/event-stream"), ("cache-control", "no-cache"),
-                                           ("request-id", request_id)])
-        for name, data in wire_anthropic.sse_events(model, text, calls):
-            await responder.write(wire_anthropic.encode_event(name, data))
-        await responder.end()
+                                 json.dumps(wire_anthropic.message_object(model, text, calls, usage)).encode())
+        else:
+            await responder.start_stream(200, [("content-type", "text/event-stream"), ("cache-control", "no-cache"),
+                                               ("request-id", request_id)])
+            for name, data in wire_anthropic.sse_events(model, text, calls, usage):
+                await responder.write(wire_anthropic.encode_event(name, data))
+            await responder.end()
+        self._charge(entry, model)
 
     async def _answer_responses(self, request: Request, responder: Responder, entry: LoggedRequest) -> None:
         body, text, calls, model = await self._prepare(entry, "Responses", wire_responses, render_responses,
                                                        "openai", "gpt-loopback")
-        events = wire_responses.sse_events(model, text, calls, minimal=self.minimal)
+        events = wire_responses.sse_events(model, text, calls, minimal=self.minimal,
+                                           usage=wire_responses.usage_of(entry.usage or {}))
         if body.get("stream") is not True:
             await responder.send(200, [("content-type", "application/json")], json.dumps(events[-1]["response"]).encode())
-            return
-        await responder.start_stream(200, [("content-type", "text/event-stream"), ("cache-control", "no-cache"),
-                                           ("x-request-id", f"req_{os.urandom(12).hex()}")])
-        for event in events:
-            await responder.write(wire_responses.encode_event(event))
-        await responder.end()
+        else:
+            await responder.start_stream(200, [("content-type", "text/event-stream"), ("cache-control", "no-cache"),
+                                               ("x-request-id", f"req_{os.urandom(12).hex()}")])
+            for event in events:
+                await responder.write(wire_responses.encode_event(event))
+            await responder.end()
+        self._charge(entry, model)
 
     # -- Chat Completions (opencode, oharness's chat provider) and Gemini (Gemini CLI) ----
 
@@ -385,15 +405,17 @@ class LoopbackServer(LocalService):
     async def _answer_chat(self, request: Request, responder: Responder, entry: LoggedRequest) -> None:
         body, text, calls, model = await self._prepare(entry, "Chat Completions", wire_chat, wire_chat.render_chat,
                                                        "chat", "chat-loopback")
+        usage = wire_chat.usage_of(entry.usage or {})
         if body.get("stream") is not True:
             await responder.send(200, [("content-type", "application/json")],
-                                 json.dumps(wire_chat.completion_object(model, text, calls)).encode())
-            return
-        await responder.start_stream(200, [("content-type", "text/event-stream"), ("cache-control", "no-cache")])
-        for chunk in wire_chat.sse_chunks(model, text, calls):
-            await responder.write(wire_chat.encode_chunk(chunk))
-        await responder.write(wire_chat.DONE)
-        await responder.end()
+                                 json.dumps(wire_chat.completion_object(model, text, calls, usage)).encode())
+        else:
+            await responder.start_stream(200, [("content-type", "text/event-stream"), ("cache-control", "no-cache")])
+            for chunk in wire_chat.sse_chunks(model, text, calls, usage):
+                await responder.write(wire_chat.encode_chunk(chunk))
+            await responder.write(wire_chat.DONE)
+            await responder.end()
+        self._charge(entry, model)
 
     async def _answer_gemini(self, request: Request, responder: Responder, entry: LoggedRequest, *, stream: bool) -> None:
         body, text, calls, _ = await self._prepare(entry, "Gemini", wire_gemini, wire_gemini.render_gemini,
@@ -401,14 +423,16 @@ class LoopbackServer(LocalService):
         model = wire_gemini.model_of(request.path)
         if not entry.main:
             text = wire_gemini.side_text(body, SIDE_TEXT)
+        usage = wire_gemini.usage_of(entry.usage or {})
         if not stream:
             await responder.send(200, [("content-type", "application/json")],
-                                 json.dumps(wire_gemini.response_object(model, text, calls)).encode())
-            return
-        await responder.start_stream(200, [("content-type", "text/event-stream")])
-        for chunk in wire_gemini.sse_chunks(model, text, calls):
-            await responder.write(wire_gemini.encode_chunk(chunk))
-        await responder.end()
+                                 json.dumps(wire_gemini.response_object(model, text, calls, usage)).encode())
+        else:
+            await responder.start_stream(200, [("content-type", "text/event-stream")])
+            for chunk in wire_gemini.sse_chunks(model, text, calls, usage):
+                await responder.write(wire_gemini.encode_chunk(chunk))
+            await responder.end()
+        self._charge(entry, model)
 
 
 def _answer_summary(text: str | None, calls: list[RenderedCall]) -> dict[str, Any]:

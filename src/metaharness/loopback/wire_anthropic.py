@@ -21,6 +21,11 @@ INPUT_PIECE = 12
 USAGE = {"input_tokens": 10, "output_tokens": 1, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
 
 
+def usage_of(counts: dict[str, int]) -> dict[str, Any]:
+    """A scripted answer's neutral token counts as Messages `usage`."""
+    return {key: counts.get(key, 0) for key in USAGE}
+
+
 def model_responses_in_history(body: dict[str, Any]) -> int:
     """Maximal runs of consecutive `role:"assistant"` messages (one per model response).
 
@@ -54,20 +59,23 @@ def message_id() -> str:
     return f"msg_{uuid.uuid4().hex[:24]}"
 
 
-def message_object(model: str, text: str | None, calls: list[RenderedCall]) -> dict[str, Any]:
+def message_object(model: str, text: str | None, calls: list[RenderedCall],
+                   usage: dict[str, Any] | None = None) -> dict[str, Any]:
     return {
         "id": message_id(), "type": "message", "role": "assistant", "model": model,
         "content": _blocks(text, calls),
         "stop_reason": "tool_use" if calls else "end_turn", "stop_sequence": None,
-        "usage": {**USAGE, "output_tokens": 5},
+        "usage": usage or {**USAGE, "output_tokens": 5},
     }
 
 
-def sse_events(model: str, text: str | None, calls: list[RenderedCall]) -> list[tuple[str, dict[str, Any]]]:
+def sse_events(model: str, text: str | None, calls: list[RenderedCall],
+               usage: dict[str, Any] | None = None) -> list[tuple[str, dict[str, Any]]]:
+    usage = usage or {**USAGE, "output_tokens": 5}
     events: list[tuple[str, dict[str, Any]]] = [
         ("message_start", {"type": "message_start", "message": {
             "id": message_id(), "type": "message", "role": "assistant", "model": model, "content": [],
-            "stop_reason": None, "stop_sequence": None, "usage": dict(USAGE)}}),
+            "stop_reason": None, "stop_sequence": None, "usage": {**usage, "output_tokens": 1}}}),
         ("ping", {"type": "ping"}),
     ]
     blocks = _blocks(text, calls)
@@ -88,7 +96,7 @@ def sse_events(model: str, text: str | None, calls: list[RenderedCall]) -> list[
         events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
     events.append(("message_delta", {"type": "message_delta",
                                      "delta": {"stop_reason": "tool_use" if calls else "end_turn", "stop_sequence": None},
-                                     "usage": {"output_tokens": 5}}))
+                                     "usage": {"output_tokens": usage["output_tokens"]}}))
     events.append(("message_stop", {"type": "message_stop"}))
     return events
 

@@ -120,7 +120,17 @@ def _chunk(completion_id: str, model: str, delta: dict[str, Any], finish: str | 
             "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
 
 
-def sse_chunks(model: str, text: str | None, calls: list[RenderedCall]) -> list[dict[str, Any]]:
+def usage_of(counts: dict[str, int]) -> dict[str, Any]:
+    """A scripted answer's neutral token counts as Chat Completions `usage` (prompt counts the cached part too)."""
+    cached = counts.get("cache_read_input_tokens", 0)
+    prompt = counts.get("input_tokens", 0) + cached + counts.get("cache_creation_input_tokens", 0)
+    output = counts.get("output_tokens", 0)
+    return {"prompt_tokens": prompt, "completion_tokens": output, "total_tokens": prompt + output,
+            "prompt_tokens_details": {"cached_tokens": cached}}
+
+
+def sse_chunks(model: str, text: str | None, calls: list[RenderedCall],
+               usage: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """The stream's chunks in order (without the closing `[DONE]`)."""
     completion_id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
     chunks = [_chunk(completion_id, model, {"role": "assistant", "content": ""})]
@@ -136,11 +146,12 @@ def sse_chunks(model: str, text: str | None, calls: list[RenderedCall]) -> list[
                 "index": index, "function": {"arguments": encoded[start:start + ARGUMENT_PIECE]}}]}))
     chunks.append(_chunk(completion_id, model, {}, "tool_calls" if calls else "stop"))
     chunks.append({"id": completion_id, "object": "chat.completion.chunk", "created": int(time.time()),
-                   "model": model, "choices": [], "usage": dict(USAGE)})
+                   "model": model, "choices": [], "usage": usage or dict(USAGE)})
     return chunks
 
 
-def completion_object(model: str, text: str | None, calls: list[RenderedCall]) -> dict[str, Any]:
+def completion_object(model: str, text: str | None, calls: list[RenderedCall],
+                      usage: dict[str, Any] | None = None) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": text if (text or not calls) else None}
     if calls:
         message["tool_calls"] = [{"id": call.call_id, "type": "function",
@@ -148,7 +159,7 @@ def completion_object(model: str, text: str | None, calls: list[RenderedCall]) -
     return {"id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "object": "chat.completion", "created": int(time.time()),
             "model": model, "choices": [{"index": 0, "message": message,
                                          "finish_reason": "tool_calls" if calls else "stop"}],
-            "usage": dict(USAGE)}
+            "usage": usage or dict(USAGE)}
 
 
 def encode_chunk(chunk: dict[str, Any]) -> bytes:

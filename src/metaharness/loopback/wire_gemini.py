@@ -109,16 +109,27 @@ def _parts(text: str | None, calls: list[RenderedCall]) -> list[dict[str, Any]]:
     return parts
 
 
-def response_object(model: str, text: str | None, calls: list[RenderedCall]) -> dict[str, Any]:
+def usage_of(counts: dict[str, int]) -> dict[str, Any]:
+    """A scripted answer's neutral token counts as Gemini `usageMetadata` (prompt counts the cached part too)."""
+    cached = counts.get("cache_read_input_tokens", 0)
+    prompt = counts.get("input_tokens", 0) + cached + counts.get("cache_creation_input_tokens", 0)
+    output = counts.get("output_tokens", 0)
+    return {"promptTokenCount": prompt, "candidatesTokenCount": output, "totalTokenCount": prompt + output,
+            "cachedContentTokenCount": cached}
+
+
+def response_object(model: str, text: str | None, calls: list[RenderedCall],
+                    usage: dict[str, Any] | None = None) -> dict[str, Any]:
     return {
         "candidates": [{"content": {"role": "model", "parts": _parts(text, calls)}, "finishReason": "STOP", "index": 0}],
-        "usageMetadata": dict(USAGE),
+        "usageMetadata": usage or dict(USAGE),
         "modelVersion": model,
         "responseId": uuid.uuid4().hex[:24],
     }
 
 
-def sse_chunks(model: str, text: str | None, calls: list[RenderedCall]) -> list[dict[str, Any]]:
+def sse_chunks(model: str, text: str | None, calls: list[RenderedCall],
+               usage: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Text (if any) in a chunk of its own, then one chunk with the calls, finishReason and usage."""
     chunks: list[dict[str, Any]] = []
     response_id = uuid.uuid4().hex[:24]
@@ -128,7 +139,7 @@ def sse_chunks(model: str, text: str | None, calls: list[RenderedCall]) -> list[
                        "modelVersion": model, "responseId": response_id})
         parts = parts[1:]
     chunks.append({"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}],
-                   "usageMetadata": dict(USAGE), "modelVersion": model, "responseId": response_id})
+                   "usageMetadata": usage or dict(USAGE), "modelVersion": model, "responseId": response_id})
     return chunks
 
 

@@ -74,12 +74,22 @@ USAGE = {"input_tokens": 10, "input_tokens_details": {"cached_tokens": 0}, "outp
          "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 15}
 
 
-def response_object(response_id: str, model: str, status: str, output: list[dict[str, Any]], *, usage: bool) -> dict[str, Any]:
+def usage_of(counts: dict[str, int]) -> dict[str, Any]:
+    """A scripted answer's neutral token counts as Responses `usage` (input counts the cached part too)."""
+    cached = counts.get("cache_read_input_tokens", 0)
+    prompt = counts.get("input_tokens", 0) + cached + counts.get("cache_creation_input_tokens", 0)
+    output = counts.get("output_tokens", 0)
+    return {"input_tokens": prompt, "input_tokens_details": {"cached_tokens": cached}, "output_tokens": output,
+            "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": prompt + output}
+
+
+def response_object(response_id: str, model: str, status: str, output: list[dict[str, Any]], *, usage: bool,
+                    counts: dict[str, Any] | None = None) -> dict[str, Any]:
     return {
         "id": response_id, "object": "response", "created_at": int(time.time()), "model": model,
         "status": status, "output": output, "error": None, "incomplete_details": None,
         "instructions": None, "metadata": {}, "parallel_tool_calls": True, "tool_choice": "auto",
-        "tools": [], "usage": dict(USAGE) if usage else None,
+        "tools": [], "usage": (counts or dict(USAGE)) if usage else None,
     }
 
 
@@ -94,7 +104,8 @@ def _in_progress(item: dict[str, Any]) -> dict[str, Any]:
     return started
 
 
-def sse_events(model: str, text: str | None, calls: list[RenderedCall], *, minimal: bool = False) -> list[dict[str, Any]]:
+def sse_events(model: str, text: str | None, calls: list[RenderedCall], *, minimal: bool = False,
+               usage: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """The stream's events in order, each with its `type`; `sequence_number` added here."""
     response_id = _new_id("resp_")
     items = output_items(text, calls)
@@ -109,7 +120,7 @@ def sse_events(model: str, text: str | None, calls: list[RenderedCall], *, minim
             events.extend(_item_deltas(index, item))
         events.append({"type": "response.output_item.done", "output_index": index, "item": item})
     events.append({"type": "response.completed",
-                   "response": response_object(response_id, model, "completed", items, usage=True)})
+                   "response": response_object(response_id, model, "completed", items, usage=True, counts=usage)})
     for number, event in enumerate(events):
         event["sequence_number"] = number
     return events

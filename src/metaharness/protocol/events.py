@@ -90,6 +90,7 @@ class SessionEnded(_Event, tag="session.ended", kw_only=True):
     ttft_ms: U64 | None = None
     time_to_request_ms: U64 | None = None
     total_cost_usd: float | None = None
+    metered_cost_usd: float | None = None
     permission_denials: list[PermissionDenial] | None = None
     subagents_spawned: U64 | None = None
     usage: Usage | None = None

@@ -51,12 +51,32 @@ class ScenarioFailure(Struct, kw_only=True, forbid_unknown_fields=True):
     times: Annotated[int, Meta(ge=1)] | None = None  # fail only the first N requests of this turn
 
 
+class ScenarioUsage(Struct, kw_only=True, forbid_unknown_fields=True):
+    """The token counts a scripted answer reports (the loopback and oharness's scripted model)."""
+
+    input_tokens: U64 = 10
+    output_tokens: U64 = 5
+    cache_read_input_tokens: U64 = 0
+    cache_creation_input_tokens: U64 = 0
+
+    def counts(self) -> dict[str, int]:
+        return {f: getattr(self, f) for f in self.__struct_fields__}
+
+
+# A turn that sets no usage, a side request and the answer past the last turn report this.
+DEFAULT_USAGE = ScenarioUsage()
+
+
 class ScenarioTurn(Struct, kw_only=True):
     text: str | None = None
     calls: list[ScenarioCall] = msgspec.field(default_factory=list)
     id: str | None = None
     delay_ms: U64 | None = None
     fail: ScenarioFailure | None = None
+    usage: ScenarioUsage | None = None
+
+    def usage_counts(self) -> dict[str, int]:
+        return (self.usage or DEFAULT_USAGE).counts()
 
 
 class Scenario(Struct, kw_only=True):

@@ -38,6 +38,7 @@ from typing import Any, Callable, Iterable
 import msgspec
 
 from metaharness.adapters.base import PresentedCall
+from metaharness.loopback.pricing import Charge, Meter, disagrees, shipped_prices
 from metaharness.protocol import frame as frames
 from metaharness.protocol.census import Census
 from metaharness.protocol.failures import MODEL_REQUEST_FAILED
@@ -115,6 +116,9 @@ class RunCore:
         self.inflight_answered = False
         self.on_wake: Callable[[], None] = lambda: None
         self.on_turn_done: Callable[[], None] = lambda: None
+        self.on_budget: Callable[[], None] = lambda: None  # the driver stops the harness
+        # Every model response metaharness sees is priced here (adapters reach it as ctx.meter).
+        self.meter = Meter(shipped_prices(), spec.max_cost_usd, on_charge=self._charged)
 
     @property
     def frame(self) -> Any:
@@ -143,6 +147,7 @@ class RunCore:
         """The start checks (start.py); raises RunRefused, else the run is set to start."""
         plan = check_start(self.spec, self.harness, self.run_cwd)
         self.calls.policy = plan.policy
+        self.meter.prices = plan.prices
         if plan.launch_frame is not None:
             self.boundary.frame = plan.launch_frame
 
@@ -226,9 +231,32 @@ class RunCore:
         self.on_turn_done()
         self.on_wake()
 
+    def _charged(self, charge: Charge) -> None:
+        """The meter priced a response: past the cap, say so once and stop the run at once."""
+        meter = self.meter
+        if not meter.reached or self.budget_stop:
+            return
+        self.budget_stop = True
+        if charge.cost_usd is None:
+            self.emit(WarningEvent(code="PRICE_UNKNOWN", message=(
+                f"model {charge.model!r} is not in the price table (prices taken {meter.prices.taken}), so "
+                f"--max-cost-usd cannot be kept past this response; add it with --prices")))
+        message = (f"--max-cost-usd {meter.cap_usd:g} reached: spent {meter.summary()}; "
+                   f"no further model request is forwarded and the run stops")
+        self.emit(WarningEvent(code="BUDGET_REACHED", message=message))
+        self.stderr(f"metaharness: {message}")
+        self.on_budget()
+
     def session_ended(self, event: SessionEnded, *, at: str | None = None) -> None:
         if self.ended is not None:
             return
+        if self.meter.responses:
+            event.metered_cost_usd = None if self.meter.unpriced else round(self.meter.spent_usd, 6)
+            reported, metered = event.total_cost_usd, event.metered_cost_usd
+            if reported is not None and metered is not None and disagrees(metered, reported):
+                self.emit(WarningEvent(code="COST_DISAGREES", message=(
+                    f"the harness reports ${reported:.4f}, metaharness priced ${metered:.4f} from the traffic it "
+                    f"saw (prices taken {self.meter.prices.taken})")))
         # Decisions still open cannot be counted after the census is written.
         self.calls.abandon_all("the stream ended")
         event.census = self.census.snapshot()

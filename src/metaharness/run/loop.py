@@ -86,6 +86,7 @@ class Run:
         self._timer: asyncio.TimerHandle | None = None
         core.on_wake = self._wake.set
         core.on_turn_done = self._turn_done.set
+        core.on_budget = self._budget_spent
         core.calls.on_pending = self._arm_deadline
         self.on_command_taken: Callable[[int], None] = lambda n: None  # frees n intake slots (host.py)
         self.catch_up_input: Callable[[], Awaitable[None]] = _nothing_to_read  # stdin's intake (host.py)
@@ -412,6 +413,12 @@ class Run:
         soon as it exists, during wind-up the wind-up completes (a second signal stops again)."""
         self.core.stop_requested()
         await self._stop_harness()
+
+    def _budget_spent(self) -> None:
+        """--max-cost-usd reached (the meter, on this loop): stop the harness now, as a signal would."""
+        if not self._stop.is_set():
+            self.core.stop_requested()
+            self._budget_stop = asyncio.ensure_future(self._stop_harness())
 
     async def _stop_harness(self) -> None:
         """Stop the child once it exists; every stop (halt, signal) comes through here."""

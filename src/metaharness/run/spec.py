@@ -45,6 +45,8 @@ class RunSpec:
     model: str | None = None
     max_turns: int | None = None
     fail_on_error: bool = False  # exit 1 when the terminal record says the session failed
+    max_cost_usd: float | None = None  # priced by metaharness from the traffic it sees (docs/guides/spend.md)
+    prices: str | None = None  # a metaharness.prices/1 file laid over the shipped price table
     script: str | None = None  # a metaharness.scenario/1 file
     cwd: str | None = None
     events: str | None = None  # also tee events to this file
@@ -80,3 +82,19 @@ def foreign_option(spec: RunSpec, owned: tuple[str, ...]) -> str | None:
         if owner is not None and option.name not in owned and getattr(spec, option.name) != option.default:
             return f"--{option.name.replace('_', '-')} is a {owner} option and this run is {spec.kind}"
     return None
+
+
+def cost_unseen(spec: RunSpec) -> str | None:
+    """Why metaharness cannot price this run's model traffic (so cannot keep --max-cost-usd), or None.
+    It sees oharness's usage in-process, the scripted loopback's answers, and the credential proxy's."""
+    if spec.record or spec.replay:
+        return "--max-cost-usd is not kept on a recorded or replayed run: its traffic goes through the cassette, which metaharness does not price"
+    if spec.kind == "oharness" or spec.script:
+        return None
+    if spec.credentials == "loopback" and spec.kind in ("claude", "codex"):
+        return None
+    how = {"none": f"--model-endpoint {spec.model_endpoint}" if spec.model_endpoint else "its own login",
+           "api-key": "--credentials api-key"}.get(spec.credentials, f"--credentials {spec.credentials}")
+    fix = "--credentials loopback or --script" if spec.kind in ("claude", "codex") else "--script"
+    return (f"--max-cost-usd cannot be kept on {spec.kind} with {how}: the harness talks to its model directly "
+            f"and metaharness does not see that traffic to price it; use {fix}")

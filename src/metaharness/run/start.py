@@ -21,11 +21,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from metaharness.adapters.base import StartRefusal
+from metaharness.loopback.pricing import PricesError, load_prices
 from metaharness.protocol import frame as frames
 from metaharness.protocol.commands import COMMAND_NAMES
 
 from .harness import Harness
-from .spec import RunSpec
+from .spec import RunSpec, cost_unseen
 
 
 class RunRefused(Exception):
@@ -41,6 +42,7 @@ class StartPlan:
 
     launch_frame: Any = None  # a sealed frame, taking effect at the first boundary
     policy: Any = None  # the PolicyDecider of a policy-mode run
+    prices: Any = None  # the price table (shipped, with --prices / METAHARNESS_PRICES over it)
 
 
 def launch_frame_given(spec: RunSpec) -> bool:
@@ -71,6 +73,12 @@ def check_start(spec: RunSpec, harness: Harness, run_cwd: str) -> StartPlan:
             f"the {spec.kind} adapter does not accept the posture {spec.posture!r} "
             f"(it accepts {', '.join(harness.postures)})"
         )
+    if spec.max_cost_usd is not None and (sentence := cost_unseen(spec)) is not None:
+        raise RunRefused(f"CostNotSeen: {sentence}")
+    try:
+        plan.prices = load_prices(spec.prices)
+    except PricesError as exc:
+        raise RunRefused(f"PricesInvalid: {exc}") from None
     if spec.decisions == "policy":
         plan.policy = load_policy(spec, run_cwd)
     # step 3: frame resolution

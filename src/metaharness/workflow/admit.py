@@ -19,17 +19,6 @@ from typing import Any
 
 from .document import AnswerHandoff, ArtifactHandoff, LoadedWorkflow, McpOperation, load_schema, problems
 
-# Whether the event stream carries the costs of each step as they happen (in `usage`
-# lines), which is what a cost budget needs. None of the harnesses does today: the
-# scripted and provider models of oharness price nothing, Claude Code's cumulative
-# cost reaches the stream only when the session ends, and Codex reports no cost.
-REPORTS_STEP_COST: dict[str, str | None] = {
-    "oharness": "oharness's models report no cost",
-    "claude": "Claude Code's cost reaches the stream only when the whole session ends, after the last step",
-    "codex": "Codex reports no cost",
-}
-
-
 class WorkflowRefused(Exception):
     def __init__(self, name: str, sentence: str) -> None:
         super().__init__(f"{name}: {sentence}")
@@ -37,7 +26,7 @@ class WorkflowRefused(Exception):
         self.sentence = sentence
 
 
-def refusal(loaded: LoadedWorkflow, kind: str, *, decisions: str, workspace: str, max_cost_usd: float | None,
+def refusal(loaded: LoadedWorkflow, kind: str, *, decisions: str, workspace: str,
             has_decider: bool, descriptor: dict[str, Any]) -> WorkflowRefused | None:
     for name, node in loaded.workflow.nodes.items():  # named on its own, ahead of the other problems
         handoff = node.handoff_value
@@ -75,9 +64,4 @@ def refusal(loaded: LoadedWorkflow, kind: str, *, decisions: str, workspace: str
         if needs and not (os.path.isdir(workspace) and os.access(workspace, os.R_OK | os.X_OK)):
             return WorkflowRefused("WorkspaceUnreachable", f"node {name!r} has {needs}, and the workspace "
                                    f"{workspace} is not a directory this host can reach")
-    # A harness missing from the table is taken to report nothing (toward refusing).
-    unreported = REPORTS_STEP_COST.get(kind, f"the {kind} adapter reports no cost per step")
-    if max_cost_usd is not None and unreported:
-        return WorkflowRefused("CostNotReported", f"--max-cost-usd cannot be kept on {kind}: "
-                               f"{unreported}, so the budget would be ignored")
     return None

@@ -39,7 +39,7 @@ from metaharness.protocol.events import (
     SessionEnded, Text, ToolRequested, ToolResult, TurnEnded, TurnStarted, UsageReport,
 )
 from metaharness.protocol.values import Completed, Failed, StepRef
-from metaharness.run.spec import KINDS, RunSpec
+from metaharness.run.spec import KINDS, RunSpec, cost_unseen
 
 from . import ledger as ledgers
 from .admit import WorkflowRefused, refusal
@@ -178,7 +178,10 @@ class _Host:
         return dataclasses.replace(
             self.base, kind=self.kind, prompt=self.wf.nodes[frame.node.id].prompt, frame=None,
             library_frame=frame, keep_open=True, cwd=self.workspace, events=events, script=self.session_script,
-            max_turns=None, required_commands=sorted({*self.base.required_commands, "frame.set", "message.inject"}))
+            max_turns=None, required_commands=sorted({*self.base.required_commands, "frame.set", "message.inject"}),
+            # The run's meter keeps what is left of the workflow's budget live, request by request.
+            max_cost_usd=(None if self.budgets.max_cost_usd is None
+                          else max(1e-9, self.budgets.max_cost_usd - (self.session_cost_base or 0.0))))
 
     def precheck(self, frame: frames.Frame) -> None:
         """Every refusal the session's start would meet, raised before the ledger is written."""
@@ -278,8 +281,10 @@ class _Host:
                         answer.append(event.text)
                     elif isinstance(event, UsageReport) and event.usage.cost_usd is not None:
                         self.cost = (self.cost or 0.0) + event.usage.cost_usd
-                    elif isinstance(event, SessionEnded) and event.total_cost_usd is not None:
-                        self.cost = (self.session_cost_base or 0.0) + event.total_cost_usd
+                    elif isinstance(event, SessionEnded) and (event.metered_cost_usd or event.total_cost_usd) is not None:
+                        # metaharness's own figure first: the same the budget is kept by
+                        session_cost = event.metered_cost_usd if event.metered_cost_usd is not None else event.total_cost_usd
+                        self.cost = (self.session_cost_base or 0.0) + session_cost
                     elif isinstance(event, TurnStarted):
                         # A turn the harness begins on its own under an earlier frame is not this step's.
                         ours = event.frame_digest == frame.digest
@@ -392,8 +397,11 @@ def _admit(loaded: LoadedWorkflow, kind: str, base: RunSpec, budgets: _Budgets, 
 
     if kind not in KINDS:
         raise WorkflowRefused("UnknownHarness", f"{kind!r} is not a harness ({', '.join(KINDS)})")
+    if budgets.max_cost_usd is not None and (unseen := cost_unseen(dataclasses.replace(
+            base, kind=kind, max_cost_usd=budgets.max_cost_usd))) is not None:
+        raise WorkflowRefused("CostNotSeen", unseen)
     found = refusal(loaded, kind, decisions=base.decisions, workspace=os.path.abspath(base.cwd or os.getcwd()),
-                    max_cost_usd=budgets.max_cost_usd, has_decider=decide is not None, descriptor=describe(kind))
+                    has_decider=decide is not None, descriptor=describe(kind))
     if found is not None:
         raise found
 

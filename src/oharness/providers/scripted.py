@@ -5,8 +5,8 @@ included) is answered with `Scenario.answer(i)`; after the last turn every reque
 `(scenario complete)` and no calls. A turn's `delay_ms` is waited before answering (an
 interrupt during the wait abandons the request). Calls render to oharness tools
 (`render_call`); a call whose tool the harness does not offer is refused before the run
-starts (`check_offered`), naming the turn. No network, no clock beyond `delay_ms`; it reports no
-usage (so no `usage` record is written for its requests).
+starts (`check_offered`), naming the turn. No network, no clock beyond `delay_ms`; each answer
+reports the turn's `usage` (the scenario's default when it sets none), so a budget can be tried offline.
 Without a scenario the model answers every request with `(scenario complete)`.
 """
 
@@ -17,7 +17,9 @@ from typing import AsyncIterator
 
 from metaharness.protocol.scenario import Scenario, ScenarioError, load_scenario, turn_label
 
-from ..model import ModelEvent, ModelRequest, Stop, TextBlock, ToolCallBlock
+from metaharness.protocol.scenario import DEFAULT_USAGE
+
+from ..model import ModelEvent, ModelRequest, Stop, TextBlock, ToolCallBlock, Usage
 from ..tools import render_call
 
 
@@ -49,6 +51,7 @@ class ScriptedProvider:
         turn = self.scenario.answer(index) if request.main else None
         if turn is None:
             yield TextBlock("ok")
+            yield Usage(DEFAULT_USAGE.counts())
             yield Stop("end_turn")
             return
         if turn.delay_ms:
@@ -58,4 +61,5 @@ class ScriptedProvider:
         for number, call in enumerate(turn.calls):
             name, tool_input = render_call(call.op, call.input)
             yield ToolCallBlock(call.id or f"call_{index}_{number}", name, tool_input)
+        yield Usage(turn.usage_counts())
         yield Stop("tool_use" if turn.calls else "end_turn")

@@ -200,7 +200,8 @@ class AcpAdapter(Adapter):
 
             assert self.scratch is not None
             server = LoopbackServer(self._scenario, workdir=self.work, stderr=None, on_failure=self.model_failed,
-                                    log_path=str(self.scratch.root / "loopback.jsonl"))
+                                    log_path=str(self.scratch.root / "loopback.jsonl"),
+                                    meter=getattr(getattr(self, "ctx", None), "meter", None))
             self._services.append(server)
             self.loopback = server
             self._base_url = (await server.start()).rstrip("/")

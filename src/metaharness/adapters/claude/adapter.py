@@ -197,7 +197,8 @@ class ClaudeAdapter(Adapter):
 
                 self._script = load_scenario(spec.script)
             key = launch.per_run_placeholder()  # the loopback answers only this run's key, like the proxy
-            self.loopback = LoopbackServer(self._script, workdir=cwd, stderr=None, on_failure=self.model_failed, expect_key=key)
+            self.loopback = LoopbackServer(self._script, workdir=cwd, stderr=None, on_failure=self.model_failed, expect_key=key,
+                                           meter=getattr(getattr(self, "ctx", None), "meter", None))
             url = await self.loopback.start()
             return url, key, key, f"scripted loopback model at {url}, per-run placeholder key"
         if spec.credentials == "none":
@@ -209,7 +210,8 @@ class ClaudeAdapter(Adapter):
 
             upstream = spec.model_endpoint or "https://api.anthropic.com"
             self.proxy = CredentialProxy(upstream, real_key, placeholder=launch.per_run_placeholder(), wire="anthropic",
-                                         on_refused=self._proxy_refused, on_failure=self.model_failed)
+                                         on_refused=self._proxy_refused, on_failure=self.model_failed,
+                                         meter=getattr(getattr(self, "ctx", None), "meter", None))
             url = await self.proxy.start()
             return url, self.proxy.placeholder, self.proxy.placeholder, \
                 f"per-run proxy on {url} holds the key; the child has a per-run placeholder"

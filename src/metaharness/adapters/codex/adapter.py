@@ -345,7 +345,8 @@ class CodexAdapter(Adapter):
             from metaharness.loopback.server import LoopbackServer
 
             self.loopback = LoopbackServer(self._scenario, workdir=self.work, stderr=None, on_failure=self.model_failed, expect_key=self._key[1],
-                                           log_path=str(self.scratch.root / "loopback.jsonl"))
+                                           log_path=str(self.scratch.root / "loopback.jsonl"),
+                                           meter=getattr(getattr(self, "ctx", None), "meter", None))
             self._services.append(self.loopback)
             self._base_url = launch.provider_base_url(await self.loopback.start())
             return
@@ -356,7 +357,8 @@ class CodexAdapter(Adapter):
 
             upstream = spec.model_endpoint or "https://api.openai.com"
             self.proxy = CredentialProxy(upstream, self._real_key, placeholder=self._key[1], wire="responses",
-                                         on_refused=self._proxy_refused, on_failure=self.model_failed)
+                                         on_refused=self._proxy_refused, on_failure=self.model_failed,
+                                         meter=getattr(getattr(self, "ctx", None), "meter", None))
             self._services.append(self.proxy)
             self._base_url = launch.provider_base_url(await self.proxy.start())
         else:

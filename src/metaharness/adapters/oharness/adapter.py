@@ -142,6 +142,10 @@ class OHarnessAdapter(Adapter):
         event = translate.simple_event(record)
         if event is None:
             raise ValueError("unmapped record")
+        if kind == "usage":  # oharness reports every response's usage in-process: the run prices it
+            model = _model_part(record.get("model"))
+            counts = record.get("usage") if isinstance(record.get("usage"), dict) else {}
+            return lambda ctx: (ctx.emit(event), ctx.meter.charge(model, counts))
         return lambda ctx: ctx.emit(event)
 
     def deliver(self, call_id: str, decision: Any, decided_by: str) -> None:
@@ -253,3 +257,8 @@ def _warning(code: str, message: str):
 
 def _version() -> str:
     return f"oharness {launch.PINNED_VERSION}"
+
+
+def _model_part(spelling: object) -> str | None:
+    """`PROVIDER:MODEL` → MODEL, the name the price table knows."""
+    return spelling.partition(":")[2] or spelling if isinstance(spelling, str) else None

@@ -1,0 +1,60 @@
+"""What a model answer reports it used, read from the bytes a proxy passed on (docs/guides/spend.md).
+
+What belongs here: `answer_usage(path, body)` → (model, neutral token counts) for a Messages or
+Responses answer, streamed (server-sent events) or whole (JSON); None for any other path or an
+answer that reports no usage. Neutral counts are the wire `Usage` keys, Anthropic's sense:
+`input_tokens` excludes the cached part (OpenAI's `input_tokens` includes it, so it is split).
+
+Rules it keeps: pure; a line that is not JSON is skipped, never guessed at; the last usage a
+stream reports wins per key (Messages sends input in `message_start`, output in `message_delta`).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+
+def _documents(body: bytes) -> list[dict[str, Any]]:
+    text = body.decode("utf-8", "replace")
+    candidates = [line[5:].strip() for line in text.splitlines() if line.startswith("data:")] or [text]
+    found = []
+    for candidate in candidates:
+        try:
+            value = json.loads(candidate)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(value, dict):
+            found.append(value)
+    return found
+
+
+def _messages(documents: list[dict[str, Any]]) -> tuple[str | None, dict[str, int]] | None:
+    model, counts = None, {}
+    for doc in documents:
+        message = doc.get("message") if isinstance(doc.get("message"), dict) else doc
+        model = message.get("model") or model
+        for usage in (message.get("usage"), doc.get("usage")):
+            if isinstance(usage, dict):
+                counts.update({k: v for k, v in usage.items() if isinstance(v, int) and k.endswith("tokens")})
+    return (model, counts) if counts else None
+
+
+def _responses(documents: list[dict[str, Any]]) -> tuple[str | None, dict[str, int]] | None:
+    for doc in reversed(documents):
+        response = doc.get("response") if isinstance(doc.get("response"), dict) else doc
+        usage = response.get("usage")
+        if isinstance(usage, dict):
+            cached = (usage.get("input_tokens_details") or {}).get("cached_tokens") or 0
+            return response.get("model"), {"input_tokens": max(0, (usage.get("input_tokens") or 0) - cached),
+                                           "output_tokens": usage.get("output_tokens") or 0,
+                                           "cache_read_input_tokens": cached}
+    return None
+
+
+READERS = {"/v1/messages": _messages, "/v1/responses": _responses}
+
+
+def answer_usage(path: str, body: bytes) -> tuple[str | None, dict[str, int]] | None:
+    reader = READERS.get(path)
+    return reader(_documents(body)) if reader is not None else None
