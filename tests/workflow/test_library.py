@@ -144,7 +144,7 @@ prompt = "even more"
 def test_a_run_the_harness_refuses_is_reported_refused(tmp_path):
     case = Case(tmp_path, TWO)
     result = case.run(spec={"script": str(tmp_path / "missing.json")})
-    assert result.outcome == "refused" and result.exit_code == 2 and result.reason_name == "RunRefused"
+    assert result.outcome == "refused" and result.exit_code == 2 and result.reason_name == "ScenarioInvalid"
     assert "missing.json" in result.reason
 
 

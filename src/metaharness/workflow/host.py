@@ -134,7 +134,7 @@ class _Host:
 
     # ------------------------------------------------------------------ the drive
     async def drive(self, ledger: ledgers.Ledger, walk: Walk, *, session: int) -> WorkflowResult:
-        from metaharness.api import start_run
+        from metaharness.api import RunRefused, start_run
 
         def end(outcome: str, name: str | None, reason: str | None) -> WorkflowResult:
             # A stopped run (host stopped, harness gone) is not ended: `resume` continues it.
@@ -151,7 +151,15 @@ class _Host:
             self.base, kind=self.kind, prompt=self.wf.nodes[walk.position.node].prompt, frame=None,
             library_frame=frame, keep_open=True, cwd=self.workspace, events=os.path.join(self.out, events_name),
             max_turns=None, required_commands=sorted({*self.base.required_commands, "frame.set", "message.inject"}))
-        run = await start_run(spec)
+        try:
+            run = await start_run(spec)
+        except RunRefused as refused:  # nothing was spawned; the refusal's lines are the session's
+            if self.on_line is not None:
+                for line in refused.lines:
+                    self.on_line(line)
+            result = end("refused", refused.name, refused.sentence)
+            result.run_exit_code = refused.exit_code
+            return result
         stopper = asyncio.ensure_future(self._halt_on_stop(run))
         result: WorkflowResult | None = None
         answer: list[str] = []  # the model's text since its last tool call: the step's final answer
