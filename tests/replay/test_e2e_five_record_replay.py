@@ -67,7 +67,13 @@ def seed(work: Path) -> None:
     (work / "README.txt").write_text("the starting workspace\n")
 
 
-@pytest.mark.parametrize("kind", ["oharness", "claude", "codex", "opencode", "gemini"])
+# Gemini CLI's replay diverges (exit 1, REPLAY_DIVERGED) after its recording succeeds: not yet
+# found why (a request Gemini mints afresh per run is the likely cause). Strict: it fails once fixed.
+GEMINI_DIVERGES = pytest.mark.xfail(strict=True, reason="Gemini CLI's replay diverges from its recording")
+
+
+@pytest.mark.parametrize("kind", ["oharness", "claude", "codex", "opencode",
+                                  pytest.param("gemini", marks=GEMINI_DIVERGES)])
 def test_record_replay_redecide_offline(kind):
     root = E2E_ROOT / f"{kind}-{uuid.uuid4().hex[:6]}"
     work, cassette = root / "work", root / "run.cassette.jsonl"
