@@ -9,6 +9,15 @@ Two transports, one behaviour:
   write commands into it or read events out of it. `control_socketpair()` gives an
   embedder that spawns `metaharness run` itself the same pair.
 
+The same call runs a recorded or a replayed run: a spec with `record` or `replay` is hosted behind
+the cassette's recorder or replay server (`metaharness.cassette_host`), exactly as `metaharness run
+--record/--replay` hosts it.
+
+A start that is refused — a flag combination, a missing model or key, a frame that cannot be
+read, a replay into a workspace that differs from the recording's — raises `RunRefused` (its
+`name`, e.g. `NoModel`, and its `sentence`) from `start_run` and `host_stdio` alike, before any
+event of a started run is read.
+
 Both hand back a `RunHandle`. Events arrive as `(Envelope, event)` pairs decoded
 from the very bytes the run wrote, so an in-process embedder sees exactly what a
 subprocess embedder sees. Commands sent through the handle get ids `c-1`, `c-2`, …
@@ -37,6 +46,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
+import re
 import sys
 from typing import Any, AsyncIterator, BinaryIO, Callable, Protocol
 
@@ -55,8 +65,33 @@ from metaharness.protocol.decode import decode_event_line, encode_command_line
 from metaharness.protocol.values import Decision
 from metaharness.run.spec import NEGATED, REPEATABLE, RunSpec
 
-__all__ = ["FrameJudge", "PolicyJudge", "Redecision", "RunControl", "RunHandle", "RunService", "control_socketpair",
-           "describe", "host_stdio", "start_refusal", "start_run", "spec_to_argv"]
+__all__ = ["FrameJudge", "PolicyJudge", "Redecision", "RunControl", "RunHandle", "RunRefused", "RunService",
+           "control_socketpair", "describe", "host_stdio", "start_refusal", "start_run", "spec_to_argv"]
+
+_NAMED = re.compile(r"([A-Z][A-Za-z0-9]+): (.+)", re.DOTALL)
+
+
+class RunRefused(Exception):
+    """The run was refused at start; nothing was spawned and no model was called.
+
+    `name` is the refusal's name (`NoModel`, `CassetteConflict`, `WorkspaceDiffers`, …, as in the
+    wire reference's "Refused starts"), `sentence` the reason in one sentence, `exit_code` 2 (what
+    `metaharness run` exits with), `lines` the event lines the refusal wrote (the `start/<command>`
+    results, then `stream.closed`) and `stderr` what it wrote on stderr. `str(exc)` is
+    `Name: sentence`."""
+
+    def __init__(self, name: str, sentence: str, *, lines: list[bytes] | None = None,
+                 stderr: list[str] | None = None, exit_code: int = 2) -> None:
+        super().__init__(f"{name}: {sentence}")
+        self.name, self.sentence, self.exit_code = name, sentence, exit_code
+        self.lines, self.stderr = list(lines or []), list(stderr or [])
+
+    @classmethod
+    def of(cls, sentence: str, **kwargs: Any) -> "RunRefused":
+        """From the run's `Name: why` sentence."""
+        named = _NAMED.fullmatch(sentence.strip())
+        name, why = (named.group(1), named.group(2)) if named else ("StartRefused", sentence.strip())
+        return cls(name, why, **kwargs)
 
 
 def control_socketpair():
@@ -98,6 +133,7 @@ class RunHandle:
         self._counter = 0
         self.exit_code: int | None = None
         self.lines: list[bytes] = []  # every event line, as written
+        self.stderr: list[str] = []  # what the run wrote on stderr (lines, `metaharness: …`)
 
     # --- commands -------------------------------------------------------------
     def _next_id(self) -> str:
@@ -189,7 +225,6 @@ class _InProcessRun(RunHandle):
 
         from metaharness.run.host import make_writer
 
-        self.stderr: list[str] = []
         self._tee, self._close_tee = make_writer(_Discard(), spec.events)  # --events FILE, as the CLI does
 
         def write(line: bytes) -> None:
@@ -202,13 +237,29 @@ class _InProcessRun(RunHandle):
             hosting.attach(RunControl(self._run))
         self._task = asyncio.ensure_future(self._execute())
 
+    async def _started(self) -> None:
+        """Return once the harness was spawned; raise RunRefused when the start was refused."""
+        settled = asyncio.ensure_future(self._run._spawn_settled.wait())
+        try:
+            await asyncio.wait([self._task, settled], return_when=asyncio.FIRST_COMPLETED)
+            if not self._task.done() and not self._run.core.spawned:
+                await asyncio.wait([self._task])  # spawn failed: the run refuses or winds up
+        finally:
+            settled.cancel()
+        if self._task.done():
+            self._task.result()  # a crash of the run is raised as it is
+            refusal = self._run.core.refusal
+            if refusal is not None:
+                raise RunRefused.of(refusal.sentence, lines=self.lines, stderr=self.stderr,
+                                    exit_code=self.exit_code or 2)
+
     async def _execute(self) -> None:
         hosting = self._hosting
         try:
             if hosting is not None and hosting.refusal is not None:
-                from metaharness.run.loop import RunRefused
+                from metaharness.run.loop import RunRefused as Refused
 
-                self.exit_code = self._run.refuse_start(RunRefused(hosting.refusal))
+                self.exit_code = self._run.refuse_start(Refused(hosting.refusal))
             else:
                 code = await self._run.execute()
                 self.exit_code = hosting.exit_code(code) if hosting is not None else code
@@ -252,7 +303,7 @@ class _SubprocessRun(RunHandle):
         self._reader: asyncio.Task | None = None
         self._out: asyncio.StreamReader | None = None
         self._in: Any = None
-        self.stderr_text = ""
+        self._begun = asyncio.get_running_loop().create_future()  # the first line of a started run
 
     async def _start(self) -> None:
         from metaharness.adapters.process import open_channel
@@ -274,10 +325,25 @@ class _SubprocessRun(RunHandle):
         try:
             async for line in self._out:
                 self._line(line)
+                # A refused start writes only start/<command> results and stream.closed; a warning
+                # may come before session.started. Anything else means the run started.
+                if not self._begun.done() and not _refusal_line(line):
+                    self._begun.set_result(True)
         finally:
-            self.stderr_text = (await self._proc.stderr.read()).decode("utf-8", "replace")
+            text = (await self._proc.stderr.read()).decode("utf-8", "replace")
+            self.stderr = text.splitlines()
             self.exit_code = await self._proc.wait()
+            if not self._begun.done():
+                self._begun.set_result(False)
             self._queue.put_nowait(None)
+
+    async def _started(self) -> None:
+        if await self._begun or self.exit_code != 2 or any(b'"event":"session.started"' in line for line in self.lines):
+            return
+        said = [line[len("metaharness: "):] for line in self.stderr if line.startswith("metaharness: ")]
+        named = [line for line in said if _NAMED.fullmatch(line)]
+        if named:  # the refusal is the last named sentence (a cwd notice may come first)
+            raise RunRefused.of(named[-1], lines=self.lines, stderr=self.stderr, exit_code=self.exit_code)
 
     async def _send(self, commands: tuple) -> None:
         try:
@@ -297,6 +363,18 @@ class _SubprocessRun(RunHandle):
         return self.exit_code
 
 
+def _refusal_line(line: bytes) -> bool:
+    """Whether a line can belong to a refused start's output (or precede session.started)."""
+    try:
+        event = msgspec.json.decode(line)
+    except msgspec.DecodeError:
+        return False
+    name = event.get("event") if isinstance(event, dict) else None
+    if name == "command.result":
+        return str(event.get("id", "")).startswith("start/")
+    return name in ("stream.closed", "warning")
+
+
 def describe(kind: str) -> dict:
     """The capability descriptor of an adapter kind (what `metaharness capabilities KIND` prints)."""
     from metaharness.adapters import adapter_class
@@ -310,28 +388,36 @@ def start_refusal(spec: RunSpec) -> str | None:
     anything of its own (the workflow host checks before its ledger)."""
     from metaharness.adapters import adapter_class
     from metaharness.run.harness import Harness
-    from metaharness.run.start import RunRefused, check_start
+    from metaharness.run.start import RunRefused as StartRefused, check_start
 
     try:
         check_start(spec, Harness(adapter_class(spec.kind)(spec), spec), os.path.abspath(spec.cwd or os.getcwd()))
-    except RunRefused as refusal:
+    except StartRefused as refusal:
         return refusal.sentence
     return None
 
 
 async def start_run(spec: RunSpec, *, subprocess: bool = False, service: "RunService | None" = None) -> RunHandle:
-    """Start a run; in this process by default, or as a `metaharness run` child.
+    """Start a run — plain, recorded (`spec.record`) or replayed (`spec.replay`) — in this process
+    by default, or as a `metaharness run` child; return once its harness was spawned.
 
-    With a `service` (in process only) the run is given `service.spec` instead of `spec`; a
-    `--record`/`--replay` spec is hosted by `metaharness.replay.session.start_run`, which gives its cassette
-    service here (without one the run refuses those flags by name)."""
+    Raises `RunRefused` when the start is refused (nothing was spawned; the refusal's lines are on
+    the exception, and in `spec.events` when given). With a `service` (in process only) the run is
+    given `service.spec` instead of `spec` and is served by it (a `RunService`); a `record`/`replay`
+    spec gets its cassette's service here without one."""
     if subprocess:
         if service is not None:
             raise ValueError("a RunService hosts an in-process run only; a subprocess run hosts its own")
-        handle = _SubprocessRun(spec)
+        handle: Any = _SubprocessRun(spec)
         await handle._start()
-        return handle
-    return _InProcessRun(spec, service)
+    else:
+        if service is None and (spec.record or spec.replay):
+            from metaharness.cassette_host import open_hosting
+
+            service = await open_hosting(spec)
+        handle = _InProcessRun(spec, service)
+    await handle._started()
+    return handle
 
 
 # --- services in front of a run -----------------------------------------------------------
@@ -374,22 +460,45 @@ class RunService(Protocol):
 async def host_stdio(spec: RunSpec, *, stdin: BinaryIO | None, stdout: BinaryIO, stderr: Callable[[str], None],
                      service: RunService | None = None) -> int:
     """Host one run as `metaharness run` does — command lines from `stdin`, event lines to `stdout`
-    (and `--events FILE`), SIGINT/SIGTERM as a stop — and return its exit code. With a `service`
-    the run is given `service.spec`, or refused with `service.refusal`; the service is closed after."""
+    (and `--events FILE`), SIGINT/SIGTERM as a stop — and return its exit code. A `record`/`replay`
+    spec is hosted behind its cassette's service; with a `service` the run is given `service.spec`,
+    or refused with `service.refusal`; the service is closed after.
+
+    A refused start is written as `metaharness run` writes it (the sentence on `stderr`, the
+    `start/…` results and `stream.closed` on `stdout`), then raised as `RunRefused`."""
     from metaharness.run.host import host, make_writer
-    from metaharness.run.loop import Run, RunRefused
+    from metaharness.run.loop import Run, RunRefused as Refused
+
+    if service is None and (spec.record or spec.replay):
+        from metaharness.cassette_host import open_hosting
+
+        service = await open_hosting(spec)
+    hosted: list[Any] = []
+
+    def attach(run: Any) -> None:
+        hosted.append(run)
+        if service is not None:
+            service.attach(RunControl(run))
+
+    def refused(run: Any) -> None:
+        if run.core.refusal is not None:
+            raise RunRefused.of(run.core.refusal.sentence)
 
     if service is None:
-        return await host(spec, stdin=stdin, stdout=stdout, stderr=stderr)
+        code = await host(spec, stdin=stdin, stdout=stdout, stderr=stderr, attach=attach)
+        refused(hosted[0])
+        return code
     try:
         if service.refusal is not None:
             write, close = make_writer(stdout, service.spec.events)
+            run = Run(service.spec, write, stderr=stderr)
             try:
-                return Run(service.spec, write, stderr=stderr).refuse_start(RunRefused(service.refusal))
+                run.refuse_start(Refused(service.refusal))
             finally:
                 close()
-        code = await host(service.spec, stdin=stdin, stdout=stdout, stderr=stderr,
-                          attach=lambda run: service.attach(RunControl(run)))
+            refused(run)
+        code = await host(service.spec, stdin=stdin, stdout=stdout, stderr=stderr, attach=attach)
+        refused(hosted[0])
         return service.exit_code(code)
     finally:
         await service.close(stderr)

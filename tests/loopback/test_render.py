@@ -109,3 +109,41 @@ def test_scenario_call_id_is_used_verbatim():
     call = render_responses(ScenarioCall(op="shell", input={"command": "ls"}, id="call_mine"), CODEX_TOOLS,
                             workdir="/", turn_index=0)
     assert call.call_id == "call_mine"
+
+
+def _oharness_offer(wire: str) -> list[dict]:
+    """oharness's own tools, as its anthropic and openai providers offer them."""
+    from oharness.tools import builtin_tools
+
+    specs = [tool.spec() for tool in builtin_tools()]
+    if wire == "anthropic":
+        return [{"name": s.name, "description": s.description, "input_schema": s.input_schema} for s in specs]
+    return [{"type": "function", "name": s.name, "description": s.description, "parameters": s.input_schema}
+            for s in specs]
+
+
+@pytest.mark.parametrize("op, inputs", [
+    ("file.write", {"path": "notes.txt", "content": "hello"}),
+    ("file.edit", {"path": "notes.txt", "old": "hello", "new": "HELLO"}),
+    ("shell", {"command": "echo hi"}),
+    ("file.read", {"path": "notes.txt"}),
+])
+def test_oharness_gets_the_call_in_its_own_tools_on_both_wires(op, inputs):
+    """The loopback used to render only Claude Code's and Codex's tools, so oharness pointed at it
+    failed on its first call ('operation file.write has no tool in this client's offer')."""
+    from oharness.tools import render_call
+
+    name, expected = render_call(op, inputs)
+    claude_like = render_anthropic(ScenarioCall(op=op, input=inputs), _oharness_offer("anthropic"), workdir="/w",
+                                   turn_index=0)
+    assert (claude_like.kind, claude_like.name, claude_like.arguments) == ("tool_use", name, expected)
+    codex_like = render_responses(ScenarioCall(op=op, input=inputs), _oharness_offer("responses"), workdir="/w",
+                                  turn_index=0)
+    assert (codex_like.kind, codex_like.name, codex_like.arguments) == ("function_call", name, expected)
+
+
+def test_the_loopback_knows_oharness_tools_as_its_adapter_does():
+    from metaharness.adapters.oharness.adapter import RENDERING
+    from metaharness.loopback.render import NEUTRAL_TOOLS
+
+    assert NEUTRAL_TOOLS == {op: tool for op, tool in RENDERING.items() if tool}

@@ -4,6 +4,7 @@ the first differing part, and the replay server's choice of answer (no harness i
 from __future__ import annotations
 
 import json
+import os
 
 import httpx
 import pytest
@@ -133,3 +134,45 @@ def test_the_cassette_flags_round_trip_through_the_command_line():
     assert RunSpec(**{k: list(v) if isinstance(v, tuple) else v for k, v in parsed.items()}) == spec
     recording = RunSpec(kind="codex", prompt="p", record="c.jsonl", redact_patterns=["a+", "b"])
     assert spec_to_argv(recording)[-4:] == ["--redact", "a+", "--redact", "b"]
+
+
+# --- the recording line and the workspace manifest ----------------------------------------------
+
+
+def test_the_manifest_names_files_and_links_and_leaves_git_out(tmp_path):
+    import hashlib
+
+    from metaharness.loopback.cassette import workspace_manifest
+
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "a.py").write_text("print(1)\n")
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".git" / "index").write_text("changes on every git status")
+    os.symlink("src/a.py", tmp_path / "link")
+    assert workspace_manifest(str(tmp_path)) == {
+        "link": "link:src/a.py", "src/a.py": "sha256:" + hashlib.sha256(b"print(1)\n").hexdigest()}
+
+
+def test_the_first_workspace_difference_is_named_in_path_order():
+    from metaharness.loopback.cassette import first_workspace_difference
+
+    recorded = {"a": "sha256:1", "b": "sha256:2", "c": "sha256:3"}
+    assert first_workspace_difference(recorded, dict(recorded)) is None
+    assert first_workspace_difference(recorded, {"a": "sha256:1", "c": "sha256:9"}) == (
+        "b", "is missing (the recording started with it)")
+    assert first_workspace_difference(recorded, {**recorded, "b": "sha256:9", "0": "x"}) == (
+        "0", "was not there when the recording started")
+    assert first_workspace_difference(recorded, {**recorded, "c": "sha256:9"}) == (
+        "c", "has other contents than when the recording started")
+
+
+def test_the_recording_line_reads_back_and_exchanges_skip_it(tmp_path):
+    from metaharness.loopback.cassette import Recording, read_cassette, read_recording
+
+    recording = Recording(harness="codex", model=None, cwd="/w", workspace={"a": "sha256:1"})
+    path = tmp_path / "c.jsonl"
+    path.write_bytes(recording.line())
+    assert read_recording(str(path)) == recording and read_cassette(str(path)) == []
+    path.write_text('{"format":"metaharness.cassette/1","recording":{"cwd":"/w"}}\n')
+    with pytest.raises(cassette.CassetteError, match=r"c.jsonl:1 is not a metaharness.cassette/1 recording line"):
+        read_recording(str(path))

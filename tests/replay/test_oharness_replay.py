@@ -7,6 +7,7 @@ stand-in stopped, so an answer can only come from the cassette.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from metaharness.loopback.cassette import conversation_state, digest
 from metaharness.replay.normalise import differences
 from replay.standin import AnthropicStandIn, ResponsesStandIn
 
@@ -67,7 +69,10 @@ def recorded(tmp_path):
 def test_replay_gives_the_recorded_stream(recorded):
     tmp_path, cassette, stream, upstream = recorded
     assert [e["event"] for e in stream].count("tool.result") == 2
-    lines = [json.loads(line) for line in cassette.read_text().splitlines()]
+    recording, *lines = [json.loads(line) for line in cassette.read_text().splitlines()]
+    assert recording["recording"] == {"harness": "oharness", "model": "anthropic:claude-test",
+                                      "cwd": str(tmp_path / "work"),
+                                      "workspace": {"a.txt": "sha256:" + hashlib.sha256(b"alpha\n").hexdigest()}}
     assert [line["exchange"] for line in lines] == [1, 2, 3]
     assert {line["format"] for line in lines} == {"metaharness.cassette/1"}
     assert {line["wire"] for line in lines} == {"anthropic-messages"}
@@ -87,9 +92,19 @@ def test_the_cassette_never_holds_the_key(recorded):
     assert b"authorization" not in data.lower() and b"x-api-key" not in data.lower()
 
 
+def recorded_otherwise(cassette: Path) -> None:
+    """Make the recording say the first tool result was other text than the harness will see
+    (the workspace is unchanged, so only the conversation diverges)."""
+    lines = [json.loads(line) for line in cassette.read_text().splitlines()]
+    exchange = next(line for line in lines if line.get("exchange") == 2)
+    exchange["request"]["body"]["messages"][2]["content"][0]["content"] = "beta\n"
+    exchange["state"]["digest"] = digest(conversation_state(exchange["request"]["path"], exchange["request"]["body"])[1])
+    cassette.write_text("".join(json.dumps(line) + "\n" for line in lines))
+
+
 def test_a_divergent_tool_result_is_named_and_strict_stops(recorded):
     tmp_path, cassette, stream, _upstream = recorded
-    (tmp_path / "work" / "a.txt").write_text("beta\n")  # the harness now sees a different tool result
+    recorded_otherwise(cassette)
     proc, replayed = mh_run(tmp_path, "--replay", str(cassette), name="strict.jsonl")
     warnings = [e for e in replayed if e["event"] == "warning" and e["code"] == "REPLAY_DIVERGED"]
     assert len(warnings) == 1, replayed
@@ -105,11 +120,11 @@ def test_a_divergent_tool_result_is_named_and_strict_stops(recorded):
 
 def test_lenient_replay_warns_and_goes_on(recorded):
     tmp_path, cassette, stream, _upstream = recorded
-    (tmp_path / "work" / "a.txt").write_text("beta\n")
+    recorded_otherwise(cassette)
     proc, replayed = mh_run(tmp_path, "--replay", str(cassette), "--replay-lenient", name="lenient.jsonl")
     assert proc.returncode == 1, "a replay that diverged is a verdict against the run, lenient or not"
     warnings = [e["message"] for e in replayed if e["event"] == "warning" and e["code"] == "REPLAY_DIVERGED"]
-    assert [m.split(" (")[0] for m in warnings] == ["exchange 2", "exchange 3"]
+    assert [m.split(" (")[0] for m in warnings] == ["exchange 2"]  # exchange 3 repeats the live history
     assert [e["text"] for e in replayed if e["event"] == "text"] == ["looking", "reading", "done"]
     assert replayed[-1]["reason"] == "completed"
 
@@ -180,39 +195,34 @@ async def test_a_run_loop_given_the_cassette_flags_directly_refuses_them():
 
 
 async def test_the_library_replays_in_process_as_the_command_line_does(recorded, monkeypatch):
-    from metaharness.replay.session import start_run
+    """One `metaharness.api.start_run` for plain, recorded and replayed runs: `replay` is an option
+    of the spec, and the model and working directory come from the cassette."""
+    from metaharness.api import RunRefused, start_run
     from metaharness.run.spec import RunSpec
 
     tmp_path, cassette, stream, _upstream = recorded
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-    spec = RunSpec(kind="oharness", model="anthropic:claude-test", prompt="go", decisions="observe",
-                   cwd=str(tmp_path / "work"), replay=str(cassette))
-    handle = await start_run(spec)
+    handle = await start_run(RunSpec(kind="oharness", prompt="go", decisions="observe", replay=str(cassette)))
     async with handle:
         async for _envelope, _event in handle:
             pass
     assert handle.exit_code == 0, handle.stderr
     assert differences(stream, [json.loads(line) for line in handle.lines]) == []
 
-    refused = await start_run(RunSpec(kind="oharness", prompt="go", replay=str(cassette), credentials="api-key"))
-    async with refused:
-        async for _envelope, _event in refused:
-            pass
-    assert refused.exit_code == 2 and any("CassetteConflict: --replay answers" in line for line in refused.stderr)
+    with pytest.raises(RunRefused) as refused:
+        await start_run(RunSpec(kind="oharness", prompt="go", replay=str(cassette), credentials="api-key"))
+    assert refused.value.name == "CassetteConflict" and refused.value.sentence.startswith("--replay answers")
+    assert [json.loads(line)["event"] for line in refused.value.lines] == ["stream.closed"]
 
 
-async def test_the_plain_library_refuses_a_cassette_spec_by_name(tmp_path):
-    """`metaharness.api.start_run` hosts no cassette itself (replay sits above the API): given a
-    --replay spec without the cassette's service, the run refuses it by name before starting."""
-    from metaharness.api import start_run
+async def test_the_library_refuses_a_missing_cassette_by_name(tmp_path):
+    from metaharness.api import RunRefused, start_run
     from metaharness.run.spec import RunSpec
 
-    handle = await start_run(RunSpec(kind="oharness", model="anthropic:claude-test", prompt="go",
-                                     cwd=str(tmp_path), replay=str(tmp_path / "c.jsonl")))
-    async with handle:
-        events = [type(event).__name__ async for _envelope, event in handle]
-    assert handle.exit_code == 2 and events == ["StreamClosed"]
-    assert any("CassetteUnhosted" in line and "metaharness.replay.session.start_run" in line for line in handle.stderr)
+    with pytest.raises(RunRefused) as refused:
+        await start_run(RunSpec(kind="oharness", model="anthropic:claude-test", prompt="go", cwd=str(tmp_path),
+                                replay=str(tmp_path / "c.jsonl")))
+    assert refused.value.name == "CassetteInvalid" and "cannot be read" in refused.value.sentence
 
 
 def test_exchanges_never_requested_are_named_on_stderr(recorded):
@@ -245,7 +255,7 @@ def test_an_openai_model_records_and_replays_too(tmp_path):
     assert recording.returncode == 0, recording.stderr
     assert upstream.seen_keys == [key] * 3
     assert key.encode() not in cassette.read_bytes()
-    assert {json.loads(line)["wire"] for line in cassette.read_text().splitlines()} == {"openai-responses"}
+    assert {json.loads(line).get("wire") for line in cassette.read_text().splitlines()[1:]} == {"openai-responses"}
     replay = subprocess.run([*argv, "--replay", str(cassette)], env=env, capture_output=True, text=True,
                             stdin=subprocess.DEVNULL, timeout=120)
     assert replay.returncode == 0, replay.stderr

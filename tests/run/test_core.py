@@ -510,7 +510,8 @@ def test_required_commands_are_refused_at_start_each_by_name():
     assert run.events[1]["outcome"]["refused"]["reason"] == (
         "this run's configuration needs replace and the oharness adapter cannot deliver it")
     assert run.events[2]["events"] == 2 and run.events[2]["process"] == {"kind": "unknown"}
-    assert refusal.sentence.startswith("the oharness adapter cannot honour what this run requires: steer, replace")
+    assert refusal.sentence.startswith(
+        "CommandUnavailable: the oharness adapter cannot honour what this run requires: steer, replace")
     assert run.stderr == [f"metaharness: {refusal.sentence}"]
 
 
@@ -538,7 +539,7 @@ def test_a_frame_given_twice_is_a_conflict(frame_file):
 def test_a_posture_the_adapter_does_not_accept_and_a_vendor_option_of_another_kind():
     assert "does not accept the posture 'yolo'" in refused_start(CoreRun(spec(posture="yolo"))).sentence
     assert refused_start(CoreRun(spec(codex_replace_relay=True))).sentence == (
-        "--codex-replace-relay is a codex option and this run is oharness")
+        "OptionForeign: --codex-replace-relay is a codex option and this run is oharness")
 
 
 def test_lines_read_before_a_refused_start_are_answered():

@@ -144,7 +144,7 @@ def test_a_run_the_harness_refuses_is_refused_before_the_ledger(tmp_path):
     case = Case(tmp_path, TWO)
     with pytest.raises(WorkflowRefused) as caught:
         case.run(spec={"script": str(tmp_path / "missing.json")})
-    assert "missing.json" in caught.value.sentence
+    assert caught.value.name == "ScenarioInvalid" and "missing.json" in caught.value.sentence
     assert not case.out.exists(), "a refused start wrote its out directory"
     # the same directory is then used by a start that is not refused
     assert case.run().outcome in ("completed", "failed")

@@ -125,17 +125,24 @@ def run(ctx: click.Context, **options) -> None:
     options["policy_files"] = list(options["policy_files"])
     options["redact_patterns"] = list(options["redact_patterns"])
     spec = RunSpec(**options)
-    if spec.cwd is None:
-        # Every harness works in --cwd, else here; say so, since files may be written here.
+    if spec.cwd is None and not spec.replay:
+        # Every harness works in --cwd, else here; say so, since files may be written here. (A
+        # replay works where its recording did; the cassette says where.)
         click.echo(f"metaharness: {spec.kind} works in {os.getcwd()} (the current directory; --cwd DIR picks "
                    "another)", err=True)
     from metaharness.run.host import run_blocking
 
-    if spec.record or spec.replay:
-        from metaharness.replay.session import host_with_cassette
+    sys.exit(run_blocking(spec, _host))
 
-        sys.exit(run_blocking(spec, host_with_cassette))
-    sys.exit(run_blocking(spec))
+
+async def _host(spec: RunSpec, **streams) -> int:
+    """The run hosted by the library API (plain, recorded or replayed); a refused start exits 2."""
+    from metaharness import api
+
+    try:
+        return await api.host_stdio(spec, **streams)
+    except api.RunRefused as refused:  # already written: the sentence on stderr, stream.closed on stdout
+        return refused.exit_code
 
 
 @click.command()

@@ -20,6 +20,16 @@ A line:
 
 `body` is the decoded JSON of a JSON request (text otherwise); a response body is its text,
 or `body_base64` when it is not UTF-8.
+
+The first line of a cassette written by `metaharness run --record` is the *recording*: what a
+replay needs from the run that made it (`Recording`: the harness, the model, the working
+directory's path and a manifest of its starting contents, each file's path and sha256):
+
+    {"format": "metaharness.cassette/1", "recording": {"harness": "oharness", "model": "anthropic:…",
+     "cwd": "/work/repo", "workspace": {"a.txt": "sha256:…", "bin/run": "link:../x"}}}
+
+A cassette without one (hand-made, or from an embedder's own `RecordingProxy`) still replays;
+its replay then takes the model and the working directory from the replaying run alone.
 """
 
 from __future__ import annotations
@@ -28,7 +38,8 @@ import base64
 import hashlib
 import json
 import re
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, field
 from typing import Any, Iterable
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
@@ -67,6 +78,62 @@ CREDENTIAL_QUERY = frozenset({"key", "api_key", "api-key", "access_token"})
 
 class CassetteError(ValueError):
     """A cassette that cannot be read; the message names the file and line."""
+
+
+# --- the recording: what a replay needs from the run that made it -----------------------------
+
+# Directories a manifest leaves out: their contents change when a harness only reads the tree
+# (git refreshes its index on `git status`), so they would refuse every replay for nothing.
+MANIFEST_SKIPPED = frozenset({".git"})
+
+
+@dataclass(frozen=True)
+class Recording:
+    harness: str
+    model: str | None
+    cwd: str
+    workspace: dict[str, str] = field(default_factory=dict)  # relative path → "sha256:…" | "link:<target>"
+
+    def line(self) -> bytes:
+        body = {"harness": self.harness, "model": self.model, "cwd": self.cwd, "workspace": self.workspace}
+        return json.dumps({"format": CASSETTE_FORMAT, "recording": body}, ensure_ascii=False,
+                          separators=(",", ":")).encode() + b"\n"
+
+
+def _file_digest(path: str) -> str:
+    hasher = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            hasher.update(chunk)
+    return "sha256:" + hasher.hexdigest()
+
+
+def workspace_manifest(root: str) -> dict[str, str]:
+    """Every file under `root` (relative path, `/`-separated) → its digest, a symlink → its target;
+    the directories in MANIFEST_SKIPPED are left out. Sorted by path."""
+    found: dict[str, str] = {}
+    for directory, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d not in MANIFEST_SKIPPED or directory != root)
+        for name in files + [d for d in dirs if os.path.islink(os.path.join(directory, d))]:
+            path = os.path.join(directory, name)
+            relative = os.path.relpath(path, root).replace(os.sep, "/")
+            try:
+                found[relative] = ("link:" + os.readlink(path)) if os.path.islink(path) else _file_digest(path)
+            except OSError as exc:
+                found[relative] = f"unreadable:{exc.strerror or exc}"
+    return dict(sorted(found.items()))
+
+
+def first_workspace_difference(recorded: dict[str, str], live: dict[str, str]) -> tuple[str, str] | None:
+    """(the first path, in path order, where `live` differs from `recorded`, how), or None."""
+    for path in sorted(set(recorded) | set(live)):
+        if path not in live:
+            return path, "is missing (the recording started with it)"
+        if path not in recorded:
+            return path, "was not there when the recording started"
+        if recorded[path] != live[path]:
+            return path, "has other contents than when the recording started"
+    return None
 
 
 def _row(path: str) -> tuple[str, str | None, dict[str, tuple[str, ...]]]:
@@ -247,6 +314,8 @@ def read_cassette(path: str) -> list[Exchange]:
             line = json.loads(raw)
             if line.get("format") != CASSETTE_FORMAT:
                 raise ValueError(f"its format is not {CASSETTE_FORMAT}")
+            if "recording" in line:
+                continue  # read by read_recording
             request, response = line["request"], line["response"]
             body = (base64.b64decode(response["body_base64"]) if "body_base64" in response
                     else response["body"].encode("utf-8"))
@@ -259,6 +328,27 @@ def read_cassette(path: str) -> list[Exchange]:
             raise CassetteError(f"{path}:{number} is not a {CASSETTE_FORMAT} exchange ({exc})") from None
     exchanges.sort(key=lambda e: e.number)
     return exchanges
+
+
+def read_recording(path: str) -> Recording | None:
+    """The cassette's recording line (its first line), or None for a cassette without one."""
+    try:
+        with open(path, "rb") as handle:
+            first = handle.readline()
+    except OSError as exc:
+        raise CassetteError(f"the cassette {path} cannot be read: {exc.strerror or exc}") from None
+    try:
+        line = json.loads(first) if first.strip() else {}
+        if not isinstance(line, dict) or "recording" not in line:
+            return None
+        body = line["recording"]
+        workspace = body.get("workspace") or {}
+        if not isinstance(workspace, dict):
+            raise ValueError("its workspace is not an object")
+        return Recording(harness=str(body["harness"]), model=body.get("model"), cwd=str(body["cwd"]),
+                         workspace={str(k): str(v) for k, v in workspace.items()})
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise CassetteError(f"{path}:1 is not a {CASSETTE_FORMAT} recording line ({exc})") from None
 
 
 # --- comparing a live request with the recording ----------------------------------------------

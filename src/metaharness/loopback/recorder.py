@@ -3,18 +3,22 @@ to a cassette.
 
 What belongs here: a 127.0.0.1 listener that forwards every request (any wire, any path) to the
 upstream base URL, streams the answer back as it arrives, and — once the answer is complete —
-appends the exchange to the cassette through `cassette.exchange_line`.
+appends the exchange to the cassette through `cassette.exchange_line`; a `Recording` given to it
+(what a replay needs of the run) is the cassette's first line.
 
 Rules it keeps: headers pass to the upstream unchanged (a credential proxy in front of it has
 already put the real key in) but reach the cassette only through its allowlist and masks; the
 upstream is asked for an uncompressed answer (`accept-encoding: identity`) so the cassette holds
 text that can be masked and replayed; an exchange is numbered when its request arrives and
 written whole, under a lock, when its answer ends; an upstream that cannot be reached is a 502
-and is recorded like any other answer; proxies from the environment are ignored.
+and is recorded like any other answer; proxies from the environment are ignored; the cassette is
+written as `FILE.partial` and takes FILE's place when the proxy stops, only if an exchange was
+recorded.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import IO
 
@@ -28,7 +32,7 @@ from .service import LocalService
 
 class RecordingProxy(LocalService):
     def __init__(self, upstream: str, cassette_path: str, *, redact: list[str] | None = None, port: int = 0,
-                 timeout: float = 600.0) -> None:
+                 timeout: float = 600.0, recording: cassette.Recording | None = None) -> None:
         super().__init__(port=port)
         self.upstream = upstream.rstrip("/")
         self.cassette_path = cassette_path
@@ -38,12 +42,18 @@ class RecordingProxy(LocalService):
         self._file: IO[bytes] | None = None
         self._lock = threading.Lock()
         self.exchanges = 0
+        self.recording = recording
+        self._partial = cassette_path + ".partial"
 
     def __repr__(self) -> str:
         return f"RecordingProxy(upstream={self.upstream!r}, url={self.url!r}, cassette={self.cassette_path!r})"
 
     async def start(self) -> str:
-        self._file = open(self.cassette_path, "wb")
+        # Written beside the cassette and put in its place when the proxy stops, so a run that
+        # never reached its model (refused, stopped at once) leaves an earlier cassette as it was.
+        self._file = open(self._partial, "wb")
+        if self.recording is not None:
+            self._write(self.recording.line())
         self._client = httpx.AsyncClient(trust_env=False, follow_redirects=False,
                                          timeout=httpx.Timeout(self._timeout, connect=10.0))
         return await super().start()
@@ -57,6 +67,10 @@ class RecordingProxy(LocalService):
             if self._file is not None:
                 self._file.close()
                 self._file = None
+                if self.exchanges:
+                    os.replace(self._partial, self.cassette_path)
+                else:
+                    os.unlink(self._partial)
 
     def _write(self, line: bytes) -> None:
         with self._lock:

@@ -1,7 +1,8 @@
 """Rendering a scenario's neutral calls into the requesting client's own tools (docs/scenarios.md).
 
 What belongs here: the rendering table — for each neutral operation, which tool of Claude Code
-(Anthropic Messages) or Codex (OpenAI Responses) carries it and how its input keys are filled.
+(Anthropic Messages) or Codex (OpenAI Responses) carries it and how its input keys are filled —
+and oharness's tools, which take the neutral input as it is, on either wire (`NEUTRAL_TOOLS`).
 
 Rules it keeps: a tool counts only when the request's own `tools` array offers it by name and
 not `defer_loading: true`; every key the offered tool's schema requires must be filled, and
@@ -119,6 +120,24 @@ def _fill(ctx: _Context, tool: dict[str, Any], schema_key: str, essential: dict[
     return filled
 
 
+# oharness's own tool for each operation (its adapter's rendering table; tests/loopback hold the two
+# equal). Its tools take the scenario's neutral keys unchanged, so a client that offers one of
+# these names gets the call as the scenario wrote it; Claude Code's and Codex's names never collide.
+NEUTRAL_TOOLS: dict[str, str] = {
+    "file.read": "read", "file.write": "write", "file.edit": "edit", "dir.list": "glob", "search": "grep",
+    "shell": "bash", "web.read": "webfetch", "skill.load": "skill", "subagent.spawn": "agent", "task.todo": "todo",
+}
+
+
+def _neutral(ctx: "_Context", schema_key: str) -> tuple[str, dict[str, Any]] | None:
+    """(tool name, input) when the offer holds the operation's oharness tool, else None."""
+    name = NEUTRAL_TOOLS.get(ctx.call.op)
+    tool = ctx.offer.tools.get(name) if name else None
+    if tool is None:
+        return None
+    return name, _fill(ctx, tool, schema_key, dict(ctx.call.input), {})
+
+
 def _call_id(call: ScenarioCall, prefix: str) -> str:
     return call.id if call.id is not None else f"{prefix}{uuid.uuid4().hex[:24]}"
 
@@ -163,6 +182,8 @@ def render_anthropic(call: ScenarioCall, tools: Any, *, workdir: str, turn_index
     ctx = _Context(call, offer, turn_index, turn_id)
     args = call.input
     op = call.op
+    if (neutral := _neutral(ctx, "input_schema")) is not None:
+        return RenderedCall(kind="tool_use", name=neutral[0], call_id=_call_id(call, "toolu_"), arguments=neutral[1])
 
     def pick(*names: str) -> dict[str, Any]:
         for name in names:
@@ -256,6 +277,8 @@ def render_responses(call: ScenarioCall, tools: Any, *, workdir: str, turn_index
     args = call.input
     op = call.op
     call_id = _call_id(call, "call_")
+    if (neutral := _neutral(ctx, "parameters")) is not None and ctx.offer.tools[neutral[0]].get("type") == "function":
+        return RenderedCall(kind="function_call", name=neutral[0], call_id=call_id, arguments=neutral[1])
 
     if op == "shell":
         tool = offer.tools.get("exec_command")

@@ -90,6 +90,7 @@ class RunCore:
         self.writer = EventWriter(write, run_id)
         self.run_cwd = os.path.abspath(spec.cwd or os.getcwd())
         self.stderr = stderr
+        self.refusal: RunRefused | None = None  # set when the start was refused
         self.census = Census()
         self.calls = Calls(spec, harness, self.census, emit=self.emit, warn=self.call_warn, stderr=stderr,
                            clock=clock, run_cwd=self.run_cwd)
@@ -152,6 +153,7 @@ class RunCore:
             self.boundary.frame = plan.launch_frame
 
     def refuse_start(self, refusal: RunRefused, queued: Iterable[Any] = ()) -> int:
+        self.refusal = refusal  # the library API raises it (metaharness.api.RunRefused)
         self.stderr(f"metaharness: {refusal.sentence}")
         self.winding_up = True
         for command_id, code, reason in refusal.results:

@@ -30,6 +30,9 @@ from .spec import RunSpec, cost_unseen
 
 
 class RunRefused(Exception):
+    """A refused start: `sentence` is `Name: why` (every refusal is named), `results` the
+    `start/<command>` results it writes."""
+
     def __init__(self, sentence: str, results: list[tuple[str, str, str]] | None = None) -> None:
         super().__init__(sentence)
         self.sentence = sentence
@@ -65,12 +68,13 @@ def check_start(spec: RunSpec, harness: Harness, run_cwd: str) -> StartPlan:
     # step 2: configuration
     if spec.record or spec.replay:
         raise RunRefused("CassetteUnhosted: --record and --replay are served by the layer that hosts a run "
-                         "(metaharness run, or metaharness.replay.session.start_run), and this run was started without it")
+                         "(metaharness run, or metaharness.api's start_run and host_stdio), and this run was started "
+                         "without it")
     if (sentence := harness.option_refusal()) is not None:
-        raise RunRefused(sentence)
+        raise RunRefused(f"OptionForeign: {sentence}")
     if spec.posture is not None and not harness.accepts_posture(spec.posture):
         raise RunRefused(
-            f"the {spec.kind} adapter does not accept the posture {spec.posture!r} "
+            f"PostureUnknown: the {spec.kind} adapter does not accept the posture {spec.posture!r} "
             f"(it accepts {', '.join(harness.postures)})"
         )
     if spec.max_cost_usd is not None and (sentence := cost_unseen(spec)) is not None:
@@ -88,7 +92,8 @@ def check_start(spec: RunSpec, harness: Harness, run_cwd: str) -> StartPlan:
         raise RunRefused("ObserveWithFrame: observe mode records every call and cannot enforce a frame")
     # step 5
     if not harness.delivers_mode(spec.decisions):
-        raise RunRefused(f"the {spec.kind} adapter does not deliver decision mode {spec.decisions!r}")
+        raise RunRefused(f"DecisionModeUnavailable: the {spec.kind} adapter does not deliver decision mode "
+                         f"{spec.decisions!r}")
     # step 6: required commands
     results = []
     for name in required_commands(spec):
@@ -101,7 +106,7 @@ def check_start(spec: RunSpec, harness: Harness, run_cwd: str) -> StartPlan:
     if results:
         names = ", ".join(r[0].removeprefix("start/") for r in results)
         hint = harness.replace_hint if results[-1][0] == "start/replace" else None
-        raise RunRefused(f"the {spec.kind} adapter cannot honour what this run requires: {names}"
+        raise RunRefused(f"CommandUnavailable: the {spec.kind} adapter cannot honour what this run requires: {names}"
                          + (f"; {hint}" if hint else ""), results)
     # step 7: the adapter's own launch planning
     try:
@@ -134,8 +139,8 @@ def load_policy(spec: RunSpec, run_cwd: str) -> Any:
     try:
         from metaharness.run.policy import PolicyDecider
     except ImportError:
-        raise RunRefused("decision mode 'policy' is not available in this build") from None
+        raise RunRefused("PolicyUnavailable: decision mode 'policy' is not available in this build") from None
     try:
         return PolicyDecider(spec, run_cwd)
     except ValueError as exc:
-        raise RunRefused(str(exc)) from None
+        raise RunRefused(f"PolicyInvalid: {exc}") from None

@@ -237,7 +237,7 @@ class _Host:
 
     # ------------------------------------------------------------------ the drive
     async def drive(self, ledger: ledgers.Ledger, walk: Walk, *, session: int) -> WorkflowResult:
-        from metaharness.api import start_run
+        from metaharness.api import RunRefused, start_run
 
         def end(outcome: str, name: str | None, reason: str | None) -> WorkflowResult:
             # A stopped run (host stopped, harness gone, a budget reached) is not ended: `resume`
@@ -251,7 +251,15 @@ class _Host:
             return end("budget", *over)
         frame = self._enter(ledger, walk)
         events_name = "events.jsonl" if session == 1 else f"events-{session}.jsonl"
-        run = await start_run(self.session_spec(frame, os.path.join(self.out, events_name)))
+        try:
+            run = await start_run(self.session_spec(frame, os.path.join(self.out, events_name)))
+        except RunRefused as refused:  # a refusal only the spawn meets; nothing was spawned
+            if self.on_line is not None:
+                for line in refused.lines:
+                    self.on_line(line)
+            result = end("refused", refused.name, refused.sentence)
+            result.run_exit_code = refused.exit_code
+            return result
         stopper = asyncio.ensure_future(self._halt_on_stop(run))
         result: WorkflowResult | None = None
         answer: list[str] = []  # the model's text since its last tool call: the step's final answer
