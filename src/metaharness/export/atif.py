@@ -10,8 +10,9 @@ The mapping, one event at a time (the table `_ON` below):
 * `session.started` → the `agent` (harness kind, version, model) and the trajectory's ids;
 * `injection` → a `user` step (the frame's or the embedder's message, with its origin);
 * `text`, `thinking`, `tool.requested` → an `agent` step, one per model response: a response
-  ends when the model speaks again after a tool result, when its request id changes, or at a
-  turn's, step's or message's boundary;
+  ends once one of its calls has a result (what the model says or calls next is its next
+  response: no event says which response a call belongs to), when its request id changes, or
+  at a turn's, step's or message's boundary;
 * `tool.decided` → the call's `extra.metaharness`: decision, decided_by, reason, replacement,
   seam, latency, the frame digest in force, and `ran` — a denied call says `ran: false` and its
   observation says `refused`, it never looks like a call that ran;
