@@ -15,7 +15,7 @@ from metaharness.cli._out import fail, write_bytes
 
 @click.group()
 def export() -> None:
-    """Write a finished run in another tool's format (Harbor's ATIF)."""
+    """Write a finished run in another tool's format (Harbor's ATIF, OpenTelemetry)."""
 
 
 @export.command()
@@ -47,3 +47,35 @@ def atif(source: str, out: str | None) -> None:
         os.replace(tmp, out)
     except OSError as exc:
         fail(f"{out}: {exc.strerror or exc}")
+
+
+@export.command()
+@click.argument("source", metavar="EVENTS_OR_RUN_DIR")
+@click.option("--endpoint", metavar="URL",
+              help="The OTLP/HTTP traces URL (default: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, else "
+                   "OTEL_EXPORTER_OTLP_ENDPOINT plus /v1/traces, else http://localhost:4318/v1/traces).")
+@click.option("--content", is_flag=True, help="Also send tool arguments and results as span attributes.")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(0, min_open=True), default=10.0, show_default=True,
+              metavar="SECONDS", help="How long the collector has to take the spans.")
+def otel(source: str, endpoint: str | None, content: bool, timeout_s: float) -> None:
+    """Send the finished run in SOURCE as OpenTelemetry spans (GenAI conventions) over OTLP/HTTP.
+
+    One invoke_agent span per run, a span per workflow step and per turn, an execute_tool span
+    per call with its decision as metaharness.* attributes and a guardrail event where it was
+    denied. Needs the otel extra: pip install 'metaharness[otel]'.
+    """
+    from metaharness.export.source import ExportError, read_streams
+
+    try:
+        from metaharness.export import otel as spans
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").startswith("opentelemetry"):
+            fail("export otel needs the otel extra, which is not installed: pip install 'metaharness[otel]'")
+        raise
+    url = spans.endpoint_of(endpoint)
+    try:
+        built = spans.build_spans(read_streams(source), content=content)
+        spans.send(built, url, timeout_s=timeout_s)
+    except ExportError as exc:
+        fail(str(exc))
+    click.echo(f"sent {len(built)} span(s) to {url}", err=True)
