@@ -50,6 +50,7 @@ class CellJob(Struct, kw_only=True):
     timeout_s: float | None = None
     keep_workspace: bool = False
     attempt: int = 1
+    atif: bool = False  # write trajectory.json (ATIF) beside a complete events.jsonl
 
 
 def run_argv(job: CellJob, workspace: str, events: str) -> list[str]:
@@ -156,10 +157,29 @@ def _refusal(stderr_path: str) -> str | None:
     return next((line for line in lines if line.startswith("Error: ")), None)
 
 
+TRAJECTORY = "trajectory.json"
+
+
+def _write_trajectory(events: str, path: str) -> None:
+    """The cell's run as ATIF; a stream the exporter refuses gets no trajectory (the report
+    shows none), and the reason goes where the cell's other diagnostics go."""
+    from metaharness.export.atif import dumps, trajectory
+    from metaharness.export.source import ExportError, read_streams
+
+    try:
+        text = dumps(trajectory(read_streams(events)))
+    except ExportError as exc:
+        with open(os.path.join(os.path.dirname(path), "stderr.txt"), "a") as handle:
+            handle.write(f"metaharness: export atif: {exc}\n")
+        return
+    with open(path, "w") as handle:
+        handle.write(text)
+
+
 async def run_cell(job: CellJob) -> CellResult:
     """Run one cell to its end (or its time limit) and return its result."""
     os.makedirs(job.out_dir, exist_ok=True)
-    for stale in ("events.jsonl", "stderr.txt", "check.txt"):
+    for stale in ("events.jsonl", "stderr.txt", "check.txt", TRAJECTORY):
         try:
             os.unlink(os.path.join(job.out_dir, stale))
         except FileNotFoundError:
@@ -205,6 +225,8 @@ async def run_cell(job: CellJob) -> CellResult:
         except FileNotFoundError:
             data = b""
         summary = summarise_stream(data)
+        if job.atif and summary["stream"] == "complete":
+            _write_trajectory(events, os.path.join(job.out_dir, TRAJECTORY))
         refusal = _refusal(stderr_path) if proc.returncode == 2 else None
         verdict, check_code = "none", None
         if job.task.check is not None and not timed_out and summary["stream"] == "complete" and refusal is None:

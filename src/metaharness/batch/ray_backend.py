@@ -32,7 +32,7 @@ from .results import CellResult
 
 INSTALL = "pip install 'metaharness[ray]'"
 NODE_LOSS_RETRIES = 3
-_OUT_FILES = ("events.jsonl", "stderr.txt", "check.txt")
+_OUT_FILES = ("events.jsonl", "stderr.txt", "check.txt", "trajectory.json")
 
 
 class RayUnavailable(PlanError):

@@ -218,9 +218,15 @@ def write_html(out: str, page: str, pair: tuple[str, str] | None = None) -> list
         return f"{folder_name}/{relative}"
 
     links: dict[tuple[str, str, int], str] = {}
+    trajectories: dict[tuple[str, str, int], str] = {}
     for entry in matrix.entries.values():
         for result in entry.ran:
             events = os.path.join(cell_dir(out, result.key), "events.jsonl")
+            atif = os.path.join(cell_dir(out, result.key), "trajectory.json")
+            if os.path.isfile(atif):  # written by `batch run --atif`; copied so the folder stands alone
+                with open(atif, "rb") as handle:
+                    trajectories[result.key] = emit(f"{result.task}/{result.harness}/{result.repeat}.trajectory.json",
+                                                    handle.read())
             lines = _stream_lines(events)
             if lines:
                 links[result.key] = emit(f"{result.task}/{result.harness}/{result.repeat}.html",
@@ -238,7 +244,7 @@ def write_html(out: str, page: str, pair: tuple[str, str] | None = None) -> list
             if len(chosen) == 2:
                 compares[task] = emit(f"{task}/{pair[0]}-vs-{pair[1]}.html", render_page(chosen))
     html = _environment().get_template("report.html.j2").render(
-        matrix=matrix, links=links, compares=compares, pair=pair, out=out)
+        matrix=matrix, links=links, trajectories=trajectories, compares=compares, pair=pair, out=out)
     with open(page, "wb") as handle:
         handle.write(html.encode("utf-8"))
     written.insert(0, page)

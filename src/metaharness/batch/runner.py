@@ -85,6 +85,7 @@ class BatchOptions:
     cell_timeout_s: float | None = None
     retries: int | None = None
     keep_workspaces: bool = False
+    atif: bool = False
     on_change: Callable[[Progress], None] | None = None
 
 
@@ -182,7 +183,7 @@ async def run_batch(plan: Plan, out: str, options: BatchOptions | None = None, *
             job = CellJob(task=cell.task, harness=cell.harness, repeat=cell.repeat,
                           out_dir=cell_dir(out, cell.key), scratch_root=scratch_root,
                           timeout_s=cell.task.timeout_s or options.cell_timeout_s or plan.defaults.timeout_s,
-                          keep_workspace=options.keep_workspaces, attempt=attempt)
+                          keep_workspace=options.keep_workspaces, attempt=attempt, atif=options.atif)
             result = await backend.execute(job)
             if result.infra is None or attempt > retries:
                 return msgspec.structs.replace(result, retried_for=retried + result.retried_for)

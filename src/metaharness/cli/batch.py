@@ -62,6 +62,7 @@ def check(plan: str) -> None:
               help="Halt a cell's run after this many seconds (a task's own timeout_s wins).")
 @click.option("--retries", type=click.IntRange(0), help="Rerun a cell this many times after an infrastructure failure.")
 @click.option("--keep-workspaces", is_flag=True, help="Keep each cell's workspace beside its events.")
+@click.option("--atif", is_flag=True, help="Also write each cell's run as an ATIF trajectory.json beside its events.")
 def run(plan: str, out: str, **options) -> None:
     """Run every cell of PLAN into DIR; results.jsonl grows as cells end."""
     import asyncio

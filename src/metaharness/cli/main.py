@@ -46,6 +46,7 @@ COMMANDS: dict[str, str] = {
     "workflow": "metaharness.cli.workflow:workflow",
     "redecide": "metaharness.cli.redecide:redecide",
     "batch": "metaharness.cli.batch:batch",
+    "export": "metaharness.cli.export:export",
 }
 
 
