@@ -19,7 +19,7 @@ from metaharness.adapters.claude.translate import CONTROL_TYPES, Translator
 
 from .support import ClaudeRun, frame_doc, frame_obj, result_text, scenario, shell, tool_results_in
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
+pytestmark = pytest.mark.timeout(120)
 
 WRITE = "echo hi > out.txt"
 

@@ -14,7 +14,7 @@ from metaharness.protocol import frame as frames
 
 from .support import ClaudeRun, frame_doc, frame_obj, result_text, scenario, shell, tool_results_in
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
+pytestmark = pytest.mark.timeout(120)
 
 READ_ONLY = ["file.read", "dir.list", "search"]
 

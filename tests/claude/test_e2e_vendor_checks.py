@@ -19,7 +19,7 @@ import pytest
 from .support import scenario, shell
 from .vendor_client import VendorClient, block_text
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(90)]
+pytestmark = pytest.mark.timeout(90)
 
 WRITE = "echo hi > out.txt"
 BLOCKING = 'failed; blocking because onFailure is "block"'

@@ -19,7 +19,6 @@ from e2e_support import (  # noqa: F401  (fresh_case: a fixture)
     CODEX, METAHARNESS, NETNS_OK, VENDOR, CodexRun, fresh_case, frame, frame_object, scenario, shell,
 )
 
-pytestmark = pytest.mark.e2e
 
 REJECTED = 'exec_command failed: CreateProcess { message: "Rejected(\\"rejected by user\\")" }'
 

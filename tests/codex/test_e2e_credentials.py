@@ -181,7 +181,6 @@ def case(request):
 # --- loopback ----------------------------------------------------------------------------
 
 
-@pytest.mark.e2e
 def test_loopback_mode_proxy_holds_the_key_and_the_child_sees_a_placeholder(case):
     run, live = run_shell_case(case, ["--credentials", "loopback", "--model-endpoint", "@URL@"],
                                {"OPENAI_API_KEY": REAL_OPENAI_KEY})
@@ -211,7 +210,6 @@ def test_loopback_mode_proxy_holds_the_key_and_the_child_sees_a_placeholder(case
 # --- none --------------------------------------------------------------------------------
 
 
-@pytest.mark.e2e
 def test_none_mode_child_sees_the_fixed_placeholder_and_the_endpoint(case):
     run, live = run_shell_case(case, ["--credentials", "none", "--model-endpoint", "@URL@"],
                                {"OPENAI_API_KEY": REAL_OPENAI_KEY, "CODEX_API_KEY": REAL_CODEX_KEY})

@@ -35,7 +35,6 @@ import pytest
 
 from e2e_support import CODEX, E2E_ROOT, NETNS, NETNS_OK, VENDOR
 
-pytestmark = pytest.mark.e2e
 
 EXEC_SERVE = Path(__file__).resolve().parents[1] / "fixtures" / "codex" / "exec_serve.py"
 

@@ -17,7 +17,6 @@ from metaharness.adapters.codex.relay import PROGRAM
 
 from e2e_support import CODEX, E2E_ROOT, CodexRun, frame, scenario, shell
 
-pytestmark = pytest.mark.e2e
 
 BLOCKED = "Command blocked by PreToolUse hook: "
 PATCH_CONTENT = "written by apply_patch"

@@ -22,7 +22,6 @@ import pytest
 from e2e_support import CODEX, E2E_ROOT
 from vendor_client import AppServer, rejection_texts
 
-pytestmark = pytest.mark.e2e
 
 APPROVAL_FAILED = 'exec_command failed: CreateProcess { message: "Rejected(\\"approval request failed\\")" }'
 

@@ -22,7 +22,6 @@ from metaharness.loopback import LoopbackServer
 
 from loopback_support import scenario
 
-pytestmark = pytest.mark.e2e
 
 REPO = Path(__file__).resolve().parents[2]
 VENDOR_BIN = REPO / ".vendor" / "node_modules" / ".bin"
