@@ -52,3 +52,12 @@ def test_what_needs_a_browser_or_ray_goes_through_its_tier():
             raise AssertionError(f"{rel} launches Playwright itself: use the `chromium` fixture ({FIXTURE_TIERS})")
         if "cluster_utils" in text:
             assert tiers_of(rel) == {"slow"}, f"{rel} starts a Ray cluster outside the slow tier"
+
+
+def test_no_test_points_at_a_section_of_a_document_the_repository_does_not_hold():
+    # A test names the rule it holds in words (or the site page), never a "§ n" of an outside spec.
+    # tests/docs checks user-facing strings for that mark, so it spells it.
+    marked = [str(p.relative_to(ROOT)) for p in sorted(TESTS.rglob("*"))
+              if p.is_file() and p.suffix in (".py", ".md", ".toml", ".json", ".jsonl", "")
+              and p != Path(__file__) and "docs" not in p.relative_to(TESTS).parts[:1] and "\u00a7" in p.read_text(errors="replace")]
+    assert marked == [], marked

@@ -1,4 +1,4 @@
-"""End-to-end cases of vendors.md § 9.1 against the real Claude Code 2.1.328, through
+"""End-to-end cases of the Claude Code end-to-end checklist against the real Claude Code 2.1.328, through
 `metaharness run claude` and a loopback model, inside a loopback-only network namespace
 when the machine allows it (the DNS sink's log must stay empty).
 
