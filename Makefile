@@ -53,9 +53,11 @@ sandbox:
 	  else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; fi; }
 	@command -v bwrap >/dev/null 2>&1 && bwrap --version || echo "bubblewrap is not available on this platform; Codex runs its commands unsandboxed"
 
-# The documentation site: the CLI reference is generated from the click commands, then MkDocs builds.
+# The documentation site: the CLI reference is generated from the click commands and the
+# troubleshooting page from its catalogue (metaharness.protocol.troubleshooting), then MkDocs builds.
 docs: install-test
 	$(BIN)/python tools/cli_reference.py > docs/reference/cli.md
+	$(BIN)/python tools/troubleshooting.py > docs/troubleshooting.md
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 demo: install

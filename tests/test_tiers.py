@@ -8,7 +8,13 @@ import fnmatch
 import re
 from pathlib import Path
 
-from conftest import FIXTURE_TIERS, ROOT, TIERS, tiers_of
+import importlib.util
+
+# tests/conftest.py by its path: under xdist another package's conftest may hold the name
+_spec = importlib.util.spec_from_file_location("tiers_conftest", Path(__file__).with_name("conftest.py"))
+_tiers = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_tiers)
+FIXTURE_TIERS, ROOT, TIERS, tiers_of = _tiers.FIXTURE_TIERS, _tiers.ROOT, _tiers.TIERS, _tiers.tiers_of
 
 TESTS = ROOT / "tests"
 SOURCES = sorted(p for p in TESTS.rglob("*.py") if "fixtures" not in p.relative_to(TESTS).parts)
