@@ -3,13 +3,15 @@
 #   make test   — install everything the tests need (Python deps, the docs tools, the pinned vendor CLIs,
 #                 Debian's chromium and bubblewrap) and run the whole suite, end-to-end tests on the real
 #                 binaries included (the documentation site is built with --strict by a test)
+#   make check  — the fast tier for a developer: everything but the real-vendor end-to-end, browser,
+#                 Ray and long fuzz tests, in parallel; needs no npm and no apt
 #   make docs   — regenerate the CLI reference and build the documentation site into site/
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 PIP_FLAGS := --quiet --disable-pip-version-check
 
-.PHONY: install install-test vendor browser sandbox docs demo test bench clean fuzz
+.PHONY: install install-test vendor browser sandbox docs demo check test bench clean fuzz
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -54,16 +56,28 @@ sandbox:
 	  else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; fi; }
 	@command -v bwrap >/dev/null 2>&1 && bwrap --version || echo "bubblewrap is not available on this platform; Codex runs its commands unsandboxed"
 
-# The documentation site: the CLI reference is generated from the click commands, then MkDocs builds.
+# The documentation site: the CLI reference is generated from the click commands and the
+# troubleshooting page from its catalogue (metaharness.protocol.troubleshooting), then MkDocs builds.
 docs: install-test
 	$(BIN)/python tools/cli_reference.py > docs/reference/cli.md
+	$(BIN)/python tools/troubleshooting.py > docs/troubleshooting.md
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 demo: install
 	$(BIN)/metaharness demo
 
+# The tiers are the markers tests/conftest.py applies. `--dist loadfile` keeps a module on one
+# worker, so its module-scoped fixtures (a Ray cluster, a browser, a batch) are built once.
+check: install-test
+	$(BIN)/python -m pytest -q -n auto --dist loadfile -m "not e2e and not browser and not slow" $(PYTEST_ARGS)
+
+# The whole suite: the tests that drive no real vendor binary in parallel, then the end-to-end
+# tests serially (they measure deadlines and signal timing against real binaries, and a second
+# worker competing for the two cores makes those flaky).
 test: install-test vendor browser sandbox
-	METAHARNESS_REQUIRE_VENDOR=1 $(BIN)/python -m pytest $(PYTEST_ARGS)
+	METAHARNESS_REQUIRE_VENDOR=1 $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not e2e" $(PYTEST_ARGS)
+	METAHARNESS_REQUIRE_VENDOR=1 $(BIN)/python -m pytest -m e2e $(PYTEST_ARGS)
+TEST_WORKERS ?= 2
 
 bench: install-test vendor
 	for script in bench/bench_*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done

@@ -240,7 +240,7 @@ def _catches_sigterm(pid: int) -> bool:
     return bool(int(caught, 16) & (1 << (signal.SIGTERM - 1)))
 
 
-# The close reason at each phase, as oharness writes it (and § 4.3 gives it): a signal is not a
+# The close reason at each phase, as oharness writes it (and the wire rule “close reason” gives it): a signal is not a
 # halt, so `steer-halt` only where a halt was processed; a stop at a boundary ends the session
 # cleanly (`completed`); a stop before a session, mid-turn or after the child died leaves no clean
 # end (`error`).

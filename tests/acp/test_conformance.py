@@ -41,7 +41,6 @@ def test_a_tampered_recording_fails_the_replay(kind, tmp_path):
     assert checks == {"events": False, "answers": False}
 
 
-@pytest.mark.e2e
 @pytest.mark.parametrize("kind", KINDS)
 def test_doctor_on_the_pinned_binary(kind):
     done = subprocess.run([str(METAHARNESS), "doctor", kind, "--vendor-dir", str(VENDOR)], capture_output=True,

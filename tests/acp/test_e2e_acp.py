@@ -13,7 +13,7 @@ import pytest
 
 from acp_support import E2E_ROOT, KINDS, VENDOR, AcpRun, frame, scenario
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
+pytestmark = pytest.mark.timeout(240)
 
 
 def _binary_present(kind: str) -> bool:

@@ -17,7 +17,7 @@ from test_e2e_acp import case, kind  # noqa: F401  (fixtures: each kind, a fresh
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import phase_signals as ps  # noqa: E402
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
+pytestmark = pytest.mark.timeout(240)
 
 
 @pytest.mark.parametrize(("sig", "phase"), ps.CASES_SLOW_BOOT, ids=ps.IDS_SLOW_BOOT)

@@ -23,7 +23,7 @@ from test_e2e_acp import case, kind  # noqa: F401  (fixtures: each kind, a fresh
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import phase_commands as pc  # noqa: E402
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
+pytestmark = pytest.mark.timeout(240)
 
 
 SHELL_WRITE = {"op": "shell", "input": {"command": "echo hi > pwned.txt"}}

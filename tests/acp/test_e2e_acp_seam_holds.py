@@ -23,7 +23,7 @@ import pytest
 from acp_support import AcpRun, scenario
 from test_e2e_acp import case, kind  # noqa: F401  (fixtures: each kind, a fresh case directory)
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
+pytestmark = pytest.mark.timeout(240)
 
 ATTACK = Path(__file__).resolve().parents[1] / "fixtures" / "adversary" / "attack.py"
 ATTACK_S = 10.0  # how long the adversary keeps trying: it must outlast the vendor's way to the victim call

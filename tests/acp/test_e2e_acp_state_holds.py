@@ -24,7 +24,7 @@ from metaharness.adapters.process import confinement
 from acp_support import VENDOR, AcpRun, scenario
 from test_e2e_acp import case  # noqa: F401  (fixture: a fresh case directory)
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
+pytestmark = pytest.mark.timeout(240)
 
 SEED = Path(__file__).resolve().parents[1] / "fixtures" / "adversary" / "state_seed.py"
 SEED_S = 6.0  # how long the adversary answers permission requests: it must outlast the victim's wait

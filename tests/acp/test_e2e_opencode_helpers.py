@@ -22,7 +22,7 @@ import pytest
 from acp_support import VENDOR, AcpRun, scenario
 from test_e2e_acp import case  # noqa: F401  (fixture: a fresh case directory)
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
+pytestmark = pytest.mark.timeout(240)
 
 HELPERS = ("git", "pgrep", "rg")
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"

@@ -15,7 +15,7 @@ import pytest
 
 from acp_support import E2E_ROOT, METAHARNESS, NETNS, NETNS_OK, REPO, VENDOR
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
+pytestmark = pytest.mark.timeout(900)
 
 SCENARIO = REPO / "examples" / "same-task.scenario.json"
 FRAME = REPO / "examples" / "same-task.frame.json"

@@ -16,7 +16,7 @@ from .conftest import METAHARNESS, REPO, last_by_cell, shell, write_frame, write
 
 VENDOR = REPO / ".vendor" / "node_modules" / ".bin"
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(400)]
+pytestmark = pytest.mark.timeout(400)
 
 
 def _need_vendors() -> None:

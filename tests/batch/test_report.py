@@ -14,9 +14,6 @@ from metaharness.cli.main import cli
 
 from .conftest import REPO, make_suite, write_plan
 
-CHROMIUM = Path("/usr/bin/chromium")
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 ARTIFACTS = REPO / "test-artifacts"
 
 
@@ -58,55 +55,43 @@ def test_report_of_a_dir_that_is_not_a_batch_is_refused(tmp_path):
     assert result.exit_code == 2 and "is not a batch directory" in result.stderr
 
 
-@pytest.mark.browser
-def test_the_report_page_in_chromium(batch_dir, tmp_path):
-    if not CHROMIUM.exists():
-        if os.environ.get("METAHARNESS_REQUIRE_VENDOR") == "1":
-            pytest.fail("Debian's chromium is not installed at /usr/bin/chromium; `make test` installs it")
-        pytest.skip("Debian's chromium is not installed at /usr/bin/chromium")
-    from playwright.sync_api import sync_playwright
-
+def test_the_report_page_in_chromium(batch_dir, tmp_path, chromium):
     page_path = tmp_path / "report.html"
     result = invoke("batch", "report", str(batch_dir), "--html", str(page_path))
     assert result.exit_code == 0, result.output
     assert (tmp_path / "report-runs" / "notes" / "oh-frame" / "1.html").exists()
     ARTIFACTS.mkdir(exist_ok=True)
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1300, "height": 700})
-            requests: list[str] = []
-            page.on("request", lambda request: requests.append(request.url))
-            page.goto(page_path.as_uri())
-            assert requests == [page_path.as_uri()]  # self-contained: nothing else is fetched
-            cell = page.locator('td.cell[data-task="notes"][data-harness="oh-frame"]')
-            assert "pass 2/2" in cell.inner_text() and "1 denied" not in cell.inner_text()
-            assert "2 denied" in cell.inner_text()
-            assert "all-pass" in cell.get_attribute("class")
-            assert "none-pass" in page.locator('td.cell[data-task="fails"][data-harness="oh-policy"]').get_attribute("class")
-            refused = cell.locator("details.refused")
-            assert "refused calls (1)" in refused.inner_text()
-            refused.locator("summary").click()
-            assert "echo hi > shell.txt" in refused.inner_text() and "which it does not" in refused.inner_text()
-            assert "2 skipped: budget" in page.locator('td.cell[data-task="isolate"][data-harness="oh-policy"]').inner_text()
-            page.screenshot(path=str(ARTIFACTS / "batch-report.png"), full_page=True)
-            # a cell's link opens that run's own page (the single-run view)
-            cell.locator("a", has_text="run 1").click()
-            page.wait_for_load_state()
-            assert page.url.endswith("report-runs/notes/oh-frame/1.html")
-            assert page.locator("tr.call-row").count() == 3
-            assert "DENY" in page.locator("body").inner_text()
-            page.go_back()
-            # per task, two harnesses side by side (the compare view)
-            page.locator("#task-notes td.compare a").click()
-            page.wait_for_load_state()
-            assert page.url.endswith("report-runs/notes/oh-frame-vs-oh-policy.html")
-            body = page.locator("body").inner_text()
-            assert "frame" in body and "policy" in body
-            assert page.locator(".runs > *").count() == 2
-            page.screenshot(path=str(ARTIFACTS / "batch-report-compare.png"), full_page=True)
-        finally:
-            browser.close()
+    page = chromium.new_page(viewport={"width": 1300, "height": 700})
+    requests: list[str] = []
+    page.on("request", lambda request: requests.append(request.url))
+    page.goto(page_path.as_uri())
+    assert requests == [page_path.as_uri()]  # self-contained: nothing else is fetched
+    cell = page.locator('td.cell[data-task="notes"][data-harness="oh-frame"]')
+    assert "pass 2/2" in cell.inner_text() and "1 denied" not in cell.inner_text()
+    assert "2 denied" in cell.inner_text()
+    assert "all-pass" in cell.get_attribute("class")
+    assert "none-pass" in page.locator('td.cell[data-task="fails"][data-harness="oh-policy"]').get_attribute("class")
+    refused = cell.locator("details.refused")
+    assert "refused calls (1)" in refused.inner_text()
+    refused.locator("summary").click()
+    assert "echo hi > shell.txt" in refused.inner_text() and "which it does not" in refused.inner_text()
+    assert "2 skipped: budget" in page.locator('td.cell[data-task="isolate"][data-harness="oh-policy"]').inner_text()
+    page.screenshot(path=str(ARTIFACTS / "batch-report.png"), full_page=True)
+    # a cell's link opens that run's own page (the single-run view)
+    cell.locator("a", has_text="run 1").click()
+    page.wait_for_load_state()
+    assert page.url.endswith("report-runs/notes/oh-frame/1.html")
+    assert page.locator("tr.call-row").count() == 3
+    assert "DENY" in page.locator("body").inner_text()
+    page.go_back()
+    # per task, two harnesses side by side (the compare view)
+    page.locator("#task-notes td.compare a").click()
+    page.wait_for_load_state()
+    assert page.url.endswith("report-runs/notes/oh-frame-vs-oh-policy.html")
+    body = page.locator("body").inner_text()
+    assert "frame" in body and "policy" in body
+    assert page.locator(".runs > *").count() == 2
+    page.screenshot(path=str(ARTIFACTS / "batch-report-compare.png"), full_page=True)
 
 
 def test_pair_chooses_the_two_harnesses_and_an_unknown_one_is_refused(batch_dir, tmp_path):

@@ -1,5 +1,5 @@
 """Run `metaharness run claude …` beside a loopback model, inside a loopback-only
-network namespace when the caller started us under `unshare -rnm` (vendors.md § 2.7).
+network namespace when the caller started us under `unshare -rnm` (the vendor rule “end-to-end tests run the vendor in a loopback-only network namespace”).
 
 Usage: python nsrun.py OUTDIR SCENARIO [--in-namespace] [--exec ENVFILE] -- <arguments>
 

@@ -29,7 +29,6 @@ def test_doctor_with_vendor_dir_does_not_repeat_the_hint(tmp_path, monkeypatch):
     assert result.exit_code == 1 and "--vendor-dir" not in result.stderr
 
 
-@pytest.mark.e2e
 def test_doctor_claude_leaves_no_scratch_directory(tmp_path, monkeypatch):
     if not os.path.exists(os.path.join(VENDOR_DIR, "claude")):
         pytest.skip("the pinned Claude Code CLI is not installed (make vendor)")

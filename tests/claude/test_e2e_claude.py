@@ -1,4 +1,4 @@
-"""End-to-end cases of vendors.md § 9.1 against the real Claude Code 2.1.328, through
+"""End-to-end cases of the Claude Code end-to-end checklist against the real Claude Code 2.1.328, through
 `metaharness run claude` and a loopback model, inside a loopback-only network namespace
 when the machine allows it (the DNS sink's log must stay empty).
 
@@ -19,7 +19,7 @@ from metaharness.adapters.claude.translate import CONTROL_TYPES, Translator
 
 from .support import ClaudeRun, frame_doc, frame_obj, result_text, scenario, shell, tool_results_in
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
+pytestmark = pytest.mark.timeout(120)
 
 WRITE = "echo hi > out.txt"
 

@@ -17,7 +17,7 @@ import phase_signals as ps  # tests/ is on sys.path for this package
 
 from .support import NSRUN, SCRATCH_BASE, VENDOR_DIR, namespace_available, require_binary
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
+pytestmark = pytest.mark.timeout(180)
 
 
 @pytest.mark.parametrize(("sig", "phase"), ps.CASES, ids=ps.IDS)

@@ -23,7 +23,7 @@ import phase_commands as pc  # tests/ is on sys.path for this package
 
 from .support import ClaudeRun, scenario, shell
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
+pytestmark = pytest.mark.timeout(180)
 
 ASK = ["--decisions", "ask", "--decision-timeout-ms", "30000"]
 

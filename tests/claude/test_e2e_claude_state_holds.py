@@ -20,7 +20,7 @@ import pytest
 
 from .support import ClaudeRun, scenario, shell
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
+pytestmark = pytest.mark.timeout(120)
 
 SEED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "adversary", "state_seed.py")
 

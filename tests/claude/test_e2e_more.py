@@ -1,4 +1,4 @@
-"""End-to-end cases C22, C27, C28 and C30 of vendors.md § 9.1 against the real Claude
+"""End-to-end cases C22, C27, C28 and C30 of the Claude Code end-to-end checklist against the real Claude
 Code 2.1.328 through `metaharness run claude` (see test_e2e_claude.py for the others;
 C34 lives beside C21 and C26 there, whose transcripts it replays)."""
 
@@ -14,7 +14,7 @@ from metaharness.protocol import frame as frames
 
 from .support import ClaudeRun, frame_doc, frame_obj, result_text, scenario, shell, tool_results_in
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
+pytestmark = pytest.mark.timeout(120)
 
 READ_ONLY = ["file.read", "dir.list", "search"]
 
@@ -46,7 +46,7 @@ async def absent_after(path: str, seconds: float = 2.0) -> None:
 
 
 async def test_c22_interrupt_during_model_request(tmp_path):
-    # Turn selection is stateless (vendors.md § 7.2): an aborted request leaves no assistant
+    # Turn selection is stateless (the vendor rule “scenario and turn selection”): an aborted request leaves no assistant
     # message, so the next turn is answered by scenario turn 0 again (after its delay).
     run = await ClaudeRun(str(tmp_path), scenario({"text": "slow answer", "delay_ms": 3000}),
                           [], prompt="first").start()

@@ -1,4 +1,4 @@
-"""Vendor checks C15–C19 of vendors.md § 9.1 (VC, all fail-closed cases): the real
+"""Vendor checks C15–C19 of the Claude Code end-to-end checklist (VC, all fail-closed cases): the real
 Claude Code 2.1.328 driven by the suite's own minimal client (vendor_client.py) with
 the adapter's exact launch (posture acceptEdits, so a write the seam does not block
 runs: "not run" can only come from the seam), pinning the behaviour of the stdio `hook_callback` seam
@@ -19,7 +19,7 @@ import pytest
 from .support import scenario, shell
 from .vendor_client import VendorClient, block_text
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(90)]
+pytestmark = pytest.mark.timeout(90)
 
 WRITE = "echo hi > out.txt"
 BLOCKING = 'failed; blocking because onFailure is "block"'

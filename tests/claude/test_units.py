@@ -319,7 +319,7 @@ async def test_loop_serves_a_turn_the_harness_starts_itself_and_passes_blocks(tm
 
     run = holder["run"] = Run(spec, write, adapter=adapter, run_id="r")
     assert await asyncio.wait_for(run.execute(), 10) == 0
-    # One block each, the frame's rendering first (vendors.md § 3.3), not one joined string.
+    # One block each, the frame's rendering first (the vendor rule “handshake: initialize registers the per-call seam”), not one joined string.
     assert isinstance(adapter.inputs[0], list) and len(adapter.inputs[0]) == 2 and adapter.inputs[0][1] == "go"
     assert adapter.inputs[0][0].startswith("Workflow w (1)")
     # Turn 2 was the harness's own, served fully: the embedder's decision was honoured.
@@ -329,7 +329,7 @@ async def test_loop_serves_a_turn_the_harness_starts_itself_and_passes_blocks(tm
     assert events[-1]["event"] == "stream.closed" and events[-1]["reason"] == "completed"
 
 
-# --- credential mode api-key (vendors.md § 2.8): the launch plan, no model, no network ----------
+# --- credential mode api-key (the vendor rule “credential modes”): the launch plan, no model, no network ----------
 
 REAL_ANTHROPIC_KEY = "sk-ant-api03-REALKEY-" + "k" * 40
 RECORDING_CLAUDE = """#!/usr/bin/env python3
@@ -391,7 +391,7 @@ async def test_api_key_mode_child_gets_the_callers_key_and_no_base_url(tmp_path,
     for env in (planned, seen):
         assert env["ANTHROPIC_API_KEY"] == REAL_ANTHROPIC_KEY
         assert "ANTHROPIC_BASE_URL" not in env  # the default endpoint
-        # § 2.2 without the base URL: nothing else of the caller's environment.
+        # the vendor rule “Claude Code environment (exact)” without the base URL: nothing else of the caller's environment.
         assert set(env) == {"PATH", "HOME", "CLAUDE_CONFIG_DIR", "TMPDIR", "LANG", "ANTHROPIC_API_KEY",
                             *launch.PHONE_HOME_SWITCHES} | ({"IS_SANDBOX"} if "IS_SANDBOX" in env else set())
     assert REAL_ANTHROPIC_KEY not in " ".join(adapter.plan_.argv)

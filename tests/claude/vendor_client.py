@@ -1,5 +1,5 @@
 """The vendor checks' own minimal client of Claude Code's stdio control protocol
-(vendors.md § 9, cases marked VC): it spawns the real binary with exactly the argv
+(the end-to-end checklist against the real binaries, cases marked VC): it spawns the real binary with exactly the argv
 and environment the adapter's launch plan builds, speaks `initialize`, user lines and
 hook answers itself, and records every stdout line — so the tests can pin a vendor
 behaviour the seam depends on without going through `metaharness run`.

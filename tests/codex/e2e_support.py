@@ -1,6 +1,6 @@
-"""Support for the end-to-end tests against the real Codex binary (vendors.md § 9.2):
+"""Support for the end-to-end tests against the real Codex binary (the Codex end-to-end checklist):
 scenario/frame writers, a `metaharness run codex` driver that reads events as they
-come and writes commands, and the loopback-only network namespace of § 2.7."""
+come and writes commands, and the loopback-only network namespace of the vendor rule “end-to-end tests run the vendor in a loopback-only network namespace”."""
 
 from __future__ import annotations
 

@@ -317,7 +317,7 @@ def test_plan_refusals(tmp_path, stub_vendor):
     vendor = stub_vendor({})
     work = tmp_path / "work"
     work.mkdir()
-    CodexAdapter(make_spec(work, vendor, codex_replace_relay=True)).plan()  # a relay run plans (vendors.md § 4.6)
+    CodexAdapter(make_spec(work, vendor, codex_replace_relay=True)).plan()  # a relay run plans (the vendor rule “replace on Codex, and PreToolUse hooks inside app-server”)
     with pytest.raises(StartRefusal) as posture:
         CodexAdapter(make_spec(work, vendor, posture="bogus")).plan()
     assert "bogus" in posture.value.sentence
@@ -345,7 +345,7 @@ def test_missing_binary_is_named(tmp_path, monkeypatch):
     assert missing.value.name == "VendorMissing" and "codex is not on the child PATH" in missing.value.sentence
 
 
-# --- a steer Codex did not take up opens the next turn (vendors.md § 4.7, X32) --------------
+# --- a steer Codex did not take up opens the next turn (the vendor rule “commands”, X32) --------------
 
 
 async def run_with_steer(tmp_path, vendor) -> tuple[list[dict], int]:

@@ -1,7 +1,7 @@
 """End to end against the real Codex CLI 0.171.0 through `metaharness run codex` and the
-in-process loopback (vendors.md § 9.2). Not skipped: a missing binary fails clearly.
+in-process loopback (the Codex end-to-end checklist). Not skipped: a missing binary fails clearly.
 Each run happens inside a loopback-only network namespace with a DNS sink whose log
-must stay empty (§ 2.7) when the machine allows `unshare --user --net --mount`."""
+must stay empty (the vendor rule “end-to-end tests run the vendor in a loopback-only network namespace”) when the machine allows `unshare --user --net --mount`."""
 
 from __future__ import annotations
 
@@ -19,7 +19,6 @@ from e2e_support import (  # noqa: F401  (fresh_case: a fixture)
     CODEX, METAHARNESS, NETNS_OK, VENDOR, CodexRun, fresh_case, frame, frame_object, scenario, shell,
 )
 
-pytestmark = pytest.mark.e2e
 
 REJECTED = 'exec_command failed: CreateProcess { message: "Rejected(\\"rejected by user\\")" }'
 
@@ -29,7 +28,7 @@ def doctor_first():
     """The binary is present and the sandbox can start, or the suite says which not."""
     if not CODEX.exists():
         pytest.fail(f"the pinned codex binary is missing at {CODEX}; run "
-                    "`make vendor` (vendors.md § 1.3)")
+                    "`make vendor` (the vendor installation rule)")
     done = subprocess.run([str(METAHARNESS), "doctor", "codex", "--smoke", "--vendor-dir", str(VENDOR)],
                           capture_output=True, text=True, timeout=300)
     if done.returncode != 0:
@@ -307,7 +306,7 @@ def test_x07_abstain_is_delivered_as_accept_once(case):
 
 # Observed on codex-cli 0.171.0 here: an accepted `echo … > file` sometimes wrote its file although
 # the turn's sandboxPolicy confined it (readOnly / workspaceWrite with excludeSlashTmp); vendors.md
-# § 4.7 expects confinement. Confinement after `accept` is the vendor's part, not metaharness's, so
+# the vendor rule “commands” expects confinement. Confinement after `accept` is the vendor's part, not metaharness's, so
 # these cases assert what metaharness sends and decides, and the README names the deviation.
 
 

@@ -16,7 +16,7 @@ from e2e_support import CODEX, METAHARNESS, NETNS_OK, VENDOR, fresh_case  # noqa
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import phase_signals as ps  # noqa: E402
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
+pytestmark = pytest.mark.timeout(180)
 
 
 @pytest.mark.parametrize(("sig", "phase"), ps.CASES, ids=ps.IDS)

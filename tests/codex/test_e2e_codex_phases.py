@@ -23,7 +23,6 @@ from e2e_support import CodexRun, fresh_case, scenario, shell  # noqa: F401  (fr
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import phase_commands as pc  # noqa: E402
 
-pytestmark = pytest.mark.e2e
 
 
 def start(case: Path, turns: list[dict], *args: str) -> CodexRun:

@@ -20,7 +20,6 @@ import pytest
 
 from e2e_support import CodexRun, fresh_case, scenario, shell  # noqa: F401  (fresh_case: a fixture)
 
-pytestmark = pytest.mark.e2e
 
 SEED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "adversary", "state_seed.py")
 

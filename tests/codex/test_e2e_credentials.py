@@ -1,4 +1,4 @@
-"""The Codex adapter's credential modes (vendors.md § 2.8, § 2.3; issue 6 item 2).
+"""The Codex adapter's credential modes (the vendor rule “credential modes”, the vendor rule “Codex environment and config.toml (exact)”; issue 6 item 2).
 
 * `loopback` and `none`: the real Codex 0.171.0 through `metaharness run codex`, with a
   loopback model as the upstream endpoint (started beside metaharness, inside the
@@ -35,7 +35,7 @@ from e2e_support import CODEX, E2E_ROOT, METAHARNESS, NETNS, NETNS_OK, VENDOR, C
 UPSTREAM_RUN = FIXTURES / "upstream_run.py"
 REAL_OPENAI_KEY = "sk-proj-REALKEY-" + "Q7x" * 16
 REAL_CODEX_KEY = "sk-proj-CODEXKEY-" + "Z4m" * 16
-SPEC_ENV_KEYS = {"PATH", "HOME", "CODEX_HOME", "TMPDIR", "LANG"}  # § 2.3, plus the one key variable
+SPEC_ENV_KEYS = {"PATH", "HOME", "CODEX_HOME", "TMPDIR", "LANG"}  # the vendor rule “Codex environment and config.toml (exact)”, plus the one key variable
 
 
 # --- helpers -----------------------------------------------------------------------------
@@ -152,7 +152,7 @@ def run_shell_case(case: Path, credential_args: list[str], env: dict[str, str]):
     assert results and results[0]["exit_code"] == 0, results
     assert (case / "work" / "out.txt").read_text() == "hi\n"
     assert len(direct) == 1 and direct[0] in live and b"app-server" in live[direct[0]][1], direct
-    # metaharness's own child holds exactly the § 2.3 environment.
+    # metaharness's own child holds exactly the vendor rule “Codex environment and config.toml (exact)” environment.
     assert set(live[direct[0]][0]) == {k.encode() for k in SPEC_ENV_KEYS | {"LOOPBACK_API_KEY"}}
     return run, live
 
@@ -171,7 +171,7 @@ def assert_nowhere(secret: str, live: dict, files: dict[Path, bytes]) -> None:
 def case(request):
     if not CODEX.exists():
         pytest.fail(f"the pinned codex binary is missing at {CODEX}; run "
-                    "`make vendor` (vendors.md § 1.3)")
+                    "`make vendor` (the vendor installation rule)")
     directory = E2E_ROOT / f"{request.node.name[:40]}-{uuid.uuid4().hex[:6]}"
     (directory / "work").mkdir(parents=True)
     yield directory
@@ -181,7 +181,6 @@ def case(request):
 # --- loopback ----------------------------------------------------------------------------
 
 
-@pytest.mark.e2e
 def test_loopback_mode_proxy_holds_the_key_and_the_child_sees_a_placeholder(case):
     run, live = run_shell_case(case, ["--credentials", "loopback", "--model-endpoint", "@URL@"],
                                {"OPENAI_API_KEY": REAL_OPENAI_KEY})
@@ -211,7 +210,6 @@ def test_loopback_mode_proxy_holds_the_key_and_the_child_sees_a_placeholder(case
 # --- none --------------------------------------------------------------------------------
 
 
-@pytest.mark.e2e
 def test_none_mode_child_sees_the_fixed_placeholder_and_the_endpoint(case):
     run, live = run_shell_case(case, ["--credentials", "none", "--model-endpoint", "@URL@"],
                                {"OPENAI_API_KEY": REAL_OPENAI_KEY, "CODEX_API_KEY": REAL_CODEX_KEY})
@@ -279,7 +277,7 @@ async def test_api_key_mode_child_gets_the_callers_key_and_the_default_provider(
     env = recorded["env"]
     assert recorded["argv"][1:] == ["app-server"]
     assert env[variable] == REAL_OPENAI_KEY
-    # Exactly § 2.3 with the caller's key variable in place of LOOPBACK_API_KEY: nothing inherited.
+    # Exactly the vendor rule “Codex environment and config.toml (exact)” with the caller's key variable in place of LOOPBACK_API_KEY: nothing inherited.
     assert set(env) == SPEC_ENV_KEYS | {variable}
     assert env["CODEX_HOME"].endswith("/codex-home") and env["LANG"] == "C.UTF-8"
     # The default (OpenAI) provider: no provider override, no base URL, the phone-home switches off.

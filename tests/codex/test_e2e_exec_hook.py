@@ -1,16 +1,16 @@
-"""Vendor check X31 (vendors.md § 9.2) against the real Codex CLI 0.171.0: the fallback seam
-of § 6 — `codex exec` with a PreToolUse command hook and `--dangerously-bypass-hook-trust` —
-and what each hook behaviour of the outcomes table (§ 6.3) lets through.
+"""Vendor check X31 (the Codex end-to-end checklist) against the real Codex CLI 0.171.0: the fallback seam
+of the vendor rule “fallback seam: codex exec + PreToolUse hook” — `codex exec` with a PreToolUse command hook and `--dangerously-bypass-hook-trust` —
+and what each hook behaviour of the outcomes table (the vendor rule “outcomes”) lets through.
 
 One `codex exec` per behaviour, launched with the adapter's hermetic pieces (launch.py,
 through tests/fixtures/codex/exec_serve.py) against an in-process loopback whose scenario
 makes one `exec_command` shell write (`out.txt`) and one `apply_patch` add (`w.txt`). The
 verdict is read on disk: the two reliable deny forms must stop both calls; the ten
 fail-open behaviours let both run. Each case also checks which calls the hook was shown,
-what the model was told, and (inside the loopback-only namespace of § 2.7 when the machine
+what the model was told, and (inside the loopback-only namespace of the vendor rule “end-to-end tests run the vendor in a loopback-only network namespace” when the machine
 allows it) that the vendor looked up no name.
 
-Measured on 0.171.0, the binary agrees with every row of § 6.3 that this check covers (the
+Measured on 0.171.0, the binary agrees with every row of the vendor rule “outcomes” that this check covers (the
 two deny forms, the legacy `decision:block` row, the ten numbered fail-open cases). One
 reading of the table needs care: for row 6 (`timeout=2`, hook sleeps 4 s) the table says
 "yes (after 4.4 s)". Each call actually ran ≈2.1 s after it was made — at the hook's
@@ -35,7 +35,6 @@ import pytest
 
 from e2e_support import CODEX, E2E_ROOT, NETNS, NETNS_OK, VENDOR
 
-pytestmark = pytest.mark.e2e
 
 EXEC_SERVE = Path(__file__).resolve().parents[1] / "fixtures" / "codex" / "exec_serve.py"
 
@@ -67,10 +66,10 @@ def _pre_tool_use(decision: str, reason: str | None = None) -> dict:
 
 @dataclass(frozen=True)
 class Behaviour:
-    """One row of § 6.3: what the hook does after reading its input, and what follows."""
+    """One row of the vendor rule “outcomes”: what the hook does after reading its input, and what follows."""
 
     body: str  # shell lines run after the hook has logged its stdin
-    blocks: bool  # § 6.3: neither the shell nor the patch runs
+    blocks: bool  # the vendor rule “outcomes”: neither the shell nor the patch runs
     reason: str | None = None  # the text the model must see after `Command blocked by PreToolUse hook: `
     timeout: int = 30
     hook_missing: bool = False  # the declared command does not exist
@@ -86,10 +85,10 @@ BEHAVIOURS: dict[str, Behaviour] = {
     "deny-with-reason": Behaviour(_print_json(_pre_tool_use("deny", "X31-DENY-REASON")), blocks=True,
                                   reason="X31-DENY-REASON"),
     "exit-2-with-stderr": Behaviour("echo X31-EXIT2-REASON >&2\nexit 2", blocks=True, reason="X31-EXIT2-REASON"),
-    # Beyond X31's twelve: § 6.3's legacy deny row, pinned at the cost of one more short run.
+    # Beyond X31's twelve: the vendor rule “outcomes”'s legacy deny row, pinned at the cost of one more short run.
     "legacy-decision-block": Behaviour(_print_json({"decision": "block", "reason": "X31-LEGACY-REASON"}), blocks=True,
                                        reason="X31-LEGACY-REASON"),
-    # The ten fail-open behaviours, numbered as in § 6.3.
+    # The ten fail-open behaviours, numbered as in the vendor rule “outcomes”.
     "01-deny-empty-reason": Behaviour(_print_json(_pre_tool_use("deny", "")), blocks=False),
     "02-deny-blank-reason": Behaviour(_print_json(_pre_tool_use("deny", "   ")), blocks=False),
     "03-exit-2-empty-stderr": Behaviour("exit 2", blocks=False),
@@ -110,7 +109,7 @@ BEHAVIOURS: dict[str, Behaviour] = {
 def case(request):
     if not CODEX.exists():
         pytest.fail(f"the pinned codex binary is missing at {CODEX}; run "
-                    "`make vendor` (vendors.md § 1.3)")
+                    "`make vendor` (the vendor installation rule)")
     directory = E2E_ROOT / f"x31-{request.node.callspec.id[:30]}-{uuid.uuid4().hex[:6]}"
     directory.mkdir(parents=True)
     yield directory
@@ -161,7 +160,7 @@ class ExecRun:
         return [line["name"] for line in self.lines("dns.log")]
 
     def rollout_gaps(self) -> dict[str, float]:
-        """call_id → seconds from the call to its output in the rollout (§ 6.1: the reliable record)."""
+        """call_id → seconds from the call to its output in the rollout (the vendor rule “invocation”: the reliable record)."""
         called: dict[str, datetime] = {}
         gaps: dict[str, float] = {}
         for rollout in (self.case_dir / "scratch" / "codex-home" / "sessions").rglob("rollout-*.jsonl"):
@@ -212,7 +211,7 @@ def run_exec(case_dir: Path, behaviour: Behaviour) -> ExecRun:
 
 
 def test_x31_namespace_note():
-    """Says once whether the X31 runs were namespaced (§ 2.7: never skipped for want of it)."""
+    """Says once whether the X31 runs were namespaced (the vendor rule “end-to-end tests run the vendor in a loopback-only network namespace”: never skipped for want of it)."""
     print(f"X31 runs inside the loopback-only namespace: {NETNS_OK}")
 
 
@@ -233,7 +232,7 @@ def test_x31_exec_hook_outcome(case, name):
         assert patch_file.exists() and patch_file.read_text() == PATCH_CONTENT + "\n", \
             f"{name}: the patch did not run; {context}"
 
-    # What the hook was shown (§ 6.2): Codex's normalised names, the whole command or patch.
+    # What the hook was shown (the vendor rule “hook input and output”): Codex's normalised names, the whole command or patch.
     inputs = run.hook_inputs()
     if behaviour.hook_runs:
         assert [(i["tool_name"], i["tool_input"]) for i in inputs] == [
@@ -252,7 +251,7 @@ def test_x31_exec_hook_outcome(case, name):
         assert shell_output == f"{BLOCKED}{behaviour.reason}. Command: {SHELL_COMMAND}"
         assert patch_output == f"{BLOCKED}{behaviour.reason}. Command: {PATCH_TEXT}"
         assert "pre-tool-use.sh" not in shell_output + patch_output  # the hook command does not leak
-        # A blocked call produces no exec item (§ 6.1).
+        # A blocked call produces no exec item (the vendor rule “invocation”).
         assert run.items("command_execution") == [] and run.items("file_change") == []
     else:
         assert BLOCKED not in shell_output and BLOCKED not in patch_output

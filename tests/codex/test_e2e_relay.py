@@ -1,6 +1,6 @@
-"""X30 and the rest of the replace relay (vendors.md § 4.6) against the real Codex CLI 0.171.0:
+"""X30 and the rest of the replace relay (the vendor rule “replace on Codex, and PreToolUse hooks inside app-server”) against the real Codex CLI 0.171.0:
 `metaharness run codex --codex-replace-relay` with the in-process loopback, inside the
-loopback-only namespace when the machine allows it (§ 2.7). Not skipped: a missing binary
+loopback-only namespace when the machine allows it (the vendor rule “end-to-end tests run the vendor in a loopback-only network namespace”). Not skipped: a missing binary
 fails clearly (test_e2e.py's doctor check runs first in the same session)."""
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from metaharness.adapters.codex.relay import PROGRAM
 
 from e2e_support import CODEX, E2E_ROOT, CodexRun, frame, scenario, shell
 
-pytestmark = pytest.mark.e2e
 
 BLOCKED = "Command blocked by PreToolUse hook: "
 PATCH_CONTENT = "written by apply_patch"

@@ -1,4 +1,4 @@
-"""Vendor checks (VC) against the real Codex CLI 0.171.0 (vendors.md § 9.2): our own
+"""Vendor checks (VC) against the real Codex CLI 0.171.0 (the Codex end-to-end checklist): our own
 JSON-RPC client drives `codex app-server` launched exactly as the adapter launches it,
 to pin the vendor behaviour the adapter's design rests on — how malformed approval
 answers fail closed (X12), that unreadable or unmatched answers leave the request pending
@@ -22,7 +22,6 @@ import pytest
 from e2e_support import CODEX, E2E_ROOT
 from vendor_client import AppServer, rejection_texts
 
-pytestmark = pytest.mark.e2e
 
 APPROVAL_FAILED = 'exec_command failed: CreateProcess { message: "Rejected(\\"approval request failed\\")" }'
 
@@ -31,7 +30,7 @@ APPROVAL_FAILED = 'exec_command failed: CreateProcess { message: "Rejected(\\"ap
 def case(request):
     if not CODEX.exists():
         pytest.fail(f"the pinned codex binary is missing at {CODEX}; run "
-                    "`make vendor` (vendors.md § 1.3)")
+                    "`make vendor` (the vendor installation rule)")
     directory = E2E_ROOT / f"vc-{request.node.name[:40]}-{uuid.uuid4().hex[:6]}"
     directory.mkdir(parents=True)
     yield directory
@@ -148,7 +147,7 @@ def test_x13_unmatched_answers_stay_pending_then_interrupt(case):
 
 
 def test_x16_turn_interrupt_alone_leaves_the_command_running(case):
-    """Pins why the adapter kills process groups on interrupt (vendors.md § 4.7, X15)."""
+    """Pins why the adapter kills process groups on interrupt (the vendor rule “commands”, X15)."""
     server = AppServer(case, [{"calls": [shell("sleep 4 && echo late > late.txt")]}, {"text": "after"}])
     late = case / "work" / "late.txt"
     try:
@@ -185,7 +184,7 @@ def test_x16_turn_interrupt_alone_leaves_the_command_running(case):
 
 
 # --- X29 / X33 VC: PreToolUse hooks inside app-server (what the replace relay rests on) ---
-# These pin the hook facts the relay of vendors.md § 4.6 depends on, so a pin move that breaks
+# These pin the hook facts the relay of the vendor rule “replace on Codex, and PreToolUse hooks inside app-server” depends on, so a pin move that breaks
 # them is seen here as well as in the relay's own cases.
 
 HOOK_OUTPUTS = {
@@ -262,7 +261,7 @@ def test_x29_pretooluse_hook_inside_app_server(case, behaviour):
 
 
 def test_x33_hook_timeout_inside_app_server(case):
-    """A hook that outlives its timeout: the relay of § 4.6 may ship only because the approval still follows."""
+    """A hook that outlives its timeout: the relay of the vendor rule “replace on Codex, and PreToolUse hooks inside app-server” may ship only because the approval still follows."""
     server = AppServer(case, [{"calls": [shell("echo hi > out.txt")]}, {"text": "done"}],
                        config_extra=hook_config(case, "slow", timeout=2))
     try:

@@ -1,4 +1,4 @@
-"""The replace relay of vendors.md § 4.6 without the vendor: the hook program against the
+"""The replace relay of the vendor rule “replace on Codex, and PreToolUse hooks inside app-server” without the vendor: the hook program against the
 per-run socket, the hook declaration, and the seam's rules for a hook presentation and the
 approval that follows it. The real binary runs the relay in test_e2e_relay.py."""
 

@@ -15,7 +15,6 @@ import pytest
 
 from e2e_support import E2E_ROOT, METAHARNESS, REPO, VENDOR
 
-pytestmark = pytest.mark.e2e
 
 SCENARIO = REPO / "examples" / "same-task.scenario.json"
 FRAME = REPO / "examples" / "same-task.frame.json"

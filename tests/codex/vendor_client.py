@@ -1,4 +1,4 @@
-"""The vendor checks' own minimal JSON-RPC client of `codex app-server` (vendors.md § 9.2,
+"""The vendor checks' own minimal JSON-RPC client of `codex app-server` (the Codex end-to-end checklist,
 cases marked VC): it spawns the real binary with the adapter's exact launch (through
 tests/fixtures/codex/vc_serve.py, inside the loopback-only namespace when the machine
 allows it), writes whatever the case needs — including answers metaharness never sends —

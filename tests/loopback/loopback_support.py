@@ -17,7 +17,7 @@ def claude_tool(name: str, required: list[str], optional: list[str] = (), **extr
     return {"name": name, "description": name, "input_schema": {"type": "object", "properties": props, "required": required}, **extra}
 
 
-# What Claude Code 2.1.328 offers (vendors.md § 7.4), trimmed to the keys that matter here.
+# What Claude Code 2.1.328 offers (the vendor rule “what each client sends”), trimmed to the keys that matter here.
 CLAUDE_TOOLS = [
     claude_tool("Agent", ["description", "prompt"], ["subagent_type"]),
     claude_tool("Bash", ["command"], ["timeout", "description"]),
@@ -36,7 +36,7 @@ def codex_function(name: str, required: list[str], optional: list[str] = ()) -> 
             "parameters": {"type": "object", "properties": props, "required": required, "additionalProperties": False}}
 
 
-# What Codex 0.171.0 offers with gpt-5.5 (vendors.md § 7.4), trimmed.
+# What Codex 0.171.0 offers with gpt-5.5 (the vendor rule “what each client sends”), trimmed.
 CODEX_TOOLS = [
     codex_function("exec_command", ["cmd"], ["workdir", "yield_time_ms"]),
     codex_function("write_stdin", ["session_id"], ["chars"]),

@@ -1,4 +1,4 @@
-"""CredentialProxy: placeholder in, real key out, never leaked (vendors.md § 2.8)."""
+"""CredentialProxy: placeholder in, real key out, never leaked (the vendor rule “credential modes”)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""The loopback against the real Claude Code 2.1.328 and Codex 0.171.0 binaries (vendors.md § 7.5, § 9).
+"""The loopback against the real Claude Code 2.1.328 and Codex 0.171.0 binaries (the vendor rule “SSE sequences the clients accept”, the end-to-end checklist against the real binaries).
 
-Each vendor is launched hermetically (§ 2.2 / § 2.3): scratch HOME, TMPDIR and config home,
+Each vendor is launched hermetically (the vendor rule “Claude Code environment (exact)” / the vendor rule “Codex environment and config.toml (exact)”): scratch HOME, TMPDIR and config home,
 a constructed environment with every phone-home switch off, pointed at a LoopbackServer. One
 text-only turn and one tool-call turn each, plus a call no offered tool renders.
 Binaries come from /work/main/.vendor (npm, pinned); when they are missing the tests fail
@@ -22,7 +22,6 @@ from metaharness.loopback import LoopbackServer
 
 from loopback_support import scenario
 
-pytestmark = pytest.mark.e2e
 
 REPO = Path(__file__).resolve().parents[2]
 VENDOR_BIN = REPO / ".vendor" / "node_modules" / ".bin"
@@ -32,7 +31,7 @@ PLACEHOLDER = "mh-placeholder-e2e"
 def _binary(name: str) -> Path:
     path = VENDOR_BIN / name
     if not path.exists():
-        message = f"{path} is not installed (npm install into .vendor, vendors.md § 1.3)"
+        message = f"{path} is not installed (npm install into .vendor, the vendor installation rule)"
         if os.environ.get("METAHARNESS_REQUIRE_VENDOR") == "1":
             pytest.fail(message)
         pytest.skip(message)
@@ -41,7 +40,7 @@ def _binary(name: str) -> Path:
 
 @pytest.fixture
 def scratch_root(tmp_path):
-    # vendors.md § 2.1: not under /tmp when avoidable (Codex's sandbox lets commands write all of /tmp).
+    # the vendor rule “scratch layout”: not under /tmp when avoidable (Codex's sandbox lets commands write all of /tmp).
     root = Path(tempfile.mkdtemp(prefix="mh-loopback-e2e-", dir="/var/tmp")) if Path("/var/tmp").is_dir() else tmp_path
     yield root
     if root != tmp_path:
@@ -226,7 +225,7 @@ def test_codex_call_without_tool_fails_clearly(scratch_root):
 
 
 def test_codex_app_server_text_and_approved_shell_turn(scratch_root):
-    """The adapter's seam (vendors.md § 4): app-server over stdio, `untrusted`, one approval answered `accept`."""
+    """The adapter's seam (the vendor rule “the Codex adapter”): app-server over stdio, `untrusted`, one approval answered `accept`."""
     codex = _binary("codex")
     dirs = _scratch(scratch_root, "codex-home")
     flow = scenario({"text": "first", "calls": [{"op": "shell", "input": {"command": "echo hi > out.txt"}, "id": "call_e2e"}]},

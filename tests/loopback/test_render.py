@@ -1,4 +1,4 @@
-"""Rendering neutral calls into the client's own tools (vendors.md § 7.3)."""
+"""Rendering neutral calls into the client's own tools (the vendor rule “rendering neutral operations into the client's own tools”)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""LoopbackServer driven by the official anthropic and openai SDKs (vendors.md § 7, checklist L01/L02)."""
+"""LoopbackServer driven by the official anthropic and openai SDKs (the vendor rule “metaharness loopback — the local fake model server”, checklist L01/L02)."""
 
 from __future__ import annotations
 

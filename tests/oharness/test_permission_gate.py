@@ -1,6 +1,6 @@
-"""The engine-backed gate in process: permissions.md § 17.5 rows, asking through an injected
-prompt (§ 12), headless `unavailable` (§ 12.2), modes (§ 2.2), the trail (§ 14) and the file
-tools opening what was decided (§ 7.3)."""
+"""The engine-backed gate in process: the permission rule “metaharness decisions on an oharness run” rows, asking through an injected
+prompt (the permission rule “asking, answers, and "always allow"”), headless `unavailable` (the permission rule “nobody can answer → unavailable”), modes (the permission rule “choosing the mode”), the trail (the permission rule “the decision trail”) and the file
+tools opening what was decided (the permission rule “path canonicalisation”)."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ def trail_lines(session_dir):
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
-# -- § 17.5, row by row ----------------------------------------------------------------------
+# -- the permission rule “metaharness decisions on an oharness run”, row by row ----------------------------------------------------------------------
 
 
 async def test_metaharness_deny_is_a_deny_with_its_reason(project):
@@ -168,7 +168,7 @@ async def test_always_allow_writes_the_most_specific_rule_to_the_chosen_scope(pr
     gate.close()
     answers = [l for l in trail_lines(session) if l["kind"] == "answer"]
     assert answers[0]["remembered"] == "Bash(npm test)"
-    if scope == "project":  # writing a project rule keeps the workspace trusted (§ 4.4)
+    if scope == "project":  # writing a project rule keeps the workspace trusted (the permission rule “workspace trust”)
         from metaharness.permissions import load_settings
 
         assert load_settings(str(project), home=str(isolated_home)).trusted

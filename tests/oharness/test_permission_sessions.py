@@ -116,7 +116,7 @@ def test_a_print_session_honours_the_seed_rules_after_trust(project, tmp_path, i
 
 
 def test_the_allow_rule_takes_effect_only_once_the_workspace_is_trusted(project, tmp_path):
-    # `Bash(npm run test:*)` is `npm run test` followed by any words (§ 6.1.1): `npm run test`.
+    # `Bash(npm run test:*)` is `npm run test` followed by any words (the permission rule “compiling a pattern”): `npm run test`.
     script = scenario(tmp_path / "s.json", [{"calls": [shell("npm run test")]}, {"text": "done"}])
     untrusted = oharness("-p", "go", "--script", script, "--cwd", str(project), cwd=project)
     assert "needs approval (no-rule)" in untrusted.stdout and "unit-tests-ran" not in untrusted.stdout
@@ -246,7 +246,7 @@ def test_under_metaharness_observe_oharness_rules_still_hold(project, tmp_path):
 
 
 def test_bash_carries_its_working_directory_and_the_next_call_is_decided_there(project, tmp_path, isolated_home):
-    # § 7.2.9: only the working directory survives a bash call, and the next analysis uses it:
+    # the permission rule “what the bash tool must do to match the analysis”: only the working directory survives a bash call, and the next analysis uses it:
     # `echo x > secret.txt` after `cd sub` writes sub/secret.txt, which the deny rule covers.
     (project / ".oharness" / "settings.json").write_text(json.dumps({"deny": ["write(sub/secret*)"]}))
     script = scenario(tmp_path / "s.json", [

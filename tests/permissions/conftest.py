@@ -1,7 +1,7 @@
-"""Fixture of permissions.md § 19: a trusted git worktree `…/w/proj` with `.env`, `src/`, `build/`,
+"""Fixture of the permission test cases: a trusted git worktree `…/w/proj` with `.env`, `src/`, `build/`,
 symlinks `link-env → .env`, `keys → ~/.ssh`, `a → /etc`, a sibling `proj-evil/`, and HOME `…/home/u`.
 
-The tree lives under /var/tmp (not /tmp), because /tmp is always in the writable set (§ 8) and the
+The tree lives under /var/tmp (not /tmp), because /tmp is always in the writable set (the permission rule “workspaceMode — a policy gate, not a sandbox”) and the
 spec's fixture paths are outside it.
 """
 
@@ -20,7 +20,7 @@ from metaharness.permissions import (
     Context, ExternalDecision, Verdict, decide, load_settings, notation_call, trust_workspace,
 )
 
-from permissions_rules import R  # noqa: E402  (the § 19 rules; a module of its own so tests can import it)
+from permissions_rules import R  # noqa: E402  (the permission test cases' rules; a module of its own so tests can import it)
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""R, the project-scope rules of permissions.md § 19, shared by the permission tests."""
+"""R, the project-scope rules of the permission test cases, shared by the permission tests."""
 
 R = {
     "allow": ["Bash(npm run test:*)", "mcp__github__get_*"],

@@ -1,4 +1,4 @@
-"""§ 19 J (cases 171-176) and `permissions trust`, through click's CliRunner on the group itself."""
+"""The permission test cases for the CLI (cases 171-176) and `permissions trust`, through click's CliRunner on the group itself."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Table tests for every data file (permissions.md § 15): readonly, wrappers, options,
+"""Table tests for every data file (the permission rule “implementation layout”): readonly, wrappers, options,
 filecommands, routine, risky, protected, inert."""
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ case says which (`explain --json` reports the same reason: see test_explain_name
 
 Classes f and g are about allow coverage rather than deny: an unsafe leading assignment on a
 shell layer, or an interpreter running code that is not in a file, must never be covered by a
-wildcard allow rule nor by the Auto routine table (§ 7.2.3, § 7.2.5).
+wildcard allow rule nor by the Auto routine table (the permission rule “unprovable and environment taint”, the permission rule “leading assignments”).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Hypothesis properties (permissions.md § 19): adding a deny rule never makes a verdict more
+"""Hypothesis properties (the permission test cases): adding a deny rule never makes a verdict more
 permissive; a compound command is never more permissive than its most restrictive part; modes
 are monotone (case 47); remembering an approval never widens past the approved call."""
 

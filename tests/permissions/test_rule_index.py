@@ -165,7 +165,7 @@ def _brute_per_subject_engine(rules, s, call, ctx):
 
 
 def test_an_exact_allow_rule_spelling_an_assignment_covers_it(dirs):
-    """§ 7.2.5: an assignment off the safe list is matched by an exact allow rule that spells it;
+    """The permission rule “leading assignments”: an assignment off the safe list is matched by an exact allow rule that spells it;
     the allow index must not file such a rule under the program alone."""
     root, home = dirs
     rs = RuleSet()

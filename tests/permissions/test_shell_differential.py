@@ -1,4 +1,4 @@
-"""Differential test of the shell analysis against bash itself (permissions.md § 19): each static
+"""Differential test of the shell analysis against bash itself (the permission test cases): each static
 command runs in a throwaway directory with PATH pointing at a recorder that logs its argv; the
 recorded argv must equal the analysed words."""
 

@@ -1,4 +1,4 @@
-"""permissions.md § 19: the numbered cases, table-driven (rules R, trusted, manual, workspace-write
+"""The permission test cases: the numbered cases, table-driven (rules R, trusted, manual, workspace-write
 unless a row says otherwise). Each row: case id, call, mode, workspaceMode, expected behavior,
 reason, and (optionally) the deciding rule and scope."""
 

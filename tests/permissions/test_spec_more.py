@@ -1,4 +1,4 @@
-"""permissions.md § 19 cases that need more than one decision: settings, scopes, trust,
+"""The permission test cases that need more than one decision: settings, scopes, trust,
 persistence, subagents, the trail, policy mode, oharness under metaharness."""
 
 from __future__ import annotations
@@ -217,7 +217,7 @@ def test_74_grep_tool_engine_part(world):
     s = world.setup(project={"deny": ["Read(.env)"]})
     v = decide(notation_call("Grep(.)", world.root), world.ctx(s))
     assert (v.behavior, v.reason) == ("allow", "read-only")
-    # Vendor Grep cannot be made to skip denied paths: it is a recursive reader (§ 17.4).
+    # Vendor Grep cannot be made to skip denied paths: it is a recursive reader (the permission rule “vendor tool mapping”).
     v = decide(vendor_call("Grep", {"pattern": "KEY", "path": "."}, world.root), world.ctx(s))
     assert (v.behavior, v.reason) == ("ask", "maybe-deny")
 

@@ -1,4 +1,4 @@
-"""How a capability descriptor is printed (§ 9.1)."""
+"""How a capability descriptor is printed (the wire rule “the capability descriptor”)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The wire-core CLI verbs and their exit codes (§ 7.6): frame seal|verify|render, check, schema."""
+"""The wire-core CLI verbs and their exit codes (the wire rule “exit codes of the other commands”): frame seal|verify|render, check, schema."""
 
 from __future__ import annotations
 

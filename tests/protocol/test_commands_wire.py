@@ -1,4 +1,4 @@
-"""Command lines (§ 1.4–1.6, § 5.1 steps 1–2; checklist 10–18 decoder side)."""
+"""Command lines (the wire rules “command envelope”, “decoding a line” and “reading stdin”, the wire rule “processing one decoded command” steps 1–2; checklist 10–18 decoder side)."""
 
 from __future__ import annotations
 
@@ -188,7 +188,7 @@ def test_str_input_and_trailing_newline_are_accepted():
     assert decode_command_line(F + '"id":"a","command":"halt","reason":"é"}\n') == Halt(id="a", reason="é")
 
 
-# --- § 5.1 step 2 -----------------------------------------------------------------------
+# --- the wire rule “processing one decoded command” step 2 -----------------------------------------------------------------------
 
 
 def test_deny_with_blank_reason_is_not_well_formed():  # checklist 23 (the check itself)

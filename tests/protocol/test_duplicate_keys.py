@@ -1,4 +1,4 @@
-"""protocol.md § 1.5: duplicate keys — the last one wins, for every key at every level
+"""The wire rule “decoding a line”: duplicate keys — the last one wins, for every key at every level
 (`id`, `command`, `format`, the payload, the decision's own tag), in command and
 event lines alike. Property: a line that repeats keys decodes exactly as the object
 holding only each key's last occurrence."""

@@ -1,4 +1,4 @@
-"""Event lines: encoding rules (§ 1.2, checklist 1–6) and decoding (§ 1.5, checklist 7–9)."""
+"""Event lines: encoding rules (the wire rule “writing an event line”, checklist 1–6) and decoding (the wire rule “decoding a line”, checklist 7–9)."""
 
 from __future__ import annotations
 
@@ -144,7 +144,7 @@ def test_bad_envelope_arguments_are_refused():
         encode_event_line(1, 5, Text(text="x"))
 
 
-# --- decoding (§ 1.5) -----------------------------------------------------------------
+# --- decoding (the wire rule “decoding a line”) -----------------------------------------------------------------
 
 E = '{"format":"metaharness.event/1","seq":1,"run":"r",'
 

@@ -1,4 +1,4 @@
-"""The frame (§ 8; checklist 50–57)."""
+"""The frame (the frame rules; checklist 50–57)."""
 
 from __future__ import annotations
 

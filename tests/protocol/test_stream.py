@@ -1,4 +1,4 @@
-"""The stream writer and the stream verdict (§ 4.1, § 3.20; checklist 2, 19, 22)."""
+"""The stream writer and the stream verdict (the wire rule “whole stream”, the wire rule “stream.closed — the completeness marker”; checklist 2, 19, 22)."""
 
 from __future__ import annotations
 

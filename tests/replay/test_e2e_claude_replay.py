@@ -19,7 +19,7 @@ from metaharness.replay import redecide as rd
 from metaharness.replay.normalise import differences
 from claude.support import ClaudeRun, frame_doc, scenario, shell
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
+pytestmark = pytest.mark.timeout(240)
 
 KEY = "sk-ant-api03-CLAUDECASSETTE-0123456789abcdefghijklmnop"
 SCENARIO = scenario({"text": "writing", "calls": [shell("echo hi > out.txt")]},

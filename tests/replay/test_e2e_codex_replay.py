@@ -27,7 +27,7 @@ from metaharness.protocol.frame import load_frame  # noqa: E402
 from metaharness.replay import redecide as rd  # noqa: E402
 from metaharness.replay.normalise import differences  # noqa: E402
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
+pytestmark = pytest.mark.timeout(240)
 
 UPSTREAM_RUN = Path(__file__).resolve().parents[1] / "fixtures" / "codex" / "upstream_run.py"
 KEY = "sk-proj-CODEXCASSETTE-" + "R8q" * 16

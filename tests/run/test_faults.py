@@ -186,7 +186,7 @@ def test_the_seam_holds_under_a_random_fault(tmp_path, seed):
     answered = [e["id"] for e in events if e["event"] == "command.result"]
     halts = [i for i, d in enumerate(decoded) if type(d).__name__ == "Halt" and d.id != "-"]
     if halts and answered and answered[-1] == expected[halts[0]] and answered[-2:-1] != [expected[halts[0]]]:
-        # § 4.2 rule 9: the halt that ends the run is answered last, right before stream.closed
+        # the wire rule “calls, decisions and commands” rule 9: the halt that ends the run is answered last, right before stream.closed
         expected = expected[:halts[0]] + expected[halts[0] + 1:] + [expected[halts[0]]]
         assert answered[:-1] == expected[:len(answered) - 1], (seed, fault)
         assert len(answered) - 1 >= halts[0]  # everything read before the halt was answered

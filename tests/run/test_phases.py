@@ -1,6 +1,6 @@
 """Every command gets exactly one `command.result` at every phase of a run, and a stop
 (halt, SIGTERM, SIGINT) at every phase ends the run with `stream.closed` last, in
-bounded time (protocol.md § 1.6 rule 9, § 4.4, § 5.1).
+bounded time (the wire rule “reading stdin (steering lines)” rule 9, the wire rule “wind-up”, the wire rule “processing one decoded command”).
 
 The harness is the real oharness child (scripted model). The phases are reached
 through a thin subclass of the oharness adapter that calls a hook at each one:
@@ -161,7 +161,7 @@ async def test_every_command_answered_once_at_every_phase(tmp_path, phase):
             assert by_id[cid] == {"result": "refused", "code": "TOO_LATE",
                                   "reason": "the harness has exited, so nothing can reach it"}, cid
     if phase == "wind_up":
-        # § 1.6 rule 9: everything read during wind-up is TOO_LATE (MALFORMED stays MALFORMED).
+        # the wire rule “reading stdin (steering lines)” rule 9: everything read during wind-up is TOO_LATE (MALFORMED stays MALFORMED).
         for cid in (f"{phase}-decide", f"{phase}-inject", f"{phase}-posture", f"{phase}-interrupt", f"{phase}-steer"):
             assert by_id[cid] == {"result": "refused", "code": "TOO_LATE", "reason": "the run is ending"}, cid
     if phase in ("before_spawn", "during_spawn"):
@@ -212,4 +212,4 @@ async def test_interrupt_on_a_pending_call_stops_the_turn_before_another_model_r
         assert ended and ended[0]["stop_reason"] == "interrupted"
         names = [e["event"] for e in events]
         result = next(i for i, e in enumerate(events) if e["event"] == "command.result" and e["id"] == "i")
-        assert result < names.index("turn.ended")  # § 4.2 rule 8
+        assert result < names.index("turn.ended")  # the wire rule “calls, decisions and commands” rule 8

@@ -1,5 +1,5 @@
 """`--decisions policy`: the OHarness permission engine at metaharness's per-call seam
-(permissions.md § 17), on the run core by plain calls and through the CLI."""
+(the permission rule “policy decision mode for metaharness”), on the run core by plain calls and through the CLI."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""permissions.md § 19 cases 155–170: `--decisions policy` at the wire, with vendor tool names.
+"""The permission test cases 155–170: `--decisions policy` at the wire, with vendor tool names.
 
-The fixture is § 19's: a trusted project `…/w/proj` whose project settings are R, HOME `…/home/u`.
+The fixture is the permission test cases': a trusted project `…/w/proj` whose project settings are R, HOME `…/home/u`.
 Calls are presented by a fake harness of the named kind, exactly as the real adapters present them.
 """
 

@@ -1,4 +1,4 @@
-"""RunSpec and the `metaharness run` flags are spelled one-to-one (protocol.md § 7.7).
+"""RunSpec and the `metaharness run` flags are spelled one-to-one (the wire rule “run options”).
 
 Fails when a flag is added without its field, a field without its flag, or the two
 are spelled differently.

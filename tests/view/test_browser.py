@@ -6,36 +6,16 @@ test-artifacts/ (git-ignored) for a person to look at.
 
 from __future__ import annotations
 
-import os
-
 from pathlib import Path
 
 import pytest
 
 from .conftest import ARTIFACTS, invoke
 
-CHROMIUM = Path("/usr/bin/chromium")
-ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]
-
-pytestmark = pytest.mark.browser
-
-
 @pytest.fixture(scope="module")
-def browser():
-    if not CHROMIUM.exists():
-        if os.environ.get("METAHARNESS_REQUIRE_VENDOR") == "1":  # the test command: never skip silently
-            pytest.fail("Debian's chromium is not installed at /usr/bin/chromium; `make test` installs it")
-        pytest.skip("Debian's chromium is not installed at /usr/bin/chromium (apt-get install -y chromium)")
-    from playwright.sync_api import sync_playwright
-
+def browser(chromium):
     ARTIFACTS.mkdir(exist_ok=True)
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        yield launched
-        launched.close()
+    return chromium
 
 
 def _page(browser, html: Path):

@@ -1,7 +1,7 @@
-"""`metaharness project`: the trace-ir/1 document of protocol.md § 13 (checklist items 66–69).
+"""`metaharness project`: the trace-ir/1 document of the trace-ir/1 projection rules (checklist items 66–69).
 
 Goldens under fixtures/*.trace-ir.json are byte-exact. They were produced by this code
-and then read line by line against § 13; the structural tests below check the same
+and then read line by line against the trace-ir/1 projection rules; the structural tests below check the same
 facts independently of the goldens, so a golden cannot silently encode a mistake the
 spec would catch. Regenerate after an intended change with
 `cd tests/view && metaharness project fixtures/X.jsonl --out fixtures/X.trace-ir.json`.
@@ -22,7 +22,7 @@ from .conftest import FIXTURES, invoke, stream_bytes
 
 STREAMS = ["all_events", "compare_claude", "compare_codex", "refused_start", "truncated", "empty"]
 
-# § 13 family table, written out again here rather than imported.
+# the trace-ir/1 projection rules family table, written out again here rather than imported.
 SPEC_FAMILY = {
     "session.started": "session_start",
     "session.ended": "run_outcome",
@@ -94,7 +94,7 @@ def test_document_bytes_follow_section_13():
     # 2-space indent, ": " after keys, raw non-ASCII
     assert b'\n  "format": "trace-ir/1",\n' in raw
     assert "café ✓".encode() in raw and b"\\u00e9" not in raw
-    # the float needing an exponent is written the Rust way (§ 1.2 rule 6)
+    # the float needing an exponent is written the Rust way (the wire rule “writing an event line” rule 6)
     assert b'"utilization": 1e-7' in raw
 
 
@@ -141,7 +141,7 @@ def test_every_event_is_a_node_with_its_family():
             payload = {k: v for k, v in kind.items() if k != "family"}
         for envelope_key in ("format", "seq", "run", "at", "event"):
             assert envelope_key not in payload
-        # payload keys are the line's own payload keys in line (§ 3) order, minus unknown keys
+        # payload keys are the line's own payload keys in line (the wire rule “the events”) order, minus unknown keys
         expected = [k for k in wire if k not in ("format", "seq", "run", "at", "event", "x_vendor_extra")]
         assert list(payload) == expected
 

@@ -89,13 +89,37 @@ def test_decisions_are_coloured_by_verdict():
     assert "\x1b[1;34mabstain" in console.export_text(styles=True)
 
 
-def test_each_line_stays_one_line_when_narrow():
+def test_a_long_line_wraps_under_its_content_when_narrow_and_loses_nothing():
+    _, wide = _render("all_events.jsonl", width=400)
     _, console = _render("all_events.jsonl", width=80)
     text = console.export_text()
     body = text[text.index("   2 "):text.index("summary")]
-    event_lines = [line for line in body.splitlines() if line.strip() and not line.startswith("╭")]
-    assert len(event_lines) == 24  # seq 2..25, nothing wrapped
-    assert all(len(line) <= 80 for line in event_lines)
+    lines = [line for line in body.splitlines() if line.strip() and not line.startswith("╭")]
+    assert all(len(line) <= 80 for line in lines)
+    starts = [line for line in lines if line[:4].strip().isdigit()]
+    assert len(starts) == 24  # seq 2..25, each starts one line
+    continued = [line for line in lines if line not in starts]
+    assert continued and all(line.startswith(" " * 24) and line[24] != " " for line in continued)
+    # every word of every wide line is still there at 80 columns: nothing is cut
+    wide_body = wide.export_text()
+    wide_lines = wide_body[wide_body.index("   2 "):wide_body.index("summary")].splitlines()
+    assert "".join("".join(line.split()) for line in wide_lines if not line.startswith("╭")) == \
+        "".join("".join(line.split()) for line in lines)
+
+
+def test_a_long_deny_reason_is_shown_whole_at_80_columns():
+    import json
+    reason = ("the frame's operations do not include process.exec for this step; the call was "
+              "denied before it ran and the harness was told so, ending with the word LASTWORD")
+    line = {"format": "metaharness.event/1", "seq": 3, "run": "r1", "event": "tool.decided", "call_id": "c1",
+            "decision": {"decision": "deny", "reason": reason}, "decided_by": "frame", "seam": "hook",
+            "latency_ms": None}
+    console = Console(record=True, width=80, file=io.StringIO())
+    renderer = EventRenderer(console)
+    renderer.feed(json.dumps(line).encode())
+    text = console.export_text()
+    assert "LASTWORD" in text and " ".join(text.split()).count(reason) == 1, text
+    assert all(len(row) <= 80 for row in text.splitlines())
 
 
 def test_truncated_stream_summary():

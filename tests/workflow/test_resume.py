@@ -15,7 +15,7 @@ import pytest
 
 from workflow_support import METAHARNESS, NETNS, VENDOR, Case, cli, netns_ok, scenario, write
 
-KINDS = ["oharness", pytest.param("claude", marks=pytest.mark.e2e), pytest.param("codex", marks=pytest.mark.e2e)]
+KINDS = ["oharness", "claude", "codex"]
 
 TWO = '''start = "a"
 [nodes.a]

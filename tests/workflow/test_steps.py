@@ -12,8 +12,8 @@ from workflow_support import Case, cli, cli_run, copy_bugfix_workspace, edit, sh
 
 KINDS = [
     "oharness",
-    pytest.param("claude", marks=pytest.mark.e2e),
-    pytest.param("codex", marks=pytest.mark.e2e),
+    "claude",
+    "codex",
 ]
 
 

@@ -45,6 +45,8 @@ VERDICT_STYLE = {
     "abstain": "bold blue",
 }
 _LABEL_WIDTH = 9
+# seq (4) · clock (8) · label: where an event line's content starts; a long line wraps under it
+_INDENT = 4 + 1 + 8 + 1 + _LABEL_WIDTH + 1
 
 
 class EventRenderer:
@@ -103,7 +105,16 @@ class EventRenderer:
     # --- output ---------------------------------------------------------------------
 
     def _print(self, text: Text) -> None:
-        self.console.print(text, no_wrap=True, overflow="ellipsis", soft_wrap=False, highlight=False)
+        # A long line (a deny reason, a refusal sentence) wraps under its content column rather
+        # than being cut at the console's edge: the reason is what a reader came for.
+        if text.cell_len <= self.console.width or self.console.width < _INDENT + 20:
+            self.console.print(text, overflow="fold", highlight=False)
+            return
+        grid = Table.grid()
+        grid.add_column(width=_INDENT, no_wrap=True)
+        grid.add_column(overflow="fold")
+        grid.add_row(text[:_INDENT], text[_INDENT:])
+        self.console.print(grid, highlight=False)
 
     @staticmethod
     def _label(text: Text, label: str, style: str) -> None:

@@ -1,0 +1,133 @@
+"""What goes wrong, by name: every refusal name, warning code, command refusal code and close
+reason a user can meet, with its cause and its fix, for the troubleshooting page.
+
+What belongs here: one entry per name — the name as written on stderr or on the wire, where it is
+met, its cause in one sentence and what to do about it. tools/troubleshooting.py renders this
+table into docs/troubleshooting.md; tests/docs/test_troubleshooting.py fails when a name the code
+writes (or the wire reference lists) has no entry here, or when the page is not the rendering.
+Pure data: nothing of ours is imported.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class Trouble(NamedTuple):
+    name: str
+    where: str  # what the user ran, or where on the wire it shows
+    cause: str
+    fix: str
+
+
+# A refused start: `metaharness: <Name>: <sentence>` on stderr, exit 2, nothing spawned.
+START = "run start"
+WORKFLOW = "workflow run / resume"
+BATCH = "batch check / run"
+REPLAY = "record / replay"
+FRAME = "frame, run --frame"
+
+REFUSALS: tuple[Trouble, ...] = (
+    Trouble("AskWithoutDecider", WORKFLOW, "ask mode was chosen for a workflow, and nothing decides the calls.",
+            "Pass `decide=` to `run_workflow` from Python, or use frame or policy mode on the command line."),
+    Trouble("CassetteConflict", REPLAY, "a run was asked to record and replay at once, or to record a scripted model.",
+            "Give one of `--record` and `--replay`; a scenario already scripts the model."),
+    Trouble("CassetteInvalid", REPLAY, "the `--replay` file is not a cassette metaharness wrote.",
+            "Point `--replay` at a file written by `--record`; record it again if it was edited."),
+    Trouble("CassetteUnhosted", REPLAY, "a library caller set `record`/`replay` on a plain run, which nothing hosts.",
+            "Start the run through `metaharness.api.start_run` (or the CLI), which hosts the recorder."),
+    Trouble("CassetteUnwritable", REPLAY, "the `--record` path cannot be written.",
+            "Choose a path in a directory you can write, that is not an existing directory."),
+    Trouble("CostNotReported", f"{WORKFLOW}, {BATCH}", "`--max-cost-usd` was given, and the harness does not report its cost as it goes, so the budget could not be kept.",
+            "Drop `--max-cost-usd`, or bound the run with `--max-turns` / `--max-steps` instead."),
+    Trouble("CredentialConflict", START, "`--script` was given with `--model-endpoint` or credentials other than `none`.",
+            "A scripted run serves its own model: drop the endpoint and the credential mode."),
+    Trouble("CredentialsUnknown", START, "`--credentials` names no credential mode.",
+            "Use `loopback`, `api-key` or `none` (see the harness's guide)."),
+    Trouble("CredentialsUnsupported", START, "the harness runs against a local model server only.",
+            "Use `--script FILE`, or `--credentials none` with `--model-endpoint URL`."),
+    Trouble("DenyOnlyUnavailable", START, "`--deny-only` needs a harness permission pipeline that decides an abstained call; this harness asks metaharness about every call.",
+            "Drop `--deny-only` on opencode and Gemini CLI; decide the calls with a frame or policy instead."),
+    Trouble("FrameConflict", START, "a library frame and `--frame` were both given.", "Give one frame."),
+    Trouble("FrameInvalid", FRAME, "the frame document does not verify: not JSON, a field missing, or a digest that does not match its content.",
+            "Edit the unsealed source and seal it again with `metaharness frame seal`; `metaharness frame verify` names what is wrong."),
+    Trouble("FrameSetRefused", WORKFLOW, "the harness does not honour `frame.set`, which a workflow needs at every step boundary.",
+            "Run the workflow on a harness whose capabilities include `frame.set` (`metaharness capabilities KIND`)."),
+    Trouble("FrameUnreadable", FRAME, "the frame file cannot be read (missing, a directory, no permission).", "Check the path given to `--frame`."),
+    Trouble("LedgerInvalid", WORKFLOW, "the run directory's `workflow.jsonl` has a line that is not a ledger record.",
+            "Resume a directory written by `metaharness workflow run`, untouched; start a new run in a fresh `--out` otherwise."),
+    Trouble("MemoryFileAbove", START, "a memory file (such as `AGENTS.md` or `CLAUDE.md`) above the working directory would reach the model unframed.",
+            "Run in a working directory with no such file above it, or move the file."),
+    Trouble("ModelInvalid", START, "`--model` is not `PROVIDER:MODEL` for a known provider, or it was given with `--script`.",
+            "Spell it `anthropic:MODEL`, `openai:MODEL` or `chat:MODEL`; a scripted run takes no model."),
+    Trouble("NoApiKey", START, "the credential mode or provider needs an API key, and its variable is not set.",
+            "Export the variable the sentence names (for example `ANTHROPIC_API_KEY` or `OPENAI_API_KEY`)."),
+    Trouble("NoLedger", WORKFLOW, "`workflow resume` was pointed at a directory with no `workflow.jsonl`.", "Point it at the `--out` directory of a workflow run."),
+    Trouble("NoModel", START, "oharness was started with neither a model nor a script.", "Give `--script FILE` (offline) or `--model PROVIDER:MODEL`."),
+    Trouble("NoModelEndpoint", START, "`--credentials none` was given without an endpoint to talk to.", "Add `--model-endpoint URL`, or `--script FILE`."),
+    Trouble("NoPrompt", START, "the harness needs a prompt to start its first turn.", "Add `-p TEXT`."),
+    Trouble("ObserveCannotFrame", WORKFLOW, "a workflow was started in observe mode, which enforces nothing, so no step's frame could hold.", "Use frame (the default), ask or policy mode."),
+    Trouble("ObserveWithFrame", START, "`--frame` was given with `--decisions observe`, which decides nothing by it.", "Drop `--frame`, or use frame mode."),
+    Trouble("OperationNotEnforceable", WORKFLOW, "a node admits an operation (such as `subagent.spawn`) the harness cannot confine to the step's frame.", "Remove the operation from the node, or run the workflow on a harness that renders it."),
+    Trouble("OutNotEmpty", WORKFLOW, "`--out` exists and is not an empty directory.", "Give a new or empty directory; use `workflow resume` to continue a run."),
+    Trouble("PostureRefused", START, "Codex was given a posture it does not take.", "Use `read-only`, `workspace-write` or `danger-full-access`."),
+    Trouble("PostureUnknown", START, "the harness does not accept that posture word.", "Use one of the postures `metaharness capabilities KIND` lists."),
+    Trouble("RayUnavailable", BATCH, "`--backend ray` was asked for, and Ray is not installed.", "`pip install 'metaharness[ray]'`, or use the local pool (the default)."),
+    Trouble("RedactInvalid", REPLAY, "a `--redact` pattern is not a regular expression.", "Fix the pattern (Python `re` syntax)."),
+    Trouble("ReplaceRelayUnavailable", START, "the Codex replace relay's private socket could not be opened.", "Check the scratch base is writable (`METAHARNESS_SCRATCH_DIR`), or run without `--codex-replace-relay`."),
+    Trouble("ScenarioInvalid", START, "the `--script` file is not a valid `metaharness.scenario/1` document.", "Fix what the sentence names; the format is on the scenarios page."),
+    Trouble("SchemaUnloadable", WORKFLOW, "a node's structured-answer schema cannot be loaded.", "Fix the schema file or its path in the workflow."),
+    Trouble("ScratchInsideCwd", START, "the scratch directory would lie inside the working directory, where the agent could write it.", "Set `METAHARNESS_SCRATCH_DIR` outside the workspace."),
+    Trouble("ScratchRefused", START, "the scratch base is not a private directory of yours (a symlink, another owner, writable by others).", "Use a base only you can enter, or unset `METAHARNESS_SCRATCH_DIR` for the default."),
+    Trouble("SubagentUnavailable", START, "the frame admits `subagent.spawn`, and this harness's subagent calls never reach the seam.", "Do not admit `subagent.spawn` on Gemini CLI."),
+    Trouble("SubjectUnavailable", START, "the frame scopes subjects, and the harness does not show where a glob or grep call searches.", "Admit those operations without a subject scope on Gemini CLI, or use another harness."),
+    Trouble("UnknownHarness", f"{WORKFLOW}, {BATCH}", "the harness kind is not one of the five.", "Use `oharness`, `claude`, `codex`, `opencode` or `gemini`."),
+    Trouble("VendorCapability", START, "the vendor binary did not complete its handshake (its control channel, its ACP initialise).", "Run `metaharness doctor KIND`; check the binary is the pinned version (`make vendor`)."),
+    Trouble("VendorMissing", START, "the vendor binary is not on the child's PATH.", "Install it (`make vendor`) and pass `--vendor-dir .vendor/node_modules/.bin` (or set `METAHARNESS_VENDOR_DIR`)."),
+    Trouble("VersionOffPin", START, "`--strict-version` was given and the binary is not the adapter's pinned version.", "Install the pin (`make vendor`), or drop `--strict-version` (then a `VERSION_OFF_PIN` warning is written)."),
+    Trouble("WorkflowChanged", WORKFLOW, "the workflow file changed since the run started.", "Resume with the file the run started with; start a new run for the new file."),
+    Trouble("WorkflowEnded", WORKFLOW, "`workflow resume` was pointed at a run that already ended.", "Start a new run in a fresh `--out`."),
+    Trouble("WorkflowInvalid", f"{WORKFLOW}, {BATCH}", "the workflow file has problems (each is listed).", "Fix them; `metaharness workflow check FILE` lists them without running."),
+    Trouble("WorkflowUnavailable", BATCH, "a batch task names a workflow, and this installation has no workflow runner.", "Install metaharness whole (`pip install -e .`)."),
+    Trouble("WorkingDirectory", START, "`--cwd` does not exist.", "Create the directory, or point `--cwd` at an existing one."),
+    Trouble("WorkspaceUnreachable", WORKFLOW, "a node's check or handoff needs the workspace, and it is not a directory this host can reach.", "Run with `--cwd` set to the workspace directory."),
+)
+
+# `command.result` refusal codes (the wire reference's "How a line is answered").
+COMMAND_REFUSALS: tuple[Trouble, ...] = (
+    Trouble("MALFORMED", "command.result", "the command line did not decode (not JSON, no format tag, an unknown command, a bad field), or a `deny` had no reason.", "Send one `metaharness.command/1` object a line; `metaharness schema command` gives its JSON Schema."),
+    Trouble("SHADOWED", "command.result", "the run's configuration decides that control itself (a frame given at start, a decision mode), so the command would be ignored.", "Drop the conflicting run option, or do not send that command in this mode."),
+    Trouble("TOO_LATE", "command.result", "the call was already decided or closed, or the run is winding up.", "Decide each call once, while it is pending; nothing can be sent after the run began to end."),
+    Trouble("UNKNOWN_CALL", "command.result", "`tool.decide` named a call id the run never presented.", "Use the `call_id` of a `tool.requested` line with `decision_required`."),
+    Trouble("UNSUPPORTED_CONTROL", "command.result", "the harness cannot carry out that control.", "Check `metaharness capabilities KIND` before sending it."),
+)
+
+WARNINGS: tuple[Trouble, ...] = (
+    Trouble("AMBIENT_INPUT", "warning", "something ambient (a memory file, a settings file) reached the model that metaharness reports but did not remove.", "Remove it from the workspace or the home, or accept it knowingly."),
+    Trouble("COMMAND_NOT_APPLIED", "warning", "an accepted `frame.set` or `message.inject` never took effect (superseded, or the run ended first).", "Send it earlier, or expect only the last one before a boundary to apply."),
+    Trouble("COVERAGE_GAP", "warning", "the harness offers a tool the decision seam does not cover.", "Read the harness's guide; deny the operation in the frame if it matters."),
+    Trouble("NO_FRAME_IN_FORCE", "warning", "frame mode with no frame: calls are abstained on.", "Give `--frame FILE`, or send `frame.set` before the first call."),
+    Trouble("NO_TERMINAL_RECORD", "warning", "the harness ended without a terminal record; the warning carries its stderr.", "Read the stderr it carries; `metaharness doctor KIND` checks the binary."),
+    Trouble("PENDING_CALL_ABANDONED", "warning", "a pending call was closed by turn end, stream end, `interrupt` or `halt` before it was decided.", "Decide calls within the deadline (`--decision-timeout-ms`); this is expected after an interrupt."),
+    Trouble("PROXY_REFUSED", "warning", "the harness (or its agent) sent the credential proxy a request that is not a model endpoint; it was refused 403.", "Nothing to do for a run; it names what the agent tried."),
+    Trouble("REPLAY_DIVERGED", "warning", "the replayed run asked the model something the cassette does not hold.", "Record again, or replay into the same workspace contents; `--replay-lenient` goes on past it."),
+    Trouble("REQUEST_MUTATED", "warning", "a call id was presented again with a different input; the call is denied.", "Nothing to do: the harness changed a call after it was decided."),
+    Trouble("RETAIN_FAILED", "warning", "copying to `--retain-dir` failed, naming the path.", "Point `--retain-dir` at a writable directory with room."),
+    Trouble("UNCOVERED_TOOL", "warning", "a called tool resolves to no operation, so no frame can admit it.", "Expect it denied; tell the harness not to use that tool."),
+    Trouble("UNDECIDED_CALL_RAN", "warning", "a tool result came for a call metaharness presented and never decided: something answered the harness around the seam.", "Treat the run as compromised; read the security page."),
+    Trouble("VENDOR_API_RETRY", "warning", "the vendor reported retrying a model request, in its own words.", "Check the model endpoint and its rate limits."),
+    Trouble("VENDOR_BACKGROUND_TASKS", "warning", "the vendor reported background tasks, in its own words.", "Nothing to do; it is the vendor's notice."),
+    Trouble("VENDOR_ERROR", "warning", "the vendor reported an error, in its own words.", "Read its message; `metaharness doctor KIND` checks the binary."),
+    Trouble("VENDOR_NOTICE", "warning", "the vendor wrote a notice, in its own words.", "Nothing to do; it is the vendor's notice."),
+    Trouble("VENDOR_PERMISSION_DENIED", "warning", "the vendor's own permission system denied a call, in its own words.", "Nothing to do; the call did not run."),
+    Trouble("VENDOR_WARNING", "warning", "the vendor wrote a warning, in its own words.", "Read its message."),
+    Trouble("VERSION_OFF_PIN", "warning", "the vendor binary is not the adapter's pinned version.", "Install the pin (`make vendor`); `--strict-version` refuses such a start instead."),
+)
+
+CLOSE_REASONS: tuple[Trouble, ...] = (
+    Trouble("budget", "stream.closed", "`--max-turns` was reached, or the vendor said its budget was exhausted.", "Raise the budget if the run needed more."),
+    Trouble("completed", "stream.closed", "the session ended without error.", "Nothing to do."),
+    Trouble("error", "stream.closed", "the session ended in error, ended with no terminal record, or the start was refused.", "Read the warnings and stderr before it; a refused start names its refusal on stderr."),
+    Trouble("killed", "stream.closed", "a library embedder killed the child itself.", "Nothing to do if you meant it."),
+    Trouble("steer-halt", "stream.closed", "a `halt` command was processed, or SIGINT/SIGTERM stopped the run.", "Nothing to do if you meant it."),
+)

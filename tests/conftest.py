@@ -1,0 +1,89 @@
+"""The test tiers, in one place: which tests are `e2e`, `browser` or `slow` is decided here at
+collection, from the test's path, its name and the fixtures it uses — never by a mark in the test
+file, so a new test file cannot forget one (tests/test_tiers.py holds this to it).
+
+- `e2e`: drives a real vendor binary from .vendor/node_modules (`make vendor`, npm). Every file
+  named test_e2e*.py is one, and so are the few tests listed below that live beside unit tests.
+- `browser`: drives Debian's chromium through Playwright (apt); any test using the `chromium`
+  fixture below is one.
+- `slow`: a Ray cluster or the long bash-oracle fuzzing session: minutes of CPU, no npm or apt.
+
+`make check` runs everything else in parallel; `make test` (CI) runs all of it.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# (marker, node id patterns, relative to the repository). A pattern ending in a file name covers
+# every test of that file; `[claude*` covers the parametrized cases for that harness.
+TIERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("e2e", (
+        "tests/*/test_e2e*.py",
+        "tests/codex/test_three_harnesses.py",
+        "tests/acp/test_five_harnesses.py",
+        "tests/loopback/test_real_clients.py",
+        "tests/acp/test_conformance.py::test_doctor_on_the_pinned_binary*",
+        "tests/claude/test_doctor_cli.py::test_doctor_claude_leaves_no_scratch_directory",
+        # a workflow step or resume on Claude Code or Codex runs the pinned binary
+        "tests/workflow/test_steps.py::*[[]claude*", "tests/workflow/test_steps.py::*[[]codex*",
+        "tests/workflow/test_resume.py::*[[]claude*", "tests/workflow/test_resume.py::*[[]codex*",
+    )),
+    ("slow", (
+        "tests/batch/test_ray.py",  # a two-node Ray cluster per module
+        # the bash-oracle fuzzer: OH_FUZZ_COUNT (3000) commands each run by bash; its count check
+        # reads what the fuzzing test ran, so the two go together
+        "tests/permissions/test_fuzz_bash_oracle.py::test_no_bypass_against_real_bash",
+        "tests/permissions/test_fuzz_bash_oracle.py::test_the_fuzzer_ran_its_count",
+    )),
+)
+# Fixtures that put a test in a tier wherever it is.
+FIXTURE_TIERS = {"chromium": "browser"}
+
+
+def tiers_of(nodeid: str, fixtures: tuple[str, ...] = ()) -> set[str]:
+    """The tier markers a test gets: one rule, also read by tests/test_tiers.py."""
+    path = nodeid.split("::", 1)[0]
+    found = {tier for tier, patterns in TIERS
+             if any(fnmatch.fnmatchcase(path if "::" not in p else nodeid, p) for p in patterns)}
+    return found | {FIXTURE_TIERS[name] for name in fixtures if name in FIXTURE_TIERS}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        nodeid = os.path.relpath(str(item.path), ROOT) + item.nodeid[len(item.nodeid.split("::", 1)[0]):]
+        for tier in sorted(tiers_of(nodeid, tuple(getattr(item, "fixturenames", ())))):
+            item.add_marker(tier)
+
+
+# --- the browser ---------------------------------------------------------------------------------
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    """Debian's chromium under Playwright (no browser download). Under the test command
+    (METAHARNESS_REQUIRE_VENDOR=1) a missing chromium fails; elsewhere the test is skipped."""
+    if not CHROMIUM.exists():
+        if os.environ.get("METAHARNESS_REQUIRE_VENDOR") == "1":
+            pytest.fail("Debian's chromium is not installed at /usr/bin/chromium; `make test` installs it")
+        pytest.skip("Debian's chromium is not installed at /usr/bin/chromium (apt-get install -y chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            yield launched
+        finally:
+            launched.close()
