@@ -26,7 +26,7 @@ import re
 from . import _lazy
 from .model import Cmd, PathRef
 from .walk import State
-from .words import Word, parse_word, static_word
+from .words import SAFE_ASSIGNMENTS, Word, parse_word, static_word
 
 __all__ = ["file_operands", "mark_unprovable", "INTERPRETER_CODE_FLAGS"]
 
@@ -149,11 +149,41 @@ def _select(operands: list[Word], how: str | None) -> list[Word]:
     }.get(how, [])
 
 
+def _data_operands(cmd: Cmd) -> bool:
+    """Whether every operand of `cmd` is data, per data/dataoperands.toml."""
+    spec = _lazy("DATAOPERANDS").get(cmd.basename)
+    if spec is None or cmd.env_marks or any(not SAFE_ASSIGNMENTS(name) or not word.static for name, word in cmd.assigns):
+        return False  # `PATH=… echo`, `BASH_ENV=… printf`: what runs is not the table's program
+    values = [word.deny_value for word in cmd.words[1:]]
+    if not (spec.get("runs_opts") or spec.get("only_opts") or spec.get("subcommands")):
+        return True  # no option of the program runs anything: a dynamic word is data too
+    if None in values:
+        return False  # a dynamic word may be the option that runs something
+    runs = spec.get("runs_opts", ())
+    if any(value.split("=", 1)[0] in runs or (value[:2] in runs and not value.startswith("--")) for value in values):
+        return False
+    only = spec.get("only_opts")
+    if only is not None and not any(value in only for value in values[:2]):
+        return False
+    subcommands = spec.get("subcommands")
+    if subcommands is not None:
+        global_value_options = set(_lazy("OPTIONS")["git"]["global_value"]) if cmd.basename == "git" else set()
+        index = 0
+        while index < len(values) and values[index].startswith("-"):
+            if values[index] in ("-c", "--config-env") or values[index].startswith(("-c", "--config-env", "--exec-path")):
+                return False  # a config value may name a program (`core.pager`, an alias)
+            index += 2 if values[index] in global_value_options else 1
+        return index < len(values) and values[index] in subcommands
+    return True
+
+
 def file_operands(cmd: Cmd, state: State) -> None:
     """The read and write path subjects of one simple command."""
     base = cmd.basename
     if base is None:
         return
+    if cmd.inner is None and _data_operands(cmd):
+        cmd.data_operands = True
     table = _lazy("FILECOMMANDS")
     spec = table.get(base)
     if spec is None:
@@ -161,7 +191,7 @@ def file_operands(cmd: Cmd, state: State) -> None:
             _find_paths(cmd)
         elif base == "git":
             _git_paths(cmd)
-        elif cmd.inner is None and cmd.wrapper is None:
+        elif cmd.inner is None and cmd.wrapper is None and not cmd.data_operands:
             _tail_operands(cmd, state, table)
         return
     words = cmd.words[1:]
