@@ -85,3 +85,24 @@ def test_which_does_not_ask_under_an_ask_rule(world_session):
         assert v.behavior == "ask", v.to_json()
     finally:
         world_session.setup(project=DENY)
+
+
+# Class b: options that move later operands ------------------------------------------------------
+BASE_DIR_DENIED = [
+    "tar -C config -cf /tmp/x.tar ../.env", "tar -cf /tmp/x.tar -C . .env", "tar --directory=config -cf /tmp/x ../.env",
+    "tar -xf /tmp/x.tar .env", "tar -xf /tmp/x.tar -C src ../.env", "git -C src checkout -- ../.env",
+    "patch -d config ../.env -i /tmp/p", "env -C config cat ../.env", "env --chdir=config cat ../.env",
+    "sudo -D config cat ../.env", "env -C \"$D\" cat .env", "unshare -w config cat ../.env",
+    "systemd-run --working-directory=config cat ../.env",
+]
+BASE_DIR_ALLOWED = ["tar -C src -cf /tmp/x.tar a.py", "git -C src checkout -- a.py", "env -C config cat a.txt"]
+
+
+@pytest.mark.parametrize("command", BASE_DIR_DENIED)
+def test_base_directory_options_move_operands(world_session, ctxs, command):
+    _check_denied(world_session, ctxs, command)
+
+
+@pytest.mark.parametrize("command", BASE_DIR_ALLOWED)
+def test_base_directory_options_allow_the_rest(world_session, ctxs, command):
+    assert world_session.decide(f"Bash({command})", ctxs["bypass"]).behavior == "allow"

@@ -47,7 +47,7 @@ STDIN_PROGRAMS = {"-", "/dev/stdin", "/dev/fd/0", "/proc/self/fd/0"}
 
 
 _OPTION_SETS: dict[int, tuple] = {}
-_OPTION_KEYS = ("read_opts", "write_opts", "target_opts", "at_read_opts")
+_OPTION_KEYS = ("read_opts", "write_opts", "target_opts", "at_read_opts", "base_dir_opts")
 _FLAG_KEYS = ("recursive_opts", "inplace_opts", "all_operands_opts", "link_opts")
 
 
@@ -140,6 +140,29 @@ def _operands(words: list[Word], spec: dict) -> tuple[list[Word], dict[str, list
     return operands, values, flags
 
 
+def based(cwd: str | None, directory: Word | None) -> str | None:
+    """The directory a base-directory option (`-C DIR`, `--directory=DIR`, `--chdir DIR`) makes
+    later operands relative to; None (unknown: every operand a possible match) when dynamic."""
+    value = directory.deny_value if directory is not None else None
+    if value is None or directory.value is None:
+        return None
+    if value.startswith("/"):
+        return os.path.normpath(value)
+    return os.path.normpath(os.path.join(cwd, value)) if cwd is not None else None
+
+
+def _rebase(cmd: Cmd, start: int, directories: list[Word]) -> None:
+    """Every operand path added since `start` also resolved against each base directory: the
+    option applies to the operands after it, and keeping the working-directory reading too only
+    ever over-matches (deny holds whichever way the operand lands)."""
+    for ref in cmd.paths[start:]:
+        if ref.via != "operand" or ref.is_absolute:
+            continue
+        for directory in directories:
+            cmd.paths.append(PathRef(ref.access, ref.word, based(cmd.cwd, directory), ref.via, cmd,
+                                     recursive=ref.recursive, removal=ref.removal, deny_only=ref.deny_only))
+
+
 def _select(operands: list[Word], how: str | None) -> list[Word]:
     if not how or how == "none" or not operands:
         return []
@@ -208,6 +231,7 @@ def file_operands(cmd: Cmd, state: State) -> None:
     if spec.get("kind") == "tar":
         _tar_paths(cmd, words)
         return
+    start = len(cmd.paths)
     operands, values, flags = _operands(words, spec)
     has_pattern_opt = bool(values.get("pattern")) or bool(flags & set(spec.get("script_opts", [])))
     reads_how = spec.get("reads")
@@ -251,6 +275,8 @@ def file_operands(cmd: Cmd, state: State) -> None:
         _link_targets(cmd, _select(operands, reads_how) if not target else operands,
                       target[0] if target else (operands[-1] if len(operands) > 1 else None),
                       symbolic="-s" in flags or "--symbolic" in flags or "--symbolic-link" in flags or base != "ln")
+    if values.get("base_dir_opts"):
+        _rebase(cmd, start, values["base_dir_opts"])
 
 
 def _link_targets(cmd: Cmd, sources: list[Word], link: Word | None, *, symbolic: bool) -> None:
@@ -309,12 +335,23 @@ def _git_paths(cmd: Cmd) -> None:
     # skip global options
     index = 0
     global_value_options = set(_lazy("OPTIONS")["git"]["global_value"])
+    directories: list[Word] = []
     while index < len(words) and (words[index].deny_value or "").startswith("-"):
+        if words[index].deny_value == "-C" and index + 1 < len(words):
+            directories.append(words[index + 1])  # `git -C DIR checkout -- F`: F is DIR/F
         index += 2 if words[index].deny_value in global_value_options else 1
     if index >= len(words):
         return
-    sub = words[index].deny_value
-    rest = words[index + 1 :]
+    start = len(cmd.paths)
+    _git_sub_paths(cmd, words[index].deny_value, words[index + 1 :])
+    if directories:
+        _rebase(cmd, start, directories)
+
+
+def _git_sub_paths(cmd: Cmd, sub: str | None, rest: list[Word]) -> None:
+    if sub is None:
+        return
+    sub = sub
     if sub == "clone":
         ops = [word for word in rest if not (word.deny_value or "x").startswith("-")]
         if len(ops) >= 2:
@@ -384,12 +421,20 @@ def _tar_paths(cmd: Cmd, words: list[Word]) -> None:
     extract = "x" in flags or "--extract" in flags or "--get" in flags
     for archive_word in archive:
         cmd.paths.append(PathRef("write" if create else "read", archive_word, cmd.cwd, "operand", cmd))
+    if extract:
+        for word in targets or [static_word(".")]:
+            cmd.paths.append(PathRef("write", word, cmd.cwd, "operand", cmd))
+    start = len(cmd.paths)
     if create:
         for word in rest:
             cmd.paths.append(PathRef("read", word, cmd.cwd, "operand", cmd, recursive=True))
     if extract:
-        for word in targets or [static_word(".")]:
+        # `tar -xf a.tar -C DIR NAME`: the named members are written under DIR (or here).
+        for word in rest:
             cmd.paths.append(PathRef("write", word, cmd.cwd, "operand", cmd))
+    if targets:
+        # `tar -C DIR -cf a.tar NAME`: the members are read (or written) relative to DIR.
+        _rebase(cmd, start, targets)
 
 
 _SED_EXEC = re.compile(r"(^|[;{}\n])\s*[0-9,$/\\!]*\s*[ewW]\b|s(.).*?\2.*?\2[gpiImM0-9]*[ewW]")

@@ -91,7 +91,7 @@ def unwrap(cmd: Cmd, state: State, env: Env, stdin_script: str | None, stdin_dyn
             break
         layer += 1
         inner = Cmd(words=inner_words, group=cmd.group, layer=layer, in_body=current.in_body,
-                    cwd=current.cwd, deny_only=current.deny_only or bool(extra.get("deny_only")),
+                    cwd=_inner_cwd(current, spec), deny_only=current.deny_only or bool(extra.get("deny_only")),
                     unprovable=list(cmd.unprovable))
         inner.assigns = extra.get("assigns", [])
         inner.alt_tails = extra.get("alt_tails", False)
@@ -111,6 +111,21 @@ def unwrap(cmd: Cmd, state: State, env: Env, stdin_script: str | None, stdin_dyn
             more.unprovable.extend(cmd.unprovable)
             chain.append(more)
     return chain
+
+
+def _inner_cwd(cmd: Cmd, spec: dict) -> str | None:
+    """Where the inner command runs: the layer's directory, or its `chdir_opts` value
+    (`env -C DIR`, `sudo -D DIR`); unknown when that value is dynamic."""
+    names = spec.get("chdir_opts")
+    if not names:
+        return cmd.cwd
+    opts, _, _ = split_options(cmd.words[1:], spec)
+    for name in names:
+        if name in opts:
+            from .fileops import based
+
+            return based(cmd.cwd, opts[name])
+    return cmd.cwd
 
 
 # -- option parsing shared by the kinds ---------------------------------------------------------
