@@ -106,3 +106,39 @@ def test_base_directory_options_move_operands(world_session, ctxs, command):
 @pytest.mark.parametrize("command", BASE_DIR_ALLOWED)
 def test_base_directory_options_allow_the_rest(world_session, ctxs, command):
     assert world_session.decide(f"Bash({command})", ctxs["bypass"]).behavior == "allow"
+
+
+# Class c: destinations that are directories ------------------------------------------------------
+@pytest.fixture
+def outside(tmp_path):
+    """A source tree outside the project: names that land on denied or protected paths."""
+    (tmp_path / ".env.local").write_text("x")
+    (tmp_path / "plain.txt").write_text("x")
+    (tmp_path / "tree" / ".oharness").mkdir(parents=True)
+    (tmp_path / "tree" / ".oharness" / "settings.json").write_text("{}")
+    (tmp_path / "repo" / ".git").mkdir(parents=True)
+    (tmp_path / "repo" / ".git" / "config").write_text("")
+    return str(tmp_path)
+
+
+DIR_DEST_DENIED = [
+    "cp {o}/.env.local .", "cp {o}/.env.local src/..", "mv {o}/.env.local ./", "install {o}/.env.local .",
+    "ln -s {o}/.env.local .", "rsync {o}/.env.local .", "cp -t . {o}/.env.local", "cp -r {o}/tree/.oharness .",
+    "rsync -a {o}/tree/ .", "cp -a {o}/tree/. src/..",
+]
+
+
+@pytest.mark.parametrize("command", DIR_DEST_DENIED)
+def test_directory_destination_writes_each_source_name(world_session, ctxs, outside, command):
+    _check_denied(world_session, ctxs, command.format(o=outside))
+
+
+def test_directory_destination_is_protected_and_gated(world_session, outside):
+    s = world_session.setup(project={})
+    try:
+        v = world_session.decide(f"Bash(cp -r {outside}/repo/.git .)", world_session.ctx(s, mode="manual"))
+        assert (v.behavior, v.reason) == ("ask", "protected-path"), v.to_json()
+        v = world_session.decide(f"Bash(cp {outside}/plain.txt src)", world_session.ctx(s, mode="bypass"))
+        assert v.behavior == "allow", v.to_json()
+    finally:
+        world_session.setup(project=DENY)

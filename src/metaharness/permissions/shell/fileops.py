@@ -277,6 +277,54 @@ def file_operands(cmd: Cmd, state: State) -> None:
                       symbolic="-s" in flags or "--symbolic" in flags or "--symbolic-link" in flags or base != "ln")
     if values.get("base_dir_opts"):
         _rebase(cmd, start, values["base_dir_opts"])
+    if spec.get("dir_dest"):
+        sources = operands if target else operands[:-1]  # `-t DIR`: every operand is a source
+        destination = target[-1] if target else (operands[-1] if len(operands) > 1 else None)
+        if destination is not None:
+            _into_directory(cmd, sources, destination, recursive=recursive, contents=base == "rsync")
+
+
+#: A recursive copy's source tree is walked for the names it writes up to this many entries
+#: (the recursive reader's walk has the same kind of bound); past it the names are not added.
+COPY_WALK_LIMIT = 2_000
+
+
+def _into_directory(cmd: Cmd, sources: list[Word], destination: Word, *, recursive: bool, contents: bool) -> None:
+    """`cp/mv/install/ln/rsync SRC… DIR` writes DIR/<basename of each SRC> (a recursive copy:
+    every entry of the source tree under it). Where DIR is a directory now, those are writes
+    like any other (deny rules, protected paths, the gate); where it is not (yet), they are
+    writes for deny only — the call may make DIR before the copy runs."""
+    dest = destination.deny_value
+    if dest is None or destination.value is None:
+        return  # a dynamic destination is already a dynamic write
+    dest_dir = dest if dest.startswith("/") else (os.path.join(cmd.cwd, dest) if cmd.cwd else None)
+    is_dir = dest_dir is not None and os.path.isdir(dest_dir)
+    budget = COPY_WALK_LIMIT
+    for source in sources:
+        value = source.deny_value
+        if value is None or source.value is None:
+            cmd.paths.append(PathRef("write", source, cmd.cwd, "operand", cmd, deny_only=not is_dir))
+            continue
+        # rsync `SRC/` copies the contents of SRC, not SRC itself.
+        name = "" if contents and value.endswith("/") else os.path.basename(value.rstrip("/"))
+        if not name and not (contents and value.endswith("/")):
+            continue
+        landed = os.path.join(dest, name) if name else dest
+        if name:
+            cmd.paths.append(PathRef("write", static_word(landed), cmd.cwd, "operand", cmd, deny_only=not is_dir))
+        if not recursive:
+            continue
+        tree = value if value.startswith("/") else (os.path.join(cmd.cwd, value) if cmd.cwd else None)
+        if tree is None or not os.path.isdir(tree) or os.path.islink(tree.rstrip("/")):
+            continue
+        for root, dirs, files in os.walk(tree):
+            for entry in dirs + files:
+                if budget <= 0:
+                    return
+                budget -= 1
+                relative = os.path.relpath(os.path.join(root, entry), tree)
+                cmd.paths.append(PathRef("write", static_word(os.path.join(landed, relative)), cmd.cwd, "operand", cmd,
+                                         deny_only=not is_dir))
 
 
 def _link_targets(cmd: Cmd, sources: list[Word], link: Word | None, *, symbolic: bool) -> None:
