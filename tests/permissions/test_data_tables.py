@@ -63,6 +63,17 @@ WRAPPED = {
     "at": "at now <<< '{P}'", "batch": "batch <<< '{P}'", "ssh": "ssh -p 22 host {P}", "git": "git -c 'alias.x=!{P}' x",
     "firejail": "firejail {P}", "torsocks": "torsocks -P 9050 {P}", "proxychains": "proxychains -f x.conf {P}",
     "proxychains4": "proxychains4 {P}", "valgrind": "valgrind {P}", "xvfb-run": "xvfb-run -a {P}",
+    # issue 24: the POSIX shells, the shells that are not POSIX (opaque, words still analysed)
+    # and the programs that hand a string to a shell.
+    "ash": "ash -c '{P}'", "mksh": "mksh -ec '{P}'", "lksh": "lksh -c '{P}'", "posh": "posh -s <<< '{P}'",
+    "yash": "yash -- /dev/stdin <<< '{P}'", "oksh": "oksh -c '{P}'", "loksh": "loksh -c '{P}'",
+    "pdksh": "pdksh -c '{P}'", "bosh": "bosh -c '{P}'", "osh": "osh -c '{P}'", "rbash": "rbash -c '{P}'",
+    "busybox-sh": "busybox-sh -c '{P}'", "ksh93": "ksh93 -c '{P}'", "toybox": "toybox sh -c '{P}'",
+    "fish": "fish --command='{P}'", "tcsh": "tcsh -fc '{P}'", "csh": "csh -c '{P}'", "nu": "nu -c '{P}'",
+    "elvish": "elvish -c '{P}'", "xonsh": "xonsh -c '{P}'", "pwsh": "pwsh -Command '{P}'", "rc": "rc -c '{P}'",
+    "es": "es -c '{P}'", "ion": "ion -c '{P}'", "expect": "expect -c 'exec {P}'",
+    "nix-shell": "nix-shell -p hello --run '{P}'", "entr": "entr -s '{P}'", "hush": "hush -c '{P}'",
+    "man": "man -P '{P}' ls",
 }
 
 

@@ -201,7 +201,8 @@ def tail_starts(cmd: "Cmd") -> dict[str, list[tuple[int, int]]]:
         # A wrapper layer that was unwrapped needs no tails of its own: its inner command is
         # built from the layer's own words, so the inner's tails are the layer's (past the
         # options the wrapper's parser read, which are never a tail's start anyway).
-        variants = cmd.word_variants() if cmd.inner is None else ()
+        # A program whose operands are data (`echo`, `which`: data/dataoperands.toml) runs none.
+        variants = cmd.word_variants() if cmd.inner is None and not cmd.data_operands else ()
         for variant_index, words in enumerate(variants):
             for start in range(1, len(words)):
                 word = words[start]

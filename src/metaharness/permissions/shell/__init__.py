@@ -45,6 +45,7 @@ __getattr__, _lazy = lazy_attributes(globals(), {
     "WRAPPERS": lambda: load_table("wrappers.toml"),
     "OPTIONS": lambda: load_table("options.toml"),
     "FILECOMMANDS": lambda: load_table("filecommands.toml"),
+    "DATAOPERANDS": lambda: load_table("dataoperands.toml"),
     "_LANGUAGE": _language,
 })
 

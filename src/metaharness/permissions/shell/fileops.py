@@ -26,7 +26,7 @@ import re
 from . import _lazy
 from .model import Cmd, PathRef
 from .walk import State
-from .words import Word, parse_word, static_word
+from .words import SAFE_ASSIGNMENTS, Word, parse_word, static_word
 
 __all__ = ["file_operands", "mark_unprovable", "INTERPRETER_CODE_FLAGS"]
 
@@ -47,7 +47,7 @@ STDIN_PROGRAMS = {"-", "/dev/stdin", "/dev/fd/0", "/proc/self/fd/0"}
 
 
 _OPTION_SETS: dict[int, tuple] = {}
-_OPTION_KEYS = ("read_opts", "write_opts", "target_opts", "at_read_opts")
+_OPTION_KEYS = ("read_opts", "write_opts", "target_opts", "at_read_opts", "base_dir_opts")
 _FLAG_KEYS = ("recursive_opts", "inplace_opts", "all_operands_opts", "link_opts")
 
 
@@ -140,6 +140,29 @@ def _operands(words: list[Word], spec: dict) -> tuple[list[Word], dict[str, list
     return operands, values, flags
 
 
+def based(cwd: str | None, directory: Word | None) -> str | None:
+    """The directory a base-directory option (`-C DIR`, `--directory=DIR`, `--chdir DIR`) makes
+    later operands relative to; None (unknown: every operand a possible match) when dynamic."""
+    value = directory.deny_value if directory is not None else None
+    if value is None or directory.value is None:
+        return None
+    if value.startswith("/"):
+        return os.path.normpath(value)
+    return os.path.normpath(os.path.join(cwd, value)) if cwd is not None else None
+
+
+def _rebase(cmd: Cmd, start: int, directories: list[Word]) -> None:
+    """Every operand path added since `start` also resolved against each base directory: the
+    option applies to the operands after it, and keeping the working-directory reading too only
+    ever over-matches (deny holds whichever way the operand lands)."""
+    for ref in cmd.paths[start:]:
+        if ref.via != "operand" or ref.is_absolute:
+            continue
+        for directory in directories:
+            cmd.paths.append(PathRef(ref.access, ref.word, based(cmd.cwd, directory), ref.via, cmd,
+                                     recursive=ref.recursive, removal=ref.removal, deny_only=ref.deny_only))
+
+
 def _select(operands: list[Word], how: str | None) -> list[Word]:
     if not how or how == "none" or not operands:
         return []
@@ -149,11 +172,41 @@ def _select(operands: list[Word], how: str | None) -> list[Word]:
     }.get(how, [])
 
 
+def _data_operands(cmd: Cmd) -> bool:
+    """Whether every operand of `cmd` is data, per data/dataoperands.toml."""
+    spec = _lazy("DATAOPERANDS").get(cmd.basename)
+    if spec is None or cmd.env_marks or any(not SAFE_ASSIGNMENTS(name) or not word.static for name, word in cmd.assigns):
+        return False  # `PATH=… echo`, `BASH_ENV=… printf`: what runs is not the table's program
+    values = [word.deny_value for word in cmd.words[1:]]
+    if not (spec.get("runs_opts") or spec.get("only_opts") or spec.get("subcommands")):
+        return True  # no option of the program runs anything: a dynamic word is data too
+    if None in values:
+        return False  # a dynamic word may be the option that runs something
+    runs = spec.get("runs_opts", ())
+    if any(value.split("=", 1)[0] in runs or (value[:2] in runs and not value.startswith("--")) for value in values):
+        return False
+    only = spec.get("only_opts")
+    if only is not None and not any(value in only for value in values[:2]):
+        return False
+    subcommands = spec.get("subcommands")
+    if subcommands is not None:
+        global_value_options = set(_lazy("OPTIONS")["git"]["global_value"]) if cmd.basename == "git" else set()
+        index = 0
+        while index < len(values) and values[index].startswith("-"):
+            if values[index] in ("-c", "--config-env") or values[index].startswith(("-c", "--config-env", "--exec-path")):
+                return False  # a config value may name a program (`core.pager`, an alias)
+            index += 2 if values[index] in global_value_options else 1
+        return index < len(values) and values[index] in subcommands
+    return True
+
+
 def file_operands(cmd: Cmd, state: State) -> None:
     """The read and write path subjects of one simple command."""
     base = cmd.basename
     if base is None:
         return
+    if cmd.inner is None and _data_operands(cmd):
+        cmd.data_operands = True
     table = _lazy("FILECOMMANDS")
     spec = table.get(base)
     if spec is None:
@@ -161,7 +214,7 @@ def file_operands(cmd: Cmd, state: State) -> None:
             _find_paths(cmd)
         elif base == "git":
             _git_paths(cmd)
-        elif cmd.inner is None and cmd.wrapper is None:
+        elif cmd.inner is None and cmd.wrapper is None and not cmd.data_operands:
             _tail_operands(cmd, state, table)
         return
     words = cmd.words[1:]
@@ -178,6 +231,7 @@ def file_operands(cmd: Cmd, state: State) -> None:
     if spec.get("kind") == "tar":
         _tar_paths(cmd, words)
         return
+    start = len(cmd.paths)
     operands, values, flags = _operands(words, spec)
     has_pattern_opt = bool(values.get("pattern")) or bool(flags & set(spec.get("script_opts", [])))
     reads_how = spec.get("reads")
@@ -221,6 +275,56 @@ def file_operands(cmd: Cmd, state: State) -> None:
         _link_targets(cmd, _select(operands, reads_how) if not target else operands,
                       target[0] if target else (operands[-1] if len(operands) > 1 else None),
                       symbolic="-s" in flags or "--symbolic" in flags or "--symbolic-link" in flags or base != "ln")
+    if values.get("base_dir_opts"):
+        _rebase(cmd, start, values["base_dir_opts"])
+    if spec.get("dir_dest"):
+        sources = operands if target else operands[:-1]  # `-t DIR`: every operand is a source
+        destination = target[-1] if target else (operands[-1] if len(operands) > 1 else None)
+        if destination is not None:
+            _into_directory(cmd, sources, destination, recursive=recursive, contents=base == "rsync")
+
+
+#: A recursive copy's source tree is walked for the names it writes up to this many entries
+#: (the recursive reader's walk has the same kind of bound); past it the names are not added.
+COPY_WALK_LIMIT = 2_000
+
+
+def _into_directory(cmd: Cmd, sources: list[Word], destination: Word, *, recursive: bool, contents: bool) -> None:
+    """`cp/mv/install/ln/rsync SRC… DIR` writes DIR/<basename of each SRC> (a recursive copy:
+    every entry of the source tree under it). Where DIR is a directory now, those are writes
+    like any other (deny rules, protected paths, the gate); where it is not (yet), they are
+    writes for deny only — the call may make DIR before the copy runs."""
+    dest = destination.deny_value
+    if dest is None or destination.value is None:
+        return  # a dynamic destination is already a dynamic write
+    dest_dir = dest if dest.startswith("/") else (os.path.join(cmd.cwd, dest) if cmd.cwd else None)
+    is_dir = dest_dir is not None and os.path.isdir(dest_dir)
+    budget = COPY_WALK_LIMIT
+    for source in sources:
+        value = source.deny_value
+        if value is None or source.value is None:
+            cmd.paths.append(PathRef("write", source, cmd.cwd, "operand", cmd, deny_only=not is_dir))
+            continue
+        # rsync `SRC/` copies the contents of SRC, not SRC itself.
+        name = "" if contents and value.endswith("/") else os.path.basename(value.rstrip("/"))
+        if not name and not (contents and value.endswith("/")):
+            continue
+        landed = os.path.join(dest, name) if name else dest
+        if name:
+            cmd.paths.append(PathRef("write", static_word(landed), cmd.cwd, "operand", cmd, deny_only=not is_dir))
+        if not recursive:
+            continue
+        tree = value if value.startswith("/") else (os.path.join(cmd.cwd, value) if cmd.cwd else None)
+        if tree is None or not os.path.isdir(tree) or os.path.islink(tree.rstrip("/")):
+            continue
+        for root, dirs, files in os.walk(tree):
+            for entry in dirs + files:
+                if budget <= 0:
+                    return
+                budget -= 1
+                relative = os.path.relpath(os.path.join(root, entry), tree)
+                cmd.paths.append(PathRef("write", static_word(os.path.join(landed, relative)), cmd.cwd, "operand", cmd,
+                                         deny_only=not is_dir))
 
 
 def _link_targets(cmd: Cmd, sources: list[Word], link: Word | None, *, symbolic: bool) -> None:
@@ -279,12 +383,23 @@ def _git_paths(cmd: Cmd) -> None:
     # skip global options
     index = 0
     global_value_options = set(_lazy("OPTIONS")["git"]["global_value"])
+    directories: list[Word] = []
     while index < len(words) and (words[index].deny_value or "").startswith("-"):
+        if words[index].deny_value == "-C" and index + 1 < len(words):
+            directories.append(words[index + 1])  # `git -C DIR checkout -- F`: F is DIR/F
         index += 2 if words[index].deny_value in global_value_options else 1
     if index >= len(words):
         return
-    sub = words[index].deny_value
-    rest = words[index + 1 :]
+    start = len(cmd.paths)
+    _git_sub_paths(cmd, words[index].deny_value, words[index + 1 :])
+    if directories:
+        _rebase(cmd, start, directories)
+
+
+def _git_sub_paths(cmd: Cmd, sub: str | None, rest: list[Word]) -> None:
+    if sub is None:
+        return
+    sub = sub
     if sub == "clone":
         ops = [word for word in rest if not (word.deny_value or "x").startswith("-")]
         if len(ops) >= 2:
@@ -354,12 +469,20 @@ def _tar_paths(cmd: Cmd, words: list[Word]) -> None:
     extract = "x" in flags or "--extract" in flags or "--get" in flags
     for archive_word in archive:
         cmd.paths.append(PathRef("write" if create else "read", archive_word, cmd.cwd, "operand", cmd))
+    if extract:
+        for word in targets or [static_word(".")]:
+            cmd.paths.append(PathRef("write", word, cmd.cwd, "operand", cmd))
+    start = len(cmd.paths)
     if create:
         for word in rest:
             cmd.paths.append(PathRef("read", word, cmd.cwd, "operand", cmd, recursive=True))
     if extract:
-        for word in targets or [static_word(".")]:
+        # `tar -xf a.tar -C DIR NAME`: the named members are written under DIR (or here).
+        for word in rest:
             cmd.paths.append(PathRef("write", word, cmd.cwd, "operand", cmd))
+    if targets:
+        # `tar -C DIR -cf a.tar NAME`: the members are read (or written) relative to DIR.
+        _rebase(cmd, start, targets)
 
 
 _SED_EXEC = re.compile(r"(^|[;{}\n])\s*[0-9,$/\\!]*\s*[ewW]\b|s(.).*?\2.*?\2[gpiImM0-9]*[ewW]")

@@ -47,7 +47,7 @@ class Cmd:
 
     __slots__ = ("words", "basename", "assigns", "group", "layer", "wrapper", "transparent", "inner", "alt_tails",
                  "unprovable", "opaque", "program_unknown", "deny_only", "in_body", "cwd", "paths",
-                 "norm_cache", "env_marks", "stdin")
+                 "norm_cache", "env_marks", "stdin", "data_operands")
 
     def __init__(self, words: list[Word], assigns: list[tuple[str, Word]] | None = None, group: int = 0,
                  layer: int = 0, in_body: bool = False, cwd: str | None = None, deny_only: bool = False,
@@ -73,6 +73,7 @@ class Cmd:
         self.norm_cache: dict = {}  # rules.py / match.py memo, per analysis
         self.env_marks: list[str] = []  # unsafe assignments every inner layer runs under
         self.stdin: str | None = None  # "pipe" (dynamic stdin), "script" (a static heredoc/here-string)
+        self.data_operands = False  # data/dataoperands.toml: its words are never run (no tail backstop)
 
     def __repr__(self) -> str:
         return f"Cmd({self.display()!r}, group={self.group}, layer={self.layer})"

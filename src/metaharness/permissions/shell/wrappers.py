@@ -91,7 +91,7 @@ def unwrap(cmd: Cmd, state: State, env: Env, stdin_script: str | None, stdin_dyn
             break
         layer += 1
         inner = Cmd(words=inner_words, group=cmd.group, layer=layer, in_body=current.in_body,
-                    cwd=current.cwd, deny_only=current.deny_only or bool(extra.get("deny_only")),
+                    cwd=_inner_cwd(current, spec), deny_only=current.deny_only or bool(extra.get("deny_only")),
                     unprovable=list(cmd.unprovable))
         inner.assigns = extra.get("assigns", [])
         inner.alt_tails = extra.get("alt_tails", False)
@@ -111,6 +111,21 @@ def unwrap(cmd: Cmd, state: State, env: Env, stdin_script: str | None, stdin_dyn
             more.unprovable.extend(cmd.unprovable)
             chain.append(more)
     return chain
+
+
+def _inner_cwd(cmd: Cmd, spec: dict) -> str | None:
+    """Where the inner command runs: the layer's directory, or its `chdir_opts` value
+    (`env -C DIR`, `sudo -D DIR`); unknown when that value is dynamic."""
+    names = spec.get("chdir_opts")
+    if not names:
+        return cmd.cwd
+    opts, _, _ = split_options(cmd.words[1:], spec)
+    for name in names:
+        if name in opts:
+            from .fileops import based
+
+            return based(cmd.cwd, opts[name])
+    return cmd.cwd
 
 
 # -- option parsing shared by the kinds ---------------------------------------------------------
@@ -291,6 +306,72 @@ def _shell(layer: Layer) -> Result:
     return None, True, {}
 
 
+def _strings_given(layer: Layer) -> tuple[list[Word | None], list[Word]]:
+    """The scripts a `foreign`/`runner` layer is given through its `string_opts` (`-c S`, a
+    cluster ending in the letter, `--run=S`), scanned over every word (options may follow
+    operands), and the words that are neither options nor their values."""
+    names = set(layer.spec.get("string_opts", []))
+    letters = {name[1] for name in names if len(name) == 2}
+    value_opts = set(layer.spec.get("value_opts", []))
+    args = layer.args
+    strings: list[Word | None] = []
+    rest: list[Word] = []
+    index = 0
+    while index < len(args):
+        value = args[index].deny_value
+        following = args[index + 1] if index + 1 < len(args) else None
+        if value is None or value == "-" or not value.startswith("-"):
+            rest.append(args[index])
+        elif value in names:
+            strings.append(following)
+            index += 1
+        elif "=" in value and value.split("=", 1)[0] in names:
+            strings.append(static_word(value.split("=", 1)[1]))
+        elif value in value_opts:
+            index += 1
+        elif not value.startswith("--") and any(letter in letters for letter in value[1:]):
+            strings.append(following)  # `-ic STRING`
+            index += 1
+        index += 1
+    return strings, rest
+
+
+def _foreign(layer: Layer) -> Result:
+    """A shell whose language is not POSIX sh's (fish, tcsh, csh, …): whatever it runs from a
+    string or from stdin is unreadable, so the program is unknown (maybe against every Bash deny
+    rule); the string's words are still analysed as shell, for deny."""
+    strings, rest = _strings_given(layer)
+    for script in strings:
+        unknown(layer.state, layer.cmd, f"{layer.key} runs a string in a language that is not sh")
+        if script is not None and script.deny_value is not None:
+            recurse(script.deny_value, layer.state, layer.env, outer=layer.cmd, deny_only=True)
+    if strings:
+        return None, False, {}
+    first = rest[0].deny_value if rest else None
+    if rest and first is not None and first not in STDIN_DEVICES:
+        return None, False, {}  # `fish script.fish`: an ordinary program running a file
+    if rest or layer.stdin_script is not None or layer.stdin_dynamic:
+        unknown(layer.state, layer.cmd, f"{layer.key} reads a script in a language that is not sh")
+        if layer.stdin_script is not None:
+            recurse(layer.stdin_script, layer.state, layer.env, outer=layer.cmd, deny_only=True)
+    return None, False, {}
+
+
+def _runner(layer: Layer) -> Result:
+    """A program that hands a string to a POSIX shell (`nix-shell --run S`, `entr -s S`): the
+    string is analysed like `sh -c`; with `argv`, the operands without a string are the command."""
+    strings, rest = _strings_given(layer)
+    for script in strings:
+        _run_string(script, layer, f"dynamic {layer.key} command string")
+    if strings or not layer.spec.get("argv"):
+        return None, False, {}
+    _, inner, dyn = split_options(layer.args, layer.spec)
+    if dyn:
+        unknown(layer.state, layer.cmd, f"dynamic option of {layer.key}")
+        return None, False, {}
+    return inner, False, {}
+
+
 def _eval(layer: Layer) -> Result:
     args = layer.args
     if args and args[0].deny_value == "--":
@@ -326,6 +407,14 @@ def _su(layer: Layer) -> Result:
             opts["-c"] = static_word(value.split("=", 1)[1])
     given, script = _string_of(opts, "-c", "--command")
     if given:
+        shell = opts.get("-s") or opts.get("--shell")
+        if shell is not None:
+            spec = _lazy("WRAPPERS").get((shell.deny_value or "").rsplit("/", 1)[-1])
+            if shell.deny_value is None or spec is None or spec.get("kind") not in ("shell",):
+                # `su -s /usr/bin/fish -c S`: a shell we cannot read (or a dynamic one) runs S.
+                unknown(layer.state, layer.cmd, f"{layer.key} runs its string in a shell that is not sh")
+                _run_string(script, layer, f"dynamic {layer.key} -c string", deny_only=True)
+                return None, False, {}
         _run_string(script, layer, f"dynamic {layer.key} -c string")
         return None, False, {}
     if "-u" in opts or "--user" in opts:
@@ -586,7 +675,7 @@ KINDS: dict[str, Callable[[Layer], Result]] = {
     "generic": _generic, "command": _command, "env": _env, "shell": _shell, "eval": _eval,
     "coproc": _coproc, "su": _su, "sg": _sg, "xargs": _xargs, "parallel": _parallel, "find": _find,
     "watch": _watch, "script": _script, "flock": _flock, "trap": _later, "alias": _later, "at": _at,
-    "ssh": _ssh, "git": _git,
+    "ssh": _ssh, "git": _git, "foreign": _foreign, "runner": _runner,
 }
 
 
