@@ -55,3 +55,21 @@ def test_a_symlink_made_between_two_decisions_of_the_same_rm_is_seen(tmp_path):
     os.symlink(home, root / "h")
     again = decide(notation_call("Bash(rm -rf h)", str(root)), ctx)
     assert (again.behavior, again.reason) == ("deny", "deny-rule"), again.to_json()
+
+
+def test_a_file_made_between_two_decisions_of_the_same_copy_is_seen(tmp_path):
+    """A recursive copy writes every entry of its source tree; the analysis that walked the tree
+    read the disk, so it is not kept: a second decision of the same command walks it anew."""
+    root, home = tmp_path / "proj", tmp_path / "home"
+    root.mkdir()
+    home.mkdir()
+    (root / "src").mkdir()
+    (root / "out").mkdir()
+    ctx = Context(rules=RuleSet(), project_root=str(root), home=str(home), mode="bypass")
+    ctx.rules.add(parse_rule("Write(out/src/.env)", "deny", "local"))
+    analysis_of.cache_clear()
+    call = "Bash(cp -r src out)"
+    assert decide(notation_call(call, str(root)), ctx).behavior == "allow"  # src holds no .env yet
+    (root / "src" / ".env").write_text("x")  # now the same copy lands on out/src/.env
+    again = decide(notation_call(call, str(root)), ctx)
+    assert (again.behavior, again.reason) == ("deny", "deny-rule"), again.to_json()

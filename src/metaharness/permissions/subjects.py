@@ -12,14 +12,16 @@ Rules it keeps:
   specifier can cover it); a path a word may only possibly spell is deny-only;
 * what the analysis cannot read becomes an opaque subject, with why;
 * a command string's analysis is memoised per (command, working directory, HOME): the analysis
-  reads no file and no rule, and nothing after it changes what it returns (the path subjects
-  built from it resolve symlinks afresh on every call), so a repeated command — a run's
-  `git status`, a redecide over a month of CI runs — is parsed once.
+  reads no rule, and nothing after it changes what it returns (the path subjects built from it
+  resolve symlinks afresh on every call), so a repeated command — a run's `git status`, a
+  redecide over a month of CI runs — is parsed once. The one analysis that reads the disk (a
+  copy into a directory: what it writes depends on the directory and the source tree as they
+  are now) marks its command `read_disk` and is never kept.
 """
 
 from __future__ import annotations
 
-import functools
+import collections
 import hashlib
 import shlex
 import urllib.parse
@@ -122,12 +124,34 @@ def _host_of(url: str) -> str | None:
 ANALYSIS_MEMO_SIZE = 4096
 
 
-@functools.lru_cache(maxsize=ANALYSIS_MEMO_SIZE)
-def analysis_of(text: str, cwd: "str | None", home: "str | None") -> "Analysis":
-    """The shell analysis of `text`, memoised (the module's rules say why that is safe)."""
-    from .shell import analyse
+class _AnalysisMemo:
+    """`analysis_of`: least recently used first out, and an analysis that read the disk never kept."""
 
-    return analyse(text, cwd, home)
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._kept: "collections.OrderedDict[tuple[str, str | None, str | None], Analysis]" = collections.OrderedDict()
+
+    def __call__(self, text: str, cwd: "str | None", home: "str | None") -> "Analysis":
+        """The shell analysis of `text`, memoised (the module's rules say why that is safe)."""
+        key = (text, cwd, home)
+        kept = self._kept.get(key)
+        if kept is not None:
+            self._kept.move_to_end(key)
+            return kept
+        from .shell import analyse
+
+        analysis = analyse(text, cwd, home)
+        if not any(cmd.read_disk for cmd in analysis.cmds):
+            self._kept[key] = analysis
+            if len(self._kept) > self.size:
+                self._kept.popitem(last=False)
+        return analysis
+
+    def cache_clear(self) -> None:
+        self._kept.clear()
+
+
+analysis_of = _AnalysisMemo(ANALYSIS_MEMO_SIZE)
 
 
 def subjects_of(call: "Call", ctx: "Context") -> tuple[list[Subject], "Analysis | None"]:

@@ -299,6 +299,7 @@ def _into_directory(cmd: Cmd, sources: list[Word], destination: Word, *, recursi
         return  # a dynamic destination is already a dynamic write
     dest_dir = dest if dest.startswith("/") else (os.path.join(cmd.cwd, dest) if cmd.cwd else None)
     is_dir = dest_dir is not None and os.path.isdir(dest_dir)
+    cmd.read_disk = True  # what it writes depends on the disk as it is now (subjects.analysis_of)
     budget = COPY_WALK_LIMIT
     for source in sources:
         value = source.deny_value

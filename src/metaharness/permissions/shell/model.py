@@ -47,7 +47,7 @@ class Cmd:
 
     __slots__ = ("words", "basename", "assigns", "group", "layer", "wrapper", "transparent", "inner", "alt_tails",
                  "unprovable", "opaque", "program_unknown", "deny_only", "in_body", "cwd", "paths",
-                 "norm_cache", "env_marks", "stdin", "data_operands")
+                 "norm_cache", "env_marks", "stdin", "data_operands", "read_disk")
 
     def __init__(self, words: list[Word], assigns: list[tuple[str, Word]] | None = None, group: int = 0,
                  layer: int = 0, in_body: bool = False, cwd: str | None = None, deny_only: bool = False,
@@ -74,6 +74,7 @@ class Cmd:
         self.env_marks: list[str] = []  # unsafe assignments every inner layer runs under
         self.stdin: str | None = None  # "pipe" (dynamic stdin), "script" (a static heredoc/here-string)
         self.data_operands = False  # data/dataoperands.toml: its words are never run (no tail backstop)
+        self.read_disk = False  # its paths depend on the disk now (a directory destination): never memoised
 
     def __repr__(self) -> str:
         return f"Cmd({self.display()!r}, group={self.group}, layer={self.layer})"
