@@ -41,6 +41,10 @@ TIERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         # reads what the fuzzing test ran, so the two go together
         "tests/permissions/test_fuzz_bash_oracle.py::test_no_bypass_against_real_bash",
         "tests/permissions/test_fuzz_bash_oracle.py::test_the_fuzzer_ran_its_count",
+        # every way a model request fails, on oharness: the SDKs' own retry back-off (minutes)
+        "tests/run/test_model_failures.py",
+        # a workflow stopped at every boundary and mid-step, then resumed
+        "tests/workflow/test_resume_property.py",
     )),
 )
 # Fixtures that put a test in a tier wherever it is.

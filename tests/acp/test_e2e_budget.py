@@ -15,7 +15,7 @@ import pytest
 
 from acp_support import E2E_ROOT, METAHARNESS, NETNS, NETNS_OK, VENDOR
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
+pytestmark = pytest.mark.timeout(600)
 
 KINDS = ("oharness", "claude", "codex", "opencode", "gemini")
 # Every model a harness names is priced alike (a `*` row), so each scripted answer costs the same:

@@ -13,7 +13,6 @@ import pytest
 from .conftest import EXAMPLES, METAHARNESS, REPO, check_round_trip, env
 from .test_otel import attrs, receiver, send  # noqa: F401 (receiver is a fixture)
 
-pytestmark = pytest.mark.e2e
 
 VENDOR = REPO / ".vendor" / "node_modules" / ".bin"
 KINDS = ("claude", "codex", "opencode", "gemini")

@@ -22,7 +22,7 @@ import pytest
 from claude.support import frame_doc
 from metaharness.replay.normalise import differences
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]
+pytestmark = pytest.mark.timeout(1500)
 
 REPO = Path(__file__).resolve().parents[2]
 VENDOR = REPO / ".vendor" / "node_modules" / ".bin"

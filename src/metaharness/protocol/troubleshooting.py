@@ -28,6 +28,30 @@ REPLAY = "record / replay"
 FRAME = "frame, run --frame"
 
 REFUSALS: tuple[Trouble, ...] = (
+    Trouble("CommandUnavailable", START, "the run requires a command (`--require`, a workflow's `frame.set`/`message.inject`) the harness cannot honour.",
+            "Drop the requirement, or pick a harness whose capabilities list the command (`metaharness run KIND --describe`)."),
+    Trouble("CostNotSeen", f"{START}, {WORKFLOW}", "`--max-cost-usd` was given where metaharness does not see the model traffic (`--credentials api-key`, a vendor's own login, record/replay, an ACP harness without `--script`).",
+            "Run through the credential proxy or the scripted loopback (the spend guide lists which), or drop the budget."),
+    Trouble("DecisionModeUnavailable", START, "the harness does not deliver the decision mode asked for (`--decisions`).",
+            "Choose a mode the harness lists in its capabilities."),
+    Trouble("OptionForeign", START, "an option was given that belongs to another harness kind.",
+            "Remove it, or run the harness it belongs to."),
+    Trouble("OptionUnknown", WORKFLOW, "a workflow was given a run option its sessions do not take.",
+            "Remove the option the sentence names; `metaharness workflow run --help` lists the ones a session takes."),
+    Trouble("PolicyInvalid", START, "the `--policy` settings file could not be read as OHarness permission settings.",
+            "Fix what the sentence names; the permission reference gives the format."),
+    Trouble("PolicyUnavailable", START, "decision mode `policy` was asked for in a build without the permission engine.",
+            "Install metaharness in full, or choose frame, ask or observe mode."),
+    Trouble("PricesInvalid", START, "the `--prices` file (or `$METAHARNESS_PRICES`) is not a valid `metaharness.prices/1` table.",
+            "Fix what the sentence names; the spend guide gives the format."),
+    Trouble("ScriptChanged", WORKFLOW, "the scenario the workflow started with changed since, so a resume cannot continue it where the ledger stands.",
+            "Pass `--script` to `workflow resume` to start that scenario from its first turn, or restore the file."),
+    Trouble("ScriptInvalid", WORKFLOW, "the workflow's `--script` file is not a valid scenario.",
+            "Fix what the sentence names; the format is on the scenarios page."),
+    Trouble("WorkspaceDiffers", REPLAY, "the workspace a replay starts in does not hold what the recording started with; the sentence names the first file that differs.",
+            "Restore the workspace to the recording's start (a clean checkout of the same commit), then replay."),
+    Trouble("WorkspaceMoved", REPLAY, "the replay's `--cwd` is not the directory the cassette was recorded in.",
+            "Replay in the recorded directory (leave `--cwd` out: the cassette names it)."),
     Trouble("AskWithoutDecider", WORKFLOW, "ask mode was chosen for a workflow, and nothing decides the calls.",
             "Pass `decide=` to `run_workflow` from Python, or use frame or policy mode on the command line."),
     Trouble("CassetteConflict", REPLAY, "a run was asked to record and replay at once, or to record a scripted model.",
@@ -103,6 +127,14 @@ COMMAND_REFUSALS: tuple[Trouble, ...] = (
 )
 
 WARNINGS: tuple[Trouble, ...] = (
+    Trouble("BUDGET_REACHED", "warning", "the model traffic metaharness priced reached `--max-cost-usd`; no further model request is forwarded and the run stops (close reason `budget`).",
+            "Raise the budget, or resume the workflow with a larger one; the warning says what was spent and at which price date."),
+    Trouble("COST_DISAGREES", "warning", "the harness's own cost and metaharness's priced figure differ by more than 5 %.",
+            "Check the price table's date and the model name; lay a `--prices` file over it if the vendor's prices changed."),
+    Trouble("MODEL_REQUEST_FAILED", "warning", "a model request failed (refused connection, DNS, timeout, an HTTP error status, overload, a cut or malformed stream); it names the provider, the status and the provider's own message.",
+            "Fix what it names (the endpoint, the key, the quota); `--fail-on-error` makes the run exit 1 when the session failed."),
+    Trouble("PRICE_UNKNOWN", "warning", "a budget is set and the price table has no row for the model the harness asked for, so the run stops rather than spend unpriced.",
+            "Add the model (or a `\"*\"` row) in a `--prices` file."),
     Trouble("AMBIENT_INPUT", "warning", "something ambient (a memory file, a settings file) reached the model that metaharness reports but did not remove.", "Remove it from the workspace or the home, or accept it knowingly."),
     Trouble("COMMAND_NOT_APPLIED", "warning", "an accepted `frame.set` or `message.inject` never took effect (superseded, or the run ended first).", "Send it earlier, or expect only the last one before a boundary to apply."),
     Trouble("COVERAGE_GAP", "warning", "the harness offers a tool the decision seam does not cover.", "Read the harness's guide; deny the operation in the frame if it matters."),
@@ -125,7 +157,7 @@ WARNINGS: tuple[Trouble, ...] = (
 )
 
 CLOSE_REASONS: tuple[Trouble, ...] = (
-    Trouble("budget", "stream.closed", "`--max-turns` was reached, or the vendor said its budget was exhausted.", "Raise the budget if the run needed more."),
+    Trouble("budget", "stream.closed", "`--max-turns` or `--max-cost-usd` was reached, or the vendor said its budget was exhausted.", "Raise the budget if the run needed more."),
     Trouble("completed", "stream.closed", "the session ended without error.", "Nothing to do."),
     Trouble("error", "stream.closed", "the session ended in error, ended with no terminal record, or the start was refused.", "Read the warnings and stderr before it; a refused start names its refusal on stderr."),
     Trouble("killed", "stream.closed", "a library embedder killed the child itself.", "Nothing to do if you meant it."),
