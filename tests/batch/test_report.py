@@ -44,7 +44,8 @@ def test_the_matrix_in_the_terminal(batch_dir):
     for word in ("notes", "fails", "isolate", "oh-frame", "oh-policy"):
         assert word in text
     assert "pass 2/2" in text and "pass 0/2" in text and "2 denied" in text
-    assert "cost not reported" in text  # scripted runs report no cost: shown as unknown, not $0
+    # scripted runs are priced by metaharness from the loopback's usage (a scenario's default tokens)
+    assert "cost $0.0004" in text and "cost not reported" not in text
     assert "2 skipped" in text  # the budget's unscheduled cells (isolate × oh-policy)
     # which calls were refused, and why: the frame's shell denial, once per repeat
     assert "refused in notes on oh-frame (×2): bash command=echo hi > shell.txt — this step admits" in text

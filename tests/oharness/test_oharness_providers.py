@@ -113,19 +113,22 @@ async def test_stdio_child_on_the_anthropic_provider_reports_usage(server, tmp_p
         sys.executable, "-m", "oharness", "--stdio", "--model", "anthropic:claude-test", "--cwd", str(tmp_path),
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env,
     )
-    # oharness offers `bash`, not Claude's `Bash`: the loopback refuses to render turn 0's call,
-    # which the child reports as a turn error — the error path of a real provider, end to end.
+    # The loopback renders oharness's own `bash` for turn 0's call, so the child runs it: text,
+    # usage per model response, the call and its result, and the usage summed in `result`.
+    # (The provider's error path, end to end, is tests/run/test_model_failures.py.)
     process.stdin.write(b'{"type":"user","text":"go"}\n')
     process.stdin.close()
     out, err = await asyncio.wait_for(process.communicate(), 30)
     records = [json.loads(line) for line in out.decode().splitlines()]
     assert process.returncode == 0, err.decode()
     kinds = [r["type"] for r in records]
-    assert kinds == ["init", "turn_start", "model_error", "turn_end", "result"]
-    failure = records[2]["failure"]  # the loopback's 400 refusal, as the failure value
-    assert failure["provider"] == "anthropic" and failure["http_status"] == 400 and failure["kind"] == "http_error"
-    assert records[3]["stop_reason"] == "error" and "HTTP 400" in records[3]["error"]
-    assert records[4]["is_error"] and records[4]["subtype"] == "error"
+    assert kinds == ["init", "turn_start", "text", "usage", "tool_call", "tool_result", "text", "usage",
+                     "turn_end", "result"]
+    usages = [r for r in records if r["type"] == "usage"]
+    result = records[-1]
+    assert not result["is_error"] and result["subtype"] == "success"
+    assert result["usage"]["input_tokens"] == sum(u["usage"]["input_tokens"] for u in usages) > 0
+    assert result["usage"]["output_tokens"] == sum(u["usage"]["output_tokens"] for u in usages) > 0
 
 
 async def test_stdio_child_text_turn_on_openai(tmp_path):
