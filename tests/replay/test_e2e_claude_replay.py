@@ -57,7 +57,8 @@ async def test_claude_replay_gives_the_recorded_stream_and_no_key_is_recorded(re
     assert KEY.encode() not in data and b"CLAUDECASSETTE" not in data
     assert b"mh-placeholder-" not in data, "the per-run placeholder is a credential too"
     lines = [json.loads(line) for line in data.splitlines()]
-    assert sum(1 for line in lines if line["wire"] == "anthropic-messages") >= 3
+    assert "recording" in lines[0]  # the first line says what the replay needs; the exchanges follow
+    assert sum(1 for line in lines[1:] if line["wire"] == "anthropic-messages") >= 3
     (tmp_path / "work" / "out.txt").unlink()  # the replayed run writes it again
 
     replay, rc = await _run(tmp_path, ["--frame", str(frame), "--credentials", "none", "--replay", str(cassette)],
@@ -83,6 +84,8 @@ async def test_claude_divergence_is_named_and_strict_stops(recorded):
     tmp_path, _frame, cassette, _recording = recorded
     denying = tmp_path / "deny.json"
     denying.write_bytes(frame_doc(["file.read"]))  # a decision goes the other way: shell is refused now
+    # the workspace as the recording found it (else the replay is refused up front: WorkspaceDiffers)
+    (tmp_path / "work" / "out.txt").unlink()
     replay, rc = await _run(tmp_path, ["--frame", str(denying), "--credentials", "none", "--replay", str(cassette)],
                             out_name="out-strict")
     warnings = [e for e in replay.events if e.get("code") == "REPLAY_DIVERGED"]

@@ -95,7 +95,9 @@ def test_codex_replay_gives_the_recorded_stream_and_no_key_is_recorded(recorded)
     case, f, cassette, recording = recorded
     data = cassette.read_bytes()
     assert KEY.encode() not in data and b"CODEXCASSETTE" not in data and b"mh-placeholder-" not in data
-    assert {json.loads(line)["wire"] for line in data.splitlines()} >= {"openai-responses"}
+    lines = [json.loads(line) for line in data.splitlines()]
+    assert "recording" in lines[0]  # the first line says what the replay needs; the exchanges follow
+    assert {line["wire"] for line in lines[1:]} >= {"openai-responses"}
     replay = _replay(case, f, cassette)
     assert replay.proc.returncode == 0, replay.stderr()[-2000:]
     assert (case / "work" / "out.txt").read_text() == "hi\n"
