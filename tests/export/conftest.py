@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -133,3 +134,16 @@ def check_round_trip(source: Path) -> dict[str, Any]:
     # the export is a function of the stream: the same bytes again
     assert trajectory(read_streams(str(source))) == doc
     return doc
+
+
+def run_bugfix_workflow(root: Path) -> Path:
+    """The bundled bugfix workflow on scripted oharness in a copy of its workspace; its run directory."""
+    work = root / "work"
+    shutil.copytree(EXAMPLES / "bugfix" / "workspace", work)
+    out = root / "run"
+    done = subprocess.run([*METAHARNESS, "workflow", "run", str(EXAMPLES / "bugfix" / "bugfix.workflow.toml"),
+                           "--harness", "oharness", "--script", str(EXAMPLES / "bugfix" / "bugfix.scenario.json"),
+                           "--cwd", str(work), "--out", str(out), "-p", "add(2, 3) should be 5"],
+                          capture_output=True, text=True, timeout=120, env=env(root))
+    assert done.returncode == 0, done.stdout + done.stderr
+    return out

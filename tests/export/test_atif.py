@@ -5,7 +5,6 @@ generated streams keep the same properties; bad input is one sentence and writes
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -15,7 +14,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from metaharness.export.atif import ATIF_VERSION, trajectory
 from metaharness.export.source import ExportError, read_streams
 
-from .conftest import EXAMPLES, METAHARNESS, REPO, check_round_trip, env, run_oharness, validated
+from .conftest import EXAMPLES, METAHARNESS, REPO, check_round_trip, env, run_bugfix_workflow, run_oharness, validated
 
 SAME_TASK = EXAMPLES / "same-task.scenario.json"
 ASK = EXAMPLES / "ask.scenario.json"
@@ -65,14 +64,7 @@ def test_a_deadline_and_an_observed_run(tmp_path):
 
 
 def test_a_workflow_run_directory_is_one_trajectory_with_its_steps_marked(tmp_path):
-    work = tmp_path / "work"
-    shutil.copytree(EXAMPLES / "bugfix" / "workspace", work)
-    out = tmp_path / "run"
-    done = subprocess.run([*METAHARNESS, "workflow", "run", str(EXAMPLES / "bugfix" / "bugfix.workflow.toml"),
-                           "--harness", "oharness", "--script", str(EXAMPLES / "bugfix" / "bugfix.scenario.json"),
-                           "--cwd", str(work), "--out", str(out), "-p", "add(2, 3) should be 5"],
-                          capture_output=True, text=True, timeout=120, env=env(tmp_path))
-    assert done.returncode == 0, done.stdout + done.stderr
+    out = run_bugfix_workflow(tmp_path)
     doc = check_round_trip(out)
     events = [json.loads(line) for line in (out / "events.jsonl").read_bytes().splitlines()]
     entered = [e for e in events if e["event"] == "step.entered"]

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import http.server
 import json
-import shutil
 import subprocess
 import sys
 import threading
@@ -15,7 +14,7 @@ import threading
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from .conftest import EXAMPLES, METAHARNESS, env, run_oharness
+from .conftest import EXAMPLES, METAHARNESS, env, run_bugfix_workflow, run_oharness
 
 
 class Receiver(http.server.ThreadingHTTPServer):
@@ -108,14 +107,7 @@ def test_a_frame_decided_run_becomes_the_span_tree(tmp_path, receiver):
 
 
 def test_content_is_sent_only_when_asked_and_a_workflow_nests_its_steps(tmp_path, receiver):
-    work = tmp_path / "work"
-    shutil.copytree(EXAMPLES / "bugfix" / "workspace", work)
-    out = tmp_path / "run"
-    done = subprocess.run([*METAHARNESS, "workflow", "run", str(EXAMPLES / "bugfix" / "bugfix.workflow.toml"),
-                           "--harness", "oharness", "--script", str(EXAMPLES / "bugfix" / "bugfix.scenario.json"),
-                           "--cwd", str(work), "--out", str(out), "-p", "add(2, 3) should be 5"],
-                          capture_output=True, text=True, timeout=120, env=env(tmp_path))
-    assert done.returncode == 0, done.stdout + done.stderr
+    out = run_bugfix_workflow(tmp_path)
     done = send(out, f"http://127.0.0.1:{receiver.server_port}/v1/traces", "--content")
     assert done.returncode == 0, done.stderr
     spans = receiver.spans()
