@@ -69,6 +69,33 @@ def test_conversation_state_per_wire_leaves_out_what_a_harness_mints():
     assert cassette.conversation_state("/api/hello", {"a": 1}) == ("body", {"a": 1})
 
 
+GEMINI_CONTEXT = ("<session_context>\nThis is the Gemini CLI. We are setting up the context for our chat.\n"
+                  "Today's date is Wednesday, December 2, 2026 (formatted according to the user's locale).\n"
+                  "My operating system is: linux\n"
+                  "The project's temporary directory is: /s/scratch/gemini-8yufa29s/home/.gemini/tmp/work\n"
+                  "</session_context>")
+
+
+def gemini_state(text):
+    body = {"contents": [{"role": "user", "parts": [{"text": text}]}], "systemInstruction": {}}
+    return cassette.digest(cassette.conversation_state("/v1beta/models/m:streamGenerateContent?alt=sse", body)[1])
+
+
+def test_gemini_session_context_is_one_state_on_another_day_and_another_scratch():
+    same = gemini_state(GEMINI_CONTEXT)
+    assert gemini_state(GEMINI_CONTEXT.replace("Wednesday, December 2, 2026", "Donnerstag, 3. Dezember 2026")
+                        .replace("gemini-8yufa29s", "gemini-q_3k0zzz")) == same
+    # Everything else in the context is conversation: another project, workspace or wording is another state.
+    lines = GEMINI_CONTEXT.splitlines()
+    for index, other in ((1, "This is the Gemini CLI, again."), (3, "My operating system is: darwin"),
+                         (4, "The project's temporary directory is: /s/scratch/gemini-8yufa29s/home/.gemini/tmp/repo")):
+        assert gemini_state("\n".join(lines[:index] + [other] + lines[index + 1:])) != same, other
+    # Only the date inside Gemini CLI's own sentence, and only a scratch name as a path component.
+    assert gemini_state("the deadline is December 2, 2026") != gemini_state("the deadline is December 3, 2026")
+    assert gemini_state("see opencode-terminal docs") != gemini_state("see opencode-whatever1 docs")
+    assert gemini_state("/x/opencode-terminal/y") == gemini_state("/x/opencode-whatever/y")
+
+
 def test_first_difference_names_the_path_and_masks_match_any_text():
     recorded = [{"role": "user", "content": [{"type": "tool_result", "content": "alpha [redacted] omega"}]}]
     same = [{"role": "user", "content": [{"type": "tool_result", "content": "alpha sk-123 omega"}]}]

@@ -61,12 +61,18 @@ WIRES: list[tuple[str, str, str | None, dict[str, tuple[str, ...]]]] = [
 ]
 # Text minted afresh on every run that a harness writes into its conversation, read in the state as
 # a token so two runs of one conversation have one state: the names of metaharness's per-run scratch
-# directories (`<kind>-` and eight random characters; Codex lists its skills under it) and the id and
-# wall time Codex's command runner puts at the head of every command's output.
+# directories (a path component: `<kind>-` and eight random characters, for every harness kind; Codex
+# lists its skills under it, and Gemini CLI names its project temporary directory, which lives in the
+# scratch HOME, in the session context it sends as its first user turn); the id and wall time Codex's
+# command runner puts at the head of every command's output; and the date in Gemini CLI's session
+# context (its sentence "Today's date is … (formatted according to the user's locale)." is the clock
+# of the day the run was made; only the date inside that one sentence is a token, no other date).
 MINTED_TEXT: list[tuple[re.Pattern[str], str]] = [
-    (re.compile(r"\b(?:claude|codex|oharness)-[a-z0-9_]{8}(?![a-z0-9_])"), "<run scratch>"),
+    (re.compile(r"(?<=/)(?:claude|codex|oharness|gemini|opencode)-[a-z0-9_]{8}(?![a-z0-9_.-])"), "<run scratch>"),
     (re.compile(r"\bChunk ID: [0-9a-f]+"), "Chunk ID: <id>"),
     (re.compile(r"\bWall time: [0-9.]+ seconds"), "Wall time: <time> seconds"),
+    (re.compile(r"\bToday's date is [^\n()]{1,80} \(formatted according to the user's locale\)"),
+     "Today's date is <date> (formatted according to the user's locale)"),
 ]
 REQUEST_HEADERS = frozenset({"content-type", "accept", "anthropic-version", "anthropic-beta", "openai-beta",
                              "user-agent", "x-stainless-lang", "x-stainless-package-version"})
