@@ -74,26 +74,49 @@ GEMINI_CONTEXT = ("<session_context>\nThis is the Gemini CLI. We are setting up 
                   "My operating system is: linux\n"
                   "The project's temporary directory is: /s/scratch/gemini-8yufa29s/home/.gemini/tmp/work\n"
                   "</session_context>")
+GEMINI = "/v1beta/models/m:streamGenerateContent?alt=sse"
 
 
-def gemini_state(text):
-    body = {"contents": [{"role": "user", "parts": [{"text": text}]}], "systemInstruction": {}}
-    return cassette.digest(cassette.conversation_state("/v1beta/models/m:streamGenerateContent?alt=sse", body)[1])
+def state_of(text, path=GEMINI):
+    """The state's digest of a one-turn conversation whose user turn is `text`, on `path`'s wire."""
+    turn = {"role": "user", "parts": [{"text": text}]} if cassette.wire_of(path) == "gemini" else {
+        "role": "user", "content": text}
+    part = {"gemini": "contents", "openai-responses": "input"}.get(cassette.wire_of(path), "messages")
+    return cassette.digest(cassette.conversation_state(path, {part: [turn]})[1])
 
 
 def test_gemini_session_context_is_one_state_on_another_day_and_another_scratch():
-    same = gemini_state(GEMINI_CONTEXT)
-    assert gemini_state(GEMINI_CONTEXT.replace("Wednesday, December 2, 2026", "Donnerstag, 3. Dezember 2026")
-                        .replace("gemini-8yufa29s", "gemini-q_3k0zzz")) == same
-    # Everything else in the context is conversation: another project, workspace or wording is another state.
+    same = state_of(GEMINI_CONTEXT)
+    assert state_of(GEMINI_CONTEXT.replace("Wednesday, December 2, 2026", "Donnerstag, 3. Dezember 2026")
+                    .replace("gemini-8yufa29s", "gemini-q_3k0zzz")) == same
+    # Everything else in the context is conversation: another wording, system or project is another state.
     lines = GEMINI_CONTEXT.splitlines()
     for index, other in ((1, "This is the Gemini CLI, again."), (3, "My operating system is: darwin"),
                          (4, "The project's temporary directory is: /s/scratch/gemini-8yufa29s/home/.gemini/tmp/repo")):
-        assert gemini_state("\n".join(lines[:index] + [other] + lines[index + 1:])) != same, other
-    # Only the date inside Gemini CLI's own sentence, and only a scratch name as a path component.
-    assert gemini_state("the deadline is December 2, 2026") != gemini_state("the deadline is December 3, 2026")
-    assert gemini_state("see opencode-terminal docs") != gemini_state("see opencode-whatever1 docs")
-    assert gemini_state("/x/opencode-terminal/y") == gemini_state("/x/opencode-whatever/y")
+        assert state_of("\n".join(lines[:index] + [other] + lines[index + 1:])) != same, other
+    # A scratch name only as a path component.
+    assert state_of("see opencode-terminal docs") != state_of("see opencode-whatever1 docs")
+    assert state_of("/x/opencode-terminal/y") == state_of("/x/opencode-whatever/y")
+
+
+# Each vendor's sentence with the day's date, on the wire it speaks, as recorded (2026-12-02).
+VENDOR_DATES = [
+    ("/v1/messages", "Today's date is 2026-12-02.", "Today's date is 2027-01-15."),
+    ("/v1/responses", "<current_date>2026-12-02</current_date>", "<current_date>2027-01-15</current_date>"),
+    ("/v1/chat/completions", "Today's date: Wed Dec 02 2026", "Today's date: Fri Jan 15 2027"),
+    (GEMINI, "Today's date is Wednesday, December 2, 2026 (formatted according to the user's locale).",
+     "Today's date is Friday, January 15, 2027 (formatted according to the user's locale)."),
+]
+
+
+@pytest.mark.parametrize("path, recorded, later", VENDOR_DATES)
+def test_the_days_date_in_a_vendors_own_sentence_is_no_part_of_the_state(path, recorded, later):
+    text = "<env>\n  Platform: linux\n  {}\n</env>\nthe deadline is 2026-12-02, Wed Dec 02 2026".format
+    assert state_of(text(recorded), path) == state_of(text(later), path)
+    # Any other date is conversation, and so is the date of another sentence.
+    for other in (text(recorded).replace("deadline is 2026", "deadline is 2027"), text(recorded)[:-4] + "2027"):
+        assert state_of(text(recorded), path) != state_of(other, path)
+    assert state_of("on 2026-12-02.", path) != state_of("on 2026-12-03.", path)
 
 
 def test_first_difference_names_the_path_and_masks_match_any_text():

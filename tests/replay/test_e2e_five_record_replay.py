@@ -4,8 +4,8 @@ Each harness runs one scenario under one frame with `--record`: the scripted loo
 is what the cassette holds. The workspace is put back as it was, and the run is replayed from the
 cassette alone — no `--script`, no `--model`, no `--cwd` (the cassette says where), no key in the
 environment, as if on a later day than the recording — and must write the recorded stream (apart
-from times, ids and costs). Then the replayed stream is re-decided under a tighter frame, and the one call it would now deny is named.
-Vendor runs are inside a loopback-only network namespace when the machine allows it.
+from times, ids and costs). Then the replayed stream is re-decided under a tighter frame, and the
+one call it would now deny is named. Vendor runs are inside a loopback-only network namespace when the machine allows it.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from claude.support import frame_doc
+from metaharness.loopback import cassette as cassettes
 from metaharness.replay.normalise import differences
 
 pytestmark = pytest.mark.timeout(1500)
@@ -68,17 +69,32 @@ def seed(work: Path) -> None:
     (work / "README.txt").write_text("the starting workspace\n")
 
 
-# The harnesses that write the day's date into the conversation they send (Gemini CLI: its session
-# context, the first user turn). Their cassettes are moved to another day before replaying: a replay
-# on a later day than its recording must hold.
-DATED = frozenset({"gemini"})
+# Every vendor writes the day's date into the conversation it sends, each in its own sentence and
+# format; the cassette is moved to another day before replaying (its JSON text, as stored): a replay
+# on a later day than its recording must hold. oharness writes none.
+LATER_DAY = {
+    "claude": (r"Today's date is \d{4}-\d{2}-\d{2}\.", "Today's date is 2027-01-15."),
+    "codex": (r"<current_date>\d{4}-\d{2}-\d{2}</current_date>", "<current_date>2027-01-15</current_date>"),
+    "opencode": (r"Today's date: \w{3} \w{3} \d{2} \d{4}", "Today's date: Fri Jan 15 2027"),
+    "gemini": (r"Today's date is [^\\()\"]+ \(formatted", "Today's date is Friday, January 15, 2027 (formatted"),
+}
 
 
-def as_if_recorded_another_day(cassette: Path, kind: str) -> None:
-    text = cassette.read_text()
-    moved = re.sub(r"Today's date is [^\n()]+ \(", "Today's date is Thursday, January 1, 1970 (", text)
-    assert (moved != text) == (kind in DATED), f"{kind}'s recorded requests {'lack' if kind in DATED else 'carry'} a date"
-    cassette.write_text(moved)
+def as_if_recorded_another_day(path: Path, kind: str) -> None:
+    """Rewrite the cassette's requests to another day's date, and their state digests with them."""
+    if kind not in LATER_DAY:
+        return
+    pattern, later = LATER_DAY[kind]
+    lines, moved = [], 0
+    for line in map(json.loads, path.read_text().splitlines()):
+        if "request" in line:
+            body, count = re.subn(pattern, later, json.dumps(line["request"]["body"]))
+            line["request"]["body"], moved = json.loads(body), moved + count
+            line["state"]["digest"] = cassettes.digest(cassettes.conversation_state(line["request"]["path"],
+                                                                                  line["request"]["body"])[1])
+        lines.append(json.dumps(line))
+    assert moved, f"{kind}'s recorded requests carry no date in its sentence any more ({pattern})"
+    path.write_text("\n".join(lines) + "\n")
 
 
 @pytest.mark.parametrize("kind", ["oharness", "claude", "codex", "opencode", "gemini"])

@@ -8,7 +8,9 @@ Rules it keeps: credentials never reach a line — request and response headers 
 from an allowlist, a query parameter that carries a key is masked, and every credential value
 seen on the exchange is masked wherever else it appears; `--redact` patterns mask matching text
 in the request and the response alike, before the digest is taken, and a masked span matches
-any text when a live request is compared with the recording; exchanges are numbered from 1 in
+any text when a live request is compared with the recording; text a harness mints afresh on every
+run (`MINTED_TEXT`: scratch names, command-runner ids and times, the day's date in each vendor's own
+sentence) is read as a token in the state and nothing else is; exchanges are numbered from 1 in
 the order the requests arrived.
 
 A line:
@@ -64,15 +66,24 @@ WIRES: list[tuple[str, str, str | None, dict[str, tuple[str, ...]]]] = [
 # directories (a path component: `<kind>-` and eight random characters, for every harness kind; Codex
 # lists its skills under it, and Gemini CLI names its project temporary directory, which lives in the
 # scratch HOME, in the session context it sends as its first user turn); the id and wall time Codex's
-# command runner puts at the head of every command's output; and the date in Gemini CLI's session
-# context (its sentence "Today's date is … (formatted according to the user's locale)." is the clock
-# of the day the run was made; only the date inside that one sentence is a token, no other date).
+# command runner puts at the head of every command's output; and the day's date each vendor writes
+# into the conversation it sends — the clock of the day the run was made, so a replay on a later day would
+# diverge at its first request. Only the date inside each vendor's own sentence is a token, each in
+# that vendor's format (read from its build); a date anywhere else in the conversation is content.
+TODAY = "<date>"
 MINTED_TEXT: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"(?<=/)(?:claude|codex|oharness|gemini|opencode)-[a-z0-9_]{8}(?![a-z0-9_.-])"), "<run scratch>"),
     (re.compile(r"\bChunk ID: [0-9a-f]+"), "Chunk ID: <id>"),
     (re.compile(r"\bWall time: [0-9.]+ seconds"), "Wall time: <time> seconds"),
+    # Claude Code: "Today's date is 2026-12-02." in the context of its first user message.
+    (re.compile(r"\bToday's date is \d{4}-\d{2}-\d{2}\."), f"Today's date is {TODAY}."),
+    # Codex: its environment context's <current_date>2026-12-02</current_date>.
+    (re.compile(r"<current_date>\d{4}-\d{2}-\d{2}</current_date>"), f"<current_date>{TODAY}</current_date>"),
+    # opencode: "Today's date: Wed Dec 02 2026" (JavaScript's Date.toDateString) in its system message.
+    (re.compile(r"\bToday's date: [A-Z][a-z]{2} [A-Z][a-z]{2} \d{2} \d{4}\b"), f"Today's date: {TODAY}"),
+    # Gemini CLI: "Today's date is Wednesday, December 2, 2026 (formatted according to the user's locale)."
     (re.compile(r"\bToday's date is [^\n()]{1,80} \(formatted according to the user's locale\)"),
-     "Today's date is <date> (formatted according to the user's locale)"),
+     f"Today's date is {TODAY} (formatted according to the user's locale)"),
 ]
 REQUEST_HEADERS = frozenset({"content-type", "accept", "anthropic-version", "anthropic-beta", "openai-beta",
                              "user-agent", "x-stainless-lang", "x-stainless-package-version"})
