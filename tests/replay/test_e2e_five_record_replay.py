@@ -5,7 +5,8 @@ is what the cassette holds. The workspace is put back as it was, and the run is 
 cassette alone — no `--script`, no `--model`, no `--cwd` (the cassette says where), no key in the
 environment, as if on a later day than the recording — and must write the recorded stream (apart
 from times, ids and costs). Then the replayed stream is re-decided under a tighter frame, and the
-one call it would now deny is named. Vendor runs are inside a loopback-only network namespace when the machine allows it.
+one call it would now deny is named. Vendor runs are inside a loopback-only network namespace
+when the machine allows it.
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ def seed(work: Path) -> None:
 
 
 # Every vendor writes the day's date into the conversation it sends, each in its own sentence and
-# format; the cassette is moved to another day before replaying (its JSON text, as stored): a replay
+# format; the cassette's requests are moved to another day before replaying: a replay
 # on a later day than its recording must hold. oharness writes none.
 LATER_DAY = {
     "claude": (r"Today's date is \d{4}-\d{2}-\d{2}\.", "Today's date is 2027-01-15."),

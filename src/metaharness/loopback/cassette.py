@@ -69,7 +69,7 @@ WIRES: list[tuple[str, str, str | None, dict[str, tuple[str, ...]]]] = [
 # command runner puts at the head of every command's output; and the day's date each vendor writes
 # into the conversation it sends — the clock of the day the run was made, so a replay on a later day would
 # diverge at its first request. Only the date inside each vendor's own sentence is a token, each in
-# that vendor's format (read from its build); a date anywhere else in the conversation is content.
+# that vendor's format (as its pinned build writes it); a date anywhere else in the conversation is content.
 TODAY = "<date>"
 MINTED_TEXT: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"(?<=/)(?:claude|codex|oharness|gemini|opencode)-[a-z0-9_]{8}(?![a-z0-9_.-])"), "<run scratch>"),
