@@ -237,3 +237,18 @@ async def test_a_turn_input_that_finds_the_child_gone_winds_up_with_the_reason()
     assert warning["message"].endswith(UNREACHABLE + "the harness has exited")
     assert stderr == [f"metaharness: {UNREACHABLE}the harness has exited; the run ends"]
     assert "halt" in adapter.controls  # the run stopped what was left of it
+
+
+def test_a_refused_decision_keeps_the_call_in_deadline_order():
+    run = core_with_a_pending_call()
+    run.clock.advance(1)
+    run.call("bash", {"command": "pwd"}, "c2")
+
+    def gone(call_id, decision, decided_by):
+        raise BrokenPipeError("gone")
+
+    run.adapter.deliver = gone
+    run.send(cmd("tool.decide", id="d1", call_id="c1", decision=ALLOW))
+    assert run.result("d1")["refused"]["code"] == "TOO_LATE"
+    assert list(run.core.calls.pending) == ["c1", "c2"]
+    assert run.core.next_deadline() == run.core.calls.pending["c1"].deadline_at

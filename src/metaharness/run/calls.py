@@ -246,7 +246,7 @@ class Calls:
     def _close(self, call_id: str, decision: Any, decided_by: str, *, heard_only: bool = False) -> str | None:
         """Close a pending call with `decision`. `heard_only` (the embedder's answer): when the harness
         could not be reached, nothing is recorded — the call stays pending — and why is returned."""
-        pending = self.pending[call_id]
+        pending = self.pending.pop(call_id)  # closed before the child hears it (it may answer at once)
         latency = int((self.clock() - pending.requested_at) * 1000)
         resolved = None
         if pending.policy is not None:
@@ -260,9 +260,11 @@ class Calls:
         self.decided[call_id] = (decision, decided_by)
         why = self._deliver_all(pending.waiting, decision, decided_by, heard_only=heard_only)
         if why is not None and heard_only:
-            del self.decided[call_id]
+            del self.decided[call_id]  # pending again, in deadline order
+            ordered = sorted([*self.pending.items(), (call_id, pending)], key=lambda item: item[1].requested_at)
+            self.pending.clear()
+            self.pending.update(ordered)
             return why
-        del self.pending[call_id]
         if resolved is not None:
             self.policy.record(pending.call.call_id, resolved)
         self._record(pending.call, decision, decided_by, pending.call.seam, latency)
