@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -53,8 +56,9 @@ class Driven:
 
 
 def drive(kind: str, tmp_path: Path, vendor: Path, prompt: str, *, answer=None, takeup: float = 0.5,
-          hold: float = 0.5, **spec_fields) -> Driven:
-    """One in-process run; `answer(event)` returns a decision for each call asking for one."""
+          hold: float = 0.5, before_answer=None, **spec_fields) -> Driven:
+    """One in-process run; `answer(event)` returns a decision for each call asking for one
+    (`before_answer(adapter, event)` runs first)."""
     ws = tmp_path / "ws"
     ws.mkdir(parents=True, exist_ok=True)
     spec = RunSpec(kind=kind, prompt=prompt, credentials="none", model_endpoint="http://127.0.0.1:9",
@@ -70,6 +74,8 @@ def drive(kind: str, tmp_path: Path, vendor: Path, prompt: str, *, answer=None, 
             lines.append(line)
             event = json.loads(line)
             if answer is not None and event["event"] == "tool.requested" and event["decision_required"]:
+                if before_answer is not None:
+                    before_answer(adapter, event)
                 decision = answer(event)
                 if decision is not None:
                     command = {"format": "metaharness.command/1", "id": f"d-{event['call_id']}",
@@ -130,6 +136,30 @@ def test_a_child_that_dies_mid_call_leaves_nothing_undecided(kind, tmp_path, ven
     assert not driven.of("session.ended")
     assert driven.of("stream.closed")[0]["process"] == {"kind": "exited", "code": 7}
     assert not (driven.ws / "ran.txt").exists()
+
+
+def killed_and_gone(adapter, _event) -> None:
+    """SIGKILL the agent and wait (the loop held) until it has exited: its output is not read to
+    the end yet, so the run has not noticed when the decision comes."""
+    from metaharness.adapters.process.tree import has_exited
+
+    os.killpg(adapter.proc.pid, signal.SIGKILL)
+    give_up = time.monotonic() + 10
+    while not has_exited(adapter.proc) and time.monotonic() < give_up:
+        time.sleep(0.005)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_an_allow_sent_after_the_agent_died_is_too_late_and_never_claimed(kind, tmp_path, vendor):
+    driven = drive(kind, tmp_path, vendor, "SHELL", answer=lambda e: ALLOW, before_answer=killed_and_gone,
+                   decisions="ask")
+    (decided,) = driven.of("tool.decided")
+    assert decided["decision"]["decision"] == "deny" and decided["decided_by"] == "adapter"
+    (result,) = driven.of("command.result")
+    refusal = result["outcome"]["refused"]
+    assert refusal["code"] == "TOO_LATE" and refusal["reason"].startswith("the harness can no longer be reached: ")
+    assert driven.answers() == []  # nothing was written to the dead agent
+    assert driven.code == 3 and not (driven.ws / "ran.txt").exists()
 
 
 @pytest.mark.parametrize("kind", KINDS)

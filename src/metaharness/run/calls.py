@@ -9,7 +9,10 @@ for it; tests call it with a fake clock).
 
 Rules it keeps:
 * Every presented call gets exactly one decision, delivered to the child before its
-  `tool.decided` line is written, and counted once in the census.
+  `tool.decided` line is written, and counted once in the census. An embedder's answer the
+  child cannot hear (it died before the run noticed) is refused TOO_LATE and claims nothing:
+  the call stays pending and closes with the wind-up's deny, which is what the line and the
+  census then say.
 * A call id presented again with the same input is the same call (it shares the
   decision); with a different input it is denied (REQUEST_MUTATED).
 * A deny-only run never grants: an allow is delivered as abstain (`as_delivered`).
@@ -186,8 +189,12 @@ class Calls:
             if call_id in self.presented:
                 return "TOO_LATE", texts.REPLAYED.format(call_id=call_id)
             return "UNKNOWN_CALL", texts.UNKNOWN_CALL.format(call_id=call_id)
-        self._close(call_id, decision, "embedder")
-        return None
+        # A harness that died before the run noticed cannot hear the answer: nothing is claimed
+        # for it, and the call stays pending, for the wind-up's deny.
+        if not self.harness.alive():
+            return "TOO_LATE", texts.UNDELIVERED.format(why="it has exited")
+        why = self._close(call_id, decision, "embedder", heard_only=True)
+        return ("TOO_LATE", texts.UNDELIVERED.format(why=why)) if why is not None else None
 
     def was_presented(self, call_id: str) -> bool:
         return call_id in self.presented
@@ -236,9 +243,12 @@ class Calls:
             f"{call_id} produced a result though metaharness never decided it: "
             "something other than this run's embedder let it run")))
 
-    def _close(self, call_id: str, decision: Any, decided_by: str) -> None:
-        pending = self.pending.pop(call_id)
+    def _close(self, call_id: str, decision: Any, decided_by: str, *, heard_only: bool = False) -> str | None:
+        """Close a pending call with `decision`. `heard_only` (the embedder's answer): when the harness
+        could not be reached, nothing is recorded — the call stays pending — and why is returned."""
+        pending = self.pending.pop(call_id)  # closed before the child hears it (it may answer at once)
         latency = int((self.clock() - pending.requested_at) * 1000)
+        resolved = None
         if pending.policy is not None:
             # A forwarded policy ask: the engine resolves the answer; the trail records it.
             verdict = pending.policy[0]
@@ -246,24 +256,53 @@ class Calls:
             resolved = self.policy.answer(verdict, answer)
             if decided_by == "embedder":
                 decision = self.policy.as_decision(resolved, decision)
+        decision = texts.as_delivered(decision, self.spec.deny_only)
+        self.decided[call_id] = (decision, decided_by)
+        why = self._deliver_all(pending.waiting, decision, decided_by, heard_only=heard_only)
+        if why is not None and heard_only:
+            del self.decided[call_id]  # pending again, in deadline order
+            ordered = sorted([*self.pending.items(), (call_id, pending)], key=lambda item: item[1].requested_at)
+            self.pending.clear()
+            self.pending.update(ordered)
+            return why
+        if resolved is not None:
             self.policy.record(pending.call.call_id, resolved)
-        self._decide(pending.call, pending.waiting, decision, decided_by, pending.call.seam, latency)
+        self._record(pending.call, decision, decided_by, pending.call.seam, latency)
+        return None
 
     def _decide(self, call: PresentedCall, waiting: list[PresentedCall], decision: Any, decided_by: str,
                 seam: str, latency: int | None) -> None:
         decision = texts.as_delivered(decision, self.spec.deny_only)
         self.decided[call.call_id] = (decision, decided_by)
-        for presented in waiting:  # the child hears the decision before the line is written
-            self._deliver(presented, decision, decided_by)
+        self._deliver_all(waiting, decision, decided_by)
+        self._record(call, decision, decided_by, seam, latency)
+
+    def _record(self, call: PresentedCall, decision: Any, decided_by: str, seam: str, latency: int | None) -> None:
+        """The decision's line and its census count, once the child heard it."""
         self.emit(ToolDecided(call_id=call.call_id, decision=decision, decided_by=decided_by,  # type: ignore[arg-type]
                               seam=seam, latency_ms=latency))  # type: ignore[arg-type]
         self.census.count(decision, decided_by, seam)
 
-    def _deliver(self, call: PresentedCall, decision: Any, decided_by: str) -> None:
-        try:
-            self.harness.deliver(call, decision, decided_by)
-        except Exception as exc:  # a child that went away cannot run the call either
-            self.stderr(f"metaharness: could not deliver the decision for {call.call_id}: {exc}")
+    def _deliver_all(self, waiting: list[PresentedCall], decision: Any, decided_by: str, *,
+                     heard_only: bool = False) -> str | None:
+        """Hand the decision to every presentation (the child hears it before its line is written,
+        and a presentation added meanwhile hears it too). None when it reached the harness, else why
+        not: a write that failed, or — `heard_only` — a harness found gone once it was written (a
+        write to a dead peer need not fail: the channel closes under it)."""
+        why = None
+        index = 0
+        while index < len(waiting):
+            presented = waiting[index]
+            index += 1
+            try:
+                self.harness.deliver(presented, decision, decided_by)
+            except Exception as exc:  # a child that went away cannot run the call either
+                why = str(exc) or type(exc).__name__
+                if not heard_only:
+                    self.stderr(f"metaharness: could not deliver the decision for {presented.call_id}: {why}")
+        if why is None and heard_only and not self.harness.alive():
+            why = "it exited as the decision was written"
+        return why
 
 
 # The decision modes: who decides a call the moment it is presented.

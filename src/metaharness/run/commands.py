@@ -185,7 +185,7 @@ def control_failed(core: "RunCore", cid: str, exc: Exception) -> None:
     if isinstance(exc, ControlRefused):
         core.result(cid, refused(exc.code, exc.reason))
     else:
-        core.result(cid, refused("TOO_LATE", f"the harness can no longer be reached: {exc or type(exc).__name__}"))
+        core.result(cid, refused("TOO_LATE", texts.UNREACHABLE.format(why=exc or type(exc).__name__)))
 
 
 def unreachable(core: "RunCore", cid: str) -> None:

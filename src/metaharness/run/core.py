@@ -60,6 +60,7 @@ from metaharness.protocol.stream import EventWriter
 from metaharness.protocol.values import HermeticAttestation, Ok, UnknownTermination, refused
 
 from . import commands
+from . import decide as texts
 from .calls import Calls
 from .harness import Harness
 from .start import RunRefused, check_start
@@ -105,6 +106,7 @@ class RunCore:
         self.halt_id: str | None = None
         self.budget_stop = False
         self.model_failure: WarningEvent | None = None  # the last MODEL_REQUEST_FAILED written
+        self.unreachable: str | None = None  # why the run could not write what a turn needed to the child
         self.stdin_done = False
         self._interrupting = False
         self._deferred_turn_end: tuple[str | None, str | None] | None = None
@@ -335,6 +337,13 @@ class RunCore:
         self.stdin_done = True
         self.on_wake()
 
+    def harness_unreachable(self, why: str) -> None:
+        """A write a turn needs (its frame, its input) found the child gone: the run stops it and
+        winds up; stderr says so now, the wind-up's NO_TERMINAL_RECORD names it."""
+        if self.unreachable is None:
+            self.unreachable = why
+            self.stderr(f"metaharness: {texts.UNREACHABLE.format(why=why)}; the run ends")
+
     def child_output_ended(self) -> None:
         # Wind-up begins when the child's output ends; a command read from here on is TOO_LATE.
         self.winding_up = True
@@ -422,6 +431,8 @@ class RunCore:
         if self.ended is None:
             tail = self.harness.stderr_tail()
             message = "the harness ended without a terminal record"
+            if self.unreachable is not None:
+                message += f"; {texts.UNREACHABLE.format(why=self.unreachable)}"
             if tail and tail.strip():
                 message += f"; its stderr: {tail.strip()}"
             self.warn("NO_TERMINAL_RECORD", message)

@@ -365,10 +365,11 @@ class Run:
             return
         frame, turn_input = core.open_turn(self.spec.prompt or "")
         while True:
-            if frame is not None:
-                await harness.set_frame(frame)
+            if frame is not None and not await self._reach(harness.set_frame(frame)):
+                return
             self._turn_done.clear()
-            await harness.begin_turn(turn_input)
+            if not await self._reach(harness.begin_turn(turn_input)):
+                return
             while True:  # serve the turn, and any the harness starts by itself
                 if await self._wait_for(self._turn_done) == "child" or self._stop.is_set():
                     return
@@ -389,6 +390,20 @@ class Run:
         core.turns_done()
         if not self._stop.is_set():
             await harness.finish()
+
+    async def _reach(self, write: Awaitable[Any]) -> bool:
+        """Await a write a turn needs (its frame, its input). False when the child can no longer be
+        reached — it died where the run wrote to it, say at a boundary, before its output ended:
+        the run stops it and winds up with the reason, never a traceback."""
+        try:
+            await write
+        except Exception as exc:
+            if not isinstance(exc, (OSError, EOFError)) and self.harness.alive():
+                raise  # not the channel: a bug, which must not pass for a dead child
+            self.core.harness_unreachable(str(exc) or type(exc).__name__)
+            await self._stop_harness()
+            return False
+        return True
 
     async def _wait_for(self, event: asyncio.Event) -> str:
         """Wait for `event`; "child" when the child's output ended or a stop came first."""

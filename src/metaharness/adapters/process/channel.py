@@ -153,6 +153,8 @@ class ChildProcess:
         if self.proc is not None and self.proc.returncode is not None:
             raise BrokenPipeError("the harness has exited")
         self._in.write(data if data.endswith(b"\n") else data + b"\n")
+        if self._in.is_closing():  # a write to a dead peer does not fail: the transport closes under it
+            raise BrokenPipeError("the harness's channel closed under the write")
 
     async def drain(self) -> None:
         if self._in is not None and not self.stdin_closed:
