@@ -35,8 +35,9 @@ import msgspec
 from msgspec import Struct
 
 from .plan import RUN_OPTIONS, Harness, Task
-from .results import CellResult, infrastructure_failure, summarise_stream
+from .results import CellResult, infrastructure_failure, one_line, summarise_stream
 
+CHECK_TAIL_LINES = 3  # lines of a failed check's output kept in its result
 HALT_GRACE_S = 15.0  # how long a halted run has to close its stream before it is signalled
 TERM_GRACE_S = 10.0
 
@@ -142,6 +143,17 @@ async def _run_check(task: Task, workspace: str, env: dict[str, str], out_dir: s
     return ("pass" if code == 0 else "fail"), code
 
 
+def _check_tail(out_dir: str) -> str | None:
+    """The last lines of check.txt, on one line (what a failed check said last)."""
+    try:
+        with open(os.path.join(out_dir, "check.txt"), "rb") as handle:
+            text = handle.read()[-8192:].decode("utf-8", "replace")
+    except OSError:
+        return None
+    lines = [line.strip() for line in text.splitlines() if line.strip()][-CHECK_TAIL_LINES:]
+    return one_line(" | ".join(lines)) if lines else None
+
+
 def _refusal(stderr_path: str) -> str | None:
     """Why the run refused to start: its refusal sentence (`metaharness: Name: sentence`), or a
     usage error of its command line (`Error: …`)."""
@@ -231,6 +243,7 @@ async def run_cell(job: CellJob) -> CellResult:
         verdict, check_code = "none", None
         if job.task.check is not None and not timed_out and summary["stream"] == "complete" and refusal is None:
             verdict, check_code = await _run_check(job.task, workspace, env, job.out_dir)
+        check_tail = _check_tail(job.out_dir) if verdict in ("fail", "timeout") else None
         infra = infrastructure_failure(proc.returncode, summary["stream"], refusal, timed_out)
         if job.task.check is not None:
             passed = verdict == "pass"
@@ -242,7 +255,7 @@ async def run_cell(job: CellJob) -> CellResult:
             shutil.move(workspace, kept)
         return CellResult(
             task=job.task.id, harness=job.harness.name, kind=job.harness.kind, repeat=job.repeat,
-            exit_code=proc.returncode, check=verdict, check_exit_code=check_code,
+            exit_code=proc.returncode, check=verdict, check_exit_code=check_code, check_tail=check_tail,
             passed=passed and infra is None, timed_out=timed_out, refusal=refusal, wall_ms=wall_ms, started_at=started_at,
             attempts=job.attempt, infra=infra, **summary)
     finally:

@@ -113,18 +113,27 @@ def run(plan: str, out: str, **options) -> None:
 @click.option("--html", "html", type=click.Path(dir_okay=False), metavar="PAGE",
               help="Also write a self-contained page (run pages go in a folder beside it).")
 @click.option("--pair", nargs=2, metavar="A B", help="The two harnesses shown side by side (default: the first two).")
-def report(out: str, html: str | None, pair: tuple[str, str] | None) -> None:
-    """Print the tasks × harnesses matrix of a batch DIR."""
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the matrix as one JSON document (metaharness.batch-report/1) instead of the table.")
+def report(out: str, html: str | None, pair: tuple[str, str] | None, as_json: bool) -> None:
+    """Print the tasks × harnesses matrix of a batch DIR, and why each cell that did not pass failed."""
+    import json
+
     from rich.console import Console
 
-    from metaharness.batch.report import ReportError, build_matrix, load_dir, render_text, write_html
+    from metaharness.batch.report import ReportError, build_matrix, load_dir, render_text, report_json, write_html
 
     try:
         plan, results = load_dir(out)
-        render_text(build_matrix(plan, results), Console(highlight=False))
+        matrix = build_matrix(plan, results)
+        if as_json:
+            click.echo(json.dumps(report_json(matrix), ensure_ascii=False, indent=2))
+        else:
+            render_text(matrix, Console(highlight=False))
         if html is not None:
             written = write_html(out, html, tuple(pair) if pair else None)
-            say(f"wrote {written[0]} and {len(written) - 1} run page(s) beside it")
+            # with --json, stdout is the document alone
+            click.echo(f"wrote {written[0]} and {len(written) - 1} run page(s) beside it", err=as_json)
     except ReportError as exc:
         fail(str(exc))
     except OSError as exc:
