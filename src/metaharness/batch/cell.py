@@ -54,19 +54,35 @@ class CellJob(Struct, kw_only=True):
     atif: bool = False  # write trajectory.json (ATIF) beside a complete events.jsonl
 
 
+def _options(harness: Harness) -> dict:
+    return {name: getattr(harness, name) for name in RUN_OPTIONS if getattr(harness, name) is not None}
+
+
+def cell_spec(task: Task, harness: Harness, cwd: str):
+    """The RunSpec a cell of `task` on `harness` starts with (a workflow task: its sessions' start);
+    what `batch check` checks and what the cell runs are this one value."""
+    from metaharness.run.spec import RunSpec
+
+    options = _options(harness)
+    if task.workflow is not None:  # the workflow brings the frames and the prompts; a session stays open
+        return RunSpec(kind=harness.kind, prompt=task.prompt, script=task.script, cwd=cwd, keep_open=True,
+                       policy_files=list(task.policy), **options)
+    return RunSpec(kind=harness.kind, prompt=task.prompt, script=task.script, frame=task.frame, cwd=cwd,
+                   policy_files=list(task.policy), **options)
+
+
 def run_argv(job: CellJob, workspace: str, events: str) -> list[str]:
     """The `metaharness …` argv of the cell: `run <kind> …`, or `workflow run FILE …` for a workflow task."""
+    import dataclasses
+
     from metaharness.api import spec_to_argv
     from metaharness.run.spec import RunSpec
 
     task, harness = job.task, job.harness
-    options = {name: getattr(harness, name) for name in RUN_OPTIONS if getattr(harness, name) is not None}
     if task.workflow is None:
-        spec = RunSpec(kind=harness.kind, prompt=task.prompt, script=task.script, frame=task.frame, cwd=workspace,
-                       events=events, policy_files=list(task.policy), **options)
-        return spec_to_argv(spec)
+        return spec_to_argv(dataclasses.replace(cell_spec(task, harness, workspace), events=events))
     # The workflow brings its own frames; its stream lands in its --out directory (see workflow_events).
-    spec = RunSpec(kind=harness.kind, script=task.script, policy_files=list(task.policy), **options)
+    spec = RunSpec(kind=harness.kind, script=task.script, policy_files=list(task.policy), **_options(harness))
     argv = ["workflow", "run", task.workflow, "--harness", harness.kind, "--out", workflow_dir(job),
             "--cwd", workspace, *spec_to_argv(spec)[2:]]
     return argv + (["-p", task.prompt] if task.prompt else [])

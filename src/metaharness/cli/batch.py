@@ -16,7 +16,7 @@ import sys
 
 import click
 
-from metaharness.cli._out import fail, say
+from metaharness.cli._out import fail, say, say_err
 
 
 def _load(path: str):
@@ -36,13 +36,22 @@ def batch() -> None:
 @batch.command("check")
 @click.argument("plan", metavar="PLAN")
 def check(plan: str) -> None:
-    """Validate a metaharness.batch/1 plan (TOML or JSON) and list its cells."""
+    """Validate a metaharness.batch/1 plan (TOML or JSON), make every cell's start checks, and count its cells.
+
+    Each task × harness is checked as its run will start: the vendor binary on the child PATH it
+    will use, its frame, scenario and policy files loaded; every refusal is named."""
     from metaharness.batch.plan import PlanError, cells, load_plan
+    from metaharness.batch.preflight import preflight
 
     try:
         loaded = load_plan(plan)
     except PlanError as exc:
         fail(str(exc), code=1)
+    refusals = preflight(loaded)
+    for sentence in refusals[:-1]:
+        say_err(sentence)
+    if refusals:
+        fail(refusals[-1], code=1)
     count = len(cells(loaded))
     say(f"ok: {len(loaded.tasks)} task(s) × {len(loaded.harnesses)} harness(es) × {loaded.repeats} "
         f"repeat(s) = {count} cell(s)")
