@@ -150,6 +150,23 @@ def test_the_ray_backend_without_ray_is_refused_with_the_install_command(suite, 
     assert not (tmp / "out").exists()
 
 
+def test_an_unreachable_ray_address_is_one_sentence_in_seconds(suite):
+    pytest.importorskip("ray")
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"127.0.0.1:{s.getsockname()[1]}"
+    tmp = suite["tmp"]
+    plan = write_plan(tmp / "plan.json", suite["tasks"][:1], [{"kind": "oharness"}])
+    started = time.monotonic()
+    result = invoke("batch", "run", plan, "--out", str(tmp / "out"), "--backend", "ray", "--ray-address", dead)
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"metaharness: RayUnreachable: --ray-address {dead} cannot be reached "
+                                    "(Connection refused)"), result.stderr
+    assert time.monotonic() - started < 10 and not (tmp / "out").exists()
+
+
 def test_schema_batch_validates_a_plan():
     import jsonschema
 

@@ -64,7 +64,8 @@ def check(plan: str) -> None:
 @click.option("--jobs", type=click.IntRange(1), help="Cells at once (default: the core count, or the cluster's CPUs).")
 @click.option("--backend", type=click.Choice(["local", "ray"]), default="local", show_default=True,
               help="Where cells run: a local pool of subprocesses, or Ray tasks (the ray extra).")
-@click.option("--ray-address", metavar="ADDR", help="An existing Ray cluster (default: start a local one).")
+@click.option("--ray-address", metavar="ADDR",
+              help="An existing Ray cluster to join (default: start a Ray of its own; RAY_ADDRESS is not read).")
 @click.option("--max-runs", type=click.IntRange(0), help="Start no more than this many cells over the batch.")
 @click.option("--max-cost-usd", type=click.FloatRange(0), metavar="USD", help="Start no cell once the reported cost reaches this.")
 @click.option("--cell-timeout", "cell_timeout_s", type=click.FloatRange(0, min_open=True), metavar="SECONDS",
@@ -92,6 +93,8 @@ def run(plan: str, out: str, **options) -> None:
         backend = make_backend(batch_options, loaded)
     except PlanError as exc:
         fail(str(exc))
+    if getattr(backend, "where", None):  # which cluster the cells run on
+        console.print(backend.where, markup=False)
     display = Display(console, live=console.is_terminal, slots=backend.slots)
     batch_options.on_change = display.update
 
