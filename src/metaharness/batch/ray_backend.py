@@ -198,7 +198,10 @@ class RayBackend:
             self._env = {"working_dir": self._bundle}
         cpus = int(ray.cluster_resources().get("CPU", 1))
         self.slots = jobs or max(1, cpus)
-        gcs = ray.get_runtime_context().gcs_address
+        try:
+            gcs = ray.get_runtime_context().gcs_address
+        except Exception:  # noqa: BLE001 - a Ray Client connection (ray://) may not say
+            gcs = "address not reported"
         if not self._owns:
             self.where = f"ray: on the Ray this process had already joined ({gcs}, {cpus} CPU(s))"
         elif address is None:

@@ -93,7 +93,7 @@ def run(plan: str, out: str, **options) -> None:
         backend = make_backend(batch_options, loaded)
     except PlanError as exc:
         fail(str(exc))
-    if getattr(backend, "where", None):  # which cluster the cells run on
+    if getattr(backend, "where", None):  # which cluster the cells run on (a backend of an embedder may not say)
         console.print(backend.where, markup=False)
     display = Display(console, live=console.is_terminal, slots=backend.slots)
     batch_options.on_change = display.update
