@@ -185,7 +185,9 @@ class Agent:
         external = await self.seam.decide(call)
         verdict = await self.gate.check(call, external)
         if not verdict.allowed:
-            output = ToolOutput(verdict.reason or "the call was refused", is_error=True)
+            # refused by oharness's own gate, unless metaharness's deny is what it carried out
+            own = external is None or external.decision != "deny"
+            output = ToolOutput(verdict.reason or "the call was refused", is_error=True, refused=own)
         else:
             tool = self.tools.get(call.name)
             if tool is None:

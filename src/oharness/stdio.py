@@ -90,6 +90,7 @@ class StdioSink:
         self.w.write({
             "type": "tool_result", "call_id": call.id, "is_error": output.is_error, "exit_code": output.exit_code,
             "content": output.content, "bytes": len(output.content.encode("utf-8")),
+            **({"refused": True} if output.refused else {}),
         })
 
     def usage(self, request_id: str, model: str, usage: dict[str, int | None]) -> None:

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from metaharness.cli.main import cli
 from metaharness.protocol.stream import check_stream
 
-from .conftest import METAHARNESS, last_by_cell, results_of, runs_matching, write_plan, write_scenario
+from .conftest import METAHARNESS, REPO, last_by_cell, results_of, runs_matching, write_plan, write_scenario
 
 
 def invoke(*args: str):
@@ -48,9 +48,6 @@ kind = "oharness"
 kind = "claude"
 vendor_dir = "own-vendor"
 ''')
-    result = invoke("batch", "check", str(toml))
-    assert result.exit_code == 0, result.output
-    assert "1 task(s) × 2 harness(es) × 3 repeat(s) = 6 cell(s)" in result.output
     from metaharness.batch import load_plan
 
     plan = load_plan(str(toml))  # relative paths resolve against the plan's own directory
@@ -58,6 +55,43 @@ vendor_dir = "own-vendor"
     # a harness's own option wins over the plan's defaults; one it leaves out comes from them
     assert plan.harnesses[0].vendor_dir == str(tmp / "vendor") and plan.harnesses[1].vendor_dir == str(tmp / "own-vendor")
     assert plan.harnesses[0].max_turns == plan.harnesses[1].max_turns == 4
+    # the check makes every cell's start checks: claude is not in the vendor dir the plan names
+    result = invoke("batch", "check", str(toml))
+    assert result.exit_code == 1, result.output
+    refusals = result.stderr.strip().splitlines()
+    assert len(refusals) == 1, result.stderr
+    assert refusals[0].startswith("metaharness: task 'notes' on harness 'claude': VendorMissing: claude is not on "
+                                  f"the child PATH ({tmp / 'own-vendor'}:")
+    (tmp / "own-vendor").mkdir()
+    (tmp / "own-vendor" / "claude").symlink_to(REPO / ".vendor" / "node_modules" / ".bin" / "claude")
+    result = invoke("batch", "check", str(toml))
+    assert result.exit_code == 0, result.stderr
+    assert "1 task(s) × 2 harness(es) × 3 repeat(s) = 6 cell(s)" in result.output
+
+
+def test_check_names_every_cell_the_run_would_refuse_at_start(suite):
+    tmp = suite["tmp"]
+    tasks = [dict(suite["tasks"][0]),
+             {"id": "observed", "prompt": "p", "script": suite["tasks"][0]["script"], "frame": suite["tasks"][0]["frame"]}]
+    harnesses = [{"kind": "oharness"}, {"kind": "oharness", "id": "watch", "decisions": "observe"},
+                 {"kind": "codex", "vendor_dir": str(tmp / "nowhere")}]
+    result = invoke("batch", "check", write_plan(tmp / "p.json", tasks, harnesses))
+    assert result.exit_code == 1
+    lines = result.stderr.strip().splitlines()
+    # the run's own refusals, by name, for each task × harness that would be refused
+    assert "metaharness: task 'notes' on harness 'watch': ObserveWithFrame: observe mode records every call and " \
+           "cannot enforce a frame" in lines
+    assert any(line.startswith("metaharness: task 'observed' on harness 'codex': VendorMissing: codex is not on the "
+                               f"child PATH ({tmp / 'nowhere'}:") for line in lines), lines
+    assert len(lines) == 4, lines  # notes/watch, notes/codex, observed/watch, observed/codex
+    assert not any("harness 'oharness'" in line for line in lines)
+    # a policy file is loaded as the run loads it
+    (tmp / "bad.json").write_text('{"permissions": {"deny": 5}}')
+    task = {"id": "t", "prompt": "p", "script": suite["tasks"][0]["script"], "policy": [str(tmp / "bad.json")]}
+    result = invoke("batch", "check", write_plan(tmp / "p.json", [task], [{"kind": "oharness", "decisions": "policy"}]))
+    assert result.exit_code == 1
+    assert result.stderr.startswith("metaharness: task 't' on harness 'oharness': PolicyInvalid: ") and \
+        "'deny' is not a list" in result.stderr, result.stderr
 
 
 @pytest.mark.parametrize("change, message", [
@@ -114,6 +148,23 @@ def test_the_ray_backend_without_ray_is_refused_with_the_install_command(suite, 
     assert result.exit_code == 2
     assert "RayUnavailable" in result.stderr and "pip install 'metaharness[ray]'" in result.stderr
     assert not (tmp / "out").exists()
+
+
+def test_an_unreachable_ray_address_is_one_sentence_in_seconds(suite):
+    pytest.importorskip("ray")
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"127.0.0.1:{s.getsockname()[1]}"
+    tmp = suite["tmp"]
+    plan = write_plan(tmp / "plan.json", suite["tasks"][:1], [{"kind": "oharness"}])
+    started = time.monotonic()
+    result = invoke("batch", "run", plan, "--out", str(tmp / "out"), "--backend", "ray", "--ray-address", dead)
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"metaharness: RayUnreachable: --ray-address {dead} cannot be reached "
+                                    "(Connection refused)"), result.stderr
+    assert time.monotonic() - started < 10 and not (tmp / "out").exists()
 
 
 def test_schema_batch_validates_a_plan():
@@ -204,7 +255,15 @@ def test_ctrl_c_halts_running_cells_closes_every_stream_and_leaves_a_resumable_d
     assert len(cells) == 4 and all(c["status"] == "ran" and c["passed"] for c in cells.values())
 
 
-def test_the_bundled_example_plan_is_valid():
-    result = invoke("batch", "check", str(Path(__file__).resolve().parents[2] / "examples" / "batch.toml"))
+def test_the_bundled_example_plan_is_valid_and_finds_the_vendor_clis_wherever_it_is_copied(tmp_path, monkeypatch):
+    examples = REPO / "examples"
+    result = invoke("batch", "check", str(examples / "batch.toml"))
     assert result.exit_code == 0, result.stderr
     assert "1 task(s) × 3 harness(es) × 3 repeat(s) = 9 cell(s)" in result.output
+    assert "vendor_dir =" not in (examples / "batch.toml").read_text().split("[[tasks]]")[1]  # no path to break
+    for name in ("batch.toml", "same-task.scenario.json", "same-task.frame.json"):
+        (tmp_path / name).write_bytes((examples / name).read_bytes())
+    monkeypatch.delenv("METAHARNESS_VENDOR_DIR", raising=False)  # the checkout's pinned dir, found by itself
+    monkeypatch.chdir(tmp_path)
+    result = invoke("batch", "check", str(tmp_path / "batch.toml"))
+    assert result.exit_code == 0, result.stderr

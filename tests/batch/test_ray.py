@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
 import threading
 import time
 import uuid
@@ -16,11 +17,11 @@ import pytest
 ray = __import__("ray") if os.environ.get("METAHARNESS_REQUIRE_VENDOR") == "1" else pytest.importorskip("ray")
 from ray.cluster_utils import Cluster  # noqa: E402
 
-from metaharness.batch import load_plan, run_batch  # noqa: E402
+from metaharness.batch import PlanError, load_plan, run_batch  # noqa: E402
 from metaharness.batch.ray_backend import RayBackend  # noqa: E402
 from metaharness.protocol.stream import check_stream  # noqa: E402
 
-from .conftest import last_by_cell, runs_matching, table, write_plan, write_scenario  # noqa: E402
+from .conftest import METAHARNESS, last_by_cell, runs_matching, table, write_plan, write_scenario  # noqa: E402
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -154,3 +155,47 @@ def test_a_node_removed_mid_batch_has_its_cells_run_again(cluster, tmp_path):
     for r in results:
         data = (tmp_path / "out" / r.task / "oharness" / "1" / "events.jsonl").read_bytes()
         assert check_stream(data).status == "complete"
+
+
+def test_without_an_address_the_batch_starts_a_ray_of_its_own_whatever_ray_address_says(tmp_path, monkeypatch):
+    # RAY_ADDRESS names a dead port (as a stale `ray start` would leave ray_current_cluster naming one):
+    # Ray's auto-detection would try it; the batch starts a Ray of its own and says so.
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{s.getsockname()[1]}")
+    script = write_scenario(tmp_path / "s.json", {"text": "done"})
+    plan = write_plan(tmp_path / "plan.json", [{"id": "t", "prompt": "go", "script": script}], [{"kind": "oharness"}])
+    started = time.monotonic()
+    proc = subprocess.run([*METAHARNESS, "batch", "run", plan, "--out", str(tmp_path / "out"), "--backend", "ray",
+                           "--jobs", "1"], capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    assert "ray: on a Ray of its own, started for this batch (" in proc.stderr
+    assert [c["passed"] for c in last_by_cell(tmp_path / "out").values()] == [True]
+    assert time.monotonic() - started < 200
+
+
+def test_an_address_that_accepts_and_says_nothing_is_refused_in_seconds(tmp_path):
+    import socket
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)  # accepts (the kernel does), never answers
+    address = f"127.0.0.1:{listener.getsockname()[1]}"
+    script = write_scenario(tmp_path / "s.json", {"text": "done"})
+    plan = load_plan(write_plan(tmp_path / "plan.json", [{"id": "t", "prompt": "go", "script": script}],
+                                [{"kind": "oharness"}]))
+    started = time.monotonic()
+    with pytest.raises(PlanError, match=f"RayUnreachable: --ray-address {address} did not answer as a Ray cluster "
+                                        "within 5 s"):
+        RayBackend(plan, address=address, jobs=1)
+    assert time.monotonic() - started < 15
+    listener.close()
+
+
+def test_a_live_cluster_answers_the_probe(cluster):
+    from metaharness.batch.ray_backend import check_reachable
+
+    head, _ = cluster
+    check_reachable(head.address)  # a real GCS answers as one

@@ -10,7 +10,8 @@ one budget and yields each cell's result as it ends:
     async for result in run_batch(plan, "out", jobs=4, max_cost_usd=5.0):
         print(result.task, result.harness, result.repeat, result.passed)
 
-Layout: `plan` (the document and its checks), `cell` (one cell, the function every
+Layout: `plan` (the document and its checks), `preflight` (every cell's start checks,
+for `batch check`), `cell` (one cell, the function every
 backend runs), `results` (a cell's figures and results.jsonl), `runner` (the pool,
 budget, retries, resume), `ray_backend` (the same cells as Ray tasks), `report` (the
 matrix, as text and as a page), `progress` (the live display).

@@ -35,8 +35,9 @@ import msgspec
 from msgspec import Struct
 
 from .plan import RUN_OPTIONS, Harness, Task
-from .results import CellResult, infrastructure_failure, summarise_stream
+from .results import CellResult, infrastructure_failure, one_line, summarise_stream
 
+CHECK_TAIL_LINES = 3  # lines of a failed check's output kept in its result
 HALT_GRACE_S = 15.0  # how long a halted run has to close its stream before it is signalled
 TERM_GRACE_S = 10.0
 
@@ -53,19 +54,35 @@ class CellJob(Struct, kw_only=True):
     atif: bool = False  # write trajectory.json (ATIF) beside a complete events.jsonl
 
 
+def _options(harness: Harness) -> dict:
+    return {name: getattr(harness, name) for name in RUN_OPTIONS if getattr(harness, name) is not None}
+
+
+def cell_spec(task: Task, harness: Harness, cwd: str):
+    """The RunSpec a cell of `task` on `harness` starts with (a workflow task: its sessions' start);
+    what `batch check` checks and what the cell runs are this one value."""
+    from metaharness.run.spec import RunSpec
+
+    options = _options(harness)
+    if task.workflow is not None:  # the workflow brings the frames and the prompts; a session stays open
+        return RunSpec(kind=harness.kind, prompt=task.prompt, script=task.script, cwd=cwd, keep_open=True,
+                       policy_files=list(task.policy), **options)
+    return RunSpec(kind=harness.kind, prompt=task.prompt, script=task.script, frame=task.frame, cwd=cwd,
+                   policy_files=list(task.policy), **options)
+
+
 def run_argv(job: CellJob, workspace: str, events: str) -> list[str]:
     """The `metaharness …` argv of the cell: `run <kind> …`, or `workflow run FILE …` for a workflow task."""
+    import dataclasses
+
     from metaharness.api import spec_to_argv
     from metaharness.run.spec import RunSpec
 
     task, harness = job.task, job.harness
-    options = {name: getattr(harness, name) for name in RUN_OPTIONS if getattr(harness, name) is not None}
     if task.workflow is None:
-        spec = RunSpec(kind=harness.kind, prompt=task.prompt, script=task.script, frame=task.frame, cwd=workspace,
-                       events=events, policy_files=list(task.policy), **options)
-        return spec_to_argv(spec)
+        return spec_to_argv(dataclasses.replace(cell_spec(task, harness, workspace), events=events))
     # The workflow brings its own frames; its stream lands in its --out directory (see workflow_events).
-    spec = RunSpec(kind=harness.kind, script=task.script, policy_files=list(task.policy), **options)
+    spec = RunSpec(kind=harness.kind, script=task.script, policy_files=list(task.policy), **_options(harness))
     argv = ["workflow", "run", task.workflow, "--harness", harness.kind, "--out", workflow_dir(job),
             "--cwd", workspace, *spec_to_argv(spec)[2:]]
     return argv + (["-p", task.prompt] if task.prompt else [])
@@ -140,6 +157,17 @@ async def _run_check(task: Task, workspace: str, env: dict[str, str], out_dir: s
             await proc.wait()
             raise
     return ("pass" if code == 0 else "fail"), code
+
+
+def _check_tail(out_dir: str) -> str | None:
+    """The last lines of check.txt, on one line (what a failed check said last)."""
+    try:
+        with open(os.path.join(out_dir, "check.txt"), "rb") as handle:
+            text = handle.read()[-8192:].decode("utf-8", "replace")
+    except OSError:
+        return None
+    lines = [line.strip() for line in text.splitlines() if line.strip()][-CHECK_TAIL_LINES:]
+    return one_line(" | ".join(lines)) if lines else None
 
 
 def _refusal(stderr_path: str) -> str | None:
@@ -231,6 +259,7 @@ async def run_cell(job: CellJob) -> CellResult:
         verdict, check_code = "none", None
         if job.task.check is not None and not timed_out and summary["stream"] == "complete" and refusal is None:
             verdict, check_code = await _run_check(job.task, workspace, env, job.out_dir)
+        check_tail = _check_tail(job.out_dir) if verdict in ("fail", "timeout") else None
         infra = infrastructure_failure(proc.returncode, summary["stream"], refusal, timed_out)
         if job.task.check is not None:
             passed = verdict == "pass"
@@ -242,7 +271,7 @@ async def run_cell(job: CellJob) -> CellResult:
             shutil.move(workspace, kept)
         return CellResult(
             task=job.task.id, harness=job.harness.name, kind=job.harness.kind, repeat=job.repeat,
-            exit_code=proc.returncode, check=verdict, check_exit_code=check_code,
+            exit_code=proc.returncode, check=verdict, check_exit_code=check_code, check_tail=check_tail,
             passed=passed and infra is None, timed_out=timed_out, refusal=refusal, wall_ms=wall_ms, started_at=started_at,
             attempts=job.attempt, infra=infra, **summary)
     finally:

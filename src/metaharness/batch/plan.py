@@ -2,7 +2,8 @@
 
 What belongs here: the plan's typed shape (msgspec structs, which also give the
 JSON Schema of `metaharness schema batch`), loading it from TOML or JSON, every
-check `metaharness batch check` makes, and the expansion of a plan into its cells
+check of the plan itself (`batch check` then makes each cell's start checks, in
+preflight.py), and the expansion of a plan into its cells
 (task × harness × repeat, in that order).
 
 Rules kept:

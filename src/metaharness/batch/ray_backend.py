@@ -11,6 +11,11 @@ Rules kept:
   install command, before anything runs;
 * paths inside a job are rewritten to the bundle's relative paths, so a worker
   never reads the driver's filesystem; it resolves them against its working_dir;
+* without `--ray-address` the batch starts a Ray of its own (`ray.init(address="local")`): it never
+  attaches to whatever a `RAY_ADDRESS` or a stale `ray_current_cluster` file of an earlier `ray
+  start` names; `--ray-address` is the one way to join an existing cluster, and one that does not
+  answer within CONNECT_TIMEOUT_S is refused by name (`RayUnreachable`) instead of retried for
+  minutes; `where` says which cluster the batch runs on;
 * Ray's own task retries are off (max_retries=0): a cell that died with its node
   is run again here, so the retry is counted and recorded in the cell's result
   (up to NODE_LOSS_RETRIES times, apart from `--retries`, which is the plan's).
@@ -19,8 +24,11 @@ Rules kept:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
+import socket
+import sys
 import tempfile
 from typing import Any
 
@@ -32,6 +40,8 @@ from .results import CellResult
 
 INSTALL = "pip install 'metaharness[ray]'"
 NODE_LOSS_RETRIES = 3
+CONNECT_TIMEOUT_S = 5.0  # how long an existing cluster's address has to accept a connection
+JOIN_RETRIES = 5  # how many times (about a second apart) the driver asks that address's GCS
 _OUT_FILES = ("events.jsonl", "stderr.txt", "check.txt", "trajectory.json")
 
 
@@ -39,6 +49,68 @@ class RayUnavailable(PlanError):
     def __init__(self) -> None:
         super().__init__(f"RayUnavailable: --backend ray needs the ray extra, which is not installed; "
                          f"install it with `{INSTALL}`")
+
+
+class RayUnreachable(PlanError):
+    def __init__(self, address: str, why: str) -> None:
+        super().__init__(f"RayUnreachable: --ray-address {address} {why}; check the address "
+                         "(the head node's GCS port, 6379 by default), or leave --ray-address out and the batch "
+                         "starts a Ray of its own")
+
+
+def _host_port(address: str) -> tuple[str, int] | None:
+    """The host and port an address names (`host:port`, `ray://host:port`), or None when it names
+    none (`auto`: Ray's own discovery, which the user asked for by name)."""
+    rest = address.split("://", 1)[-1].rstrip("/")
+    host, colon, port = rest.rpartition(":")
+    if not colon or not port.isdigit():
+        return None
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+_HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"  # + empty SETTINGS
+_SETTINGS = 0x04
+
+
+def check_reachable(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
+    """Refuse (RayUnreachable) an address that does not answer as a Ray cluster within `timeout_s`.
+
+    A Ray head's GCS (and a Ray Client server) is a gRPC server: it answers the HTTP/2 preface with
+    a SETTINGS frame at once. A dead port, a host that drops packets and a port that accepts and
+    says nothing (where Ray's own connect would wait without end) all fail this in seconds."""
+    target = _host_port(address)
+    if target is None or os.environ.get("RAY_USE_TLS", "0") not in ("", "0"):  # TLS: Ray's own connect decides
+        return
+    deadline_words = f"did not answer as a Ray cluster within {timeout_s:g} s"
+    try:
+        with socket.create_connection(target, timeout=timeout_s) as conn:
+            conn.settimeout(timeout_s)
+            conn.sendall(_HTTP2_PREFACE)
+            head = conn.recv(9)
+    except socket.timeout:
+        raise RayUnreachable(address, deadline_words) from None
+    except OSError as exc:
+        raise RayUnreachable(address, f"cannot be reached ({exc.strerror or exc})") from None
+    if len(head) < 4 or head[3] != _SETTINGS:
+        raise RayUnreachable(address, "accepts connections but does not speak Ray's protocol (gRPC)")
+
+
+@contextlib.contextmanager
+def _bounded_join(joining: bool):
+    """While joining an existing cluster, the driver asks its GCS JOIN_RETRIES times (about a second
+    each) instead of Ray's default twenty: an address that accepts connections and is no GCS (a
+    proxy, another service) is refused in seconds. Ray reads the count from its constants module
+    at each connect (the `RAY_NUM_REDIS_GET_RETRIES` knob); it is put back afterwards."""
+    constants = sys.modules.get("ray._private.ray_constants")
+    saved = getattr(constants, "NUM_REDIS_GET_RETRIES", None)
+    if joining and isinstance(saved, int) and "RAY_NUM_REDIS_GET_RETRIES" not in os.environ:
+        constants.NUM_REDIS_GET_RETRIES = min(saved, JOIN_RETRIES)
+        try:
+            yield
+        finally:
+            constants.NUM_REDIS_GET_RETRIES = saved
+    else:
+        yield
 
 
 def _import_ray() -> Any:
@@ -106,15 +178,36 @@ def _node_id() -> str:
 class RayBackend:
     def __init__(self, plan: Plan, *, address: str | None, jobs: int | None) -> None:
         self._ray = ray = _import_ray()
-        self._bundle, self._mapping = _bundle(plan)
         self._owns = not ray.is_initialized()
+        if self._owns and address is not None:
+            check_reachable(address)  # before the bundle: nothing to clean up
+        self._bundle, self._mapping = _bundle(plan)
         if self._owns:
-            ray.init(address=address, include_dashboard=False, log_to_driver=False,
-                     runtime_env={"working_dir": self._bundle}, configure_logging=False)
+            try:
+                with _bounded_join(address is not None):
+                    # "local": a Ray of our own, never one RAY_ADDRESS or ray_current_cluster names
+                    ray.init(address=address or "local", include_dashboard=False, log_to_driver=False,
+                             runtime_env={"working_dir": self._bundle}, configure_logging=False)
+            except (ConnectionError, RuntimeError, ValueError) as exc:
+                shutil.rmtree(self._bundle, ignore_errors=True)
+                if address is None:
+                    raise PlanError(f"RayStartFailed: the batch's own Ray did not start: {exc}") from None
+                raise RayUnreachable(address, f"did not answer as a Ray cluster ({exc})") from None
             self._env = None
         else:
             self._env = {"working_dir": self._bundle}
-        self.slots = jobs or max(1, int(ray.cluster_resources().get("CPU", 1)))
+        cpus = int(ray.cluster_resources().get("CPU", 1))
+        self.slots = jobs or max(1, cpus)
+        try:
+            gcs = ray.get_runtime_context().gcs_address
+        except Exception:  # noqa: BLE001 - a Ray Client connection (ray://) may not say
+            gcs = "address not reported"
+        if not self._owns:
+            self.where = f"ray: on the Ray this process had already joined ({gcs}, {cpus} CPU(s))"
+        elif address is None:
+            self.where = f"ray: on a Ray of its own, started for this batch ({gcs}, {cpus} CPU(s))"
+        else:
+            self.where = f"ray: on the Ray cluster at {address} ({gcs}, {cpus} CPU(s))"
         self._remote = ray.remote(num_cpus=1, max_retries=0)(_run_on_worker)
         self.nodes_seen: list[str] = []
 

@@ -1,7 +1,9 @@
 """The batch report: the tasks × harnesses matrix, as text and as a page.
 
 What belongs here: folding a DIR's results into matrix entries (pass rate over
-repeats, median cost and wall time, denied calls), the terminal table, and the HTML
+repeats, median cost and wall time, denied calls, calls the harness refused), the one-line
+reason of every cell that did not pass (`why`, the one rule all three views use),
+the terminal table, the matrix as JSON (`batch report --json`), and the HTML
 report — one self-contained page (inline CSS, no network) whose cells link to each
 run's own page and, per task, to a side-by-side of two harnesses. Those pages are
 the existing views (`metaharness.view.html.render_page`), written into a folder
@@ -24,7 +26,7 @@ import msgspec
 from metaharness.view.summarise import format_cost, format_duration
 
 from .plan import Plan
-from .results import CellResult, cell_dir, read_results
+from .results import CellResult, cell_dir, one_line, read_results
 from .runner import PLAN_COPY, RESULTS
 
 
@@ -63,6 +65,15 @@ class Entry:
     @property
     def denied(self) -> int:
         return sum(r.calls.denied for r in self.ran)
+
+    @property
+    def harness_refused(self) -> int:
+        return sum(r.harness_refused for r in self.ran)
+
+    @property
+    def failures(self) -> list[tuple[int, str]]:
+        """(repeat, why) of every repeat that ran and did not pass."""
+        return [(r.repeat, why(r)) for r in sorted(self.ran, key=lambda r: r.repeat) if not r.passed]
 
     @property
     def refused(self) -> list[tuple[str, str, str, int]]:
@@ -124,30 +135,48 @@ def cell_text(entry: Entry) -> str:
         parts.append(f"cost {format_cost(entry.median_cost)}")
         parts.append(format_duration(entry.median_wall_ms))
         parts.append(f"{entry.denied} denied")
+        if entry.harness_refused:
+            parts.append(f"{entry.harness_refused} refused by the harness")
     if entry.skipped:
         parts.append(f"{entry.skipped} skipped")
     return " · ".join(parts)
 
 
-def why(result: CellResult) -> str:
-    """Why a cell that ran did not pass, in one line: what stopped it first."""
+def _first_cause(result: CellResult) -> str:
     if result.refusal:
         return f"refused at start: {result.refusal}"
     if result.infra:
         return f"infrastructure: {result.infra}"
     if result.timed_out:
         return "timed out"
-    if result.check in ("fail", "timeout"):
-        return f"the check {'timed out' if result.check == 'timeout' else f'exited {result.check_exit_code}'}"
-    if result.calls.denied:
-        return f"{result.calls.denied} call(s) denied"
+    if result.model_failure:
+        return f"a model request failed: {result.model_failure}"
+    if result.check == "timeout":
+        return "the check timed out" + (f": {result.check_tail}" if result.check_tail else "")
+    if result.check == "fail":
+        return f"the check exited {result.check_exit_code}" + (f": {result.check_tail}" if result.check_tail else "")
+    if result.calls.denied or result.harness_refused:
+        return ""
     return f"the run exited {result.exit_code}, closed {result.close_reason}, stream {result.stream}"
+
+
+def why(result: CellResult) -> str:
+    """Why a cell that ran did not pass, in one line: what stopped it first, then the calls that
+    were refused — by metaharness (denied) and by the harness's own permission system.
+
+    The one rule for it: the terminal matrix, the page and `batch report --json` all say this."""
+    calls = []
+    if result.calls.denied:
+        calls.append(f"{result.calls.denied} call(s) denied")
+    if result.harness_refused:
+        calls.append(f"{result.harness_refused} call(s) refused by the harness itself")
+    return one_line("; ".join(part for part in (_first_cause(result), ", ".join(calls)) if part))
 
 
 def render_text(matrix: Matrix, console: Any) -> None:
     from rich.table import Table
 
-    table = Table(title="pass rate over repeats · median cost · median time · denied calls", show_lines=True)
+    table = Table(title="pass rate over repeats · median cost · median time · calls denied (and refused by the harness)", show_lines=True)
     table.add_column("task")
     for harness in matrix.harnesses:
         table.add_column(harness)
@@ -162,12 +191,33 @@ def render_text(matrix: Matrix, console: Any) -> None:
                               markup=False, highlight=False, soft_wrap=True)
     for task in matrix.tasks:
         for harness in matrix.harnesses:
-            for result in matrix.entry(task, harness).ran:
-                if not result.passed:
-                    console.print(f"failed: {task} on {harness} #{result.repeat}: {why(result)}",
-                                  markup=False, highlight=False, soft_wrap=True)
+            for repeat, reason in matrix.entry(task, harness).failures:
+                console.print(f"failed: {task} on {harness} #{repeat}: {reason}",
+                              markup=False, highlight=False, soft_wrap=True)
     if matrix.missing:
         console.print(f"{matrix.missing} cell(s) have no result yet; `metaharness batch run` on this DIR runs them")
+
+
+REPORT_FORMAT = "metaharness.batch-report/1"
+
+
+def report_json(matrix: Matrix) -> dict[str, Any]:
+    """The matrix as data (`batch report --json`): one entry per task × harness, the same
+    figures and the same one-line reasons as the terminal and the page."""
+    cells = []
+    for task in matrix.tasks:
+        for harness in matrix.harnesses:
+            entry = matrix.entry(task, harness)
+            cells.append({
+                "task": task, "harness": harness, "runs": len(entry.ran), "passed": entry.passes,
+                "skipped": entry.skipped, "median_cost_usd": entry.median_cost, "median_wall_ms": entry.median_wall_ms,
+                "denied": entry.denied, "harness_refused": entry.harness_refused,
+                "failures": [{"repeat": repeat, "why": reason} for repeat, reason in entry.failures],
+                "refused": [{"name": tool, "subject": subject, "reason": reason, "count": count}
+                            for tool, subject, reason, count in entry.refused],
+            })
+    return {"format": REPORT_FORMAT, "tasks": matrix.tasks, "harnesses": matrix.harnesses,
+            "missing": matrix.missing, "cells": cells}
 
 
 # --- the page --------------------------------------------------------------------------

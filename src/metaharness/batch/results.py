@@ -1,8 +1,9 @@
 """One cell's result: what its stream says, and the `results.jsonl` file of a batch.
 
 What belongs here: `CellResult` (one line of results.jsonl), `summarise_stream`
-(turns, calls by decider, cost, tokens, the `metaharness check` verdict, all read
-from the cell's events), the table of what counts as an infrastructure failure
+(turns, calls by decider, calls the harness itself refused, the first failed model
+request, cost, tokens, the `metaharness check` verdict, all read from the cell's
+events), the table of what counts as an infrastructure failure
 (the only kind `--retries` reruns), and reading/appending results.jsonl.
 
 Rules kept: figures come only from the stream; a figure the stream does not report
@@ -60,12 +61,15 @@ class CellResult(Struct, kw_only=True):
     stream: str = "missing"  # complete | truncated | inconsistent | missing
     check: Verdict = "none"
     check_exit_code: int | None = None
+    check_tail: str | None = None  # the last lines of the check's output, when it did not pass
     passed: bool = False
     timed_out: bool = False
     refusal: str | None = None  # the run's own refusal sentence, when it refused to start
     turns: int = 0
     calls: Calls = msgspec.field(default_factory=Calls)
     refused: list[Refused] = msgspec.field(default_factory=list)
+    harness_refused: int = 0  # calls the harness's own permission system refused (VENDOR_PERMISSION_DENIED)
+    model_failure: str | None = None  # the first failed model request (MODEL_REQUEST_FAILED), in one line
     cost_usd: float | None = None
     input_tokens: int | None = None
     output_tokens: int | None = None
@@ -105,6 +109,8 @@ def summarise_stream(data: bytes) -> dict[str, Any]:
     requested: dict[str, tuple[str, str]] = {}
     refused: list[Refused] = []
     turns = 0
+    harness_refused = 0
+    model_failure: str | None = None
     ended: dict[str, Any] | None = None
     closed: dict[str, Any] | None = None
     usage_cost: float | None = None
@@ -138,6 +144,11 @@ def summarise_stream(data: bytes) -> dict[str, Any]:
             usage_cost = _add(usage_cost, usage.get("cost_usd"))
             usage_in = _add(usage_in, usage.get("input_tokens"))
             usage_out = _add(usage_out, usage.get("output_tokens"))
+        elif name == "warning":
+            if line.get("code") == "VENDOR_PERMISSION_DENIED":
+                harness_refused += 1
+            elif line.get("code") == "MODEL_REQUEST_FAILED" and model_failure is None:
+                model_failure = _model_failure_line(line)
         elif name == "session.ended":
             ended = line
         elif name == "stream.closed":
@@ -151,10 +162,30 @@ def summarise_stream(data: bytes) -> dict[str, Any]:
         "turns": turns,
         "calls": calls,
         "refused": refused,
+        "harness_refused": harness_refused,
+        "model_failure": model_failure,
         "cost_usd": cost if cost is not None else usage_cost,
         "input_tokens": _first(ended_usage.get("input_tokens"), usage_in),
         "output_tokens": _first(ended_usage.get("output_tokens"), usage_out),
     }
+
+
+def _model_failure_line(warning: dict[str, Any]) -> str:
+    """A MODEL_REQUEST_FAILED warning in one line: provider, kind, status, then the provider's words."""
+    failure = warning.get("model_failure") if isinstance(warning.get("model_failure"), dict) else {}
+    head = " ".join(str(part) for part in (failure.get("provider"), failure.get("kind"),
+                                           failure.get("http_status")) if part is not None)
+    words = failure.get("provider_message") or warning.get("message") or ""
+    return one_line(f"{head}: {words}" if head else str(words))
+
+
+LINE_LIMIT = 300  # characters of one reason line
+
+
+def one_line(text: str, limit: int = LINE_LIMIT) -> str:
+    """`text` on one line (whitespace runs folded), cut to `limit` characters with an ellipsis."""
+    folded = " ".join(str(text).split())
+    return folded if len(folded) <= limit else folded[: limit - 1] + "…"
 
 
 def _add(total: Any, value: Any) -> Any:

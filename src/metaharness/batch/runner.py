@@ -42,6 +42,7 @@ RESULTS = "results.jsonl"
 
 class Backend(Protocol):
     slots: int
+    where: str | None  # which cluster the cells run on, said once when the batch starts (None: here)
 
     async def execute(self, job: CellJob) -> CellResult: ...
 
@@ -53,6 +54,7 @@ class LocalBackend:
 
     def __init__(self, jobs: int) -> None:
         self.slots = jobs
+        self.where = None
 
     async def execute(self, job: CellJob) -> CellResult:
         return await run_cell(job)

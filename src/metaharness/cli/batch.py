@@ -16,7 +16,7 @@ import sys
 
 import click
 
-from metaharness.cli._out import fail, say
+from metaharness.cli._out import fail, say, say_err
 
 
 def _load(path: str):
@@ -36,13 +36,22 @@ def batch() -> None:
 @batch.command("check")
 @click.argument("plan", metavar="PLAN")
 def check(plan: str) -> None:
-    """Validate a metaharness.batch/1 plan (TOML or JSON) and list its cells."""
+    """Validate a metaharness.batch/1 plan (TOML or JSON), make every cell's start checks, and count its cells.
+
+    Each task × harness is checked as its run will start: the vendor binary on the child PATH it
+    will use, its frame, scenario and policy files loaded; every refusal is named."""
     from metaharness.batch.plan import PlanError, cells, load_plan
+    from metaharness.batch.preflight import preflight
 
     try:
         loaded = load_plan(plan)
     except PlanError as exc:
         fail(str(exc), code=1)
+    refusals = preflight(loaded)
+    for sentence in refusals[:-1]:
+        say_err(sentence)
+    if refusals:
+        fail(refusals[-1], code=1)
     count = len(cells(loaded))
     say(f"ok: {len(loaded.tasks)} task(s) × {len(loaded.harnesses)} harness(es) × {loaded.repeats} "
         f"repeat(s) = {count} cell(s)")
@@ -55,7 +64,8 @@ def check(plan: str) -> None:
 @click.option("--jobs", type=click.IntRange(1), help="Cells at once (default: the core count, or the cluster's CPUs).")
 @click.option("--backend", type=click.Choice(["local", "ray"]), default="local", show_default=True,
               help="Where cells run: a local pool of subprocesses, or Ray tasks (the ray extra).")
-@click.option("--ray-address", metavar="ADDR", help="An existing Ray cluster (default: start a local one).")
+@click.option("--ray-address", metavar="ADDR",
+              help="An existing Ray cluster to join (default: start a Ray of its own; RAY_ADDRESS is not read).")
 @click.option("--max-runs", type=click.IntRange(0), help="Start no more than this many cells over the batch.")
 @click.option("--max-cost-usd", type=click.FloatRange(0), metavar="USD", help="Start no cell once the reported cost reaches this.")
 @click.option("--cell-timeout", "cell_timeout_s", type=click.FloatRange(0, min_open=True), metavar="SECONDS",
@@ -83,6 +93,8 @@ def run(plan: str, out: str, **options) -> None:
         backend = make_backend(batch_options, loaded)
     except PlanError as exc:
         fail(str(exc))
+    if getattr(backend, "where", None):  # which cluster the cells run on (a backend of an embedder may not say)
+        console.print(backend.where, markup=False)
     display = Display(console, live=console.is_terminal, slots=backend.slots)
     batch_options.on_change = display.update
 
@@ -113,18 +125,27 @@ def run(plan: str, out: str, **options) -> None:
 @click.option("--html", "html", type=click.Path(dir_okay=False), metavar="PAGE",
               help="Also write a self-contained page (run pages go in a folder beside it).")
 @click.option("--pair", nargs=2, metavar="A B", help="The two harnesses shown side by side (default: the first two).")
-def report(out: str, html: str | None, pair: tuple[str, str] | None) -> None:
-    """Print the tasks × harnesses matrix of a batch DIR."""
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the matrix as one JSON document (metaharness.batch-report/1) instead of the table.")
+def report(out: str, html: str | None, pair: tuple[str, str] | None, as_json: bool) -> None:
+    """Print the tasks × harnesses matrix of a batch DIR, and why each cell that did not pass failed."""
+    import json
+
     from rich.console import Console
 
-    from metaharness.batch.report import ReportError, build_matrix, load_dir, render_text, write_html
+    from metaharness.batch.report import ReportError, build_matrix, load_dir, render_text, report_json, write_html
 
     try:
         plan, results = load_dir(out)
-        render_text(build_matrix(plan, results), Console(highlight=False))
+        matrix = build_matrix(plan, results)
+        if as_json:
+            click.echo(json.dumps(report_json(matrix), ensure_ascii=False, indent=2))
+        else:
+            render_text(matrix, Console(highlight=False))
         if html is not None:
             written = write_html(out, html, tuple(pair) if pair else None)
-            say(f"wrote {written[0]} and {len(written) - 1} run page(s) beside it")
+            # with --json, stdout is the document alone
+            click.echo(f"wrote {written[0]} and {len(written) - 1} run page(s) beside it", err=as_json)
     except ReportError as exc:
         fail(str(exc))
     except OSError as exc:

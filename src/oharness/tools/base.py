@@ -27,6 +27,7 @@ class ToolOutput:
     is_error: bool = False
     exit_code: int | None = None  # measured, for bash
     cwd: str | None = None  # bash: the working directory the shell ended in, when it reported one
+    refused: bool = False  # oharness's own permission gate refused the call (not an external deny)
 
 
 class ToolFailure(Exception):

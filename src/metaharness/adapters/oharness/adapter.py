@@ -142,6 +142,12 @@ class OHarnessAdapter(Adapter):
         event = translate.simple_event(record)
         if event is None:
             raise ValueError("unmapped record")
+        if kind == "tool_result" and record.get("refused") is True:
+            # oharness's own permission gate refused the call (its manual mode with nobody to ask, a
+            # deny rule): said as the vendors' own refusals are, so it is counted apart from metaharness's
+            refusal = _warning("VENDOR_PERMISSION_DENIED",
+                               f"{record.get('call_id')}: oharness refused the call: {record.get('content')}")
+            return lambda ctx: (ctx.emit(event), ctx.emit(refusal))
         if kind == "usage":  # oharness reports every response's usage in-process: the run prices it
             model = _model_part(record.get("model"))
             counts = record.get("usage") if isinstance(record.get("usage"), dict) else {}
