@@ -34,6 +34,9 @@ TIERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         # a workflow step or resume on Claude Code or Codex runs the pinned binary
         "tests/workflow/test_steps.py::*[[]claude*", "tests/workflow/test_steps.py::*[[]codex*",
         "tests/workflow/test_resume.py::*[[]claude*", "tests/workflow/test_resume.py::*[[]codex*",
+        # `batch check` looks the pinned claude and codex up and asks their --version
+        "tests/batch/test_cli.py::test_check_accepts_a_toml_plan_and_counts_its_cells",
+        "tests/batch/test_cli.py::test_the_bundled_example_plan_is_valid_and_finds_the_vendor_clis_wherever_it_is_copied",
     )),
     ("slow", (
         "tests/batch/test_ray.py",  # a two-node Ray cluster per module
