@@ -114,7 +114,7 @@ def literals(code: str, family: str) -> list[Literal]:
     escapes and comments; anything else is skipped)."""
     spec = _table()["family"][family]
     quotes = set(spec["quotes"])
-    comment = spec.get("comment")
+    comments = spec.get("comment", [])
     block = spec.get("block_comment")
     ops = sorted(spec.get("quote_ops", []), key=len, reverse=True)
     backtick_runs = spec.get("backtick_runs", False)
@@ -123,7 +123,7 @@ def literals(code: str, family: str) -> list[Literal]:
     length = len(code)
     while pos < length:
         char = code[pos]
-        if comment and code.startswith(comment, pos):
+        if char in "#/" and any(code.startswith(comment, pos) for comment in comments):
             pos = code.find("\n", pos)
             pos = length if pos < 0 else pos
             continue
@@ -267,6 +267,20 @@ def code_of(cmd: Cmd, spec: dict) -> tuple[list[Word], bool] | None:
     return None
 
 
+def _literal_command(text: str, cmd: Cmd, state: State, env: Env) -> None:
+    """A literal analysed as a shell command, for deny/ask only. What it shows is kept (its simple
+    commands, their paths, a program it cannot read); what only says the literal is not shell — a
+    parse error, the command-count limit, a change to the shell environment — is not the call's:
+    the literal may never run, and the call itself was read."""
+    result = state.result
+    kept = (len(result.opaque), len(result.program_unknown), state.commands, state.limit_hit, state.tainted)
+    recurse(text, state, env, outer=cmd, deny_only=True)
+    carried = {inner.opaque for inner in result.cmds if inner.program_unknown}
+    del result.opaque[kept[0]:]
+    result.program_unknown[kept[1]:] = [why for why in result.program_unknown[kept[1]:] if why in carried]
+    state.commands, state.limit_hit, state.tainted = kept[2], kept[3], kept[4]
+
+
 def analyse_code(cmd: Cmd, state: State, env: Env, stdin_script: str | None, stdin_dynamic: bool) -> None:
     """The scan of an interpreter command's inline or stdin code, added to the analysis."""
     spec = program_spec(cmd.basename)
@@ -292,7 +306,7 @@ def analyse_code(cmd: Cmd, state: State, env: Env, stdin_script: str | None, std
         if result.over_limit:
             state.result.opaque.append(f"{cmd.basename} code has more string literals than are scanned")
         for command in result.commands:
-            recurse(command, state, env, outer=cmd, deny_only=True)
+            _literal_command(command, cmd, state, env)
         for access in ("read", "write") if result.writes else ("read",):
             for path in result.paths:
                 cmd.paths.append(PathRef(access, static_word(path), cmd.cwd, "code", cmd, deny_only=True, guess=True))
