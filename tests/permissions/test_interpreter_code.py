@@ -197,3 +197,38 @@ def test_real_benign_code_does_nothing_denied_and_is_allowed(oracle, engine, com
     from bash_oracle import happened
     assert happened(oracle.run(command, timeout=15)) == set()
     assert engine.decide(command).behavior == "allow"
+
+
+# data/interpreters.toml ------------------------------------------------------------------------
+def test_interpreter_table_is_whole():
+    import re
+
+    from metaharness.permissions.tables import load_table
+
+    table = load_table("interpreters.toml")
+    for name, spec in table["program"].items():
+        assert spec["family"] in table["family"], name
+    for alias, target in table["alias"].items():
+        assert target in table["program"], alias
+    for family, spec in table["family"].items():
+        assert spec["quotes"] and spec.get("runs"), family
+        for pattern in spec.get("runs", []) + spec.get("writes", []):
+            re.compile(pattern)
+
+
+def test_interpreter_table_agrees_with_the_unprovable_marks():
+    # fileops marks interpreter code unprovable from its own letters; both must name the same
+    # code options for every program they share.
+    from metaharness.permissions.shell import fileops
+    from metaharness.permissions.tables import load_table
+
+    table = load_table("interpreters.toml")["program"]
+    for program, letters in fileops._CODE_LETTERS.items():
+        if program in table:
+            assert set(table[program].get("code_letters", "")) == set(letters), program
+
+
+@pytest.mark.parametrize("command", ["python3 -c 'print(\".env\")'"])
+def test_the_stated_over_match(world_session, ctxs, command):
+    v = world_session.decide(f"Bash({command})", ctxs["bypass"])
+    assert (v.behavior, v.reason) == ("deny", "maybe-deny"), v.to_json()
