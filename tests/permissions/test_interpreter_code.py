@@ -57,6 +57,7 @@ DENIED = [
     "python3 -c 'open(\".env\").read()'",
     "python3 -c 'open(\".env\", \"w\").write(\"X=1\")'",
     "python3 -c \"$CODE\"", "echo 'import os' | python3", "python3 /dev/stdin < x.py",
+    "python3 \"$S\" <<< 'import os'", "python3 $OPTS x.py",
     "node -e 'require(\"child_process\").execSync(\"rm -rf build\")'",
     "node -e 'require(\"child_process\").execFileSync(\"rm\", [\"-rf\", \"build\"])'",
     "node --eval='require(\"child_process\").spawnSync(\"git\", [\"push\"])'",

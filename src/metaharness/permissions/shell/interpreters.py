@@ -261,7 +261,8 @@ def code_of(cmd: Cmd, spec: dict) -> tuple[list[Word], bool] | None:
     if operand is None:
         return ([], True) if cmd.stdin is not None else None
     if operand.deny_value is None:
-        return [operand], False  # a dynamic script path: may be /dev/stdin
+        # A dynamic script path is a file, unless stdin carries something it may name (/dev/stdin).
+        return ([], True) if cmd.stdin is not None else None
     if operand.deny_value in spec.get("stdin", []):
         return [], True
     return None
