@@ -50,6 +50,9 @@ def _table() -> dict:
     for family in table["family"].values():
         family["runs_re"] = re.compile("|".join(f"(?:{p})" for p in family.get("runs", [])))
         family["writes_re"] = re.compile("|".join(f"(?:{p})" for p in family.get("writes", [])))
+        starts = set(family["quotes"]) | {opener[0] for opener in family.get("comment", []) + family.get("quote_ops", [])}
+        starts |= {family["block_comment"][0][0]} if family.get("block_comment") else set()
+        family["openers_re"] = re.compile("[" + re.escape("".join(sorted(starts))) + "]")
     return table
 
 
@@ -91,8 +94,15 @@ def _unescape(body: str, raw: bool) -> str:
     return _ESCAPE.sub(one, body)
 
 
+@lru_cache(maxsize=64)
+def _body_re(close: str) -> re.Pattern:
+    return re.compile(r"(?:[^\\%s]|\\.)*" % re.escape(close), re.S)
+
+
 def _until(code: str, pos: int, close: str, opener: str | None = None) -> int:
     """Index of the unescaped `close` from pos (nesting `opener`), or len(code)."""
+    if opener is None:
+        return _body_re(close).match(code, pos).end()
     depth = 0
     while pos < len(code):
         char = code[pos]
@@ -118,9 +128,11 @@ def literals(code: str, family: str) -> list[Literal]:
     block = spec.get("block_comment")
     ops = sorted(spec.get("quote_ops", []), key=len, reverse=True)
     backtick_runs = spec.get("backtick_runs", False)
+    openers = spec["openers_re"]
     out: list[Literal] = []
-    pos = 0
     length = len(code)
+    found = openers.search(code)
+    pos = found.start() if found else length
     while pos < length:
         char = code[pos]
         if char in "#/" and any(code.startswith(comment, pos) for comment in comments):
@@ -161,7 +173,8 @@ def literals(code: str, family: str) -> list[Literal]:
             out.append(Literal(_unescape(code[pos + 1:end], raw), prefix_start, end + 1, char == "`" and backtick_runs))
             pos = end + 1
             continue
-        pos += 1
+        found = openers.search(code, pos + 1)
+        pos = found.start() if found else length
     return out
 
 
