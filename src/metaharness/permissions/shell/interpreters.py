@@ -33,7 +33,7 @@ from .model import Cmd, PathRef
 from .walk import Env, State, recurse, unknown
 from .words import Word, static_word
 
-__all__ = ["scan", "literals", "code_of", "analyse_code", "program_spec", "Scan", "Literal"]
+__all__ = ["scan", "literals", "code_of", "code_flags", "analyse_code", "program_spec", "Scan", "Literal"]
 
 MAX_LITERALS = 128  # literals per code string taken as commands and paths (the rest: over the limit, opaque)
 MAX_PATH_CHARS = 1024
@@ -65,6 +65,16 @@ def program_spec(basename: str | None) -> dict | None:
     if _PYTHON.fullmatch(name):
         name = "python"
     return table["program"].get(name)
+
+
+def code_flags(spec: dict) -> frozenset[str]:
+    """The words that, anywhere in the arguments, may give an interpreter code to run (`-c`,
+    `--eval`, `-` for stdin): the unprovable mark's over-approximation (fileops.mark_unprovable)."""
+    got = spec.get("_flags")
+    if got is None:
+        got = spec["_flags"] = frozenset({"-" + letter for letter in spec.get("code_letters", "")}
+                                         | set(spec.get("code_opts", [])) | ({"-"} if "-" in spec.get("stdin", []) else set()))
+    return got
 
 
 class Literal(NamedTuple):
