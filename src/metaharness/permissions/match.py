@@ -267,6 +267,8 @@ def broad_match(rule: Rule, subject: "Subject", call: "Call", ctx: "Context") ->
         if rule.kind not in ("path", "any") or not path_rule_applies(rule, kind):
             return NO
         result = _path_match(rule, subject, ctx, broad=True)
+        if result == MATCH and subject.ref is not None and subject.ref.guess:
+            return MAYBE  # a literal of interpreter code: it may never be opened
         if (result == NO and subject.recursive and rule.behavior == "deny" and rule.tool == "Read"
                 and rule.kind == "path" and subject.canon):
             if _walk_for_denied(subject.canon.real, rule, ctx):

@@ -53,7 +53,6 @@ from .words import DYNAMIC_ITEM, SAFE_ASSIGNMENTS, Word, parse_word, static_word
 from .model import Analysis, Cmd, PathRef  # noqa: E402
 from .walk import Env, State, analyse_text  # noqa: E402
 from . import wrappers as _wrappers, fileops as _fileops  # noqa: E402,F401  (bound before the first call)
-from .fileops import INTERPRETER_CODE_FLAGS  # noqa: E402,F401
 
 
 def analyse(command: str, cwd: str | None, home: str | None = None) -> Analysis:

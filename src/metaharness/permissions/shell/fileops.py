@@ -24,26 +24,14 @@ import os
 import re
 
 from . import _lazy
+from .interpreters import code_flags, code_of, program_spec
 from .model import Cmd, PathRef
 from .walk import State
 from .words import SAFE_ASSIGNMENTS, Word, parse_word, static_word
 
-__all__ = ["file_operands", "mark_unprovable", "INTERPRETER_CODE_FLAGS"]
+__all__ = ["file_operands", "mark_unprovable"]
 
-INTERPRETER_CODE_FLAGS = {
-    "python": {"-c", "-"}, "python2": {"-c", "-"}, "python3": {"-c", "-"},
-    "node": {"-e", "-p", "--eval", "--print"}, "nodejs": {"-e", "-p", "--eval", "--print"},
-    "perl": {"-e", "-E"}, "ruby": {"-e"}, "php": {"-r"}, "lua": {"-e"},
-    "Rscript": {"-e"}, "osascript": {"-e"},
-}
-# The letters that, anywhere in a short-option cluster, make the interpreter run argument code,
-# and the options whose value is not the program (so the operand after them is still not a file).
-_CODE_LETTERS = {"python": "c", "node": "ep", "perl": "eE", "ruby": "e", "php": "r", "lua": "e",
-                 "Rscript": "e", "osascript": "e"}
-_VALUE_OPTS = {"python": {"-W", "-X", "-Q"}, "node": {"-r", "--require", "--import", "--loader", "-C", "--conditions"},
-               "perl": {"-I", "-M", "-m"}, "ruby": {"-I", "-r", "-C", "-E"}, "php": {"-c", "-d", "-z"},
-               "lua": {"-l"}, "Rscript": set(), "osascript": {"-l"}}
-STDIN_PROGRAMS = {"-", "/dev/stdin", "/dev/fd/0", "/proc/self/fd/0"}
+# The interpreters, their code options and stdin forms: data/interpreters.toml (interpreters.py).
 
 
 _OPTION_SETS: dict[int, tuple] = {}
@@ -489,7 +477,6 @@ def _tar_paths(cmd: Cmd, words: list[Word]) -> None:
 _SED_EXEC = re.compile(r"(^|[;{}\n])\s*[0-9,$/\\!]*\s*[ewW]\b|s(.).*?\2.*?\2[gpiImM0-9]*[ewW]")
 
 
-_PYTHON = re.compile(r"python[0-9.]*")
 _CODE_RUNNERS = {"deno", "awk", "gawk", "mawk", "nawk", "sed", "git"}
 
 
@@ -499,14 +486,12 @@ def mark_unprovable(cmd: Cmd) -> None:
     words = cmd.words
     if base is None:
         return
-    flags = INTERPRETER_CODE_FLAGS.get(base)
-    if flags is None and base.startswith("python") and _PYTHON.fullmatch(base):
-        flags = INTERPRETER_CODE_FLAGS["python"]
+    spec = program_spec(base)
+    flags = code_flags(spec) if spec is not None else None
     if flags or base in _CODE_RUNNERS:
         _mark_code_runner(cmd, base, flags, [word.deny_value for word in words[1:]])
-    family = "python" if _PYTHON.fullmatch(base) else ("node" if base == "nodejs" else base)
-    if family in _CODE_LETTERS:
-        why = _interpreter_code(cmd, family)
+    if spec is not None:
+        why = _interpreter_code(cmd, spec)
         if why:
             cmd.unprovable.append(why)
     for word in words[1:]:
@@ -533,40 +518,14 @@ def _mark_code_runner(cmd: Cmd, base: str, flags: set[str] | None, vals: list[st
         cmd.unprovable.append("git option runs a program")
 
 
-def _interpreter_code(cmd: Cmd, family: str) -> str | None:
+def _interpreter_code(cmd: Cmd, spec: dict) -> str | None:
     """Why an interpreter's program is not a file it names, or None: code from an option in any
     short-option cluster (`python3 -Ic`, `perl -lne`), or from stdin (`-`, `/dev/stdin`, no
     script operand while stdin is a here-document, here-string, pipe or redirect)."""
-    letters = _CODE_LETTERS[family]
-    value_opts = _VALUE_OPTS.get(family, set())
-    words = cmd.words[1:]
-    index = 0
-    while index < len(words):
-        value = words[index].deny_value
-        if value is None:
-            return None  # dynamic: marked as a possible option elsewhere
-        if value == "--":
-            index += 1
-            break
-        if value == "-" or not value.startswith("-"):
-            break
-        if value.startswith("--"):
-            name = value.split("=", 1)[0]
-            if family == "node" and name in ("--eval", "--print"):
-                return "interpreter runs code from an argument"
-            index += 1 if "=" in value or name not in value_opts else 2
-            continue
-        if family == "python" and value[1:2] == "m":
-            return None  # `python -m MODULE`: a module from a file
-        for position, letter in enumerate(value[1:]):
-            if letter in letters:
-                return "interpreter runs code from an argument"
-            if "-" + letter in value_opts:
-                if position == len(value) - 2:
-                    index += 1  # the value is the next word
-                break
-        index += 1
-    program = words[index].deny_value if index < len(words) else None
-    if program in STDIN_PROGRAMS or (index >= len(words) and cmd.stdin is not None):
-        return "interpreter reads its program from stdin"
-    return None
+    found = code_of(cmd, spec)
+    if found is None:
+        return None
+    words, reads_stdin = found
+    if any(word.deny_value is None for word in words):
+        return None  # dynamic: marked as a possible option elsewhere (and the program is unknown)
+    return "interpreter reads its program from stdin" if reads_stdin else "interpreter runs code from an argument"

@@ -23,11 +23,12 @@ class PathRef:
     access: str  # "read" | "write"
     word: Word
     cwd: str | None  # directory relative paths resolve against; None = unknown
-    via: str  # "redirect" | "operand" | "tool"
+    via: str  # "redirect" | "operand" | "tool" | "code" (a literal of interpreter code)
     owner: "Cmd | None" = None
     recursive: bool = False
     removal: bool = False
     deny_only: bool = False
+    guess: bool = False  # a literal that may never be opened: a deny match is only `maybe`
 
     @property
     def static(self) -> bool:

@@ -21,6 +21,7 @@ import shlex
 from typing import Callable, NamedTuple
 
 from . import _lazy
+from .interpreters import analyse_code
 from .model import Cmd
 from .walk import Env, State, recurse, unknown
 from .words import DYNAMIC_ITEM, SAFE_ASSIGNMENTS, Word, parse_word, static_word
@@ -72,6 +73,7 @@ def unwrap(cmd: Cmd, state: State, env: Env, stdin_script: str | None, stdin_dyn
         spec = wrappers.get(key)
         if spec is None:
             _maybe_source(current, state, env, stdin_script, stdin_dynamic)
+            analyse_code(current, state, env, stdin_script, stdin_dynamic)  # `python3 -c CODE`, `awk PROG`
             break
         produced = len(state.result.cmds)
         handler = KINDS.get(spec.get("kind", ""))
