@@ -24,7 +24,8 @@ words, copies into allowed directories, base directories that are allowed, POSIX
 benign strings), each run by the oracle to prove no denied action happened. An engine refusal of one
 is a false refusal; the rate is printed beside the bypass count and must stay under 1 %.
 Non-POSIX shells (fish, tcsh) are opaque by design (their strings are `maybe` against every deny
-pattern), so they are not in the must-stay-allowed set.
+pattern), and so is a shell reading its script from a pipe (`… | sh`), so neither is in the
+must-stay-allowed set.
 """
 
 from __future__ import annotations
@@ -293,7 +294,9 @@ def benign_commands(n: int, rng_seed: int) -> list[str]:
     core += [t.format(P=p, P2=p2) for t in _LOOKUP for p in _PROGRAMS for p2 in _PROGRAMS[:2]]
     core += _FILES
     shells = [name for name, program, posix in SHELLS if posix and not missing_shell(program)]
-    core += [f.replace("{S}", name).format(A=s, Q=q(s)) for name in shells for f in POSIX_FORMS for s in _STRINGS]
+    # a shell reading its script from a pipe is opaque (`maybe`, § 7.2.2), so not here
+    forms = [f for f in POSIX_FORMS if "| {S}" not in f]
+    core += [f.replace("{S}", name).format(A=s, Q=q(s)) for name in shells for f in forms for s in _STRINGS]
     every = sorted({w.format(A=c) for c in core for w in _WRAP})
     random.Random(rng_seed).shuffle(every)
     return every[:n]

@@ -309,6 +309,15 @@ class Walker:
         if body is not None and body.type == "command":
             self.command(body, env, redirects)
             return
+        last = next((child for child in reversed(body.children) if child.is_named), None) if body is not None else None
+        if body is not None and body.type == "list" and last is not None and last.type == "command":
+            # `true && sh <<'EOF' …`: the grammar hangs the here-document on the whole list; bash
+            # gives it to the list's last command (a list takes no redirect of its own).
+            for child in body.children:
+                if child is not last:
+                    self.walk(child, env)
+            self.command(last, env, redirects)
+            return
         if body is not None:
             self.walk(body, env)
         after: list = []
