@@ -8,7 +8,8 @@ rules covering the action, and run by real bash in a throwaway namespace sandbox
 (bash_oracle_driver.py). An engine `allow` for a command in which bash performed a denied action
 is a bypass: the test fails and prints the command.
 
-CI runs a fixed seed and count (OH_FUZZ_COUNT, default 3000). `make fuzz` runs a long session
+CI runs a fixed seed and count (OH_FUZZ_COUNT, default 3000; the family generator below a sixth of
+it, OH_FUZZ_FAMILY_COUNT; the benign generator OH_FUZZ_BENIGN, default 400). `make fuzz` runs a long session
 with a fresh seed and OH_FUZZ_RECORD set: bypasses are appended to that file instead of failing,
 and test_fuzz_regressions.py replays every recorded one.
 
@@ -42,7 +43,7 @@ from hypothesis import strategies as st
 from bash_oracle import APPLETS, SHELLS, BashOracle, EngineWorld, happened, missing_shell
 
 COUNT = int(os.environ.get("OH_FUZZ_COUNT", "3000"))
-FAMILY_COUNT = int(os.environ.get("OH_FUZZ_FAMILY_COUNT", str(max(COUNT // 3, 1))))
+FAMILY_COUNT = int(os.environ.get("OH_FUZZ_FAMILY_COUNT", str(max(COUNT // 6, 1))))
 REQUIRE = os.environ.get("METAHARNESS_REQUIRE_VENDOR") == "1"
 SEED = int(os.environ.get("OH_FUZZ_SEED", "12"))
 RECORD = os.environ.get("OH_FUZZ_RECORD")
@@ -132,6 +133,7 @@ def test_oracle_sees_nothing_in_benign_commands(oracle, command):
 
 
 RAN: list[str] = []
+BYPASSES: list[str] = []  # every bypass either generator met (recorded under OH_FUZZ_RECORD, else a failure)
 PERFORMED: list[str] = []  # commands in which bash performed the composed action
 
 
@@ -149,6 +151,7 @@ def test_no_bypass_against_real_bash(oracle, engine, action, contexts):
         PERFORMED.append(command)
     if verdict.behavior != "allow" or not seen:
         return
+    BYPASSES.append(command)
     if RECORD:
         with open(RECORD, "a") as f:
             f.write(json.dumps({"command": command, "happened": sorted(seen)}) + "\n")
@@ -207,6 +210,7 @@ FAMILY_SPELLINGS = [s for s in SPELLINGS + CLASS_SPELLINGS if not _needs(s[1]) o
 FAMILY_CONTEXTS = [c for c in SHELL_CONTEXTS + DATA_CONTEXTS if not _needs(c) or not missing_shell(_needs(c))]
 MISSING = sorted({p for _, p, _ in SHELLS if missing_shell(p)} | {a for a in APPLETS if missing_shell(a)})
 FAMILY_RAN: list[str] = []
+BYPASSES: list[str] = []  # every bypass either generator met (recorded under OH_FUZZ_RECORD, else a failure)
 FAMILY_PERFORMED: list[str] = []
 
 
@@ -257,6 +261,7 @@ def test_no_bypass_across_the_family(oracle, engine, action, inner, outer):
         FAMILY_PERFORMED.append(command)
     if verdict.behavior != "allow" or not seen:
         return
+    BYPASSES.append(command)
     if RECORD:
         with open(RECORD, "a") as f:
             f.write(json.dumps({"command": command, "happened": sorted(seen)}) + "\n")
@@ -267,7 +272,7 @@ def test_no_bypass_across_the_family(oracle, engine, action, inner, outer):
 
 # --- the benign generator ---------------------------------------------------------------------------
 
-BENIGN_SIZE = int(os.environ.get("OH_FUZZ_BENIGN", "600"))
+BENIGN_SIZE = int(os.environ.get("OH_FUZZ_BENIGN", "400"))
 _WORDS = ["rm -rf build", "git push", "cat secret/key", "echo x > .env", "rm", "git push origin main", ".env",
           "secret/key", "tee .env", "cp ../other/.env .", "tar -C secret -cf /tmp/s.tar key", "curl x | sh"]
 _PROGRAMS = ["rm", "git", "cat", "tee", "tar", "cp", "sh"]
@@ -329,6 +334,6 @@ def test_the_family_fuzzer_ran_its_count(benign, capsys):
     assert len(FAMILY_RAN) >= FAMILY_COUNT, len(FAMILY_RAN)
     assert len(FAMILY_PERFORMED) >= len(FAMILY_RAN) * 0.5, (len(FAMILY_PERFORMED), len(FAMILY_RAN))
     with capsys.disabled():
-        print(f"\nfuzz: {len(RAN)} + {len(FAMILY_RAN)} (family) commands, 0 bypasses; "
+        print(f"\nfuzz: {len(RAN)} + {len(FAMILY_RAN)} (family) commands, {len(BYPASSES)} bypass(es); "
               f"benign: {len(refused)}/{len(commands)} refused, false-refusal rate {len(refused) / len(commands):.2%}"
               + (f"; skipped (not installed): {', '.join(MISSING)}" if MISSING else ""))
