@@ -1,8 +1,8 @@
 # Two commands do all set-up on a fresh machine (Python 3.11+, pip, make; npm and apt for the tests):
 #   make demo   — install metaharness into .venv and run the bundled two-step workflow (offline)
 #   make test   — install everything the tests need (Python deps, the docs tools, the pinned vendor CLIs,
-#                 Debian's chromium and bubblewrap) and run the whole suite, end-to-end tests on the real
-#                 binaries included (the documentation site is built with --strict by a test)
+#                 Debian's chromium, bubblewrap and other shells) and run the whole suite, end-to-end
+#                 tests on the real binaries included (the documentation site is built with --strict by a test)
 #   make check  — the fast tier for a developer: everything but the real-vendor end-to-end, browser,
 #                 Ray and long fuzz tests, in parallel; needs no npm and no apt
 #   make docs   — regenerate the CLI reference and build the documentation site into site/

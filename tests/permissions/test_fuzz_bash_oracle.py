@@ -299,7 +299,7 @@ def benign_commands(n: int, rng_seed: int) -> list[str]:
     core += [t.format(P=p, P2=p2) for t in _LOOKUP for p in _PROGRAMS for p2 in _PROGRAMS[:2]]
     core += _FILES
     shells = [name for name, program, posix in SHELLS if posix and not missing_shell(program)]
-    # a shell reading its script from a pipe is opaque (`maybe`, § 7.2.2), so not here
+    # a shell reading its script from a pipe is opaque (`maybe` against every deny rule), so not here
     forms = [f for f in POSIX_FORMS if "| {S}" not in f]
     core += [f.replace("{S}", name).format(A=s, Q=q(s)) for name in shells for f in forms for s in _STRINGS]
     every = sorted({w.format(A=c) for c in core for w in _WRAP})
