@@ -293,18 +293,25 @@ _WRAP = ["{A}", "true && {A}", "( {A} )", "{A} | cat", "{A} >/dev/null", "{{ {A}
 
 
 def benign_commands(n: int, rng_seed: int) -> list[str]:
-    """Every combination of the tables above, shuffled with a fixed seed, the first n."""
+    """Each class's table in every wrapping, shuffled with a fixed seed: an equal share of n from
+    each class (data operands, look-ups, file commands, POSIX shells), so none crowds out another."""
     q = shlex.quote
-    core = [t.format(Q=q(w), W=w if not set(w) & set("|>&;") else q(w)) for t in _DATA for w in _WORDS]
-    core += [t.format(P=p, P2=p2) for t in _LOOKUP for p in _PROGRAMS for p2 in _PROGRAMS[:2]]
-    core += _FILES
     shells = [name for name, program, posix in SHELLS if posix and not missing_shell(program)]
     # a shell reading its script from a pipe is opaque (`maybe` against every deny rule), so not here
     forms = [f for f in POSIX_FORMS if "| {S}" not in f]
-    core += [f.replace("{S}", name).format(A=s, Q=q(s)) for name in shells for f in forms for s in _STRINGS]
-    every = sorted({w.format(A=c) for c in core for w in _WRAP})
-    random.Random(rng_seed).shuffle(every)
-    return every[:n]
+    classes = [
+        [t.format(Q=q(w), W=w if not set(w) & set("|>&;") else q(w)) for t in _DATA for w in _WORDS],
+        [t.format(P=p, P2=p2) for t in _LOOKUP for p in _PROGRAMS for p2 in _PROGRAMS[:2]],
+        _FILES,
+        [f.replace("{S}", name).format(A=s, Q=q(s)) for name in shells for f in forms for s in _STRINGS],
+    ]
+    rng = random.Random(rng_seed)
+    chosen: list[str] = []
+    for core in classes:
+        every = sorted({w.format(A=c) for c in core for w in _WRAP})
+        rng.shuffle(every)
+        chosen += every[: n // len(classes)]
+    return chosen
 
 
 @pytest.fixture(scope="module")
@@ -324,7 +331,7 @@ def benign(oracle, engine):
 
 def test_benign_commands_stay_allowed(benign):
     commands, refused = benign
-    assert len(commands) >= min(BENIGN_SIZE, 300), len(commands)
+    assert len(commands) >= min(BENIGN_SIZE - 3, 300), len(commands)
     rate = len(refused) / len(commands)
     assert rate < 0.01, f"false refusals {len(refused)}/{len(commands)} ({rate:.2%}): {refused[:20]}"
 
