@@ -44,6 +44,11 @@ TIERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         # reads what the fuzzing test ran, so the two go together
         "tests/permissions/test_fuzz_bash_oracle.py::test_no_bypass_against_real_bash",
         "tests/permissions/test_fuzz_bash_oracle.py::test_the_fuzzer_ran_its_count",
+        # its family generator (the other shells, OH_FUZZ_FAMILY_COUNT) and the benign generator
+        # (OH_FUZZ_BENIGN commands that must stay allowed), with their count and rate checks
+        "tests/permissions/test_fuzz_bash_oracle.py::test_no_bypass_across_the_family",
+        "tests/permissions/test_fuzz_bash_oracle.py::test_benign_commands_stay_allowed",
+        "tests/permissions/test_fuzz_bash_oracle.py::test_the_family_fuzzer_ran_its_count",
         # every way a model request fails, on oharness: the SDKs' own retry back-off (minutes)
         "tests/run/test_model_failures.py",
         # a workflow stopped at every boundary and mid-step, then resumed

@@ -7,6 +7,11 @@ are written independently of the engine's matchers (no engine code is used to ju
 
 The engine side is `EngineWorld`: a directory with the same layout, whose project settings deny
 exactly those actions, decided in Bypass.
+
+The other shells (issue "deny holds wherever the shell can reach"): `SHELLS` names the ones the
+oracle runs strings in, each with the program that must be installed (`make shells`, Debian's
+packages). `missing_shell` says whether one is absent: its oracle cases are then skipped, and fail
+under METAHARNESS_REQUIRE_VENDOR=1 (make test) — a missing shell never passes silently.
 """
 
 from __future__ import annotations
@@ -25,6 +30,20 @@ DENY_RULES = ["Bash(rm -rf *)", "Bash(git push*)", "Write(.env*)", "Read(secret/
 ACTIONS = ("rm", "push", "env-write", "secret-read")
 DRIVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bash_oracle_driver.py")
 UNSHARE = ["unshare", "-Urmnp", "--fork", "--mount-proc"]
+
+
+# (name as spelled in a command, program that must be installed, POSIX?): the family the oracle runs.
+SHELLS = (
+    ("dash", "dash", True), ("mksh", "mksh", True), ("yash", "yash", True), ("posh", "posh", True),
+    ("zsh", "zsh", True), ("ksh", "ksh", True), ("busybox sh", "busybox", True), ("busybox ash", "busybox", True),
+    ("fish", "fish", False), ("tcsh", "tcsh", False), ("csh", "csh", False),
+)
+# Programs whose applets reach the file system without the recorders (`busybox rm`, `toybox cat`).
+APPLETS = ("busybox", "toybox")
+
+
+def missing_shell(program: str) -> bool:
+    return shutil.which(program, path="/usr/local/bin:/usr/bin:/bin") is None
 
 
 class OracleUnavailable(RuntimeError):
@@ -75,7 +94,8 @@ def git_push(argv: list[str]) -> bool:
 
 def happened(result: dict) -> set[str]:
     seen = set()
-    if any(rm_rf_build(a) for a in result["rm"]):
+    # a recorded `rm -rf build`, or `build` gone (an applet's rm: busybox, toybox, which no recorder shadows)
+    if any(rm_rf_build(a) for a in result["rm"]) or result.get("build_gone"):
         seen.add("rm")
     if any(git_push(a) for a in result["git"]):
         seen.add("push")
@@ -124,6 +144,9 @@ class EngineWorld:
         self.root = os.path.join(self.base, "proj")
         self.home = os.path.join(self.base, "home")
         os.makedirs(self.home)
+        os.makedirs(os.path.join(self.base, "other"))  # a sibling of the project: a `.env` to copy in
+        with open(os.path.join(self.base, "other", ".env"), "w") as f:
+            f.write("KEY=2\n")
         for d in ("build", "secret", "src", ".oharness"):
             os.makedirs(os.path.join(self.root, d))
         for rel, text in (("build/o.txt", "o\n"), (".env", "KEY=1\n"), ("secret/key", "s3cr3t\n"),
@@ -144,4 +167,5 @@ class EngineWorld:
         shutil.rmtree(self.base, ignore_errors=True)
 
 
-__all__ = ["BashOracle", "EngineWorld", "OracleUnavailable", "happened", "ACTIONS", "DENY_RULES", "notation_call"]
+__all__ = ["APPLETS", "BashOracle", "EngineWorld", "OracleUnavailable", "SHELLS", "happened", "missing_shell",
+           "ACTIONS", "DENY_RULES", "notation_call"]

@@ -9,7 +9,9 @@ program (`rm`, `git`) is shadowed by a recorder bind-mounted over the real binar
 read-only. There is no network. After each command every process but this one is killed.
 
 Protocol: one JSON object per line on stdin, {"cmd": "..."}; one JSON object per line on stdout:
-{"rm": [[argv…]…], "git": [[argv…]…], "env_changed": bool, "secret_read": bool, "timeout": bool}.
+{"rm": [[argv…]…], "git": [[argv…]…], "env_changed": bool, "secret_read": bool, "build_gone": bool,
+"timeout": bool}. Beside the project the template holds `other/.env` (a file to copy onto `.env`).
+The other shells (mksh, fish, busybox …) are whatever the read-only root has installed.
 """
 
 from __future__ import annotations
@@ -75,6 +77,9 @@ def _setup(base: str) -> dict:
                       ("README", "readme a\n"), ("src/a.txt", "a\n")):
         with open(os.path.join(proj, rel), "w") as f:
             f.write(text)
+    os.makedirs(os.path.join(paths["template"], "other"))
+    with open(os.path.join(paths["template"], "other", ".env"), "w") as f:
+        f.write("KEY=2\n")
     _mount("-o", "remount,bind,ro", "/")
     return paths
 
@@ -155,6 +160,7 @@ def main() -> None:
             "git": _read_log(os.path.join(paths["log"], "git.log")),
             "env_changed": _env_state(os.path.join(proj, ".env")) != env_before,
             "secret_read": secret_read,
+            "build_gone": not os.path.isdir(os.path.join(proj, "build")),
             "timeout": timed_out,
         }
         shutil.rmtree(work, ignore_errors=True)

@@ -8,24 +8,43 @@ rules covering the action, and run by real bash in a throwaway namespace sandbox
 (bash_oracle_driver.py). An engine `allow` for a command in which bash performed a denied action
 is a bypass: the test fails and prints the command.
 
-CI runs a fixed seed and count (OH_FUZZ_COUNT, default 3000). `make fuzz` runs a long session
+CI runs a fixed seed and count (OH_FUZZ_COUNT, default 3000; the family generator below a sixth of
+it, OH_FUZZ_FAMILY_COUNT; the benign generator OH_FUZZ_BENIGN, default 400). `make fuzz` runs a long session
 with a fresh seed and OH_FUZZ_RECORD set: bypasses are appended to that file instead of failing,
 and test_fuzz_regressions.py replays every recorded one.
+
+The family (issue "deny holds wherever the shell can reach"): a second generator composes the
+denied actions into each class — the other shells' `-c`, stdin and here-document forms (run by the
+real shells, `make shells`), base-directory options (`tar -C`, `env -C`), directory destinations
+(`cp`/`mv`/`install`/`ln` into `.`), and substitutions or pipes around programs whose operands are
+data (`echo`, `which`, `grep -e`). A shell that is not installed is left out of the generator and
+its oracle case is skipped (failed under METAHARNESS_REQUIRE_VENDOR=1).
+
+The benign generator: several hundred commands that must stay allowed (data operands naming denied
+words, copies into allowed directories, base directories that are allowed, POSIX shells running
+benign strings), each run by the oracle to prove no denied action happened. An engine refusal of one
+is a false refusal; the rate is printed beside the bypass count and must stay under 1 %.
+Non-POSIX shells (fish, tcsh) are opaque by design (their strings are `maybe` against every deny
+pattern), and so is a shell reading its script from a pipe (`… | sh`), so neither is in the
+must-stay-allowed set.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import random
 import shlex
 
 import pytest
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
-from bash_oracle import BashOracle, EngineWorld, happened
+from bash_oracle import APPLETS, SHELLS, BashOracle, EngineWorld, happened, missing_shell
 
 COUNT = int(os.environ.get("OH_FUZZ_COUNT", "3000"))
+FAMILY_COUNT = int(os.environ.get("OH_FUZZ_FAMILY_COUNT", str(max(COUNT // 6, 1))))
+REQUIRE = os.environ.get("METAHARNESS_REQUIRE_VENDOR") == "1"
 SEED = int(os.environ.get("OH_FUZZ_SEED", "12"))
 RECORD = os.environ.get("OH_FUZZ_RECORD")
 
@@ -114,6 +133,7 @@ def test_oracle_sees_nothing_in_benign_commands(oracle, command):
 
 
 RAN: list[str] = []
+BYPASSES: list[str] = []  # every bypass either generator met (recorded under OH_FUZZ_RECORD, else a failure)
 PERFORMED: list[str] = []  # commands in which bash performed the composed action
 
 
@@ -131,6 +151,7 @@ def test_no_bypass_against_real_bash(oracle, engine, action, contexts):
         PERFORMED.append(command)
     if verdict.behavior != "allow" or not seen:
         return
+    BYPASSES.append(command)
     if RECORD:
         with open(RECORD, "a") as f:
             f.write(json.dumps({"command": command, "happened": sorted(seen)}) + "\n")
@@ -144,3 +165,182 @@ def test_the_fuzzer_ran_its_count():
     # really performed the denied action (the rest only define it: a trap that never fires …).
     assert len(RAN) >= COUNT, len(RAN)
     assert len(PERFORMED) >= len(RAN) * 0.6, (len(PERFORMED), len(RAN))
+
+
+# --- the family: each class of issue 24 -----------------------------------------------------------
+
+# Spellings of the classes that do not wrap another command: base-directory options (b),
+# directory destinations (c; `../other/.env` is a sibling of the project), applets no recorder
+# shadows. Each performs its action under bash (the positive control proves it).
+CLASS_SPELLINGS = [
+    ("secret-read", "tar -C secret -cf /tmp/s.tar key"), ("secret-read", "tar -cf /tmp/s.tar -C secret key"),
+    ("secret-read", "tar --directory=secret -cf /tmp/s.tar key"), ("secret-read", "tar -cf /tmp/s.tar --directory secret key"),
+    ("secret-read", "tar -C src -cf /tmp/s.tar ../secret/key"), ("secret-read", "env -C secret cat key"),
+    ("secret-read", "env --chdir=src cat ../secret/key"), ("secret-read", "env -C secret head -c1 key"),
+    ("env-write", "env -C src touch ../.env"), ("env-write", "env -C src cp ../README ../.env"),
+    ("env-write", "cp ../other/.env ."), ("env-write", "cp ../other/.env ./"), ("env-write", "cp -f ../other/.env src/.."),
+    ("env-write", "mv ../other/.env ."), ("env-write", "install ../other/.env ."), ("env-write", "install -m 644 ../other/.env ."),
+    ("env-write", "ln -sf ../other/.env ."), ("env-write", "cp -t . ../other/.env"), ("env-write", "cp -r ../other/. ."),
+    ("env-write", "cp -a ../other/. ./"), ("env-write", "cp ../other/.env src/a.txt ."), ("env-write", "mv -t . ../other/.env"),
+    ("rm", "busybox rm -rf build"), ("secret-read", "busybox cat secret/key"), ("env-write", "busybox cp ../other/.env ."),
+    ("rm", "toybox rm -rf build"), ("secret-read", "toybox cat secret/key"), ("env-write", "busybox sh -c 'echo x > .env'"),
+]
+
+
+def _needs(text: str) -> str | None:
+    """The shell or applet program a spelling or context needs, if any."""
+    for name, program, _ in SHELLS:
+        if text.startswith(name + " ") or f" {name} " in text or text.endswith("| " + name):
+            return program
+    return next((a for a in APPLETS if text.startswith(a + " ")), None)
+
+
+# Class a: a string run by another shell; {A} is the command, {Q} the command as one word.
+POSIX_FORMS = ["{S} -c {Q}", "{S} -ec {Q}", "{S} -s <<< {Q}", "{S} <<'EOF'\n{A}\nEOF", "echo {Q} | {S}", "{S} -x -c -- {Q}"]
+FOREIGN_FORMS = ["{S} -c {Q}", "echo {Q} | {S}"]
+SHELL_CONTEXTS = [f.replace("{S}", name) for name, _, posix in SHELLS for f in (POSIX_FORMS if posix else FOREIGN_FORMS)]
+SHELL_CONTEXTS += ["flock . -c {Q}", "env -C src sh -c 'cd .. && '{Q}"]
+# Class d: substitutions and pipes around programs whose operands are data.
+DATA_CONTEXTS = [
+    "printf '%s\\n' \"$({A})\"", "which $({A}) >/dev/null", "type x $({A})", "command -v $({A})",
+    "printf '%s\\n' {Q} | sh", "echo {Q} | bash", "echo {Q} && {A}", "grep -e x $({A}) README",
+    "git log --grep {Q}; {A}", "echo `{A}`",
+]
+FAMILY_SPELLINGS = [s for s in SPELLINGS + CLASS_SPELLINGS if not _needs(s[1]) or not missing_shell(_needs(s[1]))]
+FAMILY_CONTEXTS = [c for c in SHELL_CONTEXTS + DATA_CONTEXTS if not _needs(c) or not missing_shell(_needs(c))]
+MISSING = sorted({p for _, p, _ in SHELLS if missing_shell(p)} | {a for a in APPLETS if missing_shell(a)})
+FAMILY_RAN: list[str] = []
+BYPASSES: list[str] = []  # every bypass either generator met (recorded under OH_FUZZ_RECORD, else a failure)
+FAMILY_PERFORMED: list[str] = []
+
+
+@pytest.mark.parametrize("program", sorted({p for _, p, _ in SHELLS} | set(APPLETS)))
+def test_each_shell_of_the_family_is_installed(program):
+    if missing_shell(program):
+        if REQUIRE:
+            pytest.fail(f"{program} is not installed; `make shells` installs the oracle's shells from Debian")
+        pytest.skip(f"{program} is not installed: its oracle cases are skipped (make shells)")
+
+
+@pytest.mark.parametrize("name,program,posix", SHELLS, ids=[s[0] for s in SHELLS])
+def test_positive_control_each_shell_runs_the_action(oracle, engine, name, program, posix):
+    if missing_shell(program):
+        (pytest.fail if REQUIRE else pytest.skip)(f"{program} is not installed (make shells)")
+    # every form is denied; the shell really performs the action in its `-c` and piped-stdin forms
+    # (not every shell takes every form: posh has no `-s`)
+    for kind, spelling in [("rm", "rm -rf build"), ("secret-read", "cat secret/key"), ("push", "git push")]:
+        for form in POSIX_FORMS if posix else FOREIGN_FORMS:
+            command = form.replace("{S}", name).format(A=spelling, Q=shlex.quote(spelling))
+            if form in ("{S} -c {Q}", "echo {Q} | {S}"):
+                assert kind in happened(oracle.run(command)), command
+            assert engine.decide(command).behavior == "deny", command
+
+
+@pytest.mark.parametrize("kind,spelling", CLASS_SPELLINGS)
+def test_positive_control_each_class_spelling(oracle, engine, kind, spelling):
+    if _needs(spelling) and missing_shell(_needs(spelling)):
+        (pytest.fail if REQUIRE else pytest.skip)(f"{_needs(spelling)} is not installed (make shells)")
+    assert kind in happened(oracle.run(spelling)), spelling
+    assert engine.decide(spelling).behavior == "deny", engine.decide(spelling).to_json()
+
+
+@pytest.mark.timeout(1800)
+@seed(SEED)
+@settings(max_examples=FAMILY_COUNT, database=None, deadline=None, derandomize=False,
+          suppress_health_check=list(HealthCheck), phases=[Phase.generate, Phase.shrink] if not RECORD else [Phase.generate])
+@given(action=st.sampled_from(FAMILY_SPELLINGS), inner=st.lists(st.sampled_from(CONTEXTS), max_size=1),
+       outer=st.lists(st.sampled_from(FAMILY_CONTEXTS), min_size=1, max_size=2))
+def test_no_bypass_across_the_family(oracle, engine, action, inner, outer):
+    if REQUIRE:
+        assert not MISSING, f"not installed: {MISSING} (make shells)"
+    command = compose(action[1], inner + outer)
+    FAMILY_RAN.append(command)
+    verdict = engine.decide(command)
+    seen = happened(oracle.run(command))
+    if action[0] in seen:
+        FAMILY_PERFORMED.append(command)
+    if verdict.behavior != "allow" or not seen:
+        return
+    BYPASSES.append(command)
+    if RECORD:
+        with open(RECORD, "a") as f:
+            f.write(json.dumps({"command": command, "happened": sorted(seen)}) + "\n")
+        return
+    pytest.fail(f"bypass: the engine allows {command!r} in Bypass, and the oracle saw {sorted(seen)}; "
+                f"verdict {json.dumps(verdict.to_json())}")
+
+
+# --- the benign generator ---------------------------------------------------------------------------
+
+BENIGN_SIZE = int(os.environ.get("OH_FUZZ_BENIGN", "400"))
+_WORDS = ["rm -rf build", "git push", "cat secret/key", "echo x > .env", "rm", "git push origin main", ".env",
+          "secret/key", "tee .env", "cp ../other/.env .", "tar -C secret -cf /tmp/s.tar key", "curl x | sh"]
+_PROGRAMS = ["rm", "git", "cat", "tee", "tar", "cp", "sh"]
+_DATA = ["echo {Q}", "echo {W}", "printf '%s\\n' {Q}", "printf %s {Q} >/dev/null", "grep -e {Q} README",
+         "grep -c -- {Q} src/a.txt", "grep -F {Q} README src/a.txt", "git log --grep={Q}", "git log -S {Q} --oneline"]
+_LOOKUP = ["which {P}", "type {P}", "command -v {P}", "command -V {P}", "which {P} {P2}"]
+_FILES = [
+    "cp README src", "cp README src/", "cp -t src README", "cp -r src /tmp/s", "cp README src/a.txt /tmp",
+    "mv src/a.txt src/b.txt", "install -m 644 README src", "install README /tmp", "ln -s ../README src/r",
+    "ln -sf README src/", "cp -a src/. /tmp/t", "mv -t src README", "cat README src/a.txt", "cp src/a.txt .",
+    "tar -C src -cf /tmp/x.tar a.txt", "tar -cf /tmp/x.tar -C src .", "tar --directory=src -cf /tmp/x.tar a.txt",
+    "env -C src cat a.txt", "env --chdir=src ls", "tar -C build -cf /tmp/o.tar o.txt", "env -C build cat o.txt",
+]
+_STRINGS = ["echo hi", "cat README", "ls src", "echo rm -rf build", "printf %s git push", "cat src/a.txt | wc -l",
+            "cp README src/", "which rm", "test -f .env && echo yes"]
+_WRAP = ["{A}", "true && {A}", "( {A} )", "{A} | cat", "{A} >/dev/null", "{{ {A}; }}", "if true; then {A}; fi",
+         "for i in 1; do {A}; done", "{A} 2>/dev/null", "x=$({A})"]
+
+
+def benign_commands(n: int, rng_seed: int) -> list[str]:
+    """Each class's table in every wrapping, shuffled with a fixed seed: an equal share of n from
+    each class (data operands, look-ups, file commands, POSIX shells), so none crowds out another."""
+    q = shlex.quote
+    shells = [name for name, program, posix in SHELLS if posix and not missing_shell(program)]
+    # a shell reading its script from a pipe is opaque (`maybe` against every deny rule), so not here
+    forms = [f for f in POSIX_FORMS if "| {S}" not in f]
+    classes = [
+        [t.format(Q=q(w), W=w if not set(w) & set("|>&;") else q(w)) for t in _DATA for w in _WORDS],
+        [t.format(P=p, P2=p2) for t in _LOOKUP for p in _PROGRAMS for p2 in _PROGRAMS[:2]],
+        _FILES,
+        [f.replace("{S}", name).format(A=s, Q=q(s)) for name in shells for f in forms for s in _STRINGS],
+    ]
+    rng = random.Random(rng_seed)
+    chosen: list[str] = []
+    for core in classes:
+        every = sorted({w.format(A=c) for c in core for w in _WRAP})
+        rng.shuffle(every)
+        chosen += every[: n // len(classes)]
+    return chosen
+
+
+@pytest.fixture(scope="module")
+def benign(oracle, engine):
+    """(commands, refused): each command run by the oracle (none may perform a denied action) and
+    decided by the engine; `refused` holds the ones the engine did not allow."""
+    commands = benign_commands(BENIGN_SIZE, SEED)
+    refused = []
+    for command in commands:
+        seen = happened(oracle.run(command))
+        assert not seen, f"the benign generator is wrong: the oracle saw {sorted(seen)} in {command!r}"
+        verdict = engine.decide(command)
+        if verdict.behavior != "allow":
+            refused.append((command, verdict.behavior, verdict.reason))
+    return commands, refused
+
+
+def test_benign_commands_stay_allowed(benign):
+    commands, refused = benign
+    assert len(commands) >= min(BENIGN_SIZE - 3, 300), len(commands)
+    rate = len(refused) / len(commands)
+    assert rate < 0.01, f"false refusals {len(refused)}/{len(commands)} ({rate:.2%}): {refused[:20]}"
+
+
+def test_the_family_fuzzer_ran_its_count(benign, capsys):
+    commands, refused = benign
+    assert len(FAMILY_RAN) >= FAMILY_COUNT, len(FAMILY_RAN)
+    assert len(FAMILY_PERFORMED) >= len(FAMILY_RAN) * 0.5, (len(FAMILY_PERFORMED), len(FAMILY_RAN))
+    with capsys.disabled():
+        print(f"\nfuzz: {len(RAN)} + {len(FAMILY_RAN)} (family) commands, {len(BYPASSES)} bypass(es); "
+              f"benign: {len(refused)}/{len(commands)} refused, false-refusal rate {len(refused) / len(commands):.2%}"
+              + (f"; skipped (not installed): {', '.join(MISSING)}" if MISSING else ""))

@@ -94,8 +94,15 @@ BASE_DIR_DENIED = [
     "patch -d config ../.env -i /tmp/p", "env -C config cat ../.env", "env --chdir=config cat ../.env",
     "sudo -D config cat ../.env", "env -C \"$D\" cat .env", "unshare -w config cat ../.env",
     "systemd-run --working-directory=config cat ../.env",
+    # a wrapped shell's string starts in the wrapper's directory; a child shell's cd does not outlast it
+    "env -C config sh -c 'cat ../.env'", "env -C config bash -c 'cd .. && cat .env'", "sh -c 'cd config'; cat .env",
+    "bash -c 'cd src' && cat .env", "eval 'cd config'; cat ../.env", "tar -cf /tmp/x.tar -C src a.py -C .. .env",
 ]
-BASE_DIR_ALLOWED = ["tar -C src -cf /tmp/x.tar a.py", "git -C src checkout -- a.py", "env -C config cat a.txt"]
+BASE_DIR_ALLOWED = ["tar -C src -cf /tmp/x.tar a.py", "git -C src checkout -- a.py", "env -C config cat a.txt",
+                    # tar's -C moves the names after it (only), so `.` is src, not the project
+                    "tar -C src -cf /tmp/x.tar .", "tar -cf /tmp/x.tar -C src .", "env -C config sh -c 'cat a.txt'",
+                    # a here-document the grammar hangs on a list belongs to the list's last command
+                    "true && sh <<'EOF'\nls src\nEOF"]
 
 
 @pytest.mark.parametrize("command", BASE_DIR_DENIED)

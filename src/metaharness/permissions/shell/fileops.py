@@ -425,6 +425,7 @@ def _tar_paths(cmd: Cmd, words: list[Word]) -> None:
     index = 0
     rest: list[Word] = []
     targets: list[Word] = []
+    bases: list[int] = []  # for each operand in `rest`, how many `-C` options came before it
     while index < len(words):
         value = words[index].deny_value
         if value is not None and value.startswith("-") and not value.startswith("--") and len(value) > 1:
@@ -453,6 +454,7 @@ def _tar_paths(cmd: Cmd, words: list[Word]) -> None:
             index += 1
             continue
         rest.append(words[index])
+        bases.append(len(targets))
         index += 1
     create = "c" in flags or "r" in flags or "u" in flags or "--create" in flags
     extract = "x" in flags or "--extract" in flags or "--get" in flags
@@ -461,16 +463,22 @@ def _tar_paths(cmd: Cmd, words: list[Word]) -> None:
     if extract:
         for word in targets or [static_word(".")]:
             cmd.paths.append(PathRef("write", word, cmd.cwd, "operand", cmd))
-    start = len(cmd.paths)
     if create:
-        for word in rest:
-            cmd.paths.append(PathRef("read", word, cmd.cwd, "operand", cmd, recursive=True))
+        # `tar -cf a.tar A -C DIR B -C SUB C`: A is read here, B under DIR, C under DIR/SUB (each
+        # `-C` moves the names after it, relative to the one before)
+        for word, count in zip(rest, bases):
+            directory = cmd.cwd
+            for target in targets[:count]:
+                directory = based(directory, target)
+            cmd.paths.append(PathRef("read", word, directory, "operand", cmd, recursive=True))
+    start = len(cmd.paths)
     if extract:
         # `tar -xf a.tar -C DIR NAME`: the named members are written under DIR (or here).
         for word in rest:
             cmd.paths.append(PathRef("write", word, cmd.cwd, "operand", cmd))
-    if targets:
-        # `tar -C DIR -cf a.tar NAME`: the members are read (or written) relative to DIR.
+    if targets and extract:
+        # `tar -xf a.tar -C DIR NAME`: the members are written relative to DIR (and, over-matching,
+        # to the working directory too).
         _rebase(cmd, start, targets)
 
 

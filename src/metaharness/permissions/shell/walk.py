@@ -113,15 +113,21 @@ def analyse_text(text: str, state: State, env: Env) -> None:
 
 
 def recurse(text: str, state: State, env: Env, *, deny_only: bool = False, unprovable: str | None = None,
-            outer: Cmd | None = None, top_level: bool | None = None) -> None:
-    """Analyse a script found inside the call (a `-c` string, eval's words, a substitution …)."""
+            outer: Cmd | None = None, top_level: bool | None = None, same_process: bool = False) -> None:
+    """Analyse a script found inside the call (a `-c` string, eval's words, a substitution …).
+
+    The script starts in the directory its wrapper runs it in (`env -C DIR sh -c …`: DIR). A `cd`
+    in it lasts after it only when the same shell runs it (`eval`, `same_process`): a child
+    process's `cd` (`sh -c 'cd src'`) leaves the caller where it was."""
     before = len(state.result.cmds)
     saved_cwd = state.cwd
+    if outer is not None:
+        state.cwd = outer.cwd
     top = env.top_level if top_level is None else top_level
     analyse_text(text, state, Env(env.depth + 1, env.in_body, top, False, env.deny_only or deny_only))
     if env.depth + 1 > MAX_DEPTH:
         state.limit_hit = True
-    state.cwd = saved_cwd if deny_only else state.cwd
+    state.cwd = state.cwd if same_process and not deny_only else saved_cwd
     for cmd in state.result.cmds[before:]:
         if outer is not None:
             # Everything a wrapper's string runs belongs to the wrapper's command.
@@ -302,6 +308,15 @@ class Walker:
             body = kids[0] if kids else None
         if body is not None and body.type == "command":
             self.command(body, env, redirects)
+            return
+        last = next((child for child in reversed(body.children) if child.is_named), None) if body is not None else None
+        if body is not None and body.type == "list" and last is not None and last.type == "command":
+            # `true && sh <<'EOF' …`: the grammar hangs the here-document on the whole list; bash
+            # gives it to the list's last command (a list takes no redirect of its own).
+            for child in body.children:
+                if child is not last:
+                    self.walk(child, env)
+            self.command(last, env, redirects)
             return
         if body is not None:
             self.walk(body, env)

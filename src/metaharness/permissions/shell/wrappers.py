@@ -384,7 +384,7 @@ def _eval(layer: Layer) -> Result:
         unknown(layer.state, layer.cmd, "eval of a dynamic string")
         return None, True, {}
     allow_dynamic = any(word.value is None for word in args)
-    recurse(" ".join(word.deny_value for word in args), layer.state, layer.env, outer=layer.cmd,
+    recurse(" ".join(word.deny_value for word in args), layer.state, layer.env, outer=layer.cmd, same_process=True,
             unprovable="ANSI-C string in eval" if allow_dynamic else None)
     return None, True, {}
 
