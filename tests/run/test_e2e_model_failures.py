@@ -71,8 +71,10 @@ CASES = [
     ("opencode-403", "opencode", {"status": 403, "message": "no access to this model"}, (), {}, ("auth", 403, 1, True)),
     ("opencode-429-retried", "opencode", {"status": 429, "retry_after": "0", "times": 1}, (), {},
      ("rate_limited", 429, 1, False)),
+    ("opencode-cut-retried", "opencode", {"kind": "cut", "times": 2}, (), {}, ("stream_cut", 200, 2, False)),
     ("gemini-401", "gemini", {"status": 401}, (), {}, ("auth", 401, 1, True)),
     ("gemini-cut", "gemini", {"kind": "cut"}, (), {}, ("stream_cut", 200, 1, True)),
+    ("gemini-malformed", "gemini", {"kind": "malformed"}, (), {}, ("malformed_stream", 200, 1, True)),
     ("gemini-500-retried", "gemini", {"status": 500, "times": 1}, (), {}, ("http_error", 500, 1, False)),
 ]
 
