@@ -91,3 +91,12 @@ def test_mode_changes_reach_the_adapter_and_unknown_updates_are_opaque():
          {"sessionUpdate": "something_new"})
     assert modes == ["yolo", "plan"]
     assert ctx.lines == [{"event": "opaque", "vendor_subtype": "something_new", "source_line": 4}]
+
+
+def test_a_failed_prompt_ends_the_session_in_error_until_a_turn_runs():
+    t = Translator(Ctx())
+    t.last_error = "opencode failed the prompt: Internal error: rate limit reached"
+    ended = t.session_ended()
+    assert ended.is_error is True and ended.terminal_reason == t.last_error
+    t.prompt_result({"stopReason": "end_turn"})  # a later turn ran: the session is fine again
+    assert t.session_ended().is_error is False

@@ -501,3 +501,13 @@ async def test_an_interrupt_that_claude_code_answers_is_ok():
     request_id = [line for line in wire.lines if line["type"] == "control_request"][0]["request_id"]
     adapter.channel.on_control_response({"response": {"subtype": "success", "request_id": request_id}})
     assert await interrupting is None
+
+
+def test_only_the_retry_setting_of_the_callers_environment_reaches_claude(tmp_path, monkeypatch):
+    monkeypatch.setenv("CLAUDE_CODE_MAX_RETRIES", "0")
+    monkeypatch.setenv("CLAUDE_CODE_SOMETHING_ELSE", "1")
+    env = launch.build_env(launch.Scratch(str(tmp_path)), "/usr/bin", base_url=None, api_key="k")
+    assert env["CLAUDE_CODE_MAX_RETRIES"] == "0" and "CLAUDE_CODE_SOMETHING_ELSE" not in env
+    monkeypatch.delenv("CLAUDE_CODE_MAX_RETRIES")
+    assert "CLAUDE_CODE_MAX_RETRIES" not in launch.build_env(launch.Scratch(str(tmp_path)), "/usr/bin",
+                                                               base_url=None, api_key="k")

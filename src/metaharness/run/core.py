@@ -452,7 +452,9 @@ class RunCore:
             self.result(self.halt_id, Ok(applies_at=None))
         if self.policy is not None and (kept := self.policy.close()):
             self.stderr(f"metaharness: the policy decision trail is in {kept}")
-        if self.model_failure is not None:  # one line naming it, whatever else the stream says
+        if self.model_failure is not None and (self.ended is None or self.ended.is_error):
+            # One line naming the failure that ended the session (a request the harness retried to
+            # an answer is a warning in the stream only).
             self.stderr(f"metaharness: {self.model_failure.message}")
         self.writer.close(self.close_reason(), termination if termination is not None else UnknownTermination())
         if self.ended is None:

@@ -309,7 +309,8 @@ class AcpAdapter(Adapter):
             result = await future
         except RpcError as exc:
             self.translator.flush()
-            self.ctx.warn("VENDOR_ERROR", f"{self.binary_name} failed the prompt: {exc.message}")
+            self.translator.last_error = f"{self.binary_name} failed the prompt: {exc.message}"
+            self.ctx.warn("VENDOR_ERROR", self.translator.last_error)
             self.ctx.turn_ended("error")
             return
         except RpcClosed:

@@ -58,6 +58,7 @@ class Translator:
     cost_usd: float | None = None
     turns_completed: int = 0
     last_stop: str | None = None
+    last_error: str | None = None  # the last prompt the agent failed (its JSON-RPC error), if no turn ran since
     usage_total: Usage = field(default_factory=Usage)
 
     def call(self, call_id: str) -> ToolCall:
@@ -203,11 +204,13 @@ class Translator:
             for key in ("input_tokens", "output_tokens"):
                 setattr(self.usage_total, key, (getattr(self.usage_total, key) or 0) + (getattr(usage, key) or 0))
         self.turns_completed += 1
+        self.last_error = None  # a later turn that ran clears an earlier failed prompt
         stop = result.get("stopReason")
         self.last_stop = stop if isinstance(stop, str) else None
         return self.last_stop
 
     def session_ended(self, *, error: str | None = None) -> SessionEnded:
+        error = error or self.last_error  # a prompt the agent failed (a model request it gave up on)
         return SessionEnded(
             final_answer=FinalAnswer(text=self.last_text) if self.last_text is not None else None,
             is_error=error is not None or self.last_stop not in (None, "end_turn", "cancelled"),

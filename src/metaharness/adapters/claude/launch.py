@@ -50,6 +50,9 @@ PHONE_HOME_SWITCHES = (
     "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "DISABLE_TELEMETRY", "DISABLE_ERROR_REPORTING",
     "DISABLE_AUTOUPDATER",
 )
+# The caller's settings copied into the child's environment when set: how often Claude Code
+# retries a failed model request (its default is 10, with back-off to minutes) — a CI job sets 0.
+PASSED_THROUGH = ("CLAUDE_CODE_MAX_RETRIES",)
 MEMORY_FILES = ("CLAUDE.md", "CLAUDE.local.md", os.path.join(".claude", "CLAUDE.md"))
 
 
@@ -172,6 +175,9 @@ def build_env(
     env["ANTHROPIC_API_KEY"] = api_key
     for switch in PHONE_HOME_SWITCHES:
         env[switch] = "1"
+    for name in PASSED_THROUGH:
+        if os.environ.get(name):
+            env[name] = os.environ[name]
     if bypass_as_root:
         # As root Claude refuses bypassPermissions without it (docs/guides/claude-and-codex.md).
         env["IS_SANDBOX"] = "1"
