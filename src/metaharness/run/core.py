@@ -20,6 +20,11 @@ Rules it keeps:
   before `session.started` is held and written right after it.
 * A turn's input is the frame's rendering (when a frame takes effect), then each
   inject in arrival order, then (first turn only) the prompt.
+* A `message.inject` read while no turn runs opens the next turn at once and is answered once
+  that turn was written to the child — refused TOO_LATE (`the harness can no longer be
+  reached: …`) with no `injection` line when the write found it gone; answers to commands taken
+  after it wait for it, so answers keep the order taken. One read while a turn runs is accepted
+  at once (an answer held for a whole turn would stall the decisions the embedder owes).
 * An interrupt's `command.result` precedes the `turn.ended` it causes, whichever the
   harness reports first.
 * Wind-up: pending calls abandoned, a missing terminal record said, boundary commands
@@ -99,6 +104,7 @@ class RunCore:
                            clock=clock, run_cwd=self.run_cwd)
         self.boundary = Boundary()
         self._boundary_lines: list[Any] = []
+        self._answers: list[list[Any]] = []  # [command id, outcome or None while owed], in order taken
         self._opening: Boundary | None = None  # the boundary taken for a turn not yet written to the child
         self._held: list[tuple[Any, str | None]] = []
         self._session_started = False
@@ -146,7 +152,25 @@ class RunCore:
     def result(self, command_id: str, outcome: Any) -> None:
         if self.inflight is not None and command_id == getattr(self.inflight, "id", None):
             self.inflight_answered = True
-        self.writer.write(CommandResult(id=command_id, outcome=outcome))
+        if self._answers:  # an earlier command's answer is owed: answers keep the order taken
+            self._answers.append([command_id, outcome])
+        else:
+            self.writer.write(CommandResult(id=command_id, outcome=outcome))
+
+    def _owe(self, command_id: str) -> None:
+        """The command's answer comes later (`_settle`); answers to commands taken after it wait."""
+        if self.inflight is not None and command_id == getattr(self.inflight, "id", None):
+            self.inflight_answered = True  # owed, not missing
+        self._answers.append([command_id, None])
+
+    def _settle(self, command_id: str, outcome: Any) -> None:
+        for slot in self._answers:
+            if slot[0] == command_id and slot[1] is None:
+                slot[1] = outcome
+                break
+        while self._answers and self._answers[0][1] is not None:
+            cid, answer = self._answers.pop(0)
+            self.writer.write(CommandResult(id=cid, outcome=answer))
 
     # --- start -----------------------------------------------------------------------------
     def check_start(self) -> None:
@@ -311,8 +335,7 @@ class RunCore:
             self.result(cid, Ok(applies_at="next turn"))
         else:
             self.boundary.owed.append(cid)
-            if self.inflight is not None and cid == getattr(self.inflight, "id", None):
-                self.inflight_answered = True  # its answer is owed, not missing
+            self._owe(cid)
         self.on_wake()
 
     def halt_taken(self, cid: str) -> None:
@@ -363,7 +386,7 @@ class RunCore:
         """The turn opened by `open_turn` was written to the child: its owed answers, then its lines."""
         opening, self._opening = self._opening, None
         for cid in opening.owed if opening is not None else ():
-            self.result(cid, Ok(applies_at="next turn"))
+            self._settle(cid, Ok(applies_at="next turn"))
         if self._session_started:
             self._flush_boundary_lines()
 
@@ -375,7 +398,7 @@ class RunCore:
         if boundary is None:
             return
         for cid in boundary.owed:
-            self.result(cid, refused("TOO_LATE", why))
+            self._settle(cid, refused("TOO_LATE", why))
         for cid, _text in boundary.injects:
             if cid not in boundary.owed:
                 self.warn("COMMAND_NOT_APPLIED", f"message.inject {cid} never took effect: {why}")
@@ -477,8 +500,8 @@ class RunCore:
             for failure in self.harness.retain(self.spec.retain_dir):
                 self.warn("RETAIN_FAILED", failure)
         leftover = self.boundary
-        for cid in leftover.owed:  # never taken: refused, as every command read from here on
-            self.result(cid, refused("TOO_LATE", texts.ENDING))
+        for cid in [slot[0] for slot in self._answers if slot[1] is None]:  # owed by a turn never opened
+            self._settle(cid, refused("TOO_LATE", texts.ENDING))
         leftover.injects = [(cid, text) for cid, text in leftover.injects if cid not in leftover.owed]
         for superseded in leftover.superseded:
             self.warn("COMMAND_NOT_APPLIED", f"frame.set {superseded} never took effect: the run wound up first")
