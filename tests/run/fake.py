@@ -232,6 +232,7 @@ class CoreRun:
         if frame is not None:
             self.frames_set.append(frame)
         self.turn_inputs.append(turn_input)
+        self.core.turn_delivered()
         self.core.turn_started()
 
     def call(self, name: str, input: Any, call_id: str) -> None:

@@ -436,19 +436,20 @@ def test_message_inject_opens_the_next_turn_and_one_left_over_is_said_at_wind_up
     run.core.turn_ended("end_turn")
     assert run.core.after_turn(False) == "wait"  # --keep-open: idle at the boundary
     run.send(cmd("message.inject", id="m1", text="remember the handoff"))
-    assert run.result("m1") == {"result": "ok", "applies_at": "next turn"}
+    assert not run.by("command.result")  # it opens the next turn now: answered once that reached the harness
     assert run.core.after_wait() == "turn"
     run.turn()
+    assert run.result("m1") == {"result": "ok", "applies_at": "next turn"}
     assert run.turn_inputs[1] == "remember the handoff"
     assert [e["text"] for e in run.by("injection") if e["origin"] == "message.inject"] == ["remember the handoff"]
     run.core.turn_ended("end_turn")
     run.core.stdin_ended()
     assert run.core.after_turn(False) == "end"
-    run.send(cmd("message.inject", id="m2", text="never"))
+    run.send(cmd("message.inject", id="m2", text="never"))  # no turn will open for it
     run.end_session()
     assert run.wind_up() == 0
-    assert [e["message"] for e in run.by("warning")] == [
-        "message.inject m2 never took effect: the run wound up first"]
+    assert run.result("m2") == {"result": "refused", "refused": {"code": "TOO_LATE", "reason": "the run is ending"}}
+    assert not run.by("warning")
     assert run.events[-1]["reason"] == "completed"
 
 

@@ -5,6 +5,9 @@
   adapter), never as the embedder's allow, and the census counts that deny.
 * A write a turn needs (its frame, its input) that finds the child gone ends the run cleanly,
   with the reason on stderr and in NO_TERMINAL_RECORD, never a traceback.
+* The `message.inject` that opened that turn is refused TOO_LATE with the same sentence, and no
+  `injection` line claims its text reached the model; one accepted earlier (while a turn ran) is
+  said not applied (COMMAND_NOT_APPLIED).
 
 The real oharness child (scripted model), SIGKILLed with a call pending; the decision is sent
 once the child has exited and before its output was read to the end (the window the run has
@@ -139,7 +142,11 @@ async def test_a_dead_oharness_at_a_step_boundary_ends_a_plain_run_cleanly(tmp_p
     (warning,) = [e for e in events if e["event"] == "warning" and e["code"] == "NO_TERMINAL_RECORD"]
     assert UNREACHABLE in warning["message"], warning
     assert any(line.startswith(f"metaharness: {UNREACHABLE}") for line in stderr), stderr
-    assert [e["id"] for e in events if e["event"] == "command.result"] == ["i1"]
+    (result,) = [e for e in events if e["event"] == "command.result"]
+    assert result["id"] == "i1" and result["outcome"]["refused"]["code"] == "TOO_LATE", result
+    assert result["outcome"]["refused"]["reason"] == UNREACHABLE + warning["message"].split(UNREACHABLE)[1]
+    assert not [e for e in events if e["event"] == "injection"]
+    assert [e["event"] for e in events if e["event"] == "turn.started"] == ["turn.started"]
 
 
 # --- the rules, through the run core (a fake harness, a fake clock) -----------------------------
@@ -237,6 +244,28 @@ async def test_a_turn_input_that_finds_the_child_gone_winds_up_with_the_reason()
     assert warning["message"].endswith(UNREACHABLE + "the harness has exited")
     assert stderr == [f"metaharness: {UNREACHABLE}the harness has exited; the run ends"]
     assert "halt" in adapter.controls  # the run stopped what was left of it
+    assert [e["outcome"] for e in events if e["event"] == "command.result"] == [
+        {"result": "refused", "refused": {"code": "TOO_LATE", "reason": UNREACHABLE + "the harness has exited"}}]
+    assert not [e for e in events if e["event"] == "injection"]
+
+
+def test_an_inject_accepted_during_a_turn_whose_boundary_finds_the_child_gone_is_not_applied():
+    run = CoreRun(RunSpec(kind="oharness", prompt="go", decisions="ask", keep_open=True))
+    run.start()
+    run.turn(first=True)
+    run.send(cmd("message.inject", id="i1", text="later"))  # a turn runs: accepted for the next one
+    assert run.result("i1") == {"result": "ok", "applies_at": "next turn"}
+    run.core.turn_ended("end_turn")
+    assert run.core.after_turn(False) == "turn"
+    run.core.open_turn()
+    run.core.harness_unreachable("the harness has exited")  # the boundary's write found it gone
+    run.send(cmd("message.inject", id="i2", text="and then"))  # read before the run noticed: owed
+    run.end_session()
+    run.wind_up()
+    assert not run.by("injection")
+    assert [e["message"] for e in run.by("warning") if e["code"] == "COMMAND_NOT_APPLIED"] == [
+        f"message.inject i1 never took effect: {UNREACHABLE}the harness has exited"]
+    assert run.result("i2") == {"result": "refused", "refused": {"code": "TOO_LATE", "reason": "the run is ending"}}
 
 
 def test_a_refused_decision_keeps_the_call_in_deadline_order():

@@ -221,7 +221,12 @@ async def test_max_turns_budget():
     events, code, adapter, *_ = await drive(spec(max_turns=1), turns=[Turn([]), Turn([])], on_event=embedder)
     assert events[-1]["reason"] == "budget"
     assert len(by(events, "turn.started")) == 1
-    assert [e for e in by(events, "warning") if e["code"] == "COMMAND_NOT_APPLIED"]
+    (result,) = [e["outcome"] for e in by(events, "command.result") if e["id"] == "m"]
+    not_applied = [e for e in by(events, "warning") if e["code"] == "COMMAND_NOT_APPLIED"]
+    # taken while the turn ran: accepted, then said not applied; taken once it ended: refused
+    assert (result["result"] == "ok" and not_applied) or (
+        result == {"result": "refused", "refused": {"code": "TOO_LATE", "reason": "the run is ending"}}
+        and not not_applied), (result, not_applied)
 
 
 async def test_keep_open_waits_then_stdin_end_ends():

@@ -123,7 +123,7 @@ REFUSALS: tuple[Trouble, ...] = (
 COMMAND_REFUSALS: tuple[Trouble, ...] = (
     Trouble("MALFORMED", "command.result", "the command line did not decode (not JSON, no format tag, an unknown command, a bad field), or a `deny` had no reason.", "Send one `metaharness.command/1` object a line; `metaharness schema command` gives its JSON Schema."),
     Trouble("SHADOWED", "command.result", "the run's configuration decides that control itself (a frame given at start, a decision mode), so the command would be ignored.", "Drop the conflicting run option, or do not send that command in this mode."),
-    Trouble("TOO_LATE", "command.result", "the call was already decided or closed, the run is winding up, or the harness can no longer be reached (it died; the call is then closed by the wind-up's deny).", "Decide each call once, while it is pending; nothing can be sent after the run began to end."),
+    Trouble("TOO_LATE", "command.result", "the call was already decided or closed, the run is winding up, or the harness can no longer be reached (it died; a call is then closed by the wind-up's deny, an inject's turn never began).", "Decide each call once, while it is pending; nothing can be sent after the run began to end."),
     Trouble("UNKNOWN_CALL", "command.result", "`tool.decide` named a call id the run never presented.", "Use the `call_id` of a `tool.requested` line with `decision_required`."),
     Trouble("UNSUPPORTED_CONTROL", "command.result", "the harness cannot carry out that control.", "Check `metaharness capabilities KIND` before sending it."),
 )
@@ -138,7 +138,7 @@ WARNINGS: tuple[Trouble, ...] = (
     Trouble("PRICE_UNKNOWN", "warning", "a budget is set and the price table has no row for the model the harness asked for, so the run stops rather than spend unpriced.",
             "Add the model (or a `\"*\"` row) in a `--prices` file."),
     Trouble("AMBIENT_INPUT", "warning", "something ambient (a memory file, a settings file) reached the model that metaharness reports but did not remove.", "Remove it from the workspace or the home, or accept it knowingly."),
-    Trouble("COMMAND_NOT_APPLIED", "warning", "an accepted `frame.set` or `message.inject` never took effect (superseded, or the run ended first).", "Send it earlier, or expect only the last one before a boundary to apply."),
+    Trouble("COMMAND_NOT_APPLIED", "warning", "an accepted `frame.set` or `message.inject` never took effect (superseded, the run ended first, or the harness could no longer be reached at its turn).", "Send it earlier, or expect only the last one before a boundary to apply."),
     Trouble("COVERAGE_GAP", "warning", "the harness offers a tool the decision seam does not cover.", "Read the harness's guide; deny the operation in the frame if it matters."),
     Trouble("NO_FRAME_IN_FORCE", "warning", "frame mode with no frame: calls are abstained on.", "Give `--frame FILE`, or send `frame.set` before the first call."),
     Trouble("NO_TERMINAL_RECORD", "warning", "the harness ended without a terminal record; the warning carries its stderr, and the reason when it died where the run wrote to it (`the harness can no longer be reached: …`).", "Read the stderr it carries; `metaharness doctor KIND` checks the binary."),

@@ -89,7 +89,7 @@ def late_refusal(core: "RunCore", item: Any) -> Refusal:
         return item.code, item.reason
     if type(item) is ToolDecide and core.calls.was_presented(item.call_id):
         return "TOO_LATE", texts.REPLAYED.format(call_id=item.call_id)
-    return "TOO_LATE", "the run is ending"
+    return "TOO_LATE", texts.ENDING
 
 
 # --- step 5: run configuration ------------------------------------------------------------
@@ -189,7 +189,7 @@ def control_failed(core: "RunCore", cid: str, exc: Exception) -> None:
 
 
 def unreachable(core: "RunCore", cid: str) -> None:
-    why = "the run is ending" if core.winding_up or not core.spawned else \
+    why = texts.ENDING if core.winding_up or not core.spawned else \
         "the harness has exited, so nothing can reach it"
     core.result(cid, refused("TOO_LATE", why))
 

@@ -20,6 +20,11 @@ Rules it keeps:
   before `session.started` is held and written right after it.
 * A turn's input is the frame's rendering (when a frame takes effect), then each
   inject in arrival order, then (first turn only) the prompt.
+* A `message.inject` read while no turn runs opens the next turn at once and is answered once
+  that turn was written to the child — refused TOO_LATE (`the harness can no longer be
+  reached: …`) with no `injection` line when the write found it gone; answers to commands taken
+  after it wait for it, so answers keep the order taken. One read while a turn runs is accepted
+  at once (an answer held for a whole turn would stall the decisions the embedder owes).
 * An interrupt's `command.result` precedes the `turn.ended` it causes, whichever the
   harness reports first.
 * Wind-up: pending calls abandoned, a missing terminal record said, boundary commands
@@ -75,6 +80,8 @@ class Boundary:
     frame_command: str | None = None
     superseded: list[str] = field(default_factory=list)
     injects: list[tuple[str, str]] = field(default_factory=list)  # (command id, text)
+    # injects read while no turn ran (their turn opens at once): answered once it reached the harness
+    owed: list[str] = field(default_factory=list)
 
     def __bool__(self) -> bool:
         return self.frame is not None or bool(self.injects)
@@ -97,6 +104,8 @@ class RunCore:
                            clock=clock, run_cwd=self.run_cwd)
         self.boundary = Boundary()
         self._boundary_lines: list[Any] = []
+        self._answers: list[list[Any]] = []  # [command id, outcome or None while owed], in order taken
+        self._opening: Boundary | None = None  # the boundary taken for a turn not yet written to the child
         self._held: list[tuple[Any, str | None]] = []
         self._session_started = False
         self.ended: SessionEnded | None = None  # the harness's terminal record
@@ -143,7 +152,25 @@ class RunCore:
     def result(self, command_id: str, outcome: Any) -> None:
         if self.inflight is not None and command_id == getattr(self.inflight, "id", None):
             self.inflight_answered = True
-        self.writer.write(CommandResult(id=command_id, outcome=outcome))
+        if self._answers:  # an earlier command's answer is owed: answers keep the order taken
+            self._answers.append([command_id, outcome])
+        else:
+            self.writer.write(CommandResult(id=command_id, outcome=outcome))
+
+    def _owe(self, command_id: str) -> None:
+        """The command's answer comes later (`_settle`); answers to commands taken after it wait."""
+        if self.inflight is not None and command_id == getattr(self.inflight, "id", None):
+            self.inflight_answered = True  # owed, not missing
+        self._answers.append([command_id, None])
+
+    def _settle(self, command_id: str, outcome: Any) -> None:
+        for slot in self._answers:
+            if slot[0] == command_id and slot[1] is None:
+                slot[1] = outcome
+                break
+        while self._answers and self._answers[0][1] is not None:
+            cid, answer = self._answers.pop(0)
+            self.writer.write(CommandResult(id=cid, outcome=answer))
 
     # --- start -----------------------------------------------------------------------------
     def check_start(self) -> None:
@@ -299,8 +326,16 @@ class RunCore:
         self.on_wake()
 
     def inject_at_boundary(self, cid: str, text: str) -> None:
+        """Read while a turn runs: accepted at once (its turn is a boundary away; an answer held
+        that long would stall the calls the embedder must decide meanwhile). Read while none runs:
+        its turn opens now, and it is answered once that turn reached the harness (`turn_delivered`,
+        `harness_unreachable`), like a decision."""
         self.boundary.injects.append((cid, text))
-        self.result(cid, Ok(applies_at="next turn"))
+        if self.turn_running:
+            self.result(cid, Ok(applies_at="next turn"))
+        else:
+            self.boundary.owed.append(cid)
+            self._owe(cid)
         self.on_wake()
 
     def halt_taken(self, cid: str) -> None:
@@ -339,10 +374,35 @@ class RunCore:
 
     def harness_unreachable(self, why: str) -> None:
         """A write a turn needs (its frame, its input) found the child gone: the run stops it and
-        winds up; stderr says so now, the wind-up's NO_TERMINAL_RECORD names it."""
+        winds up; stderr says so now, the wind-up's NO_TERMINAL_RECORD names it. The turn's
+        injects reached no one: no `injection` line claims them, an inject still owed its answer is
+        refused TOO_LATE, one already accepted gets COMMAND_NOT_APPLIED."""
+        self._undelivered(texts.UNREACHABLE.format(why=why))
         if self.unreachable is None:
             self.unreachable = why
             self.stderr(f"metaharness: {texts.UNREACHABLE.format(why=why)}; the run ends")
+
+    def turn_delivered(self) -> None:
+        """The turn opened by `open_turn` was written to the child: its owed answers, then its lines."""
+        opening, self._opening = self._opening, None
+        for cid in opening.owed if opening is not None else ():
+            self._settle(cid, Ok(applies_at="next turn"))
+        if self._session_started:
+            self._flush_boundary_lines()
+
+    def _undelivered(self, why: str) -> None:
+        """The turn `open_turn` took never reached the child: its `injection` lines go unwritten,
+        its owed answers are refused TOO_LATE with `why`, its accepted injects said not applied."""
+        boundary, self._opening = self._opening, None
+        self._boundary_lines = [line for line in self._boundary_lines if type(line) is not Injection]
+        if boundary is None:
+            return
+        for cid in boundary.owed:
+            self._settle(cid, refused("TOO_LATE", why))
+        for cid, _text in boundary.injects:
+            if cid not in boundary.owed:
+                self.warn("COMMAND_NOT_APPLIED", f"message.inject {cid} never took effect: {why}")
+        boundary.injects.clear()
 
     def child_output_ended(self) -> None:
         # Wind-up begins when the child's output ends; a command read from here on is TOO_LATE.
@@ -394,6 +454,7 @@ class RunCore:
         """Apply what waits for this boundary; return the text blocks that open the turn
         (the frame's rendering, then each inject in arrival order)."""
         boundary, self.boundary = self.boundary, Boundary()
+        self._opening = boundary
         lines: list[Any] = []
         pieces: list[str] = []
         for superseded in boundary.superseded:
@@ -409,9 +470,7 @@ class RunCore:
         for _cid, text in boundary.injects:
             lines.append(Injection(text=text, origin="message.inject"))
             pieces.append(text)
-        self._boundary_lines.extend(lines)
-        if self._session_started:
-            self._flush_boundary_lines()
+        self._boundary_lines.extend(lines)  # written once the turn reached the child (`turn_delivered`)
         return pieces
 
     def _flush_boundary_lines(self) -> None:
@@ -424,6 +483,7 @@ class RunCore:
         """Write the end of the stream; return the exit code. `queued`: commands read and not taken."""
         self.winding_up = True
         self.calls.abandon_all("the run was halted" if self.calls.halted else "the stream ended")
+        self._undelivered(texts.ENDING)  # a turn taken and never written to the child
         if not self._session_started:
             held, self._held = self._held, []
             for event, at in held:
@@ -440,6 +500,9 @@ class RunCore:
             for failure in self.harness.retain(self.spec.retain_dir):
                 self.warn("RETAIN_FAILED", failure)
         leftover = self.boundary
+        for cid in [slot[0] for slot in self._answers if slot[1] is None]:  # owed by a turn never opened
+            self._settle(cid, refused("TOO_LATE", texts.ENDING))
+        leftover.injects = [(cid, text) for cid, text in leftover.injects if cid not in leftover.owed]
         for superseded in leftover.superseded:
             self.warn("COMMAND_NOT_APPLIED", f"frame.set {superseded} never took effect: the run wound up first")
         if leftover.frame_command is not None:

@@ -28,6 +28,7 @@ ABANDONED = "{why} before this call was decided, so nothing ran"
 MUTATED = "this call id was already presented with a different input"
 REPLAYED = "{call_id} was decided or its window closed; a decision cannot be replayed"
 UNKNOWN_CALL = "{call_id} does not correlate to an open request"
+ENDING = "the run is ending"  # a command read (or left unanswered) once the run winds up
 UNREACHABLE = "the harness can no longer be reached: {why}"
 UNDELIVERED = UNREACHABLE + "; this decision reached no one, and the call closes with the run's end"
 NO_FRAME_WARNING = (

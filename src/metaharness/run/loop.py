@@ -370,6 +370,7 @@ class Run:
             self._turn_done.clear()
             if not await self._reach(harness.begin_turn(turn_input)):
                 return
+            core.turn_delivered()
             while True:  # serve the turn, and any the harness starts by itself
                 if await self._wait_for(self._turn_done) == "child" or self._stop.is_set():
                     return
