@@ -51,6 +51,7 @@ class CellJob(Struct, kw_only=True):
     keep_workspace: bool = False
     attempt: int = 1
     atif: bool = False  # write trajectory.json (ATIF) beside a complete events.jsonl
+    max_cost_usd: float | None = None  # the cell's run's --max-cost-usd (its own cap, or what is left of the batch's)
 
 
 def run_argv(job: CellJob, workspace: str, events: str) -> list[str]:
@@ -60,6 +61,8 @@ def run_argv(job: CellJob, workspace: str, events: str) -> list[str]:
 
     task, harness = job.task, job.harness
     options = {name: getattr(harness, name) for name in RUN_OPTIONS if getattr(harness, name) is not None}
+    if job.max_cost_usd is not None:
+        options["max_cost_usd"] = job.max_cost_usd
     if task.workflow is None:
         spec = RunSpec(kind=harness.kind, prompt=task.prompt, script=task.script, frame=task.frame, cwd=workspace,
                        events=events, policy_files=list(task.policy), **options)
@@ -231,11 +234,13 @@ async def run_cell(job: CellJob) -> CellResult:
         verdict, check_code = "none", None
         if job.task.check is not None and not timed_out and summary["stream"] == "complete" and refusal is None:
             verdict, check_code = await _run_check(job.task, workspace, env, job.out_dir)
-        infra = infrastructure_failure(proc.returncode, summary["stream"], refusal, timed_out)
+        infra = infrastructure_failure(proc.returncode, summary["stream"], refusal, timed_out, summary["close_reason"])
         if job.task.check is not None:
             passed = verdict == "pass"
         else:
             passed = proc.returncode == 0 and summary["close_reason"] == "completed"
+        # A run stopped at its spend cap did not finish its task, whatever its check says.
+        stopped_at_budget = summary["close_reason"] == "budget"
         if job.keep_workspace:
             kept = os.path.join(job.out_dir, "workspace")
             shutil.rmtree(kept, ignore_errors=True)
@@ -243,7 +248,7 @@ async def run_cell(job: CellJob) -> CellResult:
         return CellResult(
             task=job.task.id, harness=job.harness.name, kind=job.harness.kind, repeat=job.repeat,
             exit_code=proc.returncode, check=verdict, check_exit_code=check_code,
-            passed=passed and infra is None, timed_out=timed_out, refusal=refusal, wall_ms=wall_ms, started_at=started_at,
+            passed=passed and infra is None and not stopped_at_budget, timed_out=timed_out, refusal=refusal, wall_ms=wall_ms, started_at=started_at,
             attempts=job.attempt, infra=infra, **summary)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

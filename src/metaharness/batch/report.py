@@ -137,6 +137,8 @@ def why(result: CellResult) -> str:
         return f"infrastructure: {result.infra}"
     if result.timed_out:
         return "timed out"
+    if result.close_reason == "budget":
+        return f"stopped at its budget: {result.budget or 'close reason budget'}"
     if result.check in ("fail", "timeout"):
         return f"the check {'timed out' if result.check == 'timeout' else f'exited {result.check_exit_code}'}"
     if result.calls.denied:
