@@ -120,6 +120,7 @@ class RunCore:
         self.on_budget: Callable[[], None] = lambda: None  # the driver stops the harness
         # Every model response metaharness sees is priced here (adapters reach it as ctx.meter).
         self.meter = Meter(shipped_prices(), spec.max_cost_usd, on_charge=self._charged)
+        self.priced_at_endpoint = False  # a service in front of the model prices it (the recorder)
 
     @property
     def frame(self) -> Any:
@@ -146,7 +147,7 @@ class RunCore:
     # --- start -----------------------------------------------------------------------------
     def check_start(self) -> None:
         """The start checks (start.py); raises RunRefused, else the run is set to start."""
-        plan = check_start(self.spec, self.harness, self.run_cwd)
+        plan = check_start(self.spec, self.harness, self.run_cwd, priced_at_endpoint=self.priced_at_endpoint)
         self.calls.policy = plan.policy
         self.meter.prices = plan.prices
         if plan.launch_frame is not None:
