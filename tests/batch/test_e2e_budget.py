@@ -87,3 +87,10 @@ def test_a_cap_on_traffic_metaharness_cannot_price_is_refused_before_any_cell_ru
     assert done.returncode == 2
     assert "CostNotSeen: task 't' on harness 'codex': --max-cost-usd cannot be kept on codex" in done.stderr.decode()
     assert not (out / "results.jsonl").exists()
+
+
+def test_batch_check_refuses_a_per_cell_cap_on_traffic_metaharness_cannot_price(tmp_path):
+    plan = write_plan(tmp_path / "plan.json", [{"id": "t", "prompt": "go"}],
+                      [{"kind": "claude", "credentials": "api-key", "max_cost_usd": 1.0}])
+    done = batch("check", plan)
+    assert done.returncode == 1 and "CostNotSeen: task 't' on harness 'claude'" in done.stderr.decode()

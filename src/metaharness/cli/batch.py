@@ -38,9 +38,11 @@ def batch() -> None:
 def check(plan: str) -> None:
     """Validate a metaharness.batch/1 plan (TOML or JSON) and list its cells."""
     from metaharness.batch.plan import PlanError, cells, load_plan
+    from metaharness.batch.runner import check_costs_seen
 
     try:
         loaded = load_plan(plan)
+        check_costs_seen(loaded, None)  # a plan's own per-cell caps
     except PlanError as exc:
         fail(str(exc), code=1)
     count = len(cells(loaded))
