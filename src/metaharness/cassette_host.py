@@ -5,8 +5,10 @@ live upstream, or of a scripted loopback for `--script`) or the replay server be
 handing the run a spec that points the harness at it (`--model-endpoint`, the one way every
 adapter already takes a model server), the recording line (harness, model, working directory and
 a manifest of its starting contents) and its checks at replay, turning a replay divergence into a
-`warning REPLAY_DIVERGED` line of the run — and, strict, stopping the run — and stopping the
-services after the stream closed.
+`warning REPLAY_DIVERGED` line of the run — and, strict, stopping the run — giving the recorder
+the run's meter when nothing closer to the harness prices its traffic (`--max-cost-usd` is then
+kept on a recording; a replay spends nothing and refuses it), and stopping the services after the
+stream closed.
 
 Used by the library API (`metaharness.api.start_run` and `host_stdio` host a `record`/`replay`
 spec through `open_hosting`), so `metaharness run`, embedders and everything built on the API

@@ -34,7 +34,6 @@ from typing import AsyncIterator, Callable, Protocol
 import msgspec
 
 from metaharness.protocol.stream import check_stream
-
 from metaharness.run.spec import RunSpec, cost_unseen
 
 from .cell import CellJob, run_cell
