@@ -246,7 +246,8 @@ class RunCore:
                 f"--max-cost-usd cannot be kept past this response; add it with --prices")))
         message = (f"--max-cost-usd {meter.cap_usd:g} reached: spent {meter.summary()}; "
                    f"no further model request is forwarded and the run stops")
-        self.emit(WarningEvent(code="BUDGET_REACHED", message=message, metered_cost_usd=round(meter.spent_usd, 6)))
+        spent = msgspec.UNSET if meter.unpriced else round(meter.spent_usd, 6)  # unknown, as in session.ended
+        self.emit(WarningEvent(code="BUDGET_REACHED", message=message, metered_cost_usd=spent))
         self.stderr(f"metaharness: {message}")
         self.on_budget()
 
