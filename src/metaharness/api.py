@@ -439,6 +439,13 @@ class RunControl:
         """Stop the run as a SIGTERM would: pending calls are denied, the stream closes."""
         asyncio.ensure_future(self._run.request_stop())
 
+    def price_here(self) -> Any:
+        """The service prices the model traffic passing it: it is given the run's meter (call
+        `meter.charge(model, usage)` per answer, answer `meter.refusal()` when it is not None), and
+        the run counts its traffic as seen, so `max_cost_usd` is kept rather than refused."""
+        self._run.core.priced_at_endpoint = True
+        return self._run.core.meter
+
 
 class RunService(Protocol):
     """A service started before a run and pointed at by it (a model recorder or replayer).

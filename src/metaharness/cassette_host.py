@@ -5,8 +5,10 @@ live upstream, or of a scripted loopback for `--script`) or the replay server be
 handing the run a spec that points the harness at it (`--model-endpoint`, the one way every
 adapter already takes a model server), the recording line (harness, model, working directory and
 a manifest of its starting contents) and its checks at replay, turning a replay divergence into a
-`warning REPLAY_DIVERGED` line of the run — and, strict, stopping the run — and stopping the
-services after the stream closed.
+`warning REPLAY_DIVERGED` line of the run — and, strict, stopping the run — giving the recorder
+the run's meter when nothing closer to the harness prices its traffic (`--max-cost-usd` is then
+kept on a recording; a replay spends nothing and refuses it), and stopping the services after the
+stream closed.
 
 Used by the library API (`metaharness.api.start_run` and `host_stdio` host a `record`/`replay`
 spec through `open_hosting`), so `metaharness run`, embedders and everything built on the API
@@ -30,7 +32,7 @@ from metaharness.loopback.cassette import (CassetteError, Recording, first_works
                                            read_recording, workspace_manifest)
 from metaharness.loopback.recorder import RecordingProxy
 from metaharness.loopback.replayer import ReplayServer
-from metaharness.run.spec import RunSpec
+from metaharness.run.spec import RunSpec, cost_unseen
 
 DIVERGED = "REPLAY_DIVERGED"
 DIVERGED_EXIT = 1
@@ -61,6 +63,8 @@ REFUSALS: list[tuple[Callable[[RunSpec], bool], Callable[[RunSpec], str]]] = [
     (lambda s: bool(s.replay and (s.model_endpoint or s.credentials != "none")),
      lambda s: ("CassetteConflict: --replay answers the model from the cassette; it takes neither --model-endpoint "
                 "nor credentials other than none")),
+    (lambda s: bool(s.replay and s.max_cost_usd is not None),
+     lambda s: f"CostNotSeen: {cost_unseen(s)}"),
     (lambda s: s.kind == "oharness" and not s.script and _provider(s) not in DEFAULT_UPSTREAM,
      lambda s: (f"CassetteConflict: the oharness model {s.model or 'scripted:default'!r} makes no HTTP requests, "
                 "so there is nothing to record or replay; give an anthropic: or openai: model, or --script "
@@ -134,6 +138,10 @@ class Hosting:
 
     def attach(self, run: Any) -> None:
         """`run` is the `metaharness.api.RunControl` of the run served."""
+        if isinstance(self.service, RecordingProxy) and cost_unseen(self.spec) is not None:
+            # Nothing closer to the harness prices its traffic (oharness in-process, a credential
+            # proxy): the recorder does, on the run's meter.
+            self.service.meter = run.price_here()
         if not isinstance(self.service, ReplayServer):
             return
 

@@ -99,8 +99,13 @@ def test_a_suite_on_oharness_claude_and_codex(tmp_path):
     assert (tmp_path / "report-runs" / "notes" / "oharness-vs-claude.html").exists()
 
 
-def test_the_cost_budget_stops_scheduling_on_claude_s_reported_costs(tmp_path):
+def test_the_cost_budget_stops_scheduling_on_the_cells_costs(tmp_path, monkeypatch):
     _need_vendors()
+    # Claude Code's default model may be newer than the shipped table: price every model alike, so
+    # the capped cells are priced (an unpriced answer under a cap stops the run, PRICE_UNKNOWN)
+    (tmp_path / "prices.toml").write_text('format = "metaharness.prices/1"\ntaken = "2031-01-01"\n'
+                                          '[models."*"]\ninput = 3.0\noutput = 15.0\n')
+    monkeypatch.setenv("METAHARNESS_PRICES", str(tmp_path / "prices.toml"))
     script = write_scenario(tmp_path / "hi.json", {"text": "hello"})
     tasks = [{"id": f"t{i}", "prompt": "say hello", "script": script} for i in range(3)]
     plan = write_plan(tmp_path / "plan.json", tasks, [{"kind": "claude", "vendor_dir": str(VENDOR), "decisions": "observe"}])

@@ -1,5 +1,6 @@
 """The price table and the meter: the shipped table parses and covers the harnesses' models,
-a user file overrides it, usage prices to dollars, and the meter refuses once the cap is spent."""
+a user file overrides it, usage prices to dollars, and the meter refuses once the cap is spent —
+on the loopback, the credential proxy and the recorder."""
 
 from __future__ import annotations
 
@@ -92,6 +93,20 @@ def test_disagreement_has_a_stated_tolerance():
     assert not pricing.disagrees(0.00001, 0.00005)  # under the absolute floor
 
 
+@pytest.mark.parametrize("metered, reported, flagged", [
+    (1.0, 1.05, False),      # 5% of the larger figure is the bound: exactly at it is agreement
+    (1.0, 1.06, True),       # past it
+    (1.06, 1.0, True),       # the rule is symmetric
+    (0.0, 0.0001, False),    # a difference of $0.0001 or less never counts, however large relatively
+    (0.0, 0.00011, True),    # over the floor, and 100% of the larger figure
+    (0.002, 0.0021, False),  # $0.0001 apart: under the floor, though 4.8% apart
+    (0.0, 0.0, False),
+])
+def test_the_tolerance_rule_at_its_bounds(metered, reported, flagged):
+    assert pricing.TOLERANCE_RELATIVE == 0.05 and pricing.TOLERANCE_ABSOLUTE_USD == 0.0001  # as docs/guides/spend.md says
+    assert pricing.disagrees(metered, reported) is flagged
+
+
 def test_answer_usage_reads_streamed_and_whole_answers():
     sse = (b'event: message_start\ndata: {"type":"message_start","message":{"model":"claude-x","usage":'
            b'{"input_tokens":7,"output_tokens":1,"cache_read_input_tokens":3}}}\n\n'
@@ -103,6 +118,16 @@ def test_answer_usage_reads_streamed_and_whole_answers():
     assert answer_usage("/v1/responses", whole) == ("gpt-5", {"input_tokens": 6, "output_tokens": 2,
                                                              "cache_read_input_tokens": 4})
     assert answer_usage("/v1/models", b"{}") is None
+    chat = (b'data: {"model":"gpt-x","choices":[{"delta":{"content":"hi"}}]}\n\n'
+            b'data: {"model":"gpt-x","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":3,'
+            b'"prompt_tokens_details":{"cached_tokens":2}}}\n\ndata: [DONE]\n\n')
+    assert answer_usage("/api/v1/chat/completions", chat) == ("gpt-x", {"input_tokens": 10, "output_tokens": 3,
+                                                                       "cache_read_input_tokens": 2})
+    gemini = json.dumps({"candidates": [], "usageMetadata": {"promptTokenCount": 20, "candidatesTokenCount": 4,
+                                                            "thoughtsTokenCount": 6, "cachedContentTokenCount": 5}})
+    # the model is named by the path when the answer leaves out modelVersion; thinking is billed as output
+    assert answer_usage("/v1beta/models/gemini-2.5-pro:streamGenerateContent", f"data: {gemini}\n\n".encode()) == (
+        "gemini-2.5-pro", {"input_tokens": 15, "output_tokens": 10, "cache_read_input_tokens": 5})
 
 
 SCENARIO = parse_scenario(json.dumps({"format": "metaharness.scenario/1", "turns": [
@@ -164,3 +189,35 @@ def test_the_credential_proxy_prices_what_it_forwards_and_stops_forwarding_past_
     meter, statuses, upstream_seen = asyncio.run(main())
     assert statuses == [200, 200, 403] and upstream_seen == 2  # the third never reached the upstream
     assert meter.spent_usd == pytest.approx(2 * (0.3 + 0.015))
+
+
+def test_the_recorder_prices_what_it_records_and_refuses_past_the_cap(tmp_path):
+    from metaharness.loopback.recorder import RecordingProxy
+
+    async def main():
+        upstream = LoopbackServer(SCENARIO, stderr=None)  # unmetered: the recorder in front of it prices
+        upstream_url = await upstream.start()
+        recorder = RecordingProxy(upstream_url, str(tmp_path / "run.cassette.jsonl"))
+        recorder.meter = meter = Meter(shipped_prices(), 0.5)
+        url = await recorder.start()
+        statuses, bodies = [], []
+        try:
+            async with httpx.AsyncClient(trust_env=False) as client:
+                history = [{"role": "user", "content": "go"}]
+                for stream in (True, False, True):
+                    reply = await client.post(f"{url}/v1/messages", json={
+                        "model": "claude-sonnet-4-5", "stream": stream, "tools": TOOLS, "messages": history})
+                    statuses.append(reply.status_code)
+                    bodies.append(reply.text)
+                    history = history + [{"role": "assistant", "content": "x"}, {"role": "user", "content": "go"}]
+        finally:
+            await recorder.stop()
+            await upstream.stop()
+        return meter, statuses, bodies, len(upstream.main_requests())
+
+    meter, statuses, bodies, upstream_seen = asyncio.run(main())
+    assert statuses == [200, 200, 403] and upstream_seen == 2  # the third never reached the upstream
+    assert "budget --max-cost-usd 0.5 is spent" in bodies[2]
+    assert meter.spent_usd == pytest.approx(2 * (0.3 + 0.015)) and meter.responses == 2
+    lines = [json.loads(line) for line in (tmp_path / "run.cassette.jsonl").read_text().splitlines()]
+    assert [line["response"]["status"] for line in lines if "exchange" in line] == [200, 200, 403]  # as the harness saw it

@@ -94,3 +94,15 @@ def test_the_refusal_reaches_the_command_line(tmp_path):
                            "api-key", "--max-cost-usd", "1"], capture_output=True, text=True, timeout=60,
                           stdin=subprocess.DEVNULL, env=dict(os.environ, ANTHROPIC_API_KEY="sk-test"))
     assert done.returncode == 2 and "metaharness: CostNotSeen: --max-cost-usd cannot be kept on claude" in done.stderr
+
+
+def test_a_recording_is_priced_and_a_replay_is_refused_by_name():
+    from metaharness.cassette_host import refusal
+
+    # the recorder sees every request and answer (or oharness, or a credential proxy, in front of it)
+    assert cost_unseen(RunSpec(kind="claude", record="c.jsonl", credentials="api-key", max_cost_usd=1.0)) is None
+    assert cost_unseen(RunSpec(kind="gemini", record="c.jsonl", max_cost_usd=1.0)) is None
+    sentence = refusal(RunSpec(kind="claude", replay="c.jsonl", max_cost_usd=1.0))
+    assert sentence == ("CostNotSeen: --max-cost-usd is not kept on a replayed run: its answers come from the "
+                        "cassette and cost nothing")
+    assert refusal(RunSpec(kind="claude", replay="c.jsonl")) is None

@@ -52,6 +52,7 @@ class CellJob(Struct, kw_only=True):
     keep_workspace: bool = False
     attempt: int = 1
     atif: bool = False  # write trajectory.json (ATIF) beside a complete events.jsonl
+    max_cost_usd: float | None = None  # the cell's run's --max-cost-usd (its own cap, or what is left of the batch's)
 
 
 def _options(harness: Harness) -> dict:
@@ -79,10 +80,11 @@ def run_argv(job: CellJob, workspace: str, events: str) -> list[str]:
     from metaharness.run.spec import RunSpec
 
     task, harness = job.task, job.harness
+    extra = {"max_cost_usd": job.max_cost_usd} if job.max_cost_usd is not None else {}
     if task.workflow is None:
-        return spec_to_argv(dataclasses.replace(cell_spec(task, harness, workspace), events=events))
+        return spec_to_argv(dataclasses.replace(cell_spec(task, harness, workspace), events=events, **extra))
     # The workflow brings its own frames; its stream lands in its --out directory (see workflow_events).
-    spec = RunSpec(kind=harness.kind, script=task.script, policy_files=list(task.policy), **_options(harness))
+    spec = RunSpec(kind=harness.kind, script=task.script, policy_files=list(task.policy), **_options(harness), **extra)
     argv = ["workflow", "run", task.workflow, "--harness", harness.kind, "--out", workflow_dir(job),
             "--cwd", workspace, *spec_to_argv(spec)[2:]]
     return argv + (["-p", task.prompt] if task.prompt else [])
@@ -260,11 +262,13 @@ async def run_cell(job: CellJob) -> CellResult:
         if job.task.check is not None and not timed_out and summary["stream"] == "complete" and refusal is None:
             verdict, check_code = await _run_check(job.task, workspace, env, job.out_dir)
         check_tail = _check_tail(job.out_dir) if verdict in ("fail", "timeout") else None
-        infra = infrastructure_failure(proc.returncode, summary["stream"], refusal, timed_out)
+        infra = infrastructure_failure(proc.returncode, summary["stream"], refusal, timed_out, summary["close_reason"])
         if job.task.check is not None:
             passed = verdict == "pass"
         else:
             passed = proc.returncode == 0 and summary["close_reason"] == "completed"
+        # A run stopped at its spend cap did not finish its task, whatever its check says.
+        stopped_at_budget = summary["close_reason"] == "budget"
         if job.keep_workspace:
             kept = os.path.join(job.out_dir, "workspace")
             shutil.rmtree(kept, ignore_errors=True)
@@ -272,7 +276,7 @@ async def run_cell(job: CellJob) -> CellResult:
         return CellResult(
             task=job.task.id, harness=job.harness.name, kind=job.harness.kind, repeat=job.repeat,
             exit_code=proc.returncode, check=verdict, check_exit_code=check_code, check_tail=check_tail,
-            passed=passed and infra is None, timed_out=timed_out, refusal=refusal, wall_ms=wall_ms, started_at=started_at,
+            passed=passed and infra is None and not stopped_at_budget, timed_out=timed_out, refusal=refusal, wall_ms=wall_ms, started_at=started_at,
             attempts=job.attempt, infra=infra, **summary)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

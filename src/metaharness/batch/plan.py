@@ -65,6 +65,7 @@ class RunOptions(Struct, kw_only=True, forbid_unknown_fields=True):
     hermetic: Literal[HERMETIC_MODES] | None = None  # type: ignore[valid-type]
     strict_version: bool | None = None
     max_turns: Annotated[int, Meta(ge=1)] | None = None
+    max_cost_usd: Annotated[float, Meta(gt=0)] | None = None  # each cell's own cap, kept live by its run
     credentials: Literal[CREDENTIAL_MODES] | None = None  # type: ignore[valid-type]
     model_endpoint: str | None = None
     vendor_dir: str | None = None

@@ -149,6 +149,8 @@ def _first_cause(result: CellResult) -> str:
         return f"infrastructure: {result.infra}"
     if result.timed_out:
         return "timed out"
+    if result.close_reason == "budget":
+        return f"stopped at its budget: {result.budget or 'close reason budget'}"
     if result.model_failure:
         return f"a model request failed: {result.model_failure}"
     if result.check == "timeout":

@@ -71,6 +71,7 @@ class CellResult(Struct, kw_only=True):
     harness_refused: int = 0  # calls the harness's own permission system refused (VENDOR_PERMISSION_DENIED)
     model_failure: str | None = None  # the first failed model request (MODEL_REQUEST_FAILED), in one line
     cost_usd: float | None = None
+    budget: str | None = None  # the run's BUDGET_REACHED sentence, when its spend cap stopped it
     input_tokens: int | None = None
     output_tokens: int | None = None
     wall_ms: int | None = None
@@ -116,6 +117,8 @@ def summarise_stream(data: bytes) -> dict[str, Any]:
     usage_cost: float | None = None
     usage_in: int | None = None
     usage_out: int | None = None
+    budget: str | None = None
+    budget_cost: float | None = None
     for raw in data.splitlines():
         try:
             line = json.loads(raw)
@@ -149,13 +152,16 @@ def summarise_stream(data: bytes) -> dict[str, Any]:
                 harness_refused += 1
             elif line.get("code") == "MODEL_REQUEST_FAILED" and model_failure is None:
                 model_failure = _model_failure_line(line)
+            elif line.get("code") == "BUDGET_REACHED" and budget is None:
+                budget, budget_cost = line.get("message"), line.get("metered_cost_usd")
         elif name == "session.ended":
             ended = line
         elif name == "stream.closed":
             closed = line
     ended_usage = (ended or {}).get("usage") or {}
-    # metaharness's own figure first (priced from the traffic it saw), else the vendor's
-    cost = _first((ended or {}).get("metered_cost_usd"), (ended or {}).get("total_cost_usd"))
+    # metaharness's own figure first (priced from the traffic it saw; a run stopped at its budget
+    # has it on BUDGET_REACHED), else the vendor's
+    cost = _first((ended or {}).get("metered_cost_usd"), budget_cost, (ended or {}).get("total_cost_usd"))
     return {
         "stream": verdict,
         "close_reason": (closed or {}).get("reason"),
@@ -165,6 +171,7 @@ def summarise_stream(data: bytes) -> dict[str, Any]:
         "harness_refused": harness_refused,
         "model_failure": model_failure,
         "cost_usd": cost if cost is not None else usage_cost,
+        "budget": budget,
         "input_tokens": _first(ended_usage.get("input_tokens"), usage_in),
         "output_tokens": _first(ended_usage.get("output_tokens"), usage_out),
     }
@@ -199,11 +206,12 @@ def _first(*values: Any) -> Any:
 
 
 def infrastructure_failure(exit_code: int | None, stream: str, refusal: str | None,
-                           timed_out: bool) -> str | None:
+                           timed_out: bool, close_reason: str | None = None) -> str | None:
     """Why an attempt failed for reasons outside the task (retryable), or None.
 
-    A cell that hit its timeout is a result, not a failure of the machinery."""
-    if timed_out:
+    A cell that hit its timeout, or whose run stopped at its budget (close reason budget, exit 3
+    as after a halt), is a result, not a failure of the machinery."""
+    if timed_out or (close_reason == "budget" and stream == "complete"):
         return None
     if exit_code == 2 and refusal is not None:  # refused before anything ran: the plan's doing, unless the vendor's
         if refusal.split(":")[0] in RETRYABLE_REFUSALS:

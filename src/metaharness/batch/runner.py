@@ -8,9 +8,13 @@ an object with `async execute(job) -> CellResult` and `close()`.
 Rules kept:
 * at most `jobs` cells run at once; cells start in plan order (task, harness, repeat);
 * the budget is over the whole batch, the cells kept from an earlier run included:
-  once `max_runs` cells have run or the reported cost reaches `max_cost_usd`, no
+  once `max_runs` cells have run or the cells' cost reaches `max_cost_usd`, no
   further cell starts; running cells finish; each cell never started is recorded
   `skipped: budget`;
+* spend is kept live inside each cell: a cell's run gets `--max-cost-usd` of its
+  plan's own cap (`max_cost_usd` of its harness or the defaults), or of what is left
+  of the batch's `max_cost_usd` when it starts, whichever is less; a batch with a cap
+  whose cells' traffic metaharness cannot price is refused before any cell runs;
 * a cell whose attempt failed for an infrastructure reason is run again, up to
   `retries` more times; a failed check is never retried;
 * a result line is written the moment its cell ends; a resume on the same DIR keeps
@@ -30,6 +34,7 @@ from typing import AsyncIterator, Callable, Protocol
 import msgspec
 
 from metaharness.protocol.stream import check_stream
+from metaharness.run.spec import RunSpec, cost_unseen
 
 from .cell import CellJob, run_cell
 from .plan import Cell, Plan, PlanError, cells, plan_fingerprint
@@ -133,6 +138,26 @@ def kept_results(plan: Plan, out: str) -> dict[tuple[str, str, int], CellResult]
     return kept
 
 
+def cell_cap(cell: Cell, batch_cap: float | None, spent: float) -> float | None:
+    """The `--max-cost-usd` a cell's run is given: its own cap, or what is left of the batch's."""
+    left = None if batch_cap is None else max(batch_cap - spent, 1e-9)
+    caps = [c for c in (cell.harness.max_cost_usd, left) if c is not None]
+    return min(caps) if caps else None
+
+
+def check_costs_seen(plan: Plan, batch_cap: float | None) -> None:
+    """Refuse (PlanError, `CostNotSeen`) a capped cell whose model traffic metaharness cannot price."""
+    for cell in cells(plan):
+        cap = cell.harness.max_cost_usd if batch_cap is None else batch_cap
+        if cap is None or cell.repeat != 1:
+            continue
+        harness = cell.harness
+        spec = RunSpec(kind=harness.kind, script=cell.task.script, credentials=harness.credentials or "none",
+                       model_endpoint=harness.model_endpoint, max_cost_usd=cap)
+        if (sentence := cost_unseen(spec)) is not None:
+            raise PlanError(f"CostNotSeen: task {cell.task.id!r} on harness {harness.name!r}: {sentence}")
+
+
 async def run_batch(plan: Plan, out: str, options: BatchOptions | None = None, *,
                     backend: Backend | None = None, **kwargs) -> AsyncIterator[CellResult]:
     """Run every cell of `plan` into DIR `out`, yielding each cell's result as it ends.
@@ -142,6 +167,7 @@ async def run_batch(plan: Plan, out: str, options: BatchOptions | None = None, *
     options) is closed when the generator ends."""
     options = options or BatchOptions(**kwargs)
     out = os.path.abspath(out)
+    check_costs_seen(plan, options.max_cost_usd)
     _prepare_out(plan, out)
     retries = options.retries if options.retries is not None else plan.defaults.retries
     kept = kept_results(plan, out)
@@ -185,7 +211,8 @@ async def run_batch(plan: Plan, out: str, options: BatchOptions | None = None, *
             job = CellJob(task=cell.task, harness=cell.harness, repeat=cell.repeat,
                           out_dir=cell_dir(out, cell.key), scratch_root=scratch_root,
                           timeout_s=cell.task.timeout_s or options.cell_timeout_s or plan.defaults.timeout_s,
-                          keep_workspace=options.keep_workspaces, attempt=attempt, atif=options.atif)
+                          keep_workspace=options.keep_workspaces, attempt=attempt, atif=options.atif,
+                          max_cost_usd=cell_cap(cell, options.max_cost_usd, progress.cost_usd))
             result = await backend.execute(job)
             if result.infra is None or attempt > retries:
                 return msgspec.structs.replace(result, retried_for=retried + result.retried_for)

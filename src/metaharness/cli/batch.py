@@ -42,9 +42,11 @@ def check(plan: str) -> None:
     will use, its frame, scenario and policy files loaded; every refusal is named."""
     from metaharness.batch.plan import PlanError, cells, load_plan
     from metaharness.batch.preflight import preflight
+    from metaharness.batch.runner import check_costs_seen
 
     try:
         loaded = load_plan(plan)
+        check_costs_seen(loaded, None)  # a plan's own per-cell caps
     except PlanError as exc:
         fail(str(exc), code=1)
     refusals = preflight(loaded)
@@ -67,7 +69,7 @@ def check(plan: str) -> None:
 @click.option("--ray-address", metavar="ADDR",
               help="An existing Ray cluster to join (default: start a Ray of its own; RAY_ADDRESS is not read).")
 @click.option("--max-runs", type=click.IntRange(0), help="Start no more than this many cells over the batch.")
-@click.option("--max-cost-usd", type=click.FloatRange(0), metavar="USD", help="Start no cell once the reported cost reaches this.")
+@click.option("--max-cost-usd", type=click.FloatRange(0), metavar="USD", help="A budget over the whole batch: each cell's run is capped live at what is left, and no cell starts once it is spent.")
 @click.option("--cell-timeout", "cell_timeout_s", type=click.FloatRange(0, min_open=True), metavar="SECONDS",
               help="Halt a cell's run after this many seconds (a task's own timeout_s wins).")
 @click.option("--retries", type=click.IntRange(0), help="Rerun a cell this many times after an infrastructure failure.")

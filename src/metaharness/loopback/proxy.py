@@ -67,6 +67,28 @@ def new_placeholder() -> str:
     return f"mh-placeholder-{secrets.token_hex(16)}"
 
 
+def charge_answer(meter: Meter, path: str, encoding: str | None, body: bytes) -> None:
+    """Price one whole model answer (as sent, `encoding` its content-encoding) on `meter`; an
+    answer whose usage cannot be read is not charged."""
+    if encoding and encoding.lower() in ("gzip", "deflate"):
+        import zlib
+
+        try:
+            body = zlib.decompress(body, 47 if encoding.lower() == "gzip" else 15)
+        except zlib.error:
+            return
+    if (found := answer_usage(path, body)) is not None:
+        meter.charge(*found)
+
+
+def budget_refusal(meter: Meter | None, path: str) -> tuple[int, bytes] | None:
+    """The 403 answer (status, body in the client's error format) to a request made once the run's
+    budget is spent, or None while it may be forwarded."""
+    if meter is None or (sentence := meter.refusal()) is None:
+        return None
+    return _error(path, 403, sentence, "permission_error")
+
+
 def _error(path: str, status: int, message: str, error_type: str) -> tuple[int, bytes]:
     body = (wire_responses.error_body(message, error_type) if "/responses" in path
             else wire_anthropic.error_body(message, error_type))
@@ -162,9 +184,9 @@ class CredentialProxy(LocalService):
         if not forwarded(self.wire, request.method, request.path):
             await self._refuse_endpoint(request, responder)
             return
-        if self.meter is not None and (budget := self.meter.refusal()) is not None:
+        if (budget := budget_refusal(self.meter, request.path)) is not None:
             self.refused += 1
-            status, body = _error(request.path, 403, budget, "permission_error")
+            status, body = budget
             await responder.send(status, [("content-type", "application/json")], body)
             return
         assert self._client is not None
@@ -210,15 +232,5 @@ class CredentialProxy(LocalService):
         self._charge(request.path, upstream.headers.get("content-encoding"), seen)
 
     def _charge(self, path: str, encoding: str | None, seen: bytearray | None) -> None:
-        if seen is None or self.meter is None:
-            return
-        body = bytes(seen)
-        if encoding and encoding.lower() in ("gzip", "deflate"):
-            import zlib
-
-            try:
-                body = zlib.decompress(body, 47 if encoding.lower() == "gzip" else 15)
-            except zlib.error:
-                return
-        if (found := answer_usage(path, body)) is not None:
-            self.meter.charge(*found)
+        if seen is not None and self.meter is not None:
+            charge_answer(self.meter, path, encoding, bytes(seen))

@@ -14,6 +14,11 @@ written whole, under a lock, when its answer ends; an upstream that cannot be re
 and is recorded like any other answer; proxies from the environment are ignored; the cassette is
 written as `FILE.partial` and takes FILE's place when the proxy stops, only if an exchange was
 recorded.
+
+Priced, when the run gives it its meter (`meter`: nothing closer to the harness prices the traffic,
+so the recorder does): every whole 200 answer is charged as the credential proxy charges it, and
+once the budget is spent a request is answered 403 with the meter's sentence, not forwarded (the
+refusal is recorded, as the harness saw it).
 """
 
 from __future__ import annotations
@@ -26,7 +31,8 @@ import httpx
 
 from . import cassette
 from .http import ClientGone, Request, Responder
-from .proxy import HOP_BY_HOP
+from .pricing import Meter
+from .proxy import HOP_BY_HOP, budget_refusal, charge_answer
 from .service import LocalService
 
 
@@ -44,6 +50,7 @@ class RecordingProxy(LocalService):
         self.exchanges = 0
         self.recording = recording
         self._partial = cassette_path + ".partial"
+        self.meter: Meter | None = None  # set by the host when the recorder is the one that prices the run
 
     def __repr__(self) -> str:
         return f"RecordingProxy(upstream={self.upstream!r}, url={self.url!r}, cassette={self.cassette_path!r})"
@@ -83,6 +90,12 @@ class RecordingProxy(LocalService):
         number = self.exchanges
         headers = [(n, v) for n, v in request.headers if n not in HOP_BY_HOP and n != "accept-encoding"]
         headers.append(("accept-encoding", "identity"))
+        if (budget := budget_refusal(self.meter, request.path)) is not None:
+            status, message = budget
+            reply = [("content-type", "application/json")]
+            self._record(number, request, status, reply, message)
+            await responder.send(status, reply, message)
+            return
         assert self._client is not None
         outgoing = self._client.build_request(request.method, self.upstream + request.target, headers=headers,
                                               content=request.body)
@@ -108,6 +121,8 @@ class RecordingProxy(LocalService):
         finally:
             await upstream.aclose()
         self._record(number, request, upstream.status_code, reply, bytes(body))
+        if self.meter is not None and upstream.status_code == 200:
+            charge_answer(self.meter, request.path, upstream.headers.get("content-encoding"), bytes(body))
 
     def _record(self, number: int, request: Request, status: int, reply: list[tuple[str, str]], body: bytes) -> None:
         self._write(cassette.exchange_line(number, request.method, request.target, request.headers, request.body,

@@ -1,9 +1,11 @@
 """What a model answer reports it used, read from the bytes a proxy passed on (docs/guides/spend.md).
 
-What belongs here: `answer_usage(path, body)` → (model, neutral token counts) for a Messages or
-Responses answer, streamed (server-sent events) or whole (JSON); None for any other path or an
-answer that reports no usage. Neutral counts are the wire `Usage` keys, Anthropic's sense:
-`input_tokens` excludes the cached part (OpenAI's `input_tokens` includes it, so it is split).
+What belongs here: `answer_usage(path, body)` → (model, neutral token counts) for a Messages,
+Responses, Chat Completions or Gemini `generateContent` answer, streamed (server-sent events) or
+whole (JSON), the wire known by how the path ends; None for any other path or an answer that
+reports no usage. Neutral counts are the wire `Usage` keys, Anthropic's sense: `input_tokens`
+excludes the cached part (OpenAI's and Gemini's prompt counts include it, so it is split), and
+Gemini's thinking tokens are billed as output.
 
 Rules it keeps: pure; a line that is not JSON is skipped, never guessed at; the last usage a
 stream reports wins per key (Messages sends input in `message_start`, output in `message_delta`).
@@ -12,7 +14,8 @@ stream reports wins per key (Messages sends input in `message_start`, output in 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Callable
+from urllib.parse import urlsplit
 
 
 def _documents(body: bytes) -> list[dict[str, Any]]:
@@ -52,9 +55,41 @@ def _responses(documents: list[dict[str, Any]]) -> tuple[str | None, dict[str, i
     return None
 
 
-READERS = {"/v1/messages": _messages, "/v1/responses": _responses}
+def _chat(documents: list[dict[str, Any]]) -> tuple[str | None, dict[str, int]] | None:
+    for doc in reversed(documents):
+        usage = doc.get("usage")
+        if isinstance(usage, dict):
+            cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0
+            return doc.get("model"), {"input_tokens": max(0, (usage.get("prompt_tokens") or 0) - cached),
+                                      "output_tokens": usage.get("completion_tokens") or 0,
+                                      "cache_read_input_tokens": cached}
+    return None
+
+
+def _gemini(documents: list[dict[str, Any]]) -> tuple[str | None, dict[str, int]] | None:
+    for doc in reversed(documents):
+        usage = doc.get("usageMetadata")
+        if isinstance(usage, dict):
+            cached = usage.get("cachedContentTokenCount") or 0
+            output = (usage.get("candidatesTokenCount") or 0) + (usage.get("thoughtsTokenCount") or 0)
+            return doc.get("modelVersion"), {"input_tokens": max(0, (usage.get("promptTokenCount") or 0) - cached),
+                                             "output_tokens": output, "cache_read_input_tokens": cached}
+    return None
+
+
+# How a model endpoint's path ends → the reader of its answers.
+READERS: dict[str, Callable[[list[dict[str, Any]]], tuple[str | None, dict[str, int]] | None]] = {
+    "/messages": _messages, "/responses": _responses, "/chat/completions": _chat,
+    ":generateContent": _gemini, ":streamGenerateContent": _gemini,
+}
 
 
 def answer_usage(path: str, body: bytes) -> tuple[str | None, dict[str, int]] | None:
-    reader = READERS.get(path)
-    return reader(_documents(body)) if reader is not None else None
+    route = urlsplit(path).path.rstrip("/")
+    reader = next((r for suffix, r in READERS.items() if route.endswith(suffix)), None)
+    if reader is None:
+        return None
+    found = reader(_documents(body))
+    if found is not None and found[0] is None and "/models/" in route:  # Gemini names the model in the path
+        found = (route.rsplit("/models/", 1)[1].split(":", 1)[0], found[1])
+    return found

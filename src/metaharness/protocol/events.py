@@ -188,6 +188,8 @@ class WarningEvent(_Event, tag="warning", kw_only=True):
     message: str
     # Only on MODEL_REQUEST_FAILED: the failure as a value (protocol/failures.py); omitted otherwise.
     model_failure: ModelFailure | UnsetType = UNSET
+    # Only on BUDGET_REACHED: what metaharness priced when the run stopped, in US dollars; omitted otherwise.
+    metered_cost_usd: float | UnsetType = UNSET
 
 
 class Opaque(_Event, tag="opaque", kw_only=True):

@@ -30,8 +30,8 @@ FRAME = "frame, run --frame"
 REFUSALS: tuple[Trouble, ...] = (
     Trouble("CommandUnavailable", START, "the run requires a command (`--require`, a workflow's `frame.set`/`message.inject`) the harness cannot honour.",
             "Drop the requirement, or pick a harness whose capabilities list the command (`metaharness run KIND --describe`)."),
-    Trouble("CostNotSeen", f"{START}, {WORKFLOW}", "`--max-cost-usd` was given where metaharness does not see the model traffic (`--credentials api-key`, a vendor's own login, record/replay, an ACP harness without `--script`).",
-            "Run through the credential proxy or the scripted loopback (the spend guide lists which), or drop the budget."),
+    Trouble("CostNotSeen", f"{START}, {WORKFLOW}, {BATCH}", "`--max-cost-usd` (or a batch plan's `max_cost_usd`) was given where metaharness does not see the model traffic (`--credentials api-key`, `--model-endpoint`, a vendor's own login, an ACP harness without `--script`), or on a replay, whose answers cost nothing.",
+            "Run through the credential proxy, the scripted loopback or `--record` (the spend guide lists which), or drop the budget."),
     Trouble("DecisionModeUnavailable", START, "the harness does not deliver the decision mode asked for (`--decisions`).",
             "Choose a mode the harness lists in its capabilities."),
     Trouble("OptionForeign", START, "an option was given that belongs to another harness kind.",

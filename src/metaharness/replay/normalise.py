@@ -6,7 +6,9 @@ differ between two runs of the same conversation — and `differences(recorded, 
 Rules it keeps: only times, ids and costs are blanked, each by its key, wherever it occurs:
 times (`at` and measured durations and clock readings, metaharness's and the vendor's), ids a
 run mints for itself (the run id, the harness's session and turn ids, a process id, the scratch
-paths of its transcript) and costs. Two parts more: in `session.started`, the attestation's
+paths of its transcript) and costs — metaharness's own figure (`metered_cost_usd`) blanked even where
+it is null, and the `COST_DISAGREES` warning that compares the figures dropped (and with it
+`stream.closed.events`, the line count), since a recording is priced and a replay spends nothing. Two parts more: in `session.started`, the attestation's
 sentence about how the model was reached (a credential proxy while recording, the replay server
 while replaying — the one thing a replay changes on purpose); and an `opaque` line — a vendor
 record metaharness does not interpret — is compared by its kind only (its digest hashes the raw
@@ -26,6 +28,7 @@ TIMES = frozenset({"at", "duration_ms", "duration_api_ms", "ttft_ms", "time_to_r
 IDS = frozenset({"run", "run_id", "session_id", "turn_id", "processId", "transcript"})
 COSTS = frozenset({"total_cost_usd", "cost_usd", "costUSD"})
 BLANKED = TIMES | IDS | COSTS
+METERED = "metered_cost_usd"  # null on a replay (nothing is spent), a figure on a recording
 OPAQUE_BLANKED = ("digest", "source_line", "seq")
 # The attestation rows that name the model route (claude h6, codex h4), by their row id.
 ROUTE_ROWS = frozenset({"h4", "h6"})
@@ -33,7 +36,7 @@ ROUTE_ROWS = frozenset({"h4", "h6"})
 
 def _blank(value: Any) -> Any:
     if isinstance(value, dict):
-        return {k: BLANK if k in BLANKED and v is not None else _blank(v) for k, v in value.items()}
+        return {k: BLANK if (k in BLANKED and v is not None) or k == METERED else _blank(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_blank(item) for item in value]
     return value
@@ -44,6 +47,8 @@ def normalise(event: dict[str, Any]) -> dict[str, Any]:
     name = out.get("event")
     if name == "opaque":
         out.update({key: BLANK for key in OPAQUE_BLANKED})
+    if name == "stream.closed" and "events" in out:
+        out["events"] = BLANK  # counts the COST_DISAGREES line a recording may have and its replay not
     if name == "session.started":
         hermetic = out.get("hermetic")
         if isinstance(hermetic, dict):
@@ -55,6 +60,8 @@ def normalise(event: dict[str, Any]) -> dict[str, Any]:
 def _split(events: Iterable[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     own, opaque = [], []
     for event in events:
+        if event.get("event") == "warning" and event.get("code") == "COST_DISAGREES":
+            continue
         normal = normalise(event)
         if normal.get("event") == "opaque":
             opaque.append(normal)

@@ -131,6 +131,7 @@ class RunCore:
         self.on_budget: Callable[[], None] = lambda: None  # the driver stops the harness
         # Every model response metaharness sees is priced here (adapters reach it as ctx.meter).
         self.meter = Meter(shipped_prices(), spec.max_cost_usd, on_charge=self._charged)
+        self.priced_at_endpoint = False  # a service in front of the model prices it (the recorder)
 
     @property
     def frame(self) -> Any:
@@ -175,7 +176,7 @@ class RunCore:
     # --- start -----------------------------------------------------------------------------
     def check_start(self) -> None:
         """The start checks (start.py); raises RunRefused, else the run is set to start."""
-        plan = check_start(self.spec, self.harness, self.run_cwd)
+        plan = check_start(self.spec, self.harness, self.run_cwd, priced_at_endpoint=self.priced_at_endpoint)
         self.calls.policy = plan.policy
         self.meter.prices = plan.prices
         if plan.launch_frame is not None:
@@ -274,7 +275,8 @@ class RunCore:
                 f"--max-cost-usd cannot be kept past this response; add it with --prices")))
         message = (f"--max-cost-usd {meter.cap_usd:g} reached: spent {meter.summary()}; "
                    f"no further model request is forwarded and the run stops")
-        self.emit(WarningEvent(code="BUDGET_REACHED", message=message))
+        spent = msgspec.UNSET if meter.unpriced else round(meter.spent_usd, 6)  # unknown, as in session.ended
+        self.emit(WarningEvent(code="BUDGET_REACHED", message=message, metered_cost_usd=spent))
         self.stderr(f"metaharness: {message}")
         self.on_budget()
 

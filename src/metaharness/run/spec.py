@@ -86,9 +86,12 @@ def foreign_option(spec: RunSpec, owned: tuple[str, ...]) -> str | None:
 
 def cost_unseen(spec: RunSpec) -> str | None:
     """Why metaharness cannot price this run's model traffic (so cannot keep --max-cost-usd), or None.
-    It sees oharness's usage in-process, the scripted loopback's answers, and the credential proxy's."""
-    if spec.record or spec.replay:
-        return "--max-cost-usd is not kept on a recorded or replayed run: its traffic goes through the cassette, which metaharness does not price"
+    It sees oharness's usage in-process, the scripted loopback's answers, the credential proxy's, and
+    the recorder's."""
+    if spec.replay:
+        return "--max-cost-usd is not kept on a replayed run: its answers come from the cassette and cost nothing"
+    if spec.record:
+        return None  # the recorder sees every request and answer (or oharness, or the credential proxy, in front of it)
     if spec.kind == "oharness" or spec.script:
         return None
     if spec.credentials == "loopback" and spec.kind in ("claude", "codex"):

@@ -62,8 +62,9 @@ def required_commands(spec: RunSpec) -> list[str]:
     return [c for c in COMMAND_NAMES if c in required] + sorted(c for c in required if c not in COMMAND_NAMES)
 
 
-def check_start(spec: RunSpec, harness: Harness, run_cwd: str) -> StartPlan:
-    """Run every start check in order; raise RunRefused at the first that fails."""
+def check_start(spec: RunSpec, harness: Harness, run_cwd: str, *, priced_at_endpoint: bool = False) -> StartPlan:
+    """Run every start check in order; raise RunRefused at the first that fails. `priced_at_endpoint`:
+    a service the harness's model endpoint points at prices the traffic (a recording)."""
     plan = StartPlan()
     # step 2: configuration
     if spec.record or spec.replay:
@@ -77,7 +78,7 @@ def check_start(spec: RunSpec, harness: Harness, run_cwd: str) -> StartPlan:
             f"PostureUnknown: the {spec.kind} adapter does not accept the posture {spec.posture!r} "
             f"(it accepts {', '.join(harness.postures)})"
         )
-    if spec.max_cost_usd is not None and (sentence := cost_unseen(spec)) is not None:
+    if spec.max_cost_usd is not None and not priced_at_endpoint and (sentence := cost_unseen(spec)) is not None:
         raise RunRefused(f"CostNotSeen: {sentence}")
     try:
         plan.prices = load_prices(spec.prices)
