@@ -88,7 +88,7 @@ class Calls:
         self.admitted: list = []
         self.scope: list = []
         self.policy: Any = None  # the PolicyDecider of a policy-mode run
-        self.halted = False  # a halt was taken: a call presented from now on is abandoned at once
+        self.closed: str | None = None  # why a call presented from now on is abandoned at once (a halt, the spend cap)
         self.on_pending: Callable[[], None] = lambda: None  # a call began to wait (the driver arms its timer)
         self._no_frame_warned = False
         self._decider = DECIDERS[spec.decisions]
@@ -116,9 +116,9 @@ class Calls:
                 self.harness.deliver(call, decision, decided_by)
             return
         self.presented[call.call_id] = digest
-        if self.halted:
+        if self.closed is not None:
             self._requested(view, False, call.seam)
-            self._decide(call, [call], Deny(reason=texts.ABANDONED.format(why="the run was halted")),
+            self._decide(call, [call], Deny(reason=texts.ABANDONED.format(why=self.closed)),
                          "adapter", call.seam, None)
             return
         self._decider(self, call, resolution, view)

@@ -278,6 +278,12 @@ class RunCore:
         spent = msgspec.UNSET if meter.unpriced else round(meter.spent_usd, 6)  # unknown, as in session.ended
         self.emit(WarningEvent(code="BUDGET_REACHED", message=message, metered_cost_usd=spent))
         self.stderr(f"metaharness: {message}")
+        # the harness may present the call its last answer asked for before the stop lands: it
+        # must not run, and its deny must stop the turn before the harness asks its model again
+        # (in-process on oharness, where no proxy of ours stands between them)
+        self.calls.closed = "the spend cap was reached"
+        if self.spawned:
+            self.harness.interrupting()
         self.on_budget()
 
     def session_ended(self, event: SessionEnded, *, at: str | None = None) -> None:
@@ -343,7 +349,7 @@ class RunCore:
     def halt_taken(self, cid: str) -> None:
         self._abandon_for_stop("the run was halted")
         self.halt_id = cid
-        self.calls.halted = True
+        self.calls.closed = "the run was halted"
         self.winding_up = True
 
     def interrupt_begins(self) -> None:
@@ -362,7 +368,7 @@ class RunCore:
         """SIGINT/SIGTERM: wind up (no halt command was processed)."""
         if not self.winding_up:
             self.winding_up = True
-            self._abandon_for_stop("the stream ended")
+            self._abandon_for_stop(self.calls.closed or "the stream ended")
 
     def _abandon_for_stop(self, why: str) -> None:
         """A stop's abandonment denies; the harness hears of the stop before them (`stopping`)."""
@@ -484,7 +490,7 @@ class RunCore:
     def wind_up(self, termination: Any, queued: Iterable[Any] = ()) -> int:
         """Write the end of the stream; return the exit code. `queued`: commands read and not taken."""
         self.winding_up = True
-        self.calls.abandon_all("the run was halted" if self.calls.halted else "the stream ended")
+        self.calls.abandon_all(self.calls.closed or "the stream ended")
         self._undelivered(texts.ENDING)  # a turn taken and never written to the child
         if not self._session_started:
             held, self._held = self._held, []
