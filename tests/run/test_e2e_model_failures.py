@@ -33,6 +33,7 @@ E2E_ROOT = Path(os.path.expanduser("~")) / ".cache" / "metaharness" / "failure-e
 PROVIDER = {"claude": "anthropic", "codex": "openai", "opencode": "openai", "gemini": "gemini"}
 NO_RETRY = {"CLAUDE_CODE_MAX_RETRIES": "0"}
 DEAD = "http://127.0.0.1:9"  # nothing listens on port 9 inside the namespace
+NOWHERE = "http://model.metaharness.invalid"  # .invalid never resolves (RFC 6761)
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -59,6 +60,8 @@ CASES = [
      ("rate_limited", 429, 1, False)),
     ("claude-refused", "claude", None, ("--credentials", "loopback", "--model-endpoint", DEAD),
      {**NO_RETRY, "ANTHROPIC_API_KEY": "sk-ant-test-0123456789abcdef"}, ("connection_refused", None, 1, True)),
+    ("claude-dns", "claude", None, ("--credentials", "loopback", "--model-endpoint", NOWHERE),
+     {**NO_RETRY, "ANTHROPIC_API_KEY": "sk-ant-test-0123456789abcdef"}, ("dns", None, 1, True)),
     # (Claude Code reports the proxy's own answer to it, a 502, as its api_error_status)
     ("codex-500", "codex", {"status": 500, "message": "upstream exploded"}, (), {}, ("http_error", 500, 1, True)),
     ("codex-429", "codex", {"status": 429, "retry_after": "1", "message": "slow down"}, (), {},
@@ -67,6 +70,8 @@ CASES = [
     ("codex-malformed", "codex", {"kind": "malformed"}, (), {}, ("malformed_stream", 200, 1, True)),
     ("codex-refused", "codex", None, ("--credentials", "loopback", "--model-endpoint", DEAD + "/v1"),
      {"OPENAI_API_KEY": "sk-test-0123456789abcdef"}, ("connection_refused", None, 1, True)),
+    ("codex-dns", "codex", None, ("--credentials", "loopback", "--model-endpoint", NOWHERE + "/v1"),
+     {"OPENAI_API_KEY": "sk-test-0123456789abcdef"}, ("dns", None, 1, True)),
     ("opencode-401", "opencode", {"status": 401}, (), {}, ("auth", 401, 1, True)),
     ("opencode-403", "opencode", {"status": 403, "message": "no access to this model"}, (), {}, ("auth", 403, 1, True)),
     ("opencode-429-retried", "opencode", {"status": 429, "retry_after": "0", "times": 1}, (), {},
@@ -79,7 +84,7 @@ CASES = [
 ]
 
 # What the vendor itself reports as api_error_status where it is not the status served.
-API_STATUS = {("claude", "connection_refused"): "502"}
+API_STATUS = {("claude", "connection_refused"): "502", ("claude", "dns"): "502"}
 
 
 def _run(case_dir: Path, harness: str, fail: dict | None, extra: tuple, env: dict, *flags: str):
