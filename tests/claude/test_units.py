@@ -503,11 +503,13 @@ async def test_an_interrupt_that_claude_code_answers_is_ok():
     assert await interrupting is None
 
 
-def test_only_the_retry_setting_of_the_callers_environment_reaches_claude(tmp_path, monkeypatch):
+def test_only_the_retry_and_timeout_settings_of_the_callers_environment_reach_claude(tmp_path, monkeypatch):
     monkeypatch.setenv("CLAUDE_CODE_MAX_RETRIES", "0")
+    monkeypatch.setenv("API_TIMEOUT_MS", "2000")
     monkeypatch.setenv("CLAUDE_CODE_SOMETHING_ELSE", "1")
     env = launch.build_env(launch.Scratch(str(tmp_path)), "/usr/bin", base_url=None, api_key="k")
-    assert env["CLAUDE_CODE_MAX_RETRIES"] == "0" and "CLAUDE_CODE_SOMETHING_ELSE" not in env
+    assert env["CLAUDE_CODE_MAX_RETRIES"] == "0" and env["API_TIMEOUT_MS"] == "2000"
+    assert "CLAUDE_CODE_SOMETHING_ELSE" not in env
     monkeypatch.delenv("CLAUDE_CODE_MAX_RETRIES")
     assert "CLAUDE_CODE_MAX_RETRIES" not in launch.build_env(launch.Scratch(str(tmp_path)), "/usr/bin",
                                                                base_url=None, api_key="k")

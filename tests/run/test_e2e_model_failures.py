@@ -56,6 +56,8 @@ CASES = [
     ("claude-401", "claude", {"status": 401}, (), NO_RETRY, ("auth", 401, 1, True)),
     ("claude-cut", "claude", {"kind": "cut"}, (), NO_RETRY, ("stream_cut", 200, 2, True)),
     ("claude-malformed", "claude", {"kind": "malformed"}, (), NO_RETRY, ("malformed_stream", 200, 2, True)),
+    ("claude-timeout", "claude", {"kind": "hold"}, (), {**NO_RETRY, "API_TIMEOUT_MS": "2000"},
+     ("timeout", None, 1, True)),
     ("claude-429-retried", "claude", {"status": 429, "retry_after": "0", "times": 1}, (), {},
      ("rate_limited", 429, 1, False)),
     ("claude-refused", "claude", None, ("--credentials", "loopback", "--model-endpoint", DEAD),

@@ -225,7 +225,7 @@ class ClaudeAdapter(Adapter):
             ImposedRow(row="h2", how='--setting-sources ""'),
             ImposedRow(row="h3", how="constructed environment: PATH HOME CLAUDE_CONFIG_DIR TMPDIR LANG "
                                      "ANTHROPIC_BASE_URL ANTHROPIC_API_KEY and the four phone-home switches "
-                                     "(CLAUDE_CODE_MAX_RETRIES when the caller sets it)"),
+                                     "(CLAUDE_CODE_MAX_RETRIES and API_TIMEOUT_MS when the caller sets them)"),
             ImposedRow(row="h5", how="--strict-mcp-config with no --mcp-config"),
             ImposedRow(row="h6", how=credential_how),
             ImposedRow(row="h7", how=f"cwd {cwd}"),

@@ -51,8 +51,9 @@ PHONE_HOME_SWITCHES = (
     "DISABLE_AUTOUPDATER",
 )
 # The caller's settings copied into the child's environment when set: how often Claude Code
-# retries a failed model request (its default is 10, with back-off to minutes) — a CI job sets 0.
-PASSED_THROUGH = ("CLAUDE_CODE_MAX_RETRIES",)
+# retries a failed model request (its default is 10, with back-off to minutes) — a CI job sets 0 —
+# and how long it waits for one (API_TIMEOUT_MS; its default is ten minutes).
+PASSED_THROUGH = ("CLAUDE_CODE_MAX_RETRIES", "API_TIMEOUT_MS")
 MEMORY_FILES = ("CLAUDE.md", "CLAUDE.local.md", os.path.join(".claude", "CLAUDE.md"))
 
 
