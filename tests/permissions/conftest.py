@@ -121,3 +121,21 @@ def world(world_session, monkeypatch):
     monkeypatch.setenv("HOME", world_session.home)
     world_session.setup()
     return world_session
+
+
+# The real-shell oracle and the engine world it is judged against (tests/permissions/bash_oracle.py),
+# one of each per module: the fuzzers, their regressions and the interpreter-code cases share them.
+@pytest.fixture(scope="module")
+def oracle():
+    from bash_oracle import BashOracle
+    o = BashOracle()
+    yield o
+    o.close()
+
+
+@pytest.fixture(scope="module")
+def engine():
+    from bash_oracle import EngineWorld
+    w = EngineWorld()
+    yield w
+    w.close()

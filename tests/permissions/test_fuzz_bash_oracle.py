@@ -40,7 +40,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
-from bash_oracle import APPLETS, SHELLS, BashOracle, EngineWorld, happened, missing_shell
+from bash_oracle import APPLETS, SHELLS, happened, missing_shell
 
 COUNT = int(os.environ.get("OH_FUZZ_COUNT", "3000"))
 FAMILY_COUNT = int(os.environ.get("OH_FUZZ_FAMILY_COUNT", str(max(COUNT // 6, 1))))
@@ -101,20 +101,6 @@ def compose(spelling: str, contexts: list[str]) -> str:
     return text
 
 
-@pytest.fixture(scope="module")
-def oracle():
-    o = BashOracle()
-    yield o
-    o.close()
-
-
-@pytest.fixture(scope="module")
-def engine():
-    w = EngineWorld()
-    yield w
-    w.close()
-
-
 @pytest.mark.parametrize("kind,spelling", SPELLINGS)
 def test_positive_control_oracle_sees_each_action(oracle, kind, spelling):
     result = oracle.run(spelling)
@@ -143,12 +129,17 @@ PERFORMED: list[str] = []  # commands in which bash performed the composed actio
           suppress_health_check=list(HealthCheck), phases=[Phase.generate, Phase.shrink] if not RECORD else [Phase.generate])
 @given(action=st.sampled_from(SPELLINGS), contexts=st.lists(st.sampled_from(CONTEXTS), max_size=3))
 def test_no_bypass_against_real_bash(oracle, engine, action, contexts):
-    command = compose(action[1], contexts)
-    RAN.append(command)
+    judge(oracle, engine, action, compose(action[1], contexts), RAN, PERFORMED)
+
+
+def judge(oracle, engine, action, command: str, ran: list[str], performed: list[str]) -> None:
+    """Decide `command`, run it in the oracle, and fail on a bypass: allowed, and a denied action
+    happened (with OH_FUZZ_RECORD set, the bypass is written down instead)."""
+    ran.append(command)
     verdict = engine.decide(command)
     seen = happened(oracle.run(command))
     if action[0] in seen:
-        PERFORMED.append(command)
+        performed.append(command)
     if verdict.behavior != "allow" or not seen:
         return
     BYPASSES.append(command)
@@ -156,7 +147,7 @@ def test_no_bypass_against_real_bash(oracle, engine, action, contexts):
         with open(RECORD, "a") as f:
             f.write(json.dumps({"command": command, "happened": sorted(seen)}) + "\n")
         return
-    pytest.fail(f"bypass: the engine allows {command!r} in Bypass, and bash performed {sorted(seen)}; "
+    pytest.fail(f"bypass: the engine allows {command!r} in Bypass, and the oracle saw {sorted(seen)}; "
                 f"verdict {json.dumps(verdict.to_json())}")
 
 
@@ -253,21 +244,7 @@ def test_positive_control_each_class_spelling(oracle, engine, kind, spelling):
 def test_no_bypass_across_the_family(oracle, engine, action, inner, outer):
     if REQUIRE:
         assert not MISSING, f"not installed: {MISSING} (make shells)"
-    command = compose(action[1], inner + outer)
-    FAMILY_RAN.append(command)
-    verdict = engine.decide(command)
-    seen = happened(oracle.run(command))
-    if action[0] in seen:
-        FAMILY_PERFORMED.append(command)
-    if verdict.behavior != "allow" or not seen:
-        return
-    BYPASSES.append(command)
-    if RECORD:
-        with open(RECORD, "a") as f:
-            f.write(json.dumps({"command": command, "happened": sorted(seen)}) + "\n")
-        return
-    pytest.fail(f"bypass: the engine allows {command!r} in Bypass, and the oracle saw {sorted(seen)}; "
-                f"verdict {json.dumps(verdict.to_json())}")
+    judge(oracle, engine, action, compose(action[1], inner + outer), FAMILY_RAN, FAMILY_PERFORMED)
 
 
 # --- the benign generator ---------------------------------------------------------------------------

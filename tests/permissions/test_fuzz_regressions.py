@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from bash_oracle import BashOracle, EngineWorld, happened
+from bash_oracle import happened
 
 FILE = os.path.join(os.path.dirname(__file__), "data", "fuzz_bypasses.jsonl")
 
@@ -20,20 +20,6 @@ def _entries() -> list[dict]:
 
 
 ENTRIES = _entries()
-
-
-@pytest.fixture(scope="module")
-def engine():
-    w = EngineWorld()
-    yield w
-    w.close()
-
-
-@pytest.fixture(scope="module")
-def oracle():
-    o = BashOracle()
-    yield o
-    o.close()
 
 
 def test_the_file_has_entries():

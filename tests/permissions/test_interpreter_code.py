@@ -161,22 +161,6 @@ REAL_BENIGN = ["python3 -c 'print(1+1)'", "node -e 'console.log(1)'", "perl -e '
                "python3 -c 'import subprocess; subprocess.run([\"ls\"])'"]
 
 
-@pytest.fixture(scope="module")
-def oracle():
-    from bash_oracle import BashOracle
-    o = BashOracle()
-    yield o
-    o.close()
-
-
-@pytest.fixture(scope="module")
-def engine():
-    from bash_oracle import EngineWorld
-    w = EngineWorld()
-    yield w
-    w.close()
-
-
 def _needs(command: str) -> None:
     program = command.split()[0]
     if shutil.which(program) is None:
