@@ -149,3 +149,15 @@ def test_directory_destination_is_protected_and_gated(world_session, outside):
         assert v.behavior == "allow", v.to_json()
     finally:
         world_session.setup(project=DENY)
+
+
+def test_a_tree_past_the_walk_limit_is_a_write_under_the_destination(world_session, ctxs, tmp_path):
+    # The recursive copy's walk stops at its bound (2,000 entries); what lies past it is still a
+    # write somewhere under the destination, so a deny rule there holds (toward denying).
+    tree = tmp_path / "tree"
+    (tree / "deep").mkdir(parents=True)
+    (tree / "deep" / ".env.local").write_text("x")
+    for i in range(2_100):
+        (tree / f"f{i:04d}").write_text("")
+    _check_denied(world_session, ctxs, f"cp -a {tree}/. .")
+    _check_denied(world_session, ctxs, f"cp -r {tree} .")

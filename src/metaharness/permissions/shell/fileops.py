@@ -309,6 +309,11 @@ def _into_directory(cmd: Cmd, sources: list[Word], destination: Word, *, recursi
         for root, dirs, files in os.walk(tree):
             for entry in dirs + files:
                 if budget <= 0:
+                    # past the bound, what is left is a write somewhere under the destination
+                    # (toward denying: a deny rule anywhere below it holds)
+                    beyond = f"{landed.rstrip('/')}/"
+                    cmd.paths.append(PathRef("write", Word(beyond + "<more>", None, None, re.escape(beyond) + ".*",
+                                                           False), cmd.cwd, "operand", cmd, deny_only=not is_dir))
                     return
                 budget -= 1
                 relative = os.path.relpath(os.path.join(root, entry), tree)
