@@ -137,22 +137,30 @@ SCENARIO = parse_scenario(json.dumps({"format": "metaharness.scenario/1", "turns
 TOOLS = [{"name": "Bash", "description": "", "input_schema": {"type": "object"}}]
 
 
+async def converse(url: str, streams: list[bool]) -> tuple[list[int], list[str]]:
+    """One Messages request per entry of `streams` (streamed or not), each carrying the conversation
+    so far; the statuses and bodies of the answers."""
+    statuses, bodies = [], []
+    async with httpx.AsyncClient(trust_env=False) as client:
+        history = [{"role": "user", "content": "go"}]
+        for stream in streams:
+            reply = await client.post(f"{url}/v1/messages", json={
+                "model": "claude-sonnet-4-5", "stream": stream, "tools": TOOLS, "messages": history})
+            statuses.append(reply.status_code)
+            bodies.append(reply.text)
+            history = history + [{"role": "assistant", "content": "x"}, {"role": "user", "content": "go"}]
+    return statuses, bodies
+
+
+
 @pytest.mark.parametrize("stream", [False, True])
 def test_the_loopback_reports_the_turns_usage_charges_it_and_refuses_past_the_cap(stream):
     async def main():
         meter = Meter(shipped_prices(), 0.5)
         server = LoopbackServer(SCENARIO, stderr=None, meter=meter)
         url = await server.start()
-        statuses, bodies = [], []
         try:
-            async with httpx.AsyncClient(trust_env=False) as client:
-                history = [{"role": "user", "content": "go"}]
-                for _ in range(3):
-                    reply = await client.post(f"{url}/v1/messages", json={
-                        "model": "claude-sonnet-4-5", "stream": stream, "tools": TOOLS, "messages": history})
-                    statuses.append(reply.status_code)
-                    bodies.append(reply.text)
-                    history = history + [{"role": "assistant", "content": "x"}, {"role": "user", "content": "go"}]
+            statuses, bodies = await converse(url, [stream] * 3)
         finally:
             await server.stop()
         return meter, statuses, bodies
@@ -200,16 +208,8 @@ def test_the_recorder_prices_what_it_records_and_refuses_past_the_cap(tmp_path):
         recorder = RecordingProxy(upstream_url, str(tmp_path / "run.cassette.jsonl"))
         recorder.meter = meter = Meter(shipped_prices(), 0.5)
         url = await recorder.start()
-        statuses, bodies = [], []
         try:
-            async with httpx.AsyncClient(trust_env=False) as client:
-                history = [{"role": "user", "content": "go"}]
-                for stream in (True, False, True):
-                    reply = await client.post(f"{url}/v1/messages", json={
-                        "model": "claude-sonnet-4-5", "stream": stream, "tools": TOOLS, "messages": history})
-                    statuses.append(reply.status_code)
-                    bodies.append(reply.text)
-                    history = history + [{"role": "assistant", "content": "x"}, {"role": "user", "content": "go"}]
+            statuses, bodies = await converse(url, [True, False, True])
         finally:
             await recorder.stop()
             await upstream.stop()

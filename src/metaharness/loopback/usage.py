@@ -43,15 +43,20 @@ def _messages(documents: list[dict[str, Any]]) -> tuple[str | None, dict[str, in
     return (model, counts) if counts else None
 
 
+def _openai_counts(usage: dict[str, Any], prompt: str, completion: str) -> dict[str, int]:
+    """OpenAI's two wires count cached input inside the prompt tokens (`…_details.cached_tokens`):
+    split it out, as the price table prices it apart."""
+    cached = (usage.get(f"{prompt}_details") or {}).get("cached_tokens") or 0
+    return {"input_tokens": max(0, (usage.get(prompt) or 0) - cached),
+            "output_tokens": usage.get(completion) or 0, "cache_read_input_tokens": cached}
+
+
 def _responses(documents: list[dict[str, Any]]) -> tuple[str | None, dict[str, int]] | None:
     for doc in reversed(documents):
         response = doc.get("response") if isinstance(doc.get("response"), dict) else doc
         usage = response.get("usage")
         if isinstance(usage, dict):
-            cached = (usage.get("input_tokens_details") or {}).get("cached_tokens") or 0
-            return response.get("model"), {"input_tokens": max(0, (usage.get("input_tokens") or 0) - cached),
-                                           "output_tokens": usage.get("output_tokens") or 0,
-                                           "cache_read_input_tokens": cached}
+            return response.get("model"), _openai_counts(usage, "input_tokens", "output_tokens")
     return None
 
 
@@ -59,10 +64,7 @@ def _chat(documents: list[dict[str, Any]]) -> tuple[str | None, dict[str, int]] 
     for doc in reversed(documents):
         usage = doc.get("usage")
         if isinstance(usage, dict):
-            cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0
-            return doc.get("model"), {"input_tokens": max(0, (usage.get("prompt_tokens") or 0) - cached),
-                                      "output_tokens": usage.get("completion_tokens") or 0,
-                                      "cache_read_input_tokens": cached}
+            return doc.get("model"), _openai_counts(usage, "prompt_tokens", "completion_tokens")
     return None
 
 
