@@ -26,7 +26,7 @@ import json
 import os
 import signal
 import time
-from typing import Iterator
+from typing import Callable, Iterator
 
 # A posture each harness accepts (permission.set); the ACP harnesses accept none.
 POSTURES = {"oharness": "plan", "claude": "default", "codex": "read-only", "opencode": "plan", "gemini": "plan"}
@@ -51,6 +51,17 @@ def every_command(tag: str, kind: str, *, interrupt: bool = True) -> list[bytes]
         b"   ",
     ]
     return [line for line in lines if interrupt or b'"interrupt"' not in line]
+
+
+def injected(tag: str) -> Callable[[dict], bool]:
+    """The `injection` line of the batch `tag`'s message.inject: its turn was written to the child."""
+    return lambda e: e["event"] == "injection" and e.get("text") == f"NOTE-{tag}"
+
+
+def ended_after(event: dict) -> Callable[[dict], bool]:
+    """A turn ended after `event` — the end of the turn an inject opened, whichever turn
+    number it got (Claude Code may run a steer the interrupt left queued as a turn of its own)."""
+    return lambda e: e["event"] == "turn.ended" and e["seq"] > event["seq"]
 
 
 def ids_of(lines: list[bytes]) -> list[str]:
@@ -112,7 +123,8 @@ def check_walk(events: list[dict], batches: dict[str, list[bytes]], kind: str) -
     assert mid["mid-interrupt"] == {"result": "ok", "applies_at": None}
     assert mid["mid-decide"]["code"] == "UNKNOWN_CALL"
     for phase in ("early", "spawning", "mid", "between"):
-        assert answers(events, batches[phase])[f"{phase}-inject"] == {"result": "ok", "applies_at": "next turn"}
+        got = answers(events, batches[phase])[f"{phase}-inject"]
+        assert got == {"result": "ok", "applies_at": "next turn"}, (phase, got)
     if kind in HELD:
         early = answers(events, batches["early"])
         assert early["early-posture"]["result"] == "ok", early  # held until the harness existed, then carried
@@ -146,9 +158,9 @@ def walk(run, kind: str) -> dict[str, list[bytes]]:
     at("spawning", every_command("spawning", kind))
     run.wait_for(lambda e: e["event"] == "tool.requested" and e["decision_required"], timeout=60)
     at("mid", every_command("mid", kind))  # its interrupt stops the turn on the pending call; its inject opens the next
-    run.wait_for(lambda e: e["event"] == "turn.ended" and e["turn"] == 2, timeout=60)
-    at("between", every_command("between", kind))  # its inject opens a third turn (which its interrupt may stop)
-    run.wait_for(lambda e: e["event"] == "turn.ended" and e["turn"] == 3, timeout=60)
+    run.wait_for(ended_after(run.wait_for(injected("mid"), timeout=60)), timeout=60)
+    at("between", every_command("between", kind))  # its inject opens one more turn (which its interrupt may stop)
+    run.wait_for(ended_after(run.wait_for(injected("between"), timeout=60)), timeout=60)
     at("wind", [command("halt", "halt", reason="done"), *every_command("wind", kind)])
     return batches
 

@@ -54,9 +54,9 @@ async def test_every_command_at_every_phase_of_one_run(tmp_path):
     at("spawning")
     await run.wait_event(requested, timeout=60)
     at("mid")  # its interrupt stops the turn on the pending call; its inject opens the next
-    await run.wait_event(lambda e: e["event"] == "turn.ended" and e["turn"] == 2, timeout=60)
-    at("between")  # its inject opens a third turn (which its interrupt may stop)
-    await run.wait_event(lambda e: e["event"] == "turn.ended" and e["turn"] == 3, timeout=60)
+    await run.wait_event(pc.ended_after(await run.wait_event(pc.injected("mid"), timeout=60)), timeout=60)
+    at("between")  # its inject opens one more turn (which its interrupt may stop)
+    await run.wait_event(pc.ended_after(await run.wait_event(pc.injected("between"), timeout=60)), timeout=60)
     batches["wind"] = [pc.command("halt", "halt", reason="done"), *pc.every_command("wind", "claude")]
     write(run, batches["wind"])
     await run.finish()
