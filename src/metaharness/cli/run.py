@@ -85,6 +85,10 @@ OPTIONS: dict[str, Callable] = {
                   help="--replay: on a request the cassette does not hold, warn and stop the run, or warn and go on."),
     "redact_patterns": click.option("--redact", "redact_patterns", multiple=True, metavar="PATTERN",
                   help="--record: mask text matching this regular expression in requests and responses (repeatable)."),
+    "otel": click.option("--otel", metavar="URL", is_flag=False, flag_value="default", default=None,
+                  help="Send the run's spans live over OTLP/HTTP to URL (a bare --otel: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, "
+                       "else OTEL_EXPORTER_OTLP_ENDPOINT plus /v1/traces, else http://localhost:4318/v1/traces; either "
+                       "variable set turns it on too). Needs the otel extra."),
 }
 
 

@@ -21,7 +21,7 @@ Rules kept:
 
 from __future__ import annotations
 
-from typing import Any, Callable, Literal
+from typing import Any, Callable, Literal, Protocol
 
 import msgspec
 from msgspec import Struct
@@ -101,6 +101,16 @@ def at_from_unix_ms(ms: int) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{millis:03d}Z"
 
 
+class EventTap(Protocol):
+    """A consumer of the typed events a writer writes (the live OpenTelemetry export): `event`
+    after each line is written, `closing` with the `stream.closed` marker before it is written,
+    returning the events (warnings) to write before it. A tap never raises."""
+
+    def event(self, event: Any, at: str | None, seq: int) -> None: ...
+
+    def closing(self, marker: Any) -> list[Any]: ...
+
+
 class EventWriter:
     """Numbers and writes the lines of one stream; closes it exactly once."""
 
@@ -111,6 +121,7 @@ class EventWriter:
         self._run = run
         self._next_seq = 1
         self._closed = False
+        self.tap: EventTap | None = None
 
     @property
     def run(self) -> str:
@@ -134,12 +145,20 @@ class EventWriter:
         line = encode_event_line(seq, self._run, event, at)  # raises before seq is spent
         self._write(line)
         self._next_seq = seq + 1
+        if self.tap is not None:
+            self.tap.event(event, at, seq)
         return seq
 
     def close(self, reason: str, process: Any = None) -> None:
         """Write `stream.closed` (events == seq - 1, run_id == run); once only."""
         if self._closed:
             raise StreamClosedError(f"stream {self._run!r} is already closed")
+        if self.tap is not None:
+            tap, self.tap = self.tap, None
+            for event in tap.closing(StreamClosed(process=process if process is not None else UnknownTermination(),
+                                                  events=self._next_seq - 1, reason=reason,  # type: ignore[arg-type]
+                                                  run_id=self._run)):
+                self.write(event)
         seq = self._next_seq
         marker = StreamClosed(
             process=process if process is not None else UnknownTermination(),

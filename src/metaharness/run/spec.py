@@ -66,6 +66,8 @@ class RunSpec:
     replay: str | None = None
     replay_strict: bool = True
     redact_patterns: list[str] = field(default_factory=list)
+    # live OpenTelemetry export: an OTLP/HTTP traces URL, or "default" (the OTEL_* variables' endpoint)
+    otel: str | None = None
     # adapter options: each read only by the adapter named in its metadata
     codex_replace_relay: bool = field(default=False, metadata={"adapter": "codex"})
 

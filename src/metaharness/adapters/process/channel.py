@@ -22,6 +22,7 @@ from typing import Any, AsyncIterator
 
 from metaharness.adapters.process.confine import prctl_function, confined_argv, confinement, parent_death_signal
 from metaharness.protocol.values import Exited, Signaled, UnknownTermination
+from metaharness.protocol.trace import with_trace
 
 STDOUT_LIMIT = 64 * 1024 * 1024  # vendors write large single records (file contents)
 
@@ -77,13 +78,14 @@ async def spawn_on_channel(argv: list[str], *, env: dict[str, str] | None, cwd: 
                            stderr: Any = asyncio.subprocess.PIPE
                            ) -> tuple[asyncio.subprocess.Process, asyncio.StreamReader, ChannelWriter]:
     """Spawn `argv` (confined where possible) with a socketpair as its stdin and stdout, in
-    its own process group, with a parent-death signal. Returns (process, reader, writer)."""
+    its own process group, with a parent-death signal, the run's W3C trace context (TRACEPARENT)
+    in its environment when one is in force. Returns (process, reader, writer)."""
     prctl_function()  # resolved here, so the preexec_fn only calls it
     ours, theirs = control_socketpair()
     try:
         proc = await asyncio.create_subprocess_exec(
             *confined_argv(argv), stdin=theirs.fileno(), stdout=theirs.fileno(), stderr=stderr,
-            env=env, cwd=cwd, start_new_session=True, preexec_fn=parent_death_signal,
+            env=with_trace(env), cwd=cwd, start_new_session=True, preexec_fn=parent_death_signal,
         )
     except BaseException:
         ours.close()
