@@ -235,6 +235,7 @@ class _InProcessRun(RunHandle):
         self._run = Run(hosting.spec if hosting else spec, write, stderr=self.stderr.append)
         if hosting is not None:
             hosting.attach(RunControl(self._run))
+        self._trace_env = tap_otel(self._run, self.stderr.append)
         self._task = asyncio.ensure_future(self._execute())
 
     async def _started(self) -> None:
@@ -255,6 +256,10 @@ class _InProcessRun(RunHandle):
 
     async def _execute(self) -> None:
         hosting = self._hosting
+        if self._trace_env:  # this task's own context: the harness it spawns gets the run span's
+            from metaharness.protocol.trace import TRACE_ENV
+
+            TRACE_ENV.set(self._trace_env)
         try:
             if hosting is not None and hosting.refusal is not None:
                 from metaharness.run.loop import RunRefused as Refused
@@ -480,35 +485,65 @@ async def host_stdio(spec: RunSpec, *, stdin: BinaryIO | None, stdout: BinaryIO,
         from metaharness.cassette_host import open_hosting
 
         service = await open_hosting(spec)
+    from metaharness.protocol.trace import TRACE_ENV
+
     hosted: list[Any] = []
+    traced: list[Any] = []
 
     def attach(run: Any) -> None:
         hosted.append(run)
         if service is not None:
             service.attach(RunControl(run))
+        if trace_env := tap_otel(run, stderr):
+            traced.append(TRACE_ENV.set(trace_env))
 
     def refused(run: Any) -> None:
         if run.core.refusal is not None:
             raise RunRefused.of(run.core.refusal.sentence)
 
-    if service is None:
-        code = await host(spec, stdin=stdin, stdout=stdout, stderr=stderr, attach=attach)
-        refused(hosted[0])
-        return code
     try:
-        if service.refusal is not None:
-            write, close = make_writer(stdout, service.spec.events)
-            run = Run(service.spec, write, stderr=stderr)
-            try:
-                run.refuse_start(Refused(service.refusal))
-            finally:
-                close()
-            refused(run)
-        code = await host(service.spec, stdin=stdin, stdout=stdout, stderr=stderr, attach=attach)
-        refused(hosted[0])
-        return service.exit_code(code)
+        if service is None:
+            code = await host(spec, stdin=stdin, stdout=stdout, stderr=stderr, attach=attach)
+            refused(hosted[0])
+            return code
+        try:
+            if service.refusal is not None:
+                write, close = make_writer(stdout, service.spec.events)
+                run = Run(service.spec, write, stderr=stderr)
+                try:
+                    run.refuse_start(Refused(service.refusal))
+                finally:
+                    close()
+                refused(run)
+            code = await host(service.spec, stdin=stdin, stdout=stdout, stderr=stderr, attach=attach)
+            refused(hosted[0])
+            return service.exit_code(code)
+        finally:
+            await service.close(stderr)
     finally:
-        await service.close(stderr)
+        for token in reversed(traced):
+            TRACE_ENV.reset(token)
+
+
+def tap_otel(run: Any, stderr: Callable[[str], None]) -> dict[str, str] | None:
+    """Live OpenTelemetry export of `run` when `--otel` (or the standard OTEL_* variables) asks for it:
+    a tap on its event writer (metaharness.export.otel), nothing of OpenTelemetry imported otherwise.
+    Returns the W3C env carrier (TRACEPARENT…) of the run span, for the harness it spawns."""
+    from metaharness.export.otlp import live_target, otel_installed
+
+    url, named = live_target(run.spec.otel)
+    if url is None:
+        return None
+    if not otel_installed():
+        if not named:  # asked for by name, the run's start checks refuse it (OtelUnavailable)
+            stderr("metaharness: the OTEL_EXPORTER_OTLP_* variables are set but the otel extra is not installed, "
+                   "so this run's spans are not sent (pip install 'metaharness[otel]')")
+        return None
+    from metaharness.export.otel import LiveTap
+
+    tap = LiveTap(run.spec.kind, run.run_id, url, stderr=stderr)
+    run.writer.tap = tap
+    return tap.carrier
 
 
 # --- deciding a recorded call again -------------------------------------------------------

@@ -23,7 +23,7 @@ from metaharness.run.spec import KINDS
 # The run options a workflow passes to its harness session, spelled and explained where `run` defines
 # them; --cwd, --decisions and the budgets mean something of their own here.
 _SHARED = ("script", "model", "vendor_dir", "credentials", "model_endpoint", "hermetic", "strict_version",
-           "posture", "deny_only", "decision_timeout_ms", "codex_replace_relay", "retain_dir", "fail_on_error")
+           "posture", "deny_only", "decision_timeout_ms", "codex_replace_relay", "retain_dir", "fail_on_error", "otel")
 _POLICY = ("policy_files", "policy_scopes", "policy_mode", "policy_workspace_mode", "no_decision_trail")
 _OWN = [
     click.option("--cwd", "workspace", type=click.Path(file_okay=False),

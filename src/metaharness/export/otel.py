@@ -37,6 +37,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, Sp
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
+from metaharness.protocol.events import event_name
+from metaharness.protocol.trace import TRACE_ENV
 from metaharness.view.stream import decision_word
 
 from .otlp import endpoint_of  # noqa: F401 (the CLI's one import for both)
@@ -385,9 +387,9 @@ class Pipeline:
         return self.ended, max(0, self.ended - self.counting.taken)
 
 
-def dropped_message(ended: int, lost: int, endpoint: str) -> str:
-    return (f"{lost} of the run's {ended} span(s) did not reach the OpenTelemetry collector at {endpoint} "
-            "(unreachable, an error answer, or the queue full); the run went on without them")
+def dropped_message(ended: int, lost: int, endpoint: str, what: str = "the run") -> str:
+    return (f"{lost} of the {ended} span(s) of {what} did not reach the OpenTelemetry collector at {endpoint} "
+            f"(unreachable, an error answer, or the queue full); {what} went on without them")
 
 
 class LiveTap:
@@ -402,15 +404,13 @@ class LiveTap:
         self.pipeline = pipeline or Pipeline(endpoint)
         self.stderr = stderr
         self.mapper = SpanMapper(self.pipeline.tracer, run_id, where="the live run", content=content,
-                                 parent=parent_context(environ))
+                                 parent=parent_context(TRACE_ENV.get() or environ))
         self.carrier = carrier_of(self.mapper.open(kind, self._now()))
 
     def _at(self, at: str | None) -> int:
         return (_ns(at) if at else None) or self._now()
 
     def event(self, event: Any, at: str | None, seq: int) -> None:
-        from metaharness.protocol.events import event_name
-
         try:
             self.mapper.feed(event_name(event), event, self._at(at), seq)
         except Exception:  # noqa: BLE001 (a span that cannot be made is not the run's failure)
@@ -429,3 +429,34 @@ class LiveTap:
         message = dropped_message(ended, lost, self.pipeline.endpoint)
         self.stderr(f"metaharness: {message}")
         return [WarningEvent(code="OTEL_SPANS_DROPPED", message=message)]
+
+
+class ParentSpan:
+    """A span over runs (a workflow's, a batch's), live through a pipeline of its own, with child
+    spans (a batch's cells) and the W3C env carrier of each, to hand to the runs started under it.
+    `finish` ends it and flushes within FLUSH_S; spans lost are said in one stderr line."""
+
+    def __init__(self, endpoint: str, name: str, attributes: dict[str, Any], *, what: str,
+                 environ: Any = os.environ) -> None:
+        self.what = what
+        self.pipeline = Pipeline(endpoint)
+        self.span = self.pipeline.tracer.start_span(name, kind=SpanKind.INTERNAL, attributes=_present(attributes),
+                                                    context=parent_context(TRACE_ENV.get() or environ))
+        self.carrier = carrier_of(self.span)
+
+    def child(self, name: str, attributes: dict[str, Any]) -> Any:
+        return self.pipeline.tracer.start_span(name, kind=SpanKind.INTERNAL, attributes=_present(attributes),
+                                               context=trace.set_span_in_context(self.span))
+
+    @staticmethod
+    def end(span: Any, attributes: dict[str, Any], error: str | None = None) -> None:
+        span.set_attributes(_present(attributes))
+        if error is not None:
+            span.set_status(Status(StatusCode.ERROR, error))
+        span.end()
+
+    def finish(self, attributes: dict[str, Any], stderr: Any, error: str | None = None) -> None:
+        self.end(self.span, attributes, error)
+        ended, lost = self.pipeline.finish()
+        if lost:
+            stderr(f"metaharness: {dropped_message(ended, lost, self.pipeline.endpoint, self.what)}")

@@ -39,3 +39,14 @@ def live_target(option: str | None, environ: Mapping[str, str] = os.environ) -> 
     if environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
         return endpoint_of(None, environ), False
     return None, False
+
+
+def otel_installed() -> bool:
+    """The otel extra is there (found, not imported: nothing of the SDK is loaded by asking)."""
+    import importlib.util
+
+    try:
+        return all(importlib.util.find_spec(name) is not None for name in (
+            "opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http"))
+    except (ImportError, ValueError):
+        return False

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from metaharness.adapters.base import StartRefusal
+from metaharness.export.otlp import otel_installed
 from metaharness.loopback.pricing import PricesError, load_prices
 from metaharness.protocol import frame as frames
 from metaharness.protocol.commands import COMMAND_NAMES
@@ -62,17 +63,6 @@ def required_commands(spec: RunSpec) -> list[str]:
     return [c for c in COMMAND_NAMES if c in required] + sorted(c for c in required if c not in COMMAND_NAMES)
 
 
-def otel_installed() -> bool:
-    """The otel extra is there (found, not imported: nothing of OpenTelemetry is loaded by asking)."""
-    import importlib.util
-
-    try:
-        return all(importlib.util.find_spec(name) is not None for name in (
-            "opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http"))
-    except (ImportError, ValueError):
-        return False
-
-
 def check_start(spec: RunSpec, harness: Harness, run_cwd: str, *, priced_at_endpoint: bool = False) -> StartPlan:
     """Run every start check in order; raise RunRefused at the first that fails. `priced_at_endpoint`:
     a service the harness's model endpoint points at prices the traffic (a recording)."""
@@ -84,7 +74,7 @@ def check_start(spec: RunSpec, harness: Harness, run_cwd: str, *, priced_at_endp
                          "without it")
     if (sentence := harness.option_refusal()) is not None:
         raise RunRefused(f"OptionForeign: {sentence}")
-    if spec.otel and not otel_installed():
+    if spec.otel and not otel_installed():  # found, not imported
         raise RunRefused("OtelUnavailable: --otel needs the otel extra (opentelemetry-sdk and its OTLP/HTTP exporter), "
                          "which is not installed: pip install 'metaharness[otel]'")
     if spec.posture is not None and not harness.accepts_posture(spec.posture):

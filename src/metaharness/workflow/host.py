@@ -414,6 +414,40 @@ def _admit(loaded: LoadedWorkflow, kind: str, base: RunSpec, budgets: _Budgets, 
         raise found
 
 
+async def _drive_traced(host: _Host, ledger: ledgers.Ledger, walk: Walk, session: int,
+                        loaded: LoadedWorkflow) -> WorkflowResult:
+    """`host.drive`, under a `workflow {id}` span when live export is on (`--otel`, the OTEL_*
+    variables): the session's run span, and so its steps, turns and calls, is its child."""
+    from metaharness.export.otlp import live_target, otel_installed
+
+    url, _named = live_target(host.base.otel)
+    if url is None or not otel_installed():  # asked for by name, precheck refused it (OtelUnavailable)
+        return await host.drive(ledger, walk, session=session)
+    import sys
+
+    from metaharness.export.otel import ParentSpan
+    from metaharness.protocol.trace import TRACE_ENV
+
+    wf = loaded.workflow
+    span = ParentSpan(url, f"workflow {wf.id}", {
+        "metaharness.workflow.id": wf.id, "metaharness.workflow.version": wf.version,
+        "metaharness.workflow.digest": loaded.digest, "metaharness.workflow.session": session,
+        "gen_ai.agent.name": host.kind}, what="the workflow")
+    token = TRACE_ENV.set(span.carrier)
+    outcome, error = None, None
+    try:
+        result = await host.drive(ledger, walk, session=session)
+        outcome = result.outcome
+        return result
+    except BaseException as exc:
+        error = type(exc).__name__
+        raise
+    finally:
+        TRACE_ENV.reset(token)
+        span.finish({"metaharness.workflow.outcome": outcome}, lambda text: print(text, file=sys.stderr, flush=True),
+                    error if error else (None if outcome == "completed" else outcome))
+
+
 async def run_workflow(
     workflow: str | LoadedWorkflow,
     *,
@@ -461,7 +495,7 @@ async def run_workflow(
                      events="events.jsonl", workspace=host.workspace,
                      options={"max_steps": max_steps, "max_turns": max_turns, "max_cost_usd": max_cost_usd},
                      run=stored_options(base), **host.script_record())
-        return await host.drive(ledger, walk, session=1)
+        return await _drive_traced(host, ledger, walk, 1, loaded)
     finally:
         ledger.close()
 
@@ -544,6 +578,6 @@ async def resume_workflow(
                      options={"max_steps": budgets.max_steps, "max_turns": budgets.max_turns,
                               "max_cost_usd": budgets.max_cost_usd},
                      run=stored_options(base), **host.script_record())
-        return await host.drive(ledger, walk, session=point.session)
+        return await _drive_traced(host, ledger, walk, point.session, loaded)
     finally:
         ledger.close()
