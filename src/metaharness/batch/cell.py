@@ -53,6 +53,8 @@ class CellJob(Struct, kw_only=True):
     attempt: int = 1
     atif: bool = False  # write trajectory.json (ATIF) beside a complete events.jsonl
     max_cost_usd: float | None = None  # the cell's run's --max-cost-usd (its own cap, or what is left of the batch's)
+    otel: str | None = None  # the cell's run's --otel (the batch's)
+    trace: dict[str, str] = {}  # the cell span's W3C env carrier (TRACEPARENT…): the run's span joins the batch's tree
 
 
 def _options(harness: Harness) -> dict:
@@ -80,7 +82,8 @@ def run_argv(job: CellJob, workspace: str, events: str) -> list[str]:
     from metaharness.run.spec import RunSpec
 
     task, harness = job.task, job.harness
-    extra = {"max_cost_usd": job.max_cost_usd} if job.max_cost_usd is not None else {}
+    extra = {name: value for name, value in (("max_cost_usd", job.max_cost_usd), ("otel", job.otel))
+             if value is not None}
     if task.workflow is None:
         return spec_to_argv(dataclasses.replace(cell_spec(task, harness, workspace), events=events, **extra))
     # The workflow brings its own frames; its stream lands in its --out directory (see workflow_events).
@@ -227,7 +230,7 @@ async def run_cell(job: CellJob) -> CellResult:
             shutil.copytree(job.task.workspace, workspace, symlinks=True)
         else:
             os.makedirs(workspace)
-        env = _scratch_env(os.path.join(scratch, "home"))
+        env = {**_scratch_env(os.path.join(scratch, "home")), **job.trace}
         by_command = job.task.workflow is None
         shutil.rmtree(workflow_dir(job), ignore_errors=True)
         with open(stderr_path, "wb") as stderr:

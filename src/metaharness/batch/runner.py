@@ -26,6 +26,7 @@ Rules kept:
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 import shutil
 from dataclasses import dataclass, field
@@ -93,6 +94,7 @@ class BatchOptions:
     retries: int | None = None
     keep_workspaces: bool = False
     atif: bool = False
+    otel: str | None = None  # each cell's run's --otel; with it (or the OTEL_* variables) a batch span over the cells
     on_change: Callable[[Progress], None] | None = None
 
 
@@ -158,6 +160,57 @@ def check_costs_seen(plan: Plan, batch_cap: float | None) -> None:
             raise PlanError(f"CostNotSeen: task {cell.task.id!r} on harness {harness.name!r}: {sentence}")
 
 
+class _Traced:
+    """The batch's spans when live export is on (`--otel`, the OTEL_* variables): a `batch {id}`
+    span, a `cell {task} {harness} #{repeat}` span per attempt under it, and each cell's run span
+    under its cell's (the cell's run gets the cell span's TRACEPARENT in its environment). Off: nothing."""
+
+    def __init__(self, plan: Plan, out: str, otel: str | None) -> None:
+        from metaharness.export.otlp import live_target, otel_installed
+
+        url, _named = live_target(otel)
+        self.parent = None
+        if url is not None and otel_installed():
+            from metaharness.export.otel import ParentSpan
+
+            self.parent = ParentSpan(url, f"batch {os.path.basename(out)}", {
+                "metaharness.batch.out": out, "metaharness.batch.plan": hashlib.sha256(plan_fingerprint(plan)).hexdigest(),
+                "metaharness.batch.cells": len(cells(plan))}, what="the batch")
+
+    def cell(self, cell: Cell, attempt: int) -> object:
+        if self.parent is None:
+            return None
+        return self.parent.child(f"cell {cell.task.id} {cell.harness.name} #{cell.repeat}", {
+            "metaharness.cell.task": cell.task.id, "metaharness.cell.harness": cell.harness.name,
+            "gen_ai.agent.name": cell.harness.kind, "metaharness.cell.repeat": cell.repeat,
+            "metaharness.cell.attempt": attempt})
+
+    def carrier(self, span: object) -> dict[str, str]:
+        if self.parent is None:
+            return {}
+        from metaharness.export.otel import carrier_of
+
+        return carrier_of(span)
+
+    def cell_ended(self, span: object, result: CellResult | None, error: str | None = None) -> None:
+        if self.parent is None:
+            return
+        attrs = {} if result is None else {
+            "metaharness.cell.status": result.status, "metaharness.cell.passed": result.passed,
+            "metaharness.cell.infra": result.infra, "metaharness.total_cost_usd": result.cost_usd}
+        failed = error or (result.infra if result is not None and result.infra else None)
+        self.parent.end(span, attrs, failed)
+
+    def finish(self, progress: Progress) -> None:
+        if self.parent is None:
+            return
+        import sys
+
+        self.parent.finish({"metaharness.batch.done": progress.done, "metaharness.batch.passed": progress.passed,
+                            "metaharness.batch.failed": progress.failed, "metaharness.batch.skipped": progress.skipped},
+                           lambda text: print(text, file=sys.stderr, flush=True))
+
+
 async def run_batch(plan: Plan, out: str, options: BatchOptions | None = None, *,
                     backend: Backend | None = None, **kwargs) -> AsyncIterator[CellResult]:
     """Run every cell of `plan` into DIR `out`, yielding each cell's result as it ends.
@@ -168,6 +221,12 @@ async def run_batch(plan: Plan, out: str, options: BatchOptions | None = None, *
     options = options or BatchOptions(**kwargs)
     out = os.path.abspath(out)
     check_costs_seen(plan, options.max_cost_usd)
+    if options.otel:
+        from metaharness.export.otlp import otel_installed
+
+        if not otel_installed():
+            raise PlanError("OtelUnavailable: --otel needs the otel extra (opentelemetry-sdk and its OTLP/HTTP "
+                            "exporter), which is not installed: pip install 'metaharness[otel]'")
     _prepare_out(plan, out)
     retries = options.retries if options.retries is not None else plan.defaults.retries
     kept = kept_results(plan, out)
@@ -180,6 +239,7 @@ async def run_batch(plan: Plan, out: str, options: BatchOptions | None = None, *
     scratch_root = os.path.join(out, ".scratch")
     finished: asyncio.Queue[CellResult] = asyncio.Queue()
     running: dict[asyncio.Task, Cell] = {}
+    traced = _Traced(plan, out, options.otel)
 
     def notify() -> None:
         if options.on_change is not None:
@@ -208,12 +268,19 @@ async def run_batch(plan: Plan, out: str, options: BatchOptions | None = None, *
         retried: list[str] = []
         attempt = 1
         while True:
+            span = traced.cell(cell, attempt)
             job = CellJob(task=cell.task, harness=cell.harness, repeat=cell.repeat,
                           out_dir=cell_dir(out, cell.key), scratch_root=scratch_root,
                           timeout_s=cell.task.timeout_s or options.cell_timeout_s or plan.defaults.timeout_s,
                           keep_workspace=options.keep_workspaces, attempt=attempt, atif=options.atif,
-                          max_cost_usd=cell_cap(cell, options.max_cost_usd, progress.cost_usd))
-            result = await backend.execute(job)
+                          max_cost_usd=cell_cap(cell, options.max_cost_usd, progress.cost_usd),
+                          otel=options.otel, trace=traced.carrier(span))
+            try:
+                result = await backend.execute(job)
+            except BaseException as exc:
+                traced.cell_ended(span, None, type(exc).__name__)
+                raise
+            traced.cell_ended(span, result)
             if result.infra is None or attempt > retries:
                 return msgspec.structs.replace(result, retried_for=retried + result.retried_for)
             retried.append(result.infra)
@@ -267,4 +334,5 @@ async def run_batch(plan: Plan, out: str, options: BatchOptions | None = None, *
         results.close()
         backend.close()
         shutil.rmtree(scratch_root, ignore_errors=True)
+        traced.finish(progress)
         notify()

@@ -17,6 +17,10 @@ import sys
 import click
 
 from metaharness.cli._out import fail, say, say_err
+from metaharness.cli.run import OPTIONS as RUN_OPTIONS
+
+
+OTEL = RUN_OPTIONS["otel"]  # each cell's run's --otel, spelled where `run` defines it; a batch span over the cells
 
 
 def _load(path: str):
@@ -75,6 +79,7 @@ def check(plan: str) -> None:
 @click.option("--retries", type=click.IntRange(0), help="Rerun a cell this many times after an infrastructure failure.")
 @click.option("--keep-workspaces", is_flag=True, help="Keep each cell's workspace beside its events.")
 @click.option("--atif", is_flag=True, help="Also write each cell's run as an ATIF trajectory.json beside its events.")
+@OTEL
 def run(plan: str, out: str, **options) -> None:
     """Run every cell of PLAN into DIR; results.jsonl grows as cells end."""
     import asyncio
