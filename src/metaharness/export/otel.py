@@ -19,7 +19,8 @@ without any is placed so that it ends at the file's modification time (its lengt
 when asked for (`content=True`).
 
 Live export never holds a run up: spans go through a BatchSpanProcessor (a bounded queue, a
-worker thread, a short export timeout); at the run's end the flush is bounded (FLUSH_S), and the
+worker thread, a short export timeout); at the run's end the flush is bounded (FLUSH_S, less when
+the collector's last answer was a failure), and the
 spans that did not reach the collector are counted in one OTEL_SPANS_DROPPED warning.
 """
 
@@ -300,20 +301,22 @@ def send(spans: Sequence[ReadableSpan], endpoint: str, *, timeout_s: float = 10.
 QUEUE = 2048  # spans waiting for the exporter; past it the newest are dropped (and counted)
 EXPORT_TIMEOUT_S = 1.0  # one OTLP request, retries included
 FLUSH_S = 1.5  # at the run's end, how long the last spans may take to leave
+FLUSH_FAILING_S = 0.2  # … when the collector's last answer was a failure (it is down: do not wait on it)
 
 
 class _Counting(SpanExporter):
     """The OTLP exporter, counting the spans the collector took."""
 
     def __init__(self, inner: SpanExporter) -> None:
-        self.inner, self.taken = inner, 0
+        self.inner, self.taken, self.failing = inner, 0, False
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         try:
             result = self.inner.export(spans)
         except Exception:  # noqa: BLE001 (a failed export is counted, never raised into the run)
-            return SpanExportResult.FAILURE
-        if result is SpanExportResult.SUCCESS:
+            result = SpanExportResult.FAILURE
+        self.failing = result is not SpanExportResult.SUCCESS  # the last request failed: the collector is down
+        if not self.failing:
             self.taken += len(spans)
         return result
 
@@ -383,7 +386,8 @@ class Pipeline:
 
         done = threading.Thread(target=self.provider.shutdown, daemon=True, name="metaharness-otel-flush")
         done.start()
-        done.join(FLUSH_S)  # an export still in its retries is left behind, counted as lost
+        done.join(FLUSH_FAILING_S if self.counting.failing else FLUSH_S)  # an export still in its retries
+        # is left behind (a daemon thread), its spans counted as lost
         return self.ended, max(0, self.ended - self.counting.taken)
 
 
