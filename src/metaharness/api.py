@@ -541,7 +541,11 @@ def tap_otel(run: Any, stderr: Callable[[str], None]) -> dict[str, str] | None:
         return None
     from metaharness.export.otel import LiveTap
 
-    tap = LiveTap(run.spec.kind, run.run_id, url, stderr=stderr)
+    try:
+        tap = LiveTap(run.spec.kind, run.run_id, url, stderr=stderr)
+    except Exception as exc:  # noqa: BLE001 (the spans are not the run: a tap that cannot start is said, once)
+        stderr(f"metaharness: no spans are sent to {url}: {exc}")
+        return None
     run.writer.tap = tap
     return tap.carrier
 

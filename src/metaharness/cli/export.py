@@ -62,7 +62,8 @@ def otel(source: str, endpoint: str | None, content: bool, timeout_s: float) -> 
 
     One invoke_agent span per run, a span per workflow step and per turn, an execute_tool span
     per call with its decision as metaharness.* attributes and a guardrail event where it was
-    denied. Needs the otel extra: pip install 'metaharness[otel]'.
+    denied. Needs the otel extra: pip install 'metaharness[otel]'. (`run`, `workflow run` and
+    `batch run --otel` send the same spans live.)
     """
     from metaharness.export.source import ExportError, read_streams
 

@@ -2,7 +2,8 @@
 
 What belongs here: `encode_event_line` (the exact bytes of one line), the
 `EventWriter` (the ONE place `seq` is assigned, and the only writer of
-`stream.closed`), and `check_stream` (the `metaharness check` verdict).
+`stream.closed`; an `EventTap` may watch what it writes, the live OpenTelemetry export), and
+`check_stream` (the `metaharness check` verdict).
 
 Rules kept:
 * Key order of a line: format, seq, run, [at], event, payload in the order of its
