@@ -214,3 +214,23 @@ def test_without_the_extra_otel_is_refused_by_name(tmp_path):
                     "exporter), which is not installed: pip install 'metaharness[otel]'"]
     lines = [json.loads(line) for line in done.stdout.splitlines()]
     assert [e["event"] for e in lines] == ["stream.closed"] and not list(work.iterdir())
+
+
+def test_when_live_export_is_on_and_where_it_goes():
+    from metaharness.export.otlp import live_target
+
+    traces, base = "http://collector:4318/v1/traces", "http://collector:4318/"
+    table = [  # (--otel, environment) → (URL or None, asked for by name)
+        (None, {}, (None, False)),
+        ("http://here/v1/traces", {}, ("http://here/v1/traces", True)),
+        ("default", {}, ("http://localhost:4318/v1/traces", True)),
+        ("default", {"OTEL_EXPORTER_OTLP_ENDPOINT": base}, (traces, True)),
+        (None, {"OTEL_EXPORTER_OTLP_ENDPOINT": base}, (traces, False)),
+        (None, {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://t/x", "OTEL_EXPORTER_OTLP_ENDPOINT": base},
+         ("http://t/x", False)),
+        (None, {"OTEL_EXPORTER_OTLP_ENDPOINT": base, "OTEL_SDK_DISABLED": "true"}, (None, False)),
+        (None, {"OTEL_EXPORTER_OTLP_ENDPOINT": base, "OTEL_TRACES_EXPORTER": "none"}, (None, False)),
+        ("http://here/v1/traces", {"OTEL_SDK_DISABLED": "true"}, ("http://here/v1/traces", True)),  # by name wins
+    ]
+    for option, environ, expected in table:
+        assert live_target(option, environ) == expected, (option, environ)
