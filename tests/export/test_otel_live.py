@@ -231,6 +231,10 @@ def test_when_live_export_is_on_and_where_it_goes():
         (None, {"OTEL_EXPORTER_OTLP_ENDPOINT": base, "OTEL_SDK_DISABLED": "true"}, (None, False)),
         (None, {"OTEL_EXPORTER_OTLP_ENDPOINT": base, "OTEL_TRACES_EXPORTER": "none"}, (None, False)),
         ("http://here/v1/traces", {"OTEL_SDK_DISABLED": "true"}, ("http://here/v1/traces", True)),  # by name wins
+        (None, {"OTEL_EXPORTER_OTLP_ENDPOINT": base, "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, (None, False)),
+        (None, {"OTEL_EXPORTER_OTLP_ENDPOINT": base, "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"}, (traces, False)),
+        (None, {"OTEL_EXPORTER_OTLP_ENDPOINT": base, "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+                "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf"}, (traces, False)),
     ]
     for option, environ, expected in table:
         assert live_target(option, environ) == expected, (option, environ)

@@ -5,7 +5,10 @@ without importing anything of OpenTelemetry (a run without it imports none of th
 
 On: `--otel URL`, a bare `--otel` (`"default"`), or — with no `--otel` — either standard endpoint
 variable set (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, OTEL_EXPORTER_OTLP_ENDPOINT), unless the
-standard switches say no traces (OTEL_SDK_DISABLED=true, OTEL_TRACES_EXPORTER=none).
+standard switches say no traces (OTEL_SDK_DISABLED=true, OTEL_TRACES_EXPORTER=none) or the
+variables are set for another protocol than OTLP/HTTP's protobuf (OTEL_EXPORTER_OTLP_PROTOCOL or
+OTEL_EXPORTER_OTLP_TRACES_PROTOCOL `grpc`, `http/json`: a gRPC collector set up for a harness's own
+telemetry is not sent HTTP). `--otel` by name always speaks OTLP/HTTP to the URL it names.
 """
 
 from __future__ import annotations
@@ -35,6 +38,9 @@ def live_target(option: str | None, environ: Mapping[str, str] = os.environ) -> 
     if environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
         return None, False
     if environ.get("OTEL_TRACES_EXPORTER", "").strip().lower() == "none":
+        return None, False
+    protocol = environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or environ.get("OTEL_EXPORTER_OTLP_PROTOCOL") or ""
+    if protocol.strip().lower() not in ("", "http/protobuf"):
         return None, False
     if environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
         return endpoint_of(None, environ), False
