@@ -238,3 +238,35 @@ def test_when_live_export_is_on_and_where_it_goes():
     ]
     for option, environ, expected in table:
         assert live_target(option, environ) == expected, (option, environ)
+
+
+def test_a_call_span_leaves_while_the_run_still_waits(tmp_path, receiver):
+    """Live, not at the end: the first call's span reaches the collector while the run waits for
+    the second call's decision (which is only given once it has)."""
+    import time
+
+    work = tmp_path / "work"
+    work.mkdir()
+    child = subprocess.Popen([*METAHARNESS, "run", "oharness", "--script", str(EXAMPLES / "same-task.scenario.json"),
+                              "-p", "go", "--cwd", str(work), "--decisions", "ask", "--otel", url_of(receiver)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=clean_env(tmp_path))
+    assert child.stdin is not None and child.stdout is not None
+    asked: list[str] = []
+    seen_before_second: set[str] = set()
+    for raw in child.stdout:
+        event = json.loads(raw)
+        if event["event"] == "tool.requested" and event["decision_required"]:
+            if asked:  # the first call has run: its span must be at the collector before we go on
+                give_up = time.monotonic() + 30
+                while time.monotonic() < give_up and asked[0] not in seen_before_second:
+                    seen_before_second = {attrs(s).get("gen_ai.tool.call.id") for s in receiver.spans()}
+                    time.sleep(0.05)
+            asked.append(event["call_id"])
+            child.stdin.write(json.dumps({"format": "metaharness.command/1", "id": f"c{len(asked)}",
+                                          "command": "tool.decide", "call_id": event["call_id"],
+                                          "decision": {"decision": "allow"}}).encode() + b"\n")
+            child.stdin.flush()
+    child.stdin.close()
+    assert child.wait(timeout=60) == 0, child.stderr.read().decode() if child.stderr else ""
+    assert len(asked) == 3 and asked[0] in seen_before_second
+    assert asked[2] not in seen_before_second
