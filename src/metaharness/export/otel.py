@@ -298,7 +298,7 @@ def send(spans: Sequence[ReadableSpan], endpoint: str, *, timeout_s: float = 10.
 
 # --- live: a tap on the run's event writer ----------------------------------------------------
 
-QUEUE = 2048  # spans waiting for the exporter; past it the newest are dropped (and counted)
+QUEUE = 2048  # spans waiting for the exporter; past it the oldest waiting are dropped (and counted)
 EXPORT_TIMEOUT_S = 1.0  # one OTLP request, retries included
 FLUSH_S = 1.5  # at the run's end, how long the last spans may take to leave
 FLUSH_FAILING_S = 0.2  # … when the collector's last answer was a failure (it is down: do not wait on it)
