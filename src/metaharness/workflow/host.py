@@ -101,6 +101,8 @@ class _Budgets:
 # chose, stored in `workflow.started` (`run`) and taken again by `resume` unless overridden.
 _HOST_OWNED = {"kind", "prompt", "frame", "keep_open", "events", "max_turns", "library_frame", "run_id"}
 _PATHS = ("script", "vendor_dir", "retain_dir", "cwd", "record", "replay")
+# Options of one invocation, not of the run: a resume sends its spans where its own --otel says.
+_PER_INVOCATION = {"otel"}
 
 
 def stored_options(spec: RunSpec) -> dict[str, Any]:
@@ -108,7 +110,7 @@ def stored_options(spec: RunSpec) -> dict[str, Any]:
     another directory means the same files)."""
     out: dict[str, Any] = {}
     for option in dataclasses.fields(RunSpec):
-        if option.name in _HOST_OWNED:
+        if option.name in _HOST_OWNED or option.name in _PER_INVOCATION:
             continue
         value = getattr(spec, option.name)
         if option.name in _PATHS and value is not None:
