@@ -199,21 +199,50 @@ print(sorted(m for m in sys.modules if m.startswith("opentelemetry")))
     assert done.stdout.strip() == "[]"
 
 
-def test_without_the_extra_otel_is_refused_by_name(tmp_path):
-    shadow = tmp_path / "shadow" / "opentelemetry"  # an `opentelemetry` with neither the SDK nor the exporter
+REFUSED = ("metaharness: OtelUnavailable: --otel needs the otel extra (opentelemetry-sdk and its OTLP/HTTP "
+           "exporter), which is not installed: pip install 'metaharness[otel]'")
+
+
+def shadowed(tmp_path: Path) -> dict[str, str]:
+    """An environment whose `opentelemetry` has neither the SDK nor the exporter."""
+    shadow = tmp_path / "shadow" / "opentelemetry"
     shadow.mkdir(parents=True)
     (shadow / "__init__.py").write_text("")
+    return clean_env(tmp_path, PYTHONPATH=str(shadow.parent))
+
+
+def test_without_the_extra_otel_is_refused_by_name(tmp_path):
     work = tmp_path / "work"
     work.mkdir()
     done = subprocess.run([*METAHARNESS, "run", "oharness", "--script", str(EXAMPLES / "same-task.scenario.json"),
                            "-p", "go", "--cwd", str(work), "--otel"], capture_output=True, text=True, timeout=60,
-                          env=clean_env(tmp_path, PYTHONPATH=str(shadow.parent)), stdin=subprocess.DEVNULL)
+                          env=shadowed(tmp_path), stdin=subprocess.DEVNULL)
     assert done.returncode == 2
-    said = [line for line in done.stderr.splitlines() if "OtelUnavailable" in line]
-    assert said == ["metaharness: OtelUnavailable: --otel needs the otel extra (opentelemetry-sdk and its OTLP/HTTP "
-                    "exporter), which is not installed: pip install 'metaharness[otel]'"]
+    assert [line for line in done.stderr.splitlines() if "OtelUnavailable" in line] == [REFUSED]
     lines = [json.loads(line) for line in done.stdout.splitlines()]
     assert [e["event"] for e in lines] == ["stream.closed"] and not list(work.iterdir())
+
+
+def test_without_the_extra_a_workflow_and_a_batch_are_refused_before_they_write(tmp_path):
+    environ = shadowed(tmp_path)
+    work = tmp_path / "work"
+    shutil.copytree(EXAMPLES / "bugfix" / "workspace", work)
+    plan = tmp_path / "plan.toml"
+    shutil.copy(EXAMPLES / "same-task.scenario.json", tmp_path / "s.json")
+    plan.write_text('format = "metaharness.batch/1"\n\n[[tasks]]\nid = "t"\nprompt = "go"\nscript = "s.json"\n\n'
+                    '[[harnesses]]\nkind = "oharness"\n')
+    commands = {
+        tmp_path / "wf": ["workflow", "run", str(EXAMPLES / "bugfix" / "bugfix.workflow.toml"), "--harness", "oharness",
+                          "--script", str(EXAMPLES / "bugfix" / "bugfix.scenario.json"), "--cwd", str(work),
+                          "--out", str(tmp_path / "wf"), "-p", "go", "--otel"],
+        tmp_path / "out": ["batch", "run", str(plan), "--out", str(tmp_path / "out"), "--otel"],
+    }
+    for out, argv in commands.items():
+        done = subprocess.run([*METAHARNESS, *argv], capture_output=True, text=True, timeout=60, env=environ,
+                              stdin=subprocess.DEVNULL)
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert [line for line in done.stderr.splitlines() if "OtelUnavailable" in line] == [REFUSED], done.stderr
+        assert not out.exists()
 
 
 def test_when_live_export_is_on_and_where_it_goes():
