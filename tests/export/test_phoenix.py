@@ -109,10 +109,16 @@ def check_trace(spans: list[dict[str, Any]], events: list[dict[str, Any]]) -> di
     assert a.get("gen_ai.provider.name") == PROVIDER[started["adapter"]]
     assert a["gen_ai.request.model"] == started["model"] and a["gen_ai.conversation.id"] == started["session_id"]
     assert (a["metaharness.run.id"], a["metaharness.close_reason"]) == (started["run"], closed["reason"])
+    assert a["metaharness.harness.version"] == started["harness_version"]
     assert {k: a[f"metaharness.census.{k}"] for k in ("allowed", "denied", "replaced", "abstained")} == {
         k: ended["census"][k] for k in ("allowed", "denied", "replaced", "abstained")}
     # every call: a tool span with the decision the stream recorded; a refusal is a guardrail event
     decided = {e["call_id"]: e for e in events if e["event"] == "tool.decided"}
+    digests, digest = {}, None  # each call under the frame last entered (a step's, or a turn's)
+    for e in events:
+        digest = e.get("frame_digest") or digest if e["event"] in ("step.entered", "turn.started") else digest
+        if e["event"] == "tool.requested" and digest:
+            digests[e["call_id"]] = digest
     for e in (e for e in events if e["event"] == "tool.requested"):
         span = by_key[("tool", e["call_id"])]
         a = span["attributes"]
@@ -122,6 +128,8 @@ def check_trace(spans: list[dict[str, Any]], events: list[dict[str, Any]]) -> di
         d = decided.get(e["call_id"])
         assert (a.get("metaharness.decision"), a.get("metaharness.decided_by")) == (
             (d["decision"]["decision"], d["decided_by"]) if d else (None, None))
+        assert a.get("metaharness.latency_ms") == (d or {}).get("latency_ms")
+        assert a.get("metaharness.frame_digest") == digests.get(e["call_id"])
         denied = d is not None and d["decision"]["decision"] == "deny"
         assert [ev["name"] for ev in span["events"]] == (["guardrail"] if denied else [])
         if denied:
