@@ -1,17 +1,18 @@
 # Two commands do all set-up on a fresh machine (Python 3.11+, pip, make; npm and apt for the tests):
 #   make demo   — install metaharness into .venv and run the bundled two-step workflow (offline)
 #   make test   — install everything the tests need (Python deps, the docs tools, the pinned vendor CLIs,
-#                 Debian's chromium, bubblewrap and other shells) and run the whole suite, end-to-end
-#                 tests on the real binaries included (the documentation site is built with --strict by a test)
+#                 Debian's chromium, bubblewrap and other shells, Arize Phoenix in its own venv) and run
+#                 the whole suite, end-to-end tests on the real binaries included (the documentation site
+#                 is built with --strict by a test)
 #   make check  — the fast tier for a developer: everything but the real-vendor end-to-end, browser,
-#                 Ray and long fuzz tests, in parallel; needs no npm and no apt
+#                 Ray, Phoenix and long fuzz tests, in parallel; needs no npm and no apt
 #   make docs   — regenerate the CLI reference and build the documentation site into site/
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 PIP_FLAGS := --quiet --disable-pip-version-check
 
-.PHONY: install install-test vendor browser sandbox shells docs demo check test bench clean fuzz
+.PHONY: install install-test vendor browser sandbox shells phoenix docs demo check test bench clean fuzz
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -70,6 +71,15 @@ shells:
 	  [ -z "$$packaged" ] || $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$packaged >/dev/null; }
 	@for p in $(SHELLS); do command -v $$p >/dev/null 2>&1 || echo "shells: $$p is not packaged here"; done
 
+# Arize Phoenix, the real OTLP backend the OpenTelemetry tests send spans to and read back from
+# (tests/phoenix_server.py). Its own venv: its dependencies conflict with metaharness's pins.
+PHOENIX_VENV := .venv-phoenix
+phoenix: $(PHOENIX_VENV)/.installed
+$(PHOENIX_VENV)/.installed: tests/phoenix-requirements.txt
+	$(PYTHON) -m venv $(PHOENIX_VENV)
+	$(PHOENIX_VENV)/bin/python -m pip install $(PIP_FLAGS) -r tests/phoenix-requirements.txt
+	touch $@
+
 # The documentation site: the CLI reference is generated from the click commands and the
 # troubleshooting page from its catalogue (metaharness.protocol.troubleshooting), then MkDocs builds.
 docs: install-test
@@ -88,7 +98,7 @@ check: install-test
 # The whole suite: the tests that drive no real vendor binary in parallel, then the end-to-end
 # tests serially (they measure deadlines and signal timing against real binaries, and a second
 # worker competing for the two cores makes those flaky).
-test: install-test vendor browser sandbox shells
+test: install-test vendor browser sandbox shells phoenix
 	METAHARNESS_REQUIRE_VENDOR=1 $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not e2e" $(PYTEST_ARGS)
 	METAHARNESS_REQUIRE_VENDOR=1 $(BIN)/python -m pytest -m e2e $(PYTEST_ARGS)
 TEST_WORKERS ?= 2
@@ -113,4 +123,4 @@ fuzz: install-test shells
 	test $$after -eq $$before
 
 clean:
-	rm -rf $(VENV) .vendor/node_modules .pytest_cache .hypothesis test-artifacts site
+	rm -rf $(VENV) $(PHOENIX_VENV) .vendor/node_modules .pytest_cache .hypothesis test-artifacts site

@@ -6,7 +6,9 @@ file, so a new test file cannot forget one (tests/test_tiers.py holds this to it
   named test_e2e*.py is one, and so are the few tests listed below that live beside unit tests.
 - `browser`: drives Debian's chromium through Playwright (apt); any test using the `chromium`
   fixture below is one.
-- `slow`: a Ray cluster or the long bash-oracle fuzzing session: minutes of CPU, no npm or apt.
+- `slow`: a Ray cluster or the long bash-oracle fuzzing session: minutes of CPU, no npm or apt;
+  and a real Arize Phoenix server (its own venv, `make phoenix`): any test using the `phoenix`
+  fixture below is one.
 
 `make check` runs everything else in parallel; `make test` (CI) runs all of it.
 """
@@ -56,7 +58,7 @@ TIERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     )),
 )
 # Fixtures that put a test in a tier wherever it is.
-FIXTURE_TIERS = {"chromium": "browser"}
+FIXTURE_TIERS = {"chromium": "browser", "phoenix": "slow"}
 
 
 def tiers_of(nodeid: str, fixtures: tuple[str, ...] = ()) -> set[str]:
@@ -99,3 +101,20 @@ def chromium():
             yield launched
         finally:
             launched.close()
+
+
+# --- Arize Phoenix -------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def phoenix(tmp_path_factory):
+    """A real Arize Phoenix server on free 127.0.0.1 ports, from .venv-phoenix (tests/phoenix_server.py),
+    started once per module and removed with its files after it. Under the test command
+    (METAHARNESS_REQUIRE_VENDOR=1) a missing venv fails; elsewhere the test is skipped."""
+    import phoenix_server
+
+    if not phoenix_server.EXECUTABLE.exists():
+        if os.environ.get("METAHARNESS_REQUIRE_VENDOR") == "1":
+            pytest.fail(f"Arize Phoenix is not installed at {phoenix_server.EXECUTABLE}; `make test` installs it")
+        pytest.skip(f"Arize Phoenix is not installed at {phoenix_server.EXECUTABLE} (make phoenix)")
+    with phoenix_server.serve(tmp_path_factory.mktemp("phoenix")) as server:
+        yield server

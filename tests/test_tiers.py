@@ -1,6 +1,6 @@
 """The test tiers come from one place (tests/conftest.py): no test file marks itself `e2e`,
 `browser` or `slow`, every rule of the table still names a test, and what needs a vendor binary,
-a browser or Ray cannot land in `make check` unnoticed."""
+a browser, Ray or a Phoenix server cannot land in `make check` unnoticed."""
 
 from __future__ import annotations
 
@@ -46,16 +46,21 @@ def test_a_new_end_to_end_file_and_a_browser_test_get_their_tier_without_a_mark(
     assert tiers_of("tests/workflow/test_steps.py::test_checks[oharness]") == set()
     assert tiers_of("tests/permissions/test_fuzz_bash_oracle.py::test_no_bypass_against_real_bash") == {"slow"}
     assert tiers_of("tests/run/test_core.py::test_anything") == set()
+    assert tiers_of("tests/run/test_live_otel.py::test_spans", ("tmp_path", "phoenix")) == {"slow"}
+    assert tiers_of("tests/export/test_phoenix.py::test_ui", ("phoenix", "chromium")) == {"slow", "browser"}
 
 
 def test_what_needs_a_browser_or_ray_goes_through_its_tier():
-    # Playwright only through the `chromium` fixture; Ray's cluster only in a `slow` file.
+    # Playwright only through the `chromium` fixture; Ray's cluster only in a `slow` file; a
+    # Phoenix server only through the `phoenix` fixture.
     for path in SOURCES:
         text, rel = path.read_text(), str(path.relative_to(ROOT))
         if path in (TESTS / "conftest.py", Path(__file__)):
             continue
         if "sync_playwright" in text:
             raise AssertionError(f"{rel} launches Playwright itself: use the `chromium` fixture ({FIXTURE_TIERS})")
+        if re.search(r"phoenix_server\.serve\b|import[^\n]*\bserve\b", text) and "phoenix_server" in text:
+            raise AssertionError(f"{rel} starts Phoenix itself: use the `phoenix` fixture ({FIXTURE_TIERS})")
         if "cluster_utils" in text:
             assert tiers_of(rel) == {"slow"}, f"{rel} starts a Ray cluster outside the slow tier"
 
