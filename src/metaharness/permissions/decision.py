@@ -14,10 +14,20 @@ Rules it keeps:
   cannot skip a forced ask: it only grants what step 6 leaves pending;
 * anything not understood asks; in Bypass nothing asks, and an unreadable call under a deny
   rule is denied;
-* a replacement input is decided from step 0 again, the original discarded.
+* a replacement input is decided from step 0 again, the original discarded;
+* a decision is kept (per context, `DECISION_MEMO_SIZE` of them) and handed out again for the
+  same call in the same context only while everything it was made from is unchanged: the call
+  (every field and its input), the context's mode, roots and rule lists (each list the same
+  object of the same length, as the rule indexes assume), and every filesystem answer it read
+  (`paths.Witness`: each `canonical` is read again and must answer the same). A decision that
+  read the disk otherwise (a walk), or whose principal was cut, is not kept. So a run's
+  repeated `git status` is decided at the cost of a dictionary look-up and its paths' `lstat`s.
 """
 
 from __future__ import annotations
+
+import collections
+from typing import Any
 
 from .calls import Call, replace_input
 from .context import Context
@@ -25,13 +35,18 @@ from .grants import adds_nothing, cmd_read_only, grant_reason, grant_subjects
 from .index import index_of, strongest_match
 from .match import MATCH, MAYBE, NO, allow_covers, call_level_match, exact_path_allow, new_decision
 from .path_checks import inside_roots, is_critical_removal, is_protected, is_secret
+from .paths import Witness
 from .reasons import CATALOGUE, POSSIBLE_ASK_RANK
 from .remember import remember
 from .rules import Rule
 from .subjects import Subject, principal_of, subjects_of
 from .verdict import Behavior, ExternalDecision, Verdict
 
-__all__ = ["decide"]
+__all__ = ["decide", "forget_decisions", "DECISION_MEMO_SIZE"]
+
+#: How many decisions a context keeps (least recently used first out).
+DECISION_MEMO_SIZE = 4096
+_MEMO = "decisions"  # its key in the context's cache
 
 _POSSIBLE_ASK = "ask-rule-maybe"  # a possible ask-rule match while forced asks are ranked (reasons.py)
 
@@ -127,12 +142,74 @@ def _forced_asks(subjects: list[Subject], maybe_deny: list, opaque: list[Subject
     return [("ask-rule" if reason == _POSSIBLE_ASK else reason, subject, rule) for reason, subject, rule in forced]
 
 
+def _call_key(call: Call, external: ExternalDecision | None) -> tuple | None:
+    """Everything of the call (and the external decision) a verdict can depend on, or None when
+    some of it is not hashable (then the decision is not kept). Input values carry their type:
+    `1`, `1.0` and `True` are equal keys but not equal inputs."""
+    try:
+        items = tuple((name, type(value), value) for name, value in call.input.items())
+        key = (call.tool, call.rule_tool, items, call.command, call.argv, call.reads, call.writes,
+               call.recursive_read, call.url, call.name, call.cwd, call.opaque, call.inert, call.read_only_hint,
+               call.origin, external)
+        hash(key)
+    except (TypeError, AttributeError):
+        return None
+    return key
+
+
+def _stamp(ctx: Context) -> tuple:
+    """Everything of the context a verdict can depend on. The rule lists are compared by
+    identity and length (index.index_of assumes the same: lists grow, they are not rewritten)."""
+    rules = ctx.rules
+    return (ctx.mode, ctx.workspace_mode, ctx.cwd, ctx.project_root, ctx.home, ctx.roots, ctx.writable_roots,
+            ctx.tmp_roots, ctx.trusted, ctx.can_ask, ctx.child_allow, rules.deny, len(rules.deny), rules.ask,
+            len(rules.ask), rules.allow, len(rules.allow))
+
+
+def _handed_out(kept: Verdict, call: Call) -> Verdict:
+    """A kept verdict as a new value for `call` (its subjects' results are shared: nothing
+    changes a result once the verdict is made)."""
+    return Verdict(kept.behavior, kept.reason, kept.principal, list(kept.subjects), kept.rule, kept.scope, kept.file,
+                   kept.mode, kept.workspace_mode, kept.tool, kept.matched,
+                   dict(kept.remember) if kept.remember is not None else None, kept.remember_why_not, kept.replaced,
+                   call, kept.principal_truncated, kept.input_sha256, list(kept.opaque_why))
+
+
+def forget_decisions(ctx: Context) -> None:
+    """Drop the decisions `ctx` keeps (the next decision of each call is made from its analysis)."""
+    ctx._cache.pop(_MEMO, None)
+
+
 def decide(call: Call, ctx: Context, external: ExternalDecision | None = None) -> Verdict:
     """Decide one call. Pure: writes nothing, prompts nobody."""
     if external is not None and external.decision == "replace" and external.replacement is not None:
         verdict = decide(replace_input(call, external.replacement), ctx, None)
         verdict.replaced = True
         return verdict
+    key = _call_key(call, external)
+    if key is None:
+        return _decide(call, ctx, external)
+    memo: "collections.OrderedDict[tuple, tuple[tuple, Witness, Verdict]] | None" = ctx._cache.get(_MEMO)
+    if memo is None:
+        memo = ctx._cache[_MEMO] = collections.OrderedDict()
+    stamp = _stamp(ctx)
+    kept: Any = memo.get(key)
+    if kept is not None:
+        if kept[0] == stamp and kept[1].still_holds():
+            memo.move_to_end(key)
+            return _handed_out(kept[2], call)
+        del memo[key]
+    with Witness() as witness:
+        verdict = _decide(call, ctx, external)
+    if witness.replayable and not verdict.principal_truncated:
+        memo[key] = (stamp, witness, _handed_out(verdict, call))
+        if len(memo) > DECISION_MEMO_SIZE:
+            memo.popitem(last=False)
+    return verdict
+
+
+def _decide(call: Call, ctx: Context, external: ExternalDecision | None) -> Verdict:
+    """`decide` from the call's analysis: steps 0–6."""
     new_decision()
     subjects, analysis = subjects_of(call, ctx)
     principal, truncated, digest = principal_of(call, subjects)
