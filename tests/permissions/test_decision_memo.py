@@ -1,7 +1,8 @@
 """The memoised analysis and the per-command answers kept on it (subjects.analysis_of,
-index.strongest_match, grants) decide exactly what a decision from nothing decides: a property
-test over the property suite's calls, modes and extra rules, and the filesystem facts an answer
-read (a built-in rm rule resolving a symlink) are read again on the next decision."""
+index.strongest_match, grants) and the kept decision (decision.decide) decide exactly what a
+decision from nothing decides: a property test over the property suite's calls, modes and extra
+rules, and the filesystem facts a decision read (a symlink, a directory's entries) are read again
+on the next decision, like a change to the context's mode and rules."""
 
 from __future__ import annotations
 
@@ -73,3 +74,90 @@ def test_a_file_made_between_two_decisions_of_the_same_copy_is_seen(tmp_path):
     (root / "src" / ".env").write_text("x")  # now the same copy lands on out/src/.env
     again = decide(notation_call(call, str(root)), ctx)
     assert (again.behavior, again.reason) == ("deny", "deny-rule"), again.to_json()
+
+
+# -- the kept decision (decision.decide): handed out again only while nothing it read changed ------------
+
+
+def _bare(tmp_path, mode="bypass", *rules):
+    root, home = tmp_path / "proj", tmp_path / "home"
+    root.mkdir()
+    home.mkdir()
+    ctx = Context(rules=RuleSet(), project_root=str(root), home=str(home), mode=mode)
+    for text, behavior in rules:
+        ctx.rules.add(parse_rule(text, behavior, "local"))
+    return root, ctx
+
+
+def test_a_symlink_made_between_two_decisions_of_the_same_read_is_seen(tmp_path):
+    root, ctx = _bare(tmp_path, "bypass", ("Read(/.env)", "deny"))
+    (root / ".env").write_text("x")
+    for text in ("Bash(cat link)", "Read(link)"):
+        if (root / "link").is_symlink():
+            (root / "link").unlink()
+        assert decide(notation_call(text, str(root)), ctx).behavior == "allow"  # link names nothing yet
+        assert decide(notation_call(text, str(root)), ctx).behavior == "allow"  # ... and is kept so
+        os.symlink(root / ".env", root / "link")
+        again = decide(notation_call(text, str(root)), ctx)
+        assert (again.behavior, again.reason) == ("deny", "deny-rule"), (text, again.to_json())
+
+
+def test_a_file_made_under_a_recursive_read_between_two_decisions_is_seen(tmp_path):
+    """A recursive reader's walk for a denied entry read the disk: that decision is not kept."""
+    root, ctx = _bare(tmp_path, "bypass", ("Read(/data/secret.txt)", "deny"))
+    (root / "data").mkdir()
+    call = "Bash(grep -r x data)"
+    assert decide(notation_call(call, str(root)), ctx).behavior == "allow"
+    (root / "data" / "secret.txt").write_text("x")
+    again = decide(notation_call(call, str(root)), ctx)
+    assert (again.behavior, again.reason) == ("deny", "maybe-deny"), again.to_json()
+
+
+def test_a_mode_changed_in_the_context_between_two_decisions_is_seen(tmp_path):
+    root, ctx = _bare(tmp_path, "bypass")
+    call = "Bash(touch src/x)"
+    assert decide(notation_call(call, str(root)), ctx).behavior == "allow"
+    ctx.mode = "plan"
+    again = decide(notation_call(call, str(root)), ctx)
+    assert (again.behavior, again.reason) == ("deny", "plan-mode"), again.to_json()
+
+
+def test_a_rule_added_to_the_context_between_two_decisions_is_seen(tmp_path):
+    root, ctx = _bare(tmp_path, "bypass")
+    call = "Bash(git push origin main)"
+    assert decide(notation_call(call, str(root)), ctx).behavior == "allow"
+    ctx.rules.add(parse_rule("Bash(git push*)", "deny", "local"))
+    assert decide(notation_call(call, str(root)), ctx).reason == "deny-rule"
+
+
+def test_a_kept_decision_is_handed_out_as_a_new_value(tmp_path):
+    root, ctx = _bare(tmp_path, "manual", ("Bash(git push*)", "ask"))
+    first = decide(notation_call("Bash(git status && git push)", str(root)), ctx)
+    expected = first.to_json()
+    first.replaced = True
+    first.subjects.append(first.subjects[0])
+    first.opaque_why.append("changed by a caller")
+    call = notation_call("Bash(git status && git push)", str(root))
+    again = decide(call, ctx)
+    assert again.to_json() == expected and not again.replaced and not again.opaque_why
+    assert again.call is call
+
+
+def test_inputs_equal_only_as_python_values_are_different_calls():
+    from metaharness.permissions.decision import _call_key
+    from metaharness.permissions import oharness_call
+
+    one, true = oharness_call("bash", {"command": "ls", "timeout": 1}), oharness_call("bash", {"command": "ls", "timeout": True})
+    assert _call_key(one, None) != _call_key(true, None)
+    assert _call_key(oharness_call("bash", {"command": ["ls", "-l"]}), None) is None  # not hashable: not kept
+
+
+def test_the_kept_decisions_are_bounded(tmp_path, monkeypatch):
+    from metaharness.permissions import decision
+
+    monkeypatch.setattr(decision, "DECISION_MEMO_SIZE", 2)
+    root, ctx = _bare(tmp_path, "bypass")
+    for text in ("Bash(ls a)", "Bash(ls b)", "Bash(ls c)"):
+        decide(notation_call(text, str(root)), ctx)
+    assert list(ctx._cache[decision._MEMO]) == [decision._call_key(notation_call(text, str(root)), None)
+                                                for text in ("Bash(ls b)", "Bash(ls c)")]
