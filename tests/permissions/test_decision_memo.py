@@ -144,12 +144,15 @@ def test_a_kept_decision_is_handed_out_as_a_new_value(tmp_path):
 
 
 def test_inputs_equal_only_as_python_values_are_different_calls():
-    from metaharness.permissions.decision import _call_key
+    from metaharness.permissions.decision import KEPT_INPUT_LIMIT, _call_key
     from metaharness.permissions import oharness_call
 
     one, true = oharness_call("bash", {"command": "ls", "timeout": 1}), oharness_call("bash", {"command": "ls", "timeout": True})
     assert _call_key(one, None) != _call_key(true, None)
     assert _call_key(oharness_call("bash", {"command": ["ls", "-l"]}), None) is None  # not hashable: not kept
+    content = "x" * (KEPT_INPUT_LIMIT + 1)
+    assert _call_key(oharness_call("write", {"path": "a", "content": content}), None) is None  # too large to keep
+    assert _call_key(oharness_call("write", {"path": "a", "content": content[:100]}), None) is not None
 
 
 def test_the_kept_decisions_are_bounded(tmp_path, monkeypatch):
@@ -161,3 +164,19 @@ def test_the_kept_decisions_are_bounded(tmp_path, monkeypatch):
         decide(notation_call(text, str(root)), ctx)
     assert list(ctx._cache[decision._MEMO]) == [decision._call_key(notation_call(text, str(root)), None)
                                                 for text in ("Bash(ls b)", "Bash(ls c)")]
+
+
+def test_a_witness_sees_every_read_of_the_decision_and_of_one_inside_it(tmp_path):
+    from metaharness.permissions.paths import Witness, canonical, unwitnessed_read
+
+    with Witness() as outer:
+        with Witness() as inner:
+            canonical("a", str(tmp_path))
+        assert inner.still_holds() and outer.still_holds() and outer.replayable
+        os.symlink("/etc", tmp_path / "a")  # `a` now resolves elsewhere
+        assert not outer.still_holds()
+        with Witness():
+            unwitnessed_read()
+    assert ("a", str(tmp_path), None) in outer.reads and not outer.replayable
+    canonical("b", str(tmp_path))  # no witness: nothing recorded
+    assert ("b", str(tmp_path), None) not in outer.reads

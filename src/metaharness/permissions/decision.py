@@ -20,7 +20,7 @@ Rules it keeps:
   (every field and its input), the context's mode, roots and rule lists (each list the same
   object of the same length, as the rule indexes assume), and every filesystem answer it read
   (`paths.Witness`: each `canonical` is read again and must answer the same). A decision that
-  read the disk otherwise (a walk), or whose principal was cut, is not kept. So a run's
+  read the disk otherwise (a walk), whose principal was cut or whose input is large, is not kept. So a run's
   repeated `git status` is decided at the cost of a dictionary look-up and its paths' `lstat`s.
 """
 
@@ -44,8 +44,10 @@ from .verdict import Behavior, ExternalDecision, Verdict
 
 __all__ = ["decide", "forget_decisions", "DECISION_MEMO_SIZE"]
 
-#: How many decisions a context keeps (least recently used first out).
+#: How many decisions a context keeps (least recently used first out), and the most input text
+#: (in characters, all string fields together) a kept call may have: the memo stays a few megabytes.
 DECISION_MEMO_SIZE = 4096
+KEPT_INPUT_LIMIT = 4096
 _MEMO = "decisions"  # its key in the context's cache
 
 _POSSIBLE_ASK = "ask-rule-maybe"  # a possible ask-rule match while forced asks are ranked (reasons.py)
@@ -144,10 +146,12 @@ def _forced_asks(subjects: list[Subject], maybe_deny: list, opaque: list[Subject
 
 def _call_key(call: Call, external: ExternalDecision | None) -> tuple | None:
     """Everything of the call (and the external decision) a verdict can depend on, or None when
-    some of it is not hashable (then the decision is not kept). Input values carry their type:
+    some of it is not hashable or its text is over `KEPT_INPUT_LIMIT` (then the decision is not kept). Input values carry their type:
     `1`, `1.0` and `True` are equal keys but not equal inputs."""
     try:
         items = tuple((name, type(value), value) for name, value in call.input.items())
+        if sum(len(value) for _, kind, value in items if kind is str) > KEPT_INPUT_LIMIT:
+            return None  # a large input (a file's content): not worth keeping, nor its memory
         key = (call.tool, call.rule_tool, items, call.command, call.argv, call.reads, call.writes,
                call.recursive_read, call.url, call.name, call.cwd, call.opaque, call.inert, call.read_only_hint,
                call.origin, external)
@@ -198,7 +202,7 @@ def decide(call: Call, ctx: Context, external: ExternalDecision | None = None) -
         if kept[0] == stamp and kept[1].still_holds():
             memo.move_to_end(key)
             return _handed_out(kept[2], call)
-        del memo[key]
+        memo.pop(key, None)
     with Witness() as witness:
         verdict = _decide(call, ctx, external)
     if witness.replayable and not verdict.principal_truncated:

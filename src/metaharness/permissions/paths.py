@@ -92,7 +92,12 @@ class Witness:
         return self
 
     def __exit__(self, *_exc: object) -> None:
-        _watching.witness, self._outer = self._outer, None
+        outer = _watching.witness = self._outer
+        self._outer = None
+        if outer is not None:  # what a nested decision read, the one around it read too
+            for key, answer in self.reads.items():
+                outer.saw(key, answer)
+            outer.replayable = outer.replayable and self.replayable
 
     def still_holds(self) -> bool:
         """Every read answers now what it answered then (read without a witness)."""
