@@ -143,16 +143,32 @@ def test_a_kept_decision_is_handed_out_as_a_new_value(tmp_path):
     assert again.call is call
 
 
-def test_inputs_equal_only_as_python_values_are_different_calls():
-    from metaharness.permissions.decision import KEPT_INPUT_LIMIT, _call_key
+def test_an_input_field_a_parameter_rule_reads_is_part_of_the_call(tmp_path):
     from metaharness.permissions import oharness_call
 
-    one, true = oharness_call("bash", {"command": "ls", "timeout": 1}), oharness_call("bash", {"command": "ls", "timeout": True})
-    assert _call_key(one, None) != _call_key(true, None)
-    assert _call_key(oharness_call("bash", {"command": ["ls", "-l"]}), None) is None  # not hashable: not kept
+    root, ctx = _bare(tmp_path, "bypass", ("mcp__db__query(sql:*DROP*)", "deny"))
+    for sql, behavior in (("select 1", "allow"), ("DROP TABLE users", "deny"), ("select 1", "allow"),
+                          ("DROP TABLE users", "deny")):
+        verdict = decide(oharness_call("mcp__db__query", {"sql": sql}, str(root)), ctx)
+        assert verdict.behavior == behavior, (sql, verdict.to_json())
+
+
+def test_the_key_holds_what_a_verdict_reads_of_the_input_and_no_more(tmp_path):
+    from metaharness.permissions import oharness_call
+    from metaharness.permissions.decision import KEPT_INPUT_LIMIT, _call_key
+
+    root, ctx = _bare(tmp_path, "bypass", ("*(timeout:1*)", "deny"))
+
+    def key(tool, fields):
+        return _call_key(oharness_call(tool, fields, str(root)), ctx, None)
+
+    assert key("bash", {"command": "ls", "timeout": 1}) != key("bash", {"command": "ls", "timeout": True})
+    assert key("bash", {"command": "ls", "timeout": 1}) != key("bash", {"command": "ls", "timeout": "1"})
+    assert key("bash", {"command": "ls", "description": "a"}) == key("bash", {"command": "ls", "description": "b"})
+    assert key("bash", {"command": "ls", "timeout": [1]}) is None  # not hashable: not kept
     content = "x" * (KEPT_INPUT_LIMIT + 1)
-    assert _call_key(oharness_call("write", {"path": "a", "content": content}), None) is None  # too large to keep
-    assert _call_key(oharness_call("write", {"path": "a", "content": content[:100]}), None) is not None
+    assert key("write", {"path": "a", "content": content}) == key("write", {"path": "a", "content": "y"})
+    assert key("bash", {"command": "echo " + content}) is None  # too large to keep
 
 
 def test_the_kept_decisions_are_bounded(tmp_path, monkeypatch):
@@ -162,7 +178,7 @@ def test_the_kept_decisions_are_bounded(tmp_path, monkeypatch):
     root, ctx = _bare(tmp_path, "bypass")
     for text in ("Bash(ls a)", "Bash(ls b)", "Bash(ls c)"):
         decide(notation_call(text, str(root)), ctx)
-    assert list(ctx._cache[decision._MEMO]) == [decision._call_key(notation_call(text, str(root)), None)
+    assert list(ctx._cache[decision._MEMO]) == [decision._call_key(notation_call(text, str(root)), ctx, None)
                                                 for text in ("Bash(ls b)", "Bash(ls c)")]
 
 

@@ -17,7 +17,7 @@ Rules it keeps:
 * a replacement input is decided from step 0 again, the original discarded;
 * a decision is kept (per context, `DECISION_MEMO_SIZE` of them) and handed out again for the
   same call in the same context only while everything it was made from is unchanged: the call
-  (every field and its input), the context's mode, roots and rule lists (each list the same
+  (every field, and the input fields a parameter rule reads), the context's mode, roots and rule lists (each list the same
   object of the same length, as the rule indexes assume), and every filesystem answer it read
   (`paths.Witness`: each `canonical` is read again and must answer the same). A decision that
   read the disk otherwise (a walk), whose principal was cut or whose input is large, is not kept. So a run's
@@ -27,7 +27,7 @@ Rules it keeps:
 from __future__ import annotations
 
 import collections
-from typing import Any
+from typing import Any, Mapping
 
 from .calls import Call, replace_input
 from .context import Context
@@ -144,19 +144,26 @@ def _forced_asks(subjects: list[Subject], maybe_deny: list, opaque: list[Subject
     return [("ask-rule" if reason == _POSSIBLE_ASK else reason, subject, rule) for reason, subject, rule in forced]
 
 
-def _call_key(call: Call, external: ExternalDecision | None) -> tuple | None:
+def _call_key(call: Call, ctx: Context, external: ExternalDecision | None) -> tuple | None:
     """Everything of the call (and the external decision) a verdict can depend on, or None when
-    some of it is not hashable or its text is over `KEPT_INPUT_LIMIT` (then the decision is not kept). Input values carry their type:
-    `1`, `1.0` and `True` are equal keys but not equal inputs."""
+    some of it is not hashable or its text is over `KEPT_INPUT_LIMIT` (then the decision is not
+    kept). Of the input that is every field the mapper read (the call's own fields) and the
+    fields a parameter rule of the context reads (`match._param_match`): nothing else of it is
+    read (a cut principal's digest is, but such a decision is not kept), so a Bash call's
+    `description` or a Write's content is no part of the key. A value carries its type: `1`,
+    `1.0` and `True` are equal keys but not equal inputs."""
+    fields = call.input if isinstance(call.input, Mapping) else {}
+    named = index_of(ctx.rules.deny, ctx).param_names + index_of(ctx.rules.ask, ctx).param_names
     try:
-        items = tuple((name, type(value), value) for name, value in call.input.items())
-        if sum(len(value) for _, kind, value in items if kind is str) > KEPT_INPUT_LIMIT:
-            return None  # a large input (a file's content): not worth keeping, nor its memory
+        items = tuple((name, type(value), value) for name in named for value in (fields.get(name),))
+        size = sum(len(value) for _, kind, value in items if kind is str) + len(call.command or "")
+        if size > KEPT_INPUT_LIMIT:
+            return None  # a large input: not worth keeping, nor its memory
         key = (call.tool, call.rule_tool, items, call.command, call.argv, call.reads, call.writes,
                call.recursive_read, call.url, call.name, call.cwd, call.opaque, call.inert, call.read_only_hint,
                call.origin, external)
         hash(key)
-    except (TypeError, AttributeError):
+    except TypeError:
         return None
     return key
 
@@ -170,7 +177,7 @@ def _stamp(ctx: Context) -> tuple:
             len(rules.ask), rules.allow, len(rules.allow))
 
 
-def _handed_out(kept: Verdict, call: Call) -> Verdict:
+def _handed_out(kept: Verdict, call: Call | None) -> Verdict:
     """A kept verdict as a new value for `call` (its subjects' results are shared: nothing
     changes a result once the verdict is made)."""
     return Verdict(kept.behavior, kept.reason, kept.principal, list(kept.subjects), kept.rule, kept.scope, kept.file,
@@ -190,7 +197,7 @@ def decide(call: Call, ctx: Context, external: ExternalDecision | None = None) -
         verdict = decide(replace_input(call, external.replacement), ctx, None)
         verdict.replaced = True
         return verdict
-    key = _call_key(call, external)
+    key = _call_key(call, ctx, external)
     if key is None:
         return _decide(call, ctx, external)
     memo: "collections.OrderedDict[tuple, tuple[tuple, Witness, Verdict]] | None" = ctx._cache.get(_MEMO)
@@ -206,7 +213,7 @@ def decide(call: Call, ctx: Context, external: ExternalDecision | None = None) -
     with Witness() as witness:
         verdict = _decide(call, ctx, external)
     if witness.replayable and not verdict.principal_truncated:
-        memo[key] = (stamp, witness, _handed_out(verdict, call))
+        memo[key] = (stamp, witness, _handed_out(verdict, None))  # not the call: its input may be large
         if len(memo) > DECISION_MEMO_SIZE:
             memo.popitem(last=False)
     return verdict
