@@ -17,11 +17,12 @@ Rules it keeps:
 * a replacement input is decided from step 0 again, the original discarded;
 * a decision is kept (per context, `DECISION_MEMO_SIZE` of them) and handed out again for the
   same call in the same context only while everything it was made from is unchanged: the call
-  (every field, and the input fields a parameter rule reads), the context's mode, roots and rule lists (each list the same
-  object of the same length, as the rule indexes assume), and every filesystem answer it read
-  (`paths.Witness`: each `canonical` is read again and must answer the same). A decision that
-  read the disk otherwise (a walk), whose principal was cut or whose input is large, is not kept. So a run's
-  repeated `git status` is decided at the cost of a dictionary look-up and its paths' `lstat`s.
+  (every field, and the input fields a parameter rule reads), the context's mode, roots and
+  rule lists (each list the same object of the same length, as the rule indexes assume), and
+  every filesystem answer it read (`paths.Witness`: each `canonical` is read again and must
+  answer the same). A decision that read the disk otherwise (a walk), whose principal was cut
+  or whose input is large is not kept. So a run's repeated `git status` is decided at the cost
+  of a dictionary look-up and its paths' `lstat`s.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from .rules import Rule
 from .subjects import Subject, principal_of, subjects_of
 from .verdict import Behavior, ExternalDecision, Verdict
 
-__all__ = ["decide", "forget_decisions", "DECISION_MEMO_SIZE"]
+__all__ = ["decide", "forget_decisions", "DECISION_MEMO_SIZE", "KEPT_INPUT_LIMIT"]
 
 #: How many decisions a context keeps (least recently used first out), and the most input text
 #: (in characters, all string fields together) a kept call may have: the memo stays a few megabytes.

@@ -74,7 +74,8 @@ def canonical(path: str, cwd: str, home: str | None = None) -> CanonicalPath:
 class Witness:
     """What one decision read of the filesystem: each `canonical` (arguments → answer), and
     whether it read the disk any other way (then it cannot be checked again: not `replayable`).
-    Used as a context manager around the decision (one per thread; a nested one is restored)."""
+    Used as a context manager around the decision (one per thread); a witness inside another
+    hands what it saw to the one around it when it ends."""
 
     __slots__ = ("reads", "replayable", "_outer")
 
