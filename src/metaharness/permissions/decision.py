@@ -14,10 +14,21 @@ Rules it keeps:
   cannot skip a forced ask: it only grants what step 6 leaves pending;
 * anything not understood asks; in Bypass nothing asks, and an unreadable call under a deny
   rule is denied;
-* a replacement input is decided from step 0 again, the original discarded.
+* a replacement input is decided from step 0 again, the original discarded;
+* a decision is kept (per context, `DECISION_MEMO_SIZE` of them) and handed out again for the
+  same call in the same context only while everything it was made from is unchanged: the call
+  (every field, and the input fields a parameter rule reads), the context's mode, roots and
+  rule lists (each list the same object of the same length, as the rule indexes assume), and
+  every filesystem answer it read (`paths.Witness`: each `canonical` is read again and must
+  answer the same). A decision that read the disk otherwise (a walk), whose principal was cut
+  or whose input is large is not kept. So a run's repeated `git status` is decided at the cost
+  of a dictionary look-up and its paths' `lstat`s.
 """
 
 from __future__ import annotations
+
+import collections
+from typing import Any, Mapping
 
 from .calls import Call, replace_input
 from .context import Context
@@ -25,13 +36,20 @@ from .grants import adds_nothing, cmd_read_only, grant_reason, grant_subjects
 from .index import index_of, strongest_match
 from .match import MATCH, MAYBE, NO, allow_covers, call_level_match, exact_path_allow, new_decision
 from .path_checks import inside_roots, is_critical_removal, is_protected, is_secret
+from .paths import Witness
 from .reasons import CATALOGUE, POSSIBLE_ASK_RANK
 from .remember import remember
 from .rules import Rule
 from .subjects import Subject, principal_of, subjects_of
 from .verdict import Behavior, ExternalDecision, Verdict
 
-__all__ = ["decide"]
+__all__ = ["decide", "forget_decisions", "DECISION_MEMO_SIZE", "KEPT_INPUT_LIMIT"]
+
+#: How many decisions a context keeps (least recently used first out), and the most input text
+#: (in characters, all string fields together) a kept call may have: the memo stays a few megabytes.
+DECISION_MEMO_SIZE = 4096
+KEPT_INPUT_LIMIT = 4096
+_MEMO = "decisions"  # its key in the context's cache
 
 _POSSIBLE_ASK = "ask-rule-maybe"  # a possible ask-rule match while forced asks are ranked (reasons.py)
 
@@ -127,12 +145,83 @@ def _forced_asks(subjects: list[Subject], maybe_deny: list, opaque: list[Subject
     return [("ask-rule" if reason == _POSSIBLE_ASK else reason, subject, rule) for reason, subject, rule in forced]
 
 
+def _call_key(call: Call, ctx: Context, external: ExternalDecision | None) -> tuple | None:
+    """Everything of the call (and the external decision) a verdict can depend on, or None when
+    some of it is not hashable or its text is over `KEPT_INPUT_LIMIT` (then the decision is not
+    kept). Of the input that is every field the mapper read (the call's own fields) and the
+    fields a parameter rule of the context reads (`match._param_match`): nothing else of it is
+    read (a cut principal's digest is, but such a decision is not kept), so a Bash call's
+    `description` or a Write's content is no part of the key. A value carries its type: `1`,
+    `1.0` and `True` are equal keys but not equal inputs."""
+    fields = call.input if isinstance(call.input, Mapping) else {}
+    named = index_of(ctx.rules.deny, ctx).param_names + index_of(ctx.rules.ask, ctx).param_names
+    try:
+        items = tuple((name, type(value), value) for name in named for value in (fields.get(name),))
+        size = sum(len(value) for _, kind, value in items if kind is str) + len(call.command or "")
+        if size > KEPT_INPUT_LIMIT:
+            return None  # a large input: not worth keeping, nor its memory
+        key = (call.tool, call.rule_tool, items, call.command, call.argv, call.reads, call.writes,
+               call.recursive_read, call.url, call.name, call.cwd, call.opaque, call.inert, call.read_only_hint,
+               call.origin, external)
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+def _stamp(ctx: Context) -> tuple:
+    """Everything of the context a verdict can depend on. The rule lists are compared by
+    identity and length (index.index_of assumes the same: lists grow, they are not rewritten)."""
+    rules = ctx.rules
+    return (ctx.mode, ctx.workspace_mode, ctx.cwd, ctx.project_root, ctx.home, ctx.roots, ctx.writable_roots,
+            ctx.tmp_roots, ctx.trusted, ctx.can_ask, ctx.child_allow, rules.deny, len(rules.deny), rules.ask,
+            len(rules.ask), rules.allow, len(rules.allow))
+
+
+def _handed_out(kept: Verdict, call: Call | None) -> Verdict:
+    """A kept verdict as a new value for `call` (its subjects' results are shared: nothing
+    changes a result once the verdict is made)."""
+    return Verdict(kept.behavior, kept.reason, kept.principal, list(kept.subjects), kept.rule, kept.scope, kept.file,
+                   kept.mode, kept.workspace_mode, kept.tool, kept.matched,
+                   dict(kept.remember) if kept.remember is not None else None, kept.remember_why_not, kept.replaced,
+                   call, kept.principal_truncated, kept.input_sha256, list(kept.opaque_why))
+
+
+def forget_decisions(ctx: Context) -> None:
+    """Drop the decisions `ctx` keeps (the next decision of each call is made from its analysis)."""
+    ctx._cache.pop(_MEMO, None)
+
+
 def decide(call: Call, ctx: Context, external: ExternalDecision | None = None) -> Verdict:
     """Decide one call. Pure: writes nothing, prompts nobody."""
     if external is not None and external.decision == "replace" and external.replacement is not None:
         verdict = decide(replace_input(call, external.replacement), ctx, None)
         verdict.replaced = True
         return verdict
+    key = _call_key(call, ctx, external)
+    if key is None:
+        return _decide(call, ctx, external)
+    memo: "collections.OrderedDict[tuple, tuple[tuple, Witness, Verdict]] | None" = ctx._cache.get(_MEMO)
+    if memo is None:
+        memo = ctx._cache[_MEMO] = collections.OrderedDict()
+    stamp = _stamp(ctx)
+    kept: Any = memo.get(key)
+    if kept is not None:
+        if kept[0] == stamp and kept[1].still_holds():
+            memo.move_to_end(key)
+            return _handed_out(kept[2], call)
+        memo.pop(key, None)
+    with Witness() as witness:
+        verdict = _decide(call, ctx, external)
+    if witness.replayable and not verdict.principal_truncated:
+        memo[key] = (stamp, witness, _handed_out(verdict, None))  # not the call: its input may be large
+        if len(memo) > DECISION_MEMO_SIZE:
+            memo.popitem(last=False)
+    return verdict
+
+
+def _decide(call: Call, ctx: Context, external: ExternalDecision | None) -> Verdict:
+    """`decide` from the call's analysis: steps 0–6."""
     new_decision()
     subjects, analysis = subjects_of(call, ctx)
     principal, truncated, digest = principal_of(call, subjects)

@@ -9,7 +9,7 @@ that define them. A newcomer reads the engine in this order:
 * `match.py`      one rule against one subject: broad (deny, ask) and strict (allow)
 * `index.py`      the rule index: for one subject, only the rules that can match it
 * `path_checks.py` writable roots, protected and secret paths, critical removals
-* `decision.py`   the procedure, steps 0–5, and the verdict
+* `decision.py`   the procedure, steps 0–5, the verdict, and the decisions kept per context
 * `grants.py`     step 6: what grants each subject still open
 * `remember.py`   what "always allow" would write, or why it is not offered
 * `reasons.py`    the reason codes: one catalogue, read by every renderer

@@ -63,6 +63,8 @@ class RuleIndex:
         self._dynamic: dict[str, tuple[int, Rule | None]] = {}
 
         # Rules that can match at call level (`match.call_level_match`): tool-part globs, bare tool rules.
+        # The input fields a parameter rule reads (`match._param_match`): all a verdict reads of the input.
+        self.param_names = tuple(sorted({rule.param[0] for rule in rules if rule.kind == "param" and rule.param}))
         self.call_level = [rule for rule in rules if rule.kind in ("any", "param") and rule.tool_regex is not None
                            or (rule.kind == "any" and rule.tool in CALL_LEVEL_TOOLS)]
         shell_rules: list[Rule] = []

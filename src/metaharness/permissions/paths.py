@@ -5,13 +5,18 @@ Rules this module keeps:
   every file tool use it, so the checker and the executor never disagree about a path;
 * containment compares path components, never string prefixes;
 * a pattern matches a path if it matches the path or any of its ancestors (a rule on a directory
-  covers everything beneath it); deny/ask compare case-insensitively, allow exactly.
+  covers everything beneath it); deny/ask compare case-insensitively, allow exactly;
+* what a decision reads of the filesystem is witnessed (`Witness`): every `canonical` is
+  recorded with its answer, so the decision can be kept and handed out again while every one
+  of them still answers the same (decision.py); any other read of the disk (a directory walk)
+  calls `unwitnessed_read`, and that decision is never kept.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import threading
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -25,6 +30,8 @@ __all__ = [
     "escape_glob",
     "open_decided",
     "PathChanged",
+    "Witness",
+    "unwitnessed_read",
 ]
 
 
@@ -57,7 +64,64 @@ def canonical(path: str, cwd: str, home: str | None = None) -> CanonicalPath:
     if "\x00" in path or "\x00" in cwd:
         raise PathError("path contains a NUL byte")
     joined = os.path.join(cwd, expand_home(path, home))
-    return CanonicalPath(os.path.normpath(joined), os.path.realpath(joined))
+    answer = CanonicalPath(os.path.normpath(joined), os.path.realpath(joined))
+    witness = _watching.witness
+    if witness is not None:
+        witness.saw((path, cwd, home), answer)
+    return answer
+
+
+class Witness:
+    """What one decision read of the filesystem: each `canonical` (arguments → answer), and
+    whether it read the disk any other way (then it cannot be checked again: not `replayable`).
+    Used as a context manager around the decision (one per thread); a witness inside another
+    hands what it saw to the one around it when it ends."""
+
+    __slots__ = ("reads", "replayable", "_outer")
+
+    def __init__(self) -> None:
+        self.reads: dict[tuple[str, str, str | None], CanonicalPath] = {}
+        self.replayable = True
+        self._outer: Witness | None = None
+
+    def saw(self, key: tuple[str, str, str | None], answer: CanonicalPath) -> None:
+        if self.reads.setdefault(key, answer) != answer:
+            self.replayable = False  # the disk changed during the decision
+
+    def __enter__(self) -> "Witness":
+        self._outer, _watching.witness = _watching.witness, self
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        outer = _watching.witness = self._outer
+        self._outer = None
+        if outer is not None:  # what a nested decision read, the one around it read too
+            for key, answer in self.reads.items():
+                outer.saw(key, answer)
+            outer.replayable = outer.replayable and self.replayable
+
+    def still_holds(self) -> bool:
+        """Every read answers now what it answered then (read without a witness)."""
+        join, normpath, realpath = os.path.join, os.path.normpath, os.path.realpath
+        for (path, cwd, home), answer in self.reads.items():
+            joined = join(cwd, expand_home(path, home))
+            if realpath(joined) != answer.real or normpath(joined) != answer.lexical:
+                return False
+        return True
+
+
+class _Watching(threading.local):
+    witness: Witness | None = None
+
+
+_watching = _Watching()
+
+
+def unwitnessed_read() -> None:
+    """The decision under way read the disk other than through `canonical`: it is not kept."""
+    witness = _watching.witness
+    if witness is not None:
+        witness.replayable = False
 
 
 def is_inside(path: str, root: str) -> bool:

@@ -24,6 +24,7 @@ import os
 import re
 
 from . import _lazy
+from ..paths import unwitnessed_read
 from .interpreters import code_flags, code_of, program_spec
 from .model import Cmd, PathRef
 from .walk import State
@@ -288,6 +289,7 @@ def _into_directory(cmd: Cmd, sources: list[Word], destination: Word, *, recursi
     dest_dir = dest if dest.startswith("/") else (os.path.join(cmd.cwd, dest) if cmd.cwd else None)
     is_dir = dest_dir is not None and os.path.isdir(dest_dir)
     cmd.read_disk = True  # what it writes depends on the disk as it is now (subjects.analysis_of)
+    unwitnessed_read()  # ... and so does the decision (decision.py keeps none that read it)
     budget = COPY_WALK_LIMIT
     for source in sources:
         value = source.deny_value
