@@ -53,21 +53,22 @@ class CellJob(Struct, kw_only=True):
     attempt: int = 1
     atif: bool = False  # write trajectory.json (ATIF) beside a complete events.jsonl
     max_cost_usd: float | None = None  # the cell's run's --max-cost-usd (its own cap, or what is left of the batch's)
+    prices: str | None = None  # the batch's --prices file, laid over the shipped price table in every cell
 
 
 def _options(harness: Harness) -> dict:
     return {name: getattr(harness, name) for name in RUN_OPTIONS if getattr(harness, name) is not None}
 
 
-def cell_spec(task: Task, harness: Harness, cwd: str):
-    """The RunSpec a cell of `task` on `harness` starts with (a workflow task: its sessions' start);
-    what `batch check` checks and what the cell runs are this one value."""
+def cell_spec(task: Task, harness: Harness, cwd: str, *, prices: str | None = None):
+    """The RunSpec a cell of `task` on `harness` starts with — for a workflow task, the run options
+    `metaharness workflow run` is given (its budgets among them; the workflow brings the frames and
+    the prompts); what `batch check` checks and what the cell runs are this one value."""
     from metaharness.run.spec import RunSpec
 
-    options = _options(harness)
-    if task.workflow is not None:  # the workflow brings the frames and the prompts; a session stays open
-        return RunSpec(kind=harness.kind, prompt=task.prompt, script=task.script, cwd=cwd, keep_open=True,
-                       policy_files=list(task.policy), **options)
+    options = {**_options(harness), **({"prices": prices} if prices is not None else {})}
+    if task.workflow is not None:
+        return RunSpec(kind=harness.kind, script=task.script, cwd=cwd, policy_files=list(task.policy), **options)
     return RunSpec(kind=harness.kind, prompt=task.prompt, script=task.script, frame=task.frame, cwd=cwd,
                    policy_files=list(task.policy), **options)
 
@@ -77,16 +78,15 @@ def run_argv(job: CellJob, workspace: str, events: str) -> list[str]:
     import dataclasses
 
     from metaharness.api import spec_to_argv
-    from metaharness.run.spec import RunSpec
 
     task, harness = job.task, job.harness
     extra = {"max_cost_usd": job.max_cost_usd} if job.max_cost_usd is not None else {}
+    spec = dataclasses.replace(cell_spec(task, harness, workspace, prices=job.prices), **extra)
     if task.workflow is None:
-        return spec_to_argv(dataclasses.replace(cell_spec(task, harness, workspace), events=events, **extra))
+        return spec_to_argv(dataclasses.replace(spec, events=events))
     # The workflow brings its own frames; its stream lands in its --out directory (see workflow_events).
-    spec = RunSpec(kind=harness.kind, script=task.script, policy_files=list(task.policy), **_options(harness), **extra)
     argv = ["workflow", "run", task.workflow, "--harness", harness.kind, "--out", workflow_dir(job),
-            "--cwd", workspace, *spec_to_argv(spec)[2:]]
+            "--cwd", workspace, *spec_to_argv(dataclasses.replace(spec, cwd=None))[2:]]
     return argv + (["-p", task.prompt] if task.prompt else [])
 
 

@@ -6,6 +6,8 @@ and where it runs is a backend (`LocalBackend` here, `RayBackend` in ray_backend
 an object with `async execute(job) -> CellResult` and `close()`.
 
 Rules kept:
+* nothing runs and nothing is written to DIR until every cell would start: the plan's caps are
+  priceable and every task × harness passes its start checks (`admit`, the checks of `batch check`);
 * at most `jobs` cells run at once; cells start in plan order (task, harness, repeat);
 * the budget is over the whole batch, the cells kept from an earlier run included:
   once `max_runs` cells have run or the cells' cost reaches `max_cost_usd`, no
@@ -26,6 +28,7 @@ Rules kept:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import shutil
 from dataclasses import dataclass, field
@@ -93,6 +96,7 @@ class BatchOptions:
     retries: int | None = None
     keep_workspaces: bool = False
     atif: bool = False
+    prices: str | None = None  # a metaharness.prices/1 file laid over the shipped table, in every cell
     on_change: Callable[[Progress], None] | None = None
 
 
@@ -103,7 +107,8 @@ def make_backend(options: BatchOptions, plan: Plan) -> Backend:
     if options.backend == "ray":
         from .ray_backend import RayBackend
 
-        return RayBackend(plan, address=options.ray_address, jobs=options.jobs)
+        return RayBackend(plan, address=options.ray_address, jobs=options.jobs,
+                          files=[options.prices] if options.prices else [])
     raise PlanError(f"unknown backend {options.backend!r} (known: {', '.join(BACKENDS)})")
 
 
@@ -158,16 +163,32 @@ def check_costs_seen(plan: Plan, batch_cap: float | None) -> None:
             raise PlanError(f"CostNotSeen: task {cell.task.id!r} on harness {harness.name!r}: {sentence}")
 
 
+def admit(plan: Plan, options: BatchOptions) -> None:
+    """Every refusal a batch meets before any cell runs, raised as a PlanError before DIR is
+    touched: a capped cell whose traffic cannot be priced (`CostNotSeen`), then every cell's
+    start checks, as `batch check` makes them (`preflight.PreflightRefused`, each cell by name)."""
+    from .preflight import refuse_unstartable
+
+    check_costs_seen(plan, options.max_cost_usd)
+    refuse_unstartable(plan, prices=options.prices)
+
+
 async def run_batch(plan: Plan, out: str, options: BatchOptions | None = None, *,
-                    backend: Backend | None = None, **kwargs) -> AsyncIterator[CellResult]:
+                    backend: Backend | None = None, admitted: bool = False,
+                    **kwargs) -> AsyncIterator[CellResult]:
     """Run every cell of `plan` into DIR `out`, yielding each cell's result as it ends.
 
-    Keyword arguments are `BatchOptions` fields (`jobs=2, max_runs=10, …`). Cells kept from an
-    earlier run of the same DIR are not yielded again. The backend (given, or made from the
+    Keyword arguments are `BatchOptions` fields (`jobs=2, max_runs=10, …`). Before anything is
+    written, `admit(plan, options)` refuses a batch a cell of which would be refused at start
+    (`admitted=True`: the caller already called it, before it made its backend). Cells kept from
+    an earlier run of the same DIR are not yielded again. The backend (given, or made from the
     options) is closed when the generator ends."""
     options = options or BatchOptions(**kwargs)
     out = os.path.abspath(out)
-    check_costs_seen(plan, options.max_cost_usd)
+    if options.prices is not None:  # every cell runs in a workspace of its own
+        options = dataclasses.replace(options, prices=os.path.abspath(options.prices))
+    if not admitted:
+        admit(plan, options)
     _prepare_out(plan, out)
     retries = options.retries if options.retries is not None else plan.defaults.retries
     kept = kept_results(plan, out)
@@ -212,6 +233,7 @@ async def run_batch(plan: Plan, out: str, options: BatchOptions | None = None, *
                           out_dir=cell_dir(out, cell.key), scratch_root=scratch_root,
                           timeout_s=cell.task.timeout_s or options.cell_timeout_s or plan.defaults.timeout_s,
                           keep_workspace=options.keep_workspaces, attempt=attempt, atif=options.atif,
+                          prices=options.prices,
                           max_cost_usd=cell_cap(cell, options.max_cost_usd, progress.cost_usd))
             result = await backend.execute(job)
             if result.infra is None or attempt > retries:
