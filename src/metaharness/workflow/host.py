@@ -477,6 +477,7 @@ async def run_workflow(
     host = _Host(loaded, harness, out_dir, base, budgets, on_step=on_step, on_event=on_event, decide=decide,
                  stop=stop, on_line=on_line)
     walk = _first_walk(loaded, task)
+    prior = list(walk.prior)
     host.precheck(walk.enter())  # nothing is written before every start check has passed
     os.makedirs(os.path.join(out_dir, "frames"), exist_ok=True)
     ledger = ledgers.Ledger(out_dir)
