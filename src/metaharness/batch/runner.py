@@ -28,6 +28,7 @@ Rules kept:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import os
 import shutil
@@ -39,12 +40,13 @@ import msgspec
 from metaharness.protocol.stream import check_stream
 from metaharness.run.spec import RunSpec, cost_unseen
 
-from .cell import CellJob, run_cell
+from .cell import CellJob, Halt, live_events, run_cell
 from .plan import Cell, Plan, PlanError, cells, plan_fingerprint
-from .results import CellResult, ResultsFile, cell_dir, read_results
+from .results import CellResult, ResultsFile, cell_dir, read_results, spend_so_far
 
 BACKENDS = ("local", "ray")
 PLAN_COPY = "plan.json"
+LIVE_POLL_S = 0.5  # how often a batch budget reads its running cells' streams (local backend)
 RESULTS = "results.jsonl"
 
 
@@ -58,14 +60,24 @@ class Backend(Protocol):
 
 
 class LocalBackend:
-    """Cells as subprocesses of this process, `jobs` at a time."""
+    """Cells as subprocesses of this process, `jobs` at a time. Their streams grow in DIR as they
+    run, and `halt(out_dir, reason)` stops a running one (what keeps a batch budget live)."""
 
     def __init__(self, jobs: int) -> None:
         self.slots = jobs
         self.where = None
+        self._halts: dict[str, Halt] = {}
 
     async def execute(self, job: CellJob) -> CellResult:
-        return await run_cell(job)
+        halt = self._halts[job.out_dir] = Halt()
+        try:
+            return await run_cell(job, halt)
+        finally:
+            self._halts.pop(job.out_dir, None)
+
+    def halt(self, out_dir: str, reason: str) -> None:
+        if (halt := self._halts.get(out_dir)) is not None:
+            halt.stop(reason)
 
     def close(self) -> None:
         pass
@@ -143,6 +155,12 @@ def kept_results(plan: Plan, out: str) -> dict[tuple[str, str, int], CellResult]
     return kept
 
 
+def _price_table(path: str | None):
+    from metaharness.loopback.pricing import load_prices
+
+    return load_prices(path)  # a file that does not load was refused at admit (PricesInvalid)
+
+
 def cell_cap(cell: Cell, batch_cap: float | None, spent: float) -> float | None:
     """The `--max-cost-usd` a cell's run is given: its own cap, or what is left of the batch's."""
     left = None if batch_cap is None else max(batch_cap - spent, 1e-9)
@@ -201,6 +219,31 @@ async def run_batch(plan: Plan, out: str, options: BatchOptions | None = None, *
     scratch_root = os.path.join(out, ".scratch")
     finished: asyncio.Queue[CellResult] = asyncio.Queue()
     running: dict[asyncio.Task, Cell] = {}
+    # A batch budget is kept live where the running cells' streams can be read as they grow and a
+    # running cell can be halted (the local backend): their spend so far counts as spent.
+    watch = options.max_cost_usd is not None and callable(getattr(backend, "halt", None))
+    prices = _price_table(options.prices) if watch else None
+    live: dict[tuple[str, str, int], float] = {}
+
+    def spent() -> float:
+        return progress.cost_usd + sum(live.values())
+
+    def observe() -> None:
+        for task, cell in running.items():
+            if task.done():
+                continue
+            try:
+                with open(live_events(cell_dir(out, cell.key), cell.task), "rb") as handle:
+                    live[cell.key] = spend_so_far(handle.read(), prices)
+            except OSError:
+                continue
+        cap = options.max_cost_usd
+        if cap is not None and spent() >= cap:
+            reason = (f"the batch's --max-cost-usd {cap:g} was spent (${spent():.4f} over its cells, as their "
+                      "streams report it), so the batch halted this cell and starts no other")
+            for task, cell in running.items():
+                if not task.done():
+                    backend.halt(cell_dir(out, cell.key), reason)  # type: ignore[attr-defined]
 
     def notify() -> None:
         if options.on_change is not None:
@@ -209,7 +252,7 @@ async def run_batch(plan: Plan, out: str, options: BatchOptions | None = None, *
     def budget_reached() -> bool:
         if options.max_runs is not None and runs_started >= options.max_runs:
             return True
-        return options.max_cost_usd is not None and progress.cost_usd >= options.max_cost_usd
+        return options.max_cost_usd is not None and spent() >= options.max_cost_usd
 
     def record(result: CellResult) -> CellResult:
         results.append(result)
@@ -234,7 +277,7 @@ async def run_batch(plan: Plan, out: str, options: BatchOptions | None = None, *
                           timeout_s=cell.task.timeout_s or options.cell_timeout_s or plan.defaults.timeout_s,
                           keep_workspace=options.keep_workspaces, attempt=attempt, atif=options.atif,
                           prices=options.prices,
-                          max_cost_usd=cell_cap(cell, options.max_cost_usd, progress.cost_usd))
+                          max_cost_usd=cell_cap(cell, options.max_cost_usd, spent()))
             result = await backend.execute(job)
             if result.infra is None or attempt > retries:
                 return msgspec.structs.replace(result, retried_for=retried + result.retried_for)
@@ -248,6 +291,11 @@ async def run_batch(plan: Plan, out: str, options: BatchOptions | None = None, *
             result = await attempt_cell(cell)
         finally:
             progress.running.discard(cell.label)
+            live.pop(cell.key, None)  # its result's cost counts from here
+        if watch and result.cost_usd is None and result.status == "ran":
+            # a run halted before it said what it spent: its usage events, priced as while it ran
+            with contextlib.suppress(OSError), open(os.path.join(cell_dir(out, cell.key), "events.jsonl"), "rb") as handle:
+                result = msgspec.structs.replace(result, cost_usd=round(spend_so_far(handle.read(), prices), 6) or None)
         finished.put_nowait(record(result))
 
     pending = list(todo)
@@ -265,7 +313,10 @@ async def run_batch(plan: Plan, out: str, options: BatchOptions | None = None, *
                 notify()
             if not running:
                 break
-            done, _ = await asyncio.wait(list(running), return_when=asyncio.FIRST_COMPLETED)
+            done, _ = await asyncio.wait(list(running), return_when=asyncio.FIRST_COMPLETED,
+                                         timeout=LIVE_POLL_S if watch else None)
+            if watch:
+                observe()
             for task in done:
                 running.pop(task, None)
             while not finished.empty():
