@@ -83,7 +83,10 @@ def test_a_vendor_cli_missing_on_the_worker_is_refused_there_by_name(cluster, tm
     empty.mkdir()
     plan = load_plan(write_plan(tmp_path / "plan.json", [{"id": "a", "prompt": "go", "script": script}],
                                 [{"kind": "codex", "vendor_dir": str(empty), "decisions": "observe"}]))
-    [result] = _gather(plan, tmp_path / "out", backend=RayBackend(plan, address=head.address, jobs=1), retries=1)
+    # the driver's start checks are skipped (`admitted`): here they would refuse the batch, and the
+    # case is a worker without the binary the driver found
+    [result] = _gather(plan, tmp_path / "out", backend=RayBackend(plan, address=head.address, jobs=1), retries=1,
+                       admitted=True)
     assert result.refusal is not None and result.refusal.startswith("VendorMissing: "), result
     assert result.attempts == 1 and not result.passed
     assert (tmp_path / "out" / "a" / "codex" / "1" / "stderr.txt").read_text().startswith("metaharness: VendorMissing")

@@ -17,6 +17,11 @@ Rules kept:
   plan's own cap (`max_cost_usd` of its harness or the defaults), or of what is left
   of the batch's `max_cost_usd` when it starts, whichever is less; a batch with a cap
   whose cells' traffic metaharness cannot price is refused before any cell runs;
+* and across cells, where the backend lets the batch read the running cells' streams and
+  halt them (the local one): what a running cell has spent so far (`results.spend_so_far`)
+  counts as spent, and once the batch's cap is reached the running cells are halted
+  (each a result, its `budget` saying why) — the batch ends above its cap by at most the
+  requests in flight then; elsewhere (Ray) a cell's spend counts when it ends;
 * a cell whose attempt failed for an infrastructure reason is run again, up to
   `retries` more times; a failed check is never retried;
 * a result line is written the moment its cell ends; a resume on the same DIR keeps
