@@ -71,6 +71,13 @@ def test_a_resume_its_start_checks_refuse_leaves_the_dir_as_it_was(suite):
     assert len(said) == 1 and said[0].startswith("metaharness: task 't' on harness 'oharness': PolicyInvalid: ")
     assert "resumed:" not in resumed.stderr  # no cell kept or run
     assert _tree(out) == before  # the results, the plan copy and every cell's files, untouched
+    # a resume checks only what it still runs: with every cell kept, nothing is refused
+    policy.write_text('{"permissions": {"allow": ["Write"]}}')
+    assert invoke("batch", "run", plan, "--out", str(out)).exit_code == 0
+    policy.write_text('{"permissions": {"deny": 5}}')
+    again = invoke("batch", "run", plan, "--out", str(out))
+    assert again.exit_code == 0, again.stderr
+    assert "resumed: 2 cell(s) kept from before, 0 to run" in again.stderr
 
 
 def _workflow_task(tmp: Path, **extra) -> dict:

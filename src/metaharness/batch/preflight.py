@@ -15,7 +15,8 @@ Rules kept:
 * nothing is written and no harness is started (a `--version` probe of a vendor binary is the
   most that runs); the working directory checked is the task's workspace template, or an empty
   directory removed afterwards (a cell runs in a fresh copy of the template, or an empty one);
-* a cell that differs from another only by its repeat is checked once.
+* a cell that differs from another only by its repeat is checked once; a resume checks only
+  the task × harness pairs that still have a cell to run.
 """
 
 from __future__ import annotations
@@ -49,20 +50,25 @@ def _cell_refusal(task: Task, harness, cwd: str, prices: str | None) -> str | No
                             max_turns=spec.max_turns, max_cost_usd=spec.max_cost_usd)
 
 
-def preflight(plan: Plan, *, prices: str | None = None) -> list[str]:
-    """Every start refusal the plan's cells would meet, one sentence each (empty: they would all start)."""
+def preflight(plan: Plan, *, prices: str | None = None,
+              only: set[tuple[str, str]] | None = None) -> list[str]:
+    """Every start refusal the plan's cells would meet, one sentence each (empty: they would all
+    start); `only`: the (task id, harness name) pairs to check (a resume's cells still to run)."""
     refusals: list[str] = []
     with tempfile.TemporaryDirectory(prefix="metaharness-batch-check-") as empty:
         for task in plan.tasks:
             for harness in plan.harnesses:
+                if only is not None and (task.id, harness.name) not in only:
+                    continue
                 sentence = _cell_refusal(task, harness, task.workspace or empty, prices)
                 if sentence is not None:
                     refusals.append(f"task {task.id!r} on harness {harness.name!r}: {sentence}")
     return refusals
 
 
-def refuse_unstartable(plan: Plan, *, prices: str | None = None) -> None:
-    """Raise `PreflightRefused` when any cell would be refused at start."""
-    refusals = preflight(plan, prices=prices)
+def refuse_unstartable(plan: Plan, *, prices: str | None = None,
+                       only: set[tuple[str, str]] | None = None) -> None:
+    """Raise `PreflightRefused` when any cell (of `only`, when given) would be refused at start."""
+    refusals = preflight(plan, prices=prices, only=only)
     if refusals:
         raise PreflightRefused(refusals)

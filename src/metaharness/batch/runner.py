@@ -186,14 +186,19 @@ def check_costs_seen(plan: Plan, batch_cap: float | None) -> None:
             raise PlanError(f"CostNotSeen: task {cell.task.id!r} on harness {harness.name!r}: {sentence}")
 
 
-def admit(plan: Plan, options: BatchOptions) -> None:
+def admit(plan: Plan, options: BatchOptions, out: str | None = None) -> None:
     """Every refusal a batch meets before any cell runs, raised as a PlanError before DIR is
     touched: a capped cell whose traffic cannot be priced (`CostNotSeen`), then every cell's
-    start checks, as `batch check` makes them (`preflight.PreflightRefused`, each cell by name)."""
+    start checks, as `batch check` makes them (`preflight.PreflightRefused`, each cell by name).
+    With `out`, a DIR being resumed: only the cells it does not keep are checked."""
     from .preflight import refuse_unstartable
 
     check_costs_seen(plan, options.max_cost_usd)
-    refuse_unstartable(plan, prices=options.prices)
+    todo = None
+    if out is not None and os.path.isdir(out):
+        kept = kept_results(plan, os.path.abspath(out))
+        todo = {(cell.task.id, cell.harness.name) for cell in cells(plan) if cell.key not in kept}
+    refuse_unstartable(plan, prices=options.prices, only=todo)
 
 
 async def run_batch(plan: Plan, out: str, options: BatchOptions | None = None, *,
@@ -211,7 +216,7 @@ async def run_batch(plan: Plan, out: str, options: BatchOptions | None = None, *
     if options.prices is not None:  # every cell runs in a workspace of its own
         options = dataclasses.replace(options, prices=os.path.abspath(options.prices))
     if not admitted:
-        admit(plan, options)
+        admit(plan, options, out)
     _prepare_out(plan, out)
     retries = options.retries if options.retries is not None else plan.defaults.retries
     kept = kept_results(plan, out)

@@ -101,7 +101,7 @@ def run(plan: str, out: str, **options) -> None:
     batch_options = BatchOptions(**options)
     console = Console(stderr=True, highlight=False)
     try:
-        admit(loaded, batch_options)  # before the backend (a Ray) is started or DIR is touched
+        admit(loaded, batch_options, out)  # before the backend (a Ray) is started or DIR is touched
         backend = make_backend(batch_options, loaded)
     except PlanError as exc:
         _refuse(exc, code=2)
