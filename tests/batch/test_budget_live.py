@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
+from metaharness.batch.report import why
 from metaharness.batch.results import read_results, spend_so_far
 from metaharness.cli.main import cli
 from metaharness.loopback.pricing import shipped_prices
@@ -19,8 +20,10 @@ pytestmark = pytest.mark.timeout(300)
 RESPONSE_USD = 0.315  # 100,000 input and 1,000 output tokens of the scripted model, at $3 / $15
 
 
+# Answers 2.5 s apart: the batch (reading the streams every half second) sees the second answer of
+# the two running cells well before either cell's own cap (0.7, crossed at its third) stops it.
 def _turn(i: int) -> dict:
-    return {"usage": {"input_tokens": 100000, "output_tokens": 1000}, "delay_ms": 1200, "text": f"step {i}",
+    return {"usage": {"input_tokens": 100000, "output_tokens": 1000}, "delay_ms": 2500, "text": f"step {i}",
             "calls": [{"op": "file.write", "input": {"path": f"t{i}.txt", "content": "x"}}]}
 
 
@@ -40,6 +43,7 @@ def test_concurrent_cells_stop_at_the_batch_budget_and_no_cell_starts_after(tmp_
         assert cell.status == "ran" and not cell.passed and cell.infra is None and cell.attempts == 1, cell
         assert cell.close_reason != "budget" and cell.budget is not None
         assert cell.budget.startswith("the batch's --max-cost-usd 0.7 was spent ($"), cell.budget
+        assert why(cell) == f"stopped at its budget: {cell.budget}"  # the matrix, the page, --json
     # uncapped live, each would have run on to its own cap (0.945 apiece); here the batch stopped at
     # the responses in flight when its budget ran out: at most one more per running cell
     total = sum(cell.cost_usd or 0.0 for cell in ran)
