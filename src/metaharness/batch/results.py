@@ -230,7 +230,8 @@ def spend_so_far(data: bytes, prices: Any) -> float:
     """What a running cell has spent by now, from the stream written so far: its run's own figure
     once it has one (BUDGET_REACHED, session.ended), else its `usage` events priced with `prices`
     (a `metaharness.loopback.pricing.PriceTable`, the table the run prices with) — the harness's
-    usage reports as they come; a response of a model not in the table counts as nothing."""
+    usage reports as they come; a response of a model not in the table counts as the cost its
+    harness puts on it, else as nothing."""
     priced = 0.0
     for raw in data.splitlines():
         try:
