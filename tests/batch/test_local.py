@@ -6,17 +6,19 @@ import asyncio
 import os
 from pathlib import Path
 
+import pytest
 
 from metaharness.batch import BatchOptions, load_plan, run_batch
+from metaharness.batch.preflight import PreflightRefused
 from metaharness.batch.results import CellResult
 from metaharness.protocol.stream import check_stream
 
 from .conftest import REPO, last_by_cell, results_of, shell, write_plan, write_scenario
 
 
-def run(plan_path: str, out: Path, **options) -> list[CellResult]:
+def run(plan_path: str, out: Path, admitted: bool = False, **options) -> list[CellResult]:
     async def go():
-        return [r async for r in run_batch(load_plan(plan_path), str(out), **options)]
+        return [r async for r in run_batch(load_plan(plan_path), str(out), admitted=admitted, **options)]
 
     return asyncio.run(go())
 
@@ -63,7 +65,12 @@ def test_a_suite_of_tasks_on_two_harnesses(suite, monkeypatch):
 def test_a_run_refused_at_start_is_recorded_with_its_refusal_and_not_retried(suite, tmp_path):
     notes = suite["tasks"][0]
     plan = write_plan(tmp_path / "plan.json", [notes], [{"kind": "oharness", "decisions": "observe"}])
-    [result] = run(plan, tmp_path / "out", jobs=1, retries=2)
+    with pytest.raises(PreflightRefused) as refused:  # run_batch refuses it before any cell runs
+        run(plan, tmp_path / "out", jobs=1)
+    assert refused.value.sentences[0].startswith("task 'notes' on harness 'oharness': ObserveWithFrame: ")
+    assert not (tmp_path / "out").exists()
+    # a cell whose run refuses all the same (its start checks not made first: `admitted`) is a result
+    [result] = run(plan, tmp_path / "out", admitted=True, jobs=1, retries=2)
     assert result.exit_code == 2 and result.attempts == 1 and not result.passed and result.infra is None
     assert result.refusal.startswith("ObserveWithFrame: ")
     assert result.stream == "complete" and result.check == "none"
@@ -179,7 +186,8 @@ def test_a_vendor_binary_missing_where_the_cell_runs_is_refused_by_name(tmp_path
     empty.mkdir()
     plan = write_plan(tmp_path / "plan.json", [{"id": "a", "prompt": "go", "script": script}],
                       [{"kind": "codex", "vendor_dir": str(empty), "decisions": "observe"}])
-    [result] = run(plan, tmp_path / "out", jobs=1, retries=2)
+    # (where the start checks ran elsewhere: a worker without the binary the driver found)
+    [result] = run(plan, tmp_path / "out", admitted=True, jobs=1, retries=2)
     assert result.refusal is not None and result.refusal.startswith("VendorMissing: "), result
     assert result.exit_code == 2 and result.attempts == 1 and not result.passed
 

@@ -83,7 +83,10 @@ def test_a_vendor_cli_missing_on_the_worker_is_refused_there_by_name(cluster, tm
     empty.mkdir()
     plan = load_plan(write_plan(tmp_path / "plan.json", [{"id": "a", "prompt": "go", "script": script}],
                                 [{"kind": "codex", "vendor_dir": str(empty), "decisions": "observe"}]))
-    [result] = _gather(plan, tmp_path / "out", backend=RayBackend(plan, address=head.address, jobs=1), retries=1)
+    # the driver's start checks are skipped (`admitted`): here they would refuse the batch, and the
+    # case is a worker without the binary the driver found
+    [result] = _gather(plan, tmp_path / "out", backend=RayBackend(plan, address=head.address, jobs=1), retries=1,
+                       admitted=True)
     assert result.refusal is not None and result.refusal.startswith("VendorMissing: "), result
     assert result.attempts == 1 and not result.passed
     assert (tmp_path / "out" / "a" / "codex" / "1" / "stderr.txt").read_text().startswith("metaharness: VendorMissing")
@@ -199,3 +202,22 @@ def test_a_live_cluster_answers_the_probe(cluster):
 
     head, _ = cluster
     check_reachable(head.address)  # a real GCS answers as one
+
+
+def test_the_batch_price_file_travels_to_the_workers(cluster, tmp_path, monkeypatch):
+    monkeypatch.delenv("METAHARNESS_PRICES", raising=False)
+    head, _ = cluster
+    # the scripted model (`scripted:default`) at twice the shipped table's price
+    prices = tmp_path / "prices.toml"
+    prices.write_text('format = "metaharness.prices/1"\ntaken = "2031-01-01"\n[models."default"]\ninput = 6.0\noutput = 30.0\n')
+    turn = {"usage": {"input_tokens": 100000, "output_tokens": 1000}, "text": "step",
+            "calls": [{"op": "file.write", "input": {"path": "t.txt", "content": "x"}}]}
+    script = write_scenario(tmp_path / "s.json", turn, turn, turn, {"text": "done"})
+    plan = load_plan(write_plan(tmp_path / "plan.json", [{"id": "t", "prompt": "go", "script": script}],
+                                [{"kind": "oharness", "decisions": "observe"}]))
+    backend = RayBackend(plan, address=head.address, jobs=1, files=[str(prices)])
+    [result] = _gather(plan, tmp_path / "out", backend=backend, prices=str(prices), max_cost_usd=0.5)
+    # priced on the worker from the shipped copy of the user's table: crossed at the first answer
+    assert result.close_reason == "budget" and result.cost_usd == 0.63, result
+    assert "spent $0.6300 over 1 model response (prices taken 2031-01-01)" in (result.budget or ""), result
+    assert str(tmp_path) not in (tmp_path / "out" / "t" / "oharness" / "1" / "stderr.txt").read_text()

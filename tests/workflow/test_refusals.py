@@ -11,7 +11,7 @@ import pytest
 
 import metaharness.api
 from metaharness.run.spec import RunSpec
-from metaharness.workflow import WorkflowRefused, run_workflow
+from metaharness.workflow import WorkflowRefused, run_workflow, start_refusal
 
 from workflow_support import HEAD, cli
 
@@ -33,9 +33,12 @@ def refuse(tmp_path, body: str, kind: str = "oharness", *, spec: dict | None = N
     wf = tmp_path / "wf.toml"
     wf.write_text(HEAD + body)
     out = tmp_path / "out"
+    run_spec = RunSpec(kind=kind, **{"cwd": str(tmp_path), **(spec or {})})
     with pytest.raises(WorkflowRefused) as caught:
-        asyncio.run(run_workflow(str(wf), harness=kind, out=str(out), spec=RunSpec(kind=kind, **{"cwd": str(tmp_path), **(spec or {})}), **kw))
+        asyncio.run(run_workflow(str(wf), harness=kind, out=str(out), spec=run_spec, **kw))
     assert not out.exists(), "a refused workflow wrote its out directory"
+    # the start checks on their own (what `batch check` asks of a workflow cell) say the same
+    assert start_refusal(str(wf), harness=kind, spec=run_spec, **kw) == f"{caught.value.name}: {caught.value.sentence}"
     return caught.value
 
 
@@ -85,6 +88,28 @@ def test_cost_budget_where_metaharness_does_not_see_the_traffic(tmp_path, no_run
 def test_ask_mode_needs_a_decider_and_observe_cannot_frame(tmp_path, no_run):
     assert refuse(tmp_path, ONE, spec={"decisions": "ask"}).name == "AskWithoutDecider"
     assert refuse(tmp_path, ONE, spec={"decisions": "observe"}).name == "ObserveCannotFrame"
+
+
+def test_a_price_file_that_does_not_load(tmp_path, no_run):
+    (tmp_path / "prices.toml").write_text('format = "metaharness.prices/1"\n')  # no `taken`
+    refusal = refuse(tmp_path, ONE, spec={"prices": str(tmp_path / "prices.toml")}, max_cost_usd=1.0)
+    assert refusal.name == "PricesInvalid" and "needs `taken`" in refusal.sentence
+    # on the command line too, by name, before the out directory is made
+    done = cli(["run", str(tmp_path / "wf.toml"), "--harness", "oharness", "--out", str(tmp_path / "out"),
+                "--prices", "prices.toml"], cwd=tmp_path)
+    assert done.returncode == 2 and done.stderr.startswith("metaharness: PricesInvalid: the price file prices.toml")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_workflow_that_would_start_has_no_refusal(tmp_path, no_run):
+    (tmp_path / "wf.toml").write_text(HEAD + ONE)
+    (tmp_path / "s.json").write_text(json.dumps({"format": "metaharness.scenario/1", "turns": [{"text": "done"}]}))
+    spec = RunSpec(kind="oharness", cwd=str(tmp_path), script=str(tmp_path / "s.json"))
+    assert start_refusal(str(tmp_path / "wf.toml"), harness="oharness", spec=spec) is None
+    assert start_refusal(str(tmp_path / "wf.toml"), harness="oharness").startswith("NoModel: ")  # the session's own
+    assert start_refusal(str(tmp_path / "gone.toml"), harness="oharness", spec=spec).startswith(
+        "WorkflowInvalid: the workflow file ")
+    assert sorted(os.listdir(tmp_path)) == ["s.json", "wf.toml"]  # nothing written
 
 
 def test_out_directory_that_is_not_empty(tmp_path, no_run):

@@ -10,8 +10,8 @@ returns the cell's result. Files land in `job.out_dir`: `events.jsonl`,
 `stderr.txt`, `check.txt`.
 
 Rules kept:
-* a time limit or a cancellation halts the run with a `halt` command, so its
-  stream still ends with `stream.closed`; only a run that ignores the halt is
+* a time limit, a cancellation or a `Halt` (the batch's budget spent) halts the run with a
+  `halt` command, so its stream still ends with `stream.closed`; only a run that ignores the halt is
   signalled (SIGTERM, then SIGKILL);
 * the run dies with whoever started it (PDEATHSIG), so a killed batch or a lost
   Ray worker leaves no run behind;
@@ -42,6 +42,20 @@ HALT_GRACE_S = 15.0  # how long a halted run has to close its stream before it i
 TERM_GRACE_S = 10.0
 
 
+class Halt:
+    """A running cell's stop from outside (the local pool's, once the batch's budget is spent):
+    `stop(reason)` halts the cell's run as its time limit does, and its result says `reason`."""
+
+    def __init__(self) -> None:
+        self.event = asyncio.Event()
+        self.reason: str | None = None
+
+    def stop(self, reason: str) -> None:
+        if self.reason is None:
+            self.reason = reason
+            self.event.set()
+
+
 class CellJob(Struct, kw_only=True):
     task: Task
     harness: Harness
@@ -55,21 +69,22 @@ class CellJob(Struct, kw_only=True):
     max_cost_usd: float | None = None  # the cell's run's --max-cost-usd (its own cap, or what is left of the batch's)
     otel: str | None = None  # the cell's run's --otel (the batch's)
     trace: dict[str, str] = {}  # the cell span's W3C env carrier (TRACEPARENT…): the run's span joins the batch's tree
+    prices: str | None = None  # the batch's --prices file, laid over the shipped price table in every cell
 
 
 def _options(harness: Harness) -> dict:
     return {name: getattr(harness, name) for name in RUN_OPTIONS if getattr(harness, name) is not None}
 
 
-def cell_spec(task: Task, harness: Harness, cwd: str):
-    """The RunSpec a cell of `task` on `harness` starts with (a workflow task: its sessions' start);
-    what `batch check` checks and what the cell runs are this one value."""
+def cell_spec(task: Task, harness: Harness, cwd: str, *, prices: str | None = None):
+    """The RunSpec a cell of `task` on `harness` starts with — for a workflow task, the run options
+    `metaharness workflow run` is given (its budgets among them; the workflow brings the frames and
+    the prompts); what `batch check` checks and what the cell runs are this one value."""
     from metaharness.run.spec import RunSpec
 
-    options = _options(harness)
-    if task.workflow is not None:  # the workflow brings the frames and the prompts; a session stays open
-        return RunSpec(kind=harness.kind, prompt=task.prompt, script=task.script, cwd=cwd, keep_open=True,
-                       policy_files=list(task.policy), **options)
+    options = {**_options(harness), **({"prices": prices} if prices is not None else {})}
+    if task.workflow is not None:
+        return RunSpec(kind=harness.kind, script=task.script, cwd=cwd, policy_files=list(task.policy), **options)
     return RunSpec(kind=harness.kind, prompt=task.prompt, script=task.script, frame=task.frame, cwd=cwd,
                    policy_files=list(task.policy), **options)
 
@@ -79,22 +94,27 @@ def run_argv(job: CellJob, workspace: str, events: str) -> list[str]:
     import dataclasses
 
     from metaharness.api import spec_to_argv
-    from metaharness.run.spec import RunSpec
 
     task, harness = job.task, job.harness
     extra = {name: value for name, value in (("max_cost_usd", job.max_cost_usd), ("otel", job.otel))
              if value is not None}
+    spec = dataclasses.replace(cell_spec(task, harness, workspace, prices=job.prices), **extra)
     if task.workflow is None:
-        return spec_to_argv(dataclasses.replace(cell_spec(task, harness, workspace), events=events, **extra))
+        return spec_to_argv(dataclasses.replace(spec, events=events))
     # The workflow brings its own frames; its stream lands in its --out directory (see workflow_events).
-    spec = RunSpec(kind=harness.kind, script=task.script, policy_files=list(task.policy), **_options(harness), **extra)
     argv = ["workflow", "run", task.workflow, "--harness", harness.kind, "--out", workflow_dir(job),
-            "--cwd", workspace, *spec_to_argv(spec)[2:]]
+            "--cwd", workspace, *spec_to_argv(dataclasses.replace(spec, cwd=None))[2:]]
     return argv + (["-p", task.prompt] if task.prompt else [])
 
 
 def workflow_dir(job: CellJob) -> str:
     return os.path.join(job.out_dir, "workflow")
+
+
+def live_events(out_dir: str, task: Task) -> str:
+    """Where a running cell's stream grows: its events.jsonl, or its workflow run's (copied
+    beside it when the cell ends)."""
+    return os.path.join(out_dir, "workflow" if task.workflow is not None else "", "events.jsonl")
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
@@ -209,8 +229,23 @@ def _write_trajectory(events: str, path: str) -> None:
         handle.write(text)
 
 
-async def run_cell(job: CellJob) -> CellResult:
-    """Run one cell to its end (or its time limit) and return its result."""
+async def _wait(proc: asyncio.subprocess.Process, timeout_s: float | None, halt: Halt | None) -> str | None:
+    """Wait for the run to end: None; or "timeout" at its time limit, "halt" when `halt` is set."""
+    ended = asyncio.ensure_future(proc.wait())
+    waits = [ended] + ([asyncio.ensure_future(halt.event.wait())] if halt is not None else [])
+    try:
+        done, _ = await asyncio.wait(waits, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiting in waits:
+            if not waiting.done():
+                waiting.cancel()
+    if ended in done:
+        return None
+    return "halt" if halt is not None and halt.event.is_set() else "timeout"
+
+
+async def run_cell(job: CellJob, halt: Halt | None = None) -> CellResult:
+    """Run one cell to its end (or its time limit, or `halt`) and return its result."""
     os.makedirs(job.out_dir, exist_ok=True)
     for stale in ("events.jsonl", "stderr.txt", "check.txt", TRAJECTORY):
         try:
@@ -224,7 +259,7 @@ async def run_cell(job: CellJob) -> CellResult:
     stderr_path = os.path.join(job.out_dir, "stderr.txt")
     started = time.monotonic()
     started_at = round(time.time(), 3)
-    timed_out = False
+    timed_out = halted = False
     try:
         if job.task.workspace is not None:
             shutil.copytree(job.task.workspace, workspace, symlinks=True)
@@ -239,10 +274,13 @@ async def run_cell(job: CellJob) -> CellResult:
                 stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL, stderr=stderr,
                 cwd=workspace, env=env, start_new_session=True, preexec_fn=_die_with_parent)
             try:
-                await asyncio.wait_for(proc.wait(), job.timeout_s)
-            except asyncio.TimeoutError:
-                timed_out = True
-                await _stop(proc, f"the cell's time limit of {job.timeout_s:g} s was reached", by_command=by_command)
+                stopped = await _wait(proc, job.timeout_s, halt)
+                if stopped == "timeout":
+                    timed_out = True
+                    await _stop(proc, f"the cell's time limit of {job.timeout_s:g} s was reached", by_command=by_command)
+                elif stopped == "halt":
+                    halted = True
+                    await _stop(proc, halt.reason or "halted by the batch", by_command=by_command)
             except asyncio.CancelledError:
                 await asyncio.shield(_stop(proc, "the batch was interrupted", by_command=by_command))
                 raise
@@ -262,10 +300,13 @@ async def run_cell(job: CellJob) -> CellResult:
             _write_trajectory(events, os.path.join(job.out_dir, TRAJECTORY))
         refusal = _refusal(stderr_path) if proc.returncode == 2 else None
         verdict, check_code = "none", None
-        if job.task.check is not None and not timed_out and summary["stream"] == "complete" and refusal is None:
+        if job.task.check is not None and not (timed_out or halted) and summary["stream"] == "complete" and refusal is None:
             verdict, check_code = await _run_check(job.task, workspace, env, job.out_dir)
         check_tail = _check_tail(job.out_dir) if verdict in ("fail", "timeout") else None
-        infra = infrastructure_failure(proc.returncode, summary["stream"], refusal, timed_out, summary["close_reason"])
+        infra = infrastructure_failure(proc.returncode, summary["stream"], refusal, timed_out, summary["close_reason"],
+                                       halted_for_budget=halted)
+        if halted:  # the batch's budget, spent while this cell ran: said where a run's own stop is said
+            summary["budget"] = summary["budget"] or halt.reason
         if job.task.check is not None:
             passed = verdict == "pass"
         else:
@@ -279,7 +320,7 @@ async def run_cell(job: CellJob) -> CellResult:
         return CellResult(
             task=job.task.id, harness=job.harness.name, kind=job.harness.kind, repeat=job.repeat,
             exit_code=proc.returncode, check=verdict, check_exit_code=check_code, check_tail=check_tail,
-            passed=passed and infra is None and not stopped_at_budget, timed_out=timed_out, refusal=refusal, wall_ms=wall_ms, started_at=started_at,
+            passed=passed and infra is None and not stopped_at_budget and not halted, timed_out=timed_out, refusal=refusal, wall_ms=wall_ms, started_at=started_at,
             attempts=job.attempt, infra=infra, **summary)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

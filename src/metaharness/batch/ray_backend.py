@@ -9,6 +9,7 @@ node as a reason to run the cell again.
 Rules kept:
 * `ray` is an optional extra; without it the backend is refused by name with the
   install command, before anything runs;
+* the batch's --prices file travels in the bundle beside the plan's files;
 * paths inside a job are rewritten to the bundle's relative paths, so a worker
   never reads the driver's filesystem; it resolves them against its working_dir;
 * without `--ray-address` the batch starts a Ray of its own (`ray.init(address="local")`): it never
@@ -121,11 +122,12 @@ def _import_ray() -> Any:
     return ray
 
 
-def _bundle(plan: Plan) -> tuple[str, dict[str, str]]:
-    """Copy every file the plan names into a fresh directory; map each original path to its bundle path."""
+def _bundle(plan: Plan, files: list[str]) -> tuple[str, dict[str, str]]:
+    """Copy every file the plan names (and `files`, the batch's own: its --prices) into a fresh
+    directory; map each original path to its bundle path."""
     root = tempfile.mkdtemp(prefix="metaharness-batch-bundle-")
     mapping: dict[str, str] = {}
-    for index, path in enumerate(plan_files(plan)):
+    for index, path in enumerate([*plan_files(plan), *(f for f in files if f not in plan_files(plan))]):
         relative = os.path.join("files", f"{index}-{os.path.basename(path.rstrip(os.sep)) or 'root'}")
         target = os.path.join(root, relative)
         os.makedirs(os.path.dirname(target), exist_ok=True)
@@ -152,6 +154,7 @@ def _run_on_worker(data: bytes) -> dict[str, Any]:
     task = msgspec.structs.replace(task, script=resolve(task.script), frame=resolve(task.frame),
                                    workflow=resolve(task.workflow), workspace=resolve(task.workspace),
                                    policy=[resolve(p) for p in task.policy])
+    job = msgspec.structs.replace(job, prices=resolve(job.prices))
     scratch = _worker_scratch()
     os.makedirs(scratch, exist_ok=True)
     out_dir = tempfile.mkdtemp(prefix="out-", dir=scratch)
@@ -176,12 +179,12 @@ def _node_id() -> str:
 
 
 class RayBackend:
-    def __init__(self, plan: Plan, *, address: str | None, jobs: int | None) -> None:
+    def __init__(self, plan: Plan, *, address: str | None, jobs: int | None, files: list[str] | None = None) -> None:
         self._ray = ray = _import_ray()
         self._owns = not ray.is_initialized()
         if self._owns and address is not None:
             check_reachable(address)  # before the bundle: nothing to clean up
-        self._bundle, self._mapping = _bundle(plan)
+        self._bundle, self._mapping = _bundle(plan, [os.path.abspath(f) for f in files or []])
         if self._owns:
             try:
                 with _bounded_join(address is not None):
@@ -217,7 +220,7 @@ class RayBackend:
         task = msgspec.structs.replace(task, script=where(task.script), frame=where(task.frame),
                                        workflow=where(task.workflow), workspace=where(task.workspace),
                                        policy=[where(p) for p in task.policy])
-        return msgspec.structs.replace(job, task=task)
+        return msgspec.structs.replace(job, task=task, prices=where(job.prices))
 
     async def execute(self, job: CellJob) -> CellResult:
         ray = self._ray

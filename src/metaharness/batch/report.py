@@ -149,7 +149,7 @@ def _first_cause(result: CellResult) -> str:
         return f"infrastructure: {result.infra}"
     if result.timed_out:
         return "timed out"
-    if result.close_reason == "budget":
+    if result.close_reason == "budget" or result.budget:  # its own cap, or the batch's (which halted it)
         return f"stopped at its budget: {result.budget or 'close reason budget'}"
     if result.model_failure:
         return f"a model request failed: {result.model_failure}"

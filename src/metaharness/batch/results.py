@@ -71,7 +71,7 @@ class CellResult(Struct, kw_only=True):
     harness_refused: int = 0  # calls the harness's own permission system refused (VENDOR_PERMISSION_DENIED)
     model_failure: str | None = None  # the first failed model request (MODEL_REQUEST_FAILED), in one line
     cost_usd: float | None = None
-    budget: str | None = None  # the run's BUDGET_REACHED sentence, when its spend cap stopped it
+    budget: str | None = None  # the run's BUDGET_REACHED sentence, when its spend cap stopped it (or the batch's, when it halted the cell)
     input_tokens: int | None = None
     output_tokens: int | None = None
     wall_ms: int | None = None
@@ -206,12 +206,14 @@ def _first(*values: Any) -> Any:
 
 
 def infrastructure_failure(exit_code: int | None, stream: str, refusal: str | None,
-                           timed_out: bool, close_reason: str | None = None) -> str | None:
+                           timed_out: bool, close_reason: str | None = None, *,
+                           halted_for_budget: bool = False) -> str | None:
     """Why an attempt failed for reasons outside the task (retryable), or None.
 
-    A cell that hit its timeout, or whose run stopped at its budget (close reason budget, exit 3
-    as after a halt), is a result, not a failure of the machinery."""
-    if timed_out or (close_reason == "budget" and stream == "complete"):
+    A cell that hit its timeout, whose run stopped at its budget (close reason budget, exit 3
+    as after a halt), or that the batch halted once its budget was spent, is a result, not a
+    failure of the machinery."""
+    if timed_out or halted_for_budget or (close_reason == "budget" and stream == "complete"):
         return None
     if exit_code == 2 and refusal is not None:  # refused before anything ran: the plan's doing, unless the vendor's
         if refusal.split(":")[0] in RETRYABLE_REFUSALS:
@@ -222,6 +224,34 @@ def infrastructure_failure(exit_code: int | None, stream: str, refusal: str | No
     if exit_code == 3:
         return "the harness ended without a terminal record (exit 3)"
     return None
+
+
+def spend_so_far(data: bytes, prices: Any) -> float:
+    """What a running cell has spent by now, from the stream written so far: its run's own figure
+    once it has one (BUDGET_REACHED, session.ended), else its `usage` events priced with `prices`
+    (a `metaharness.loopback.pricing.PriceTable`, the table the run prices with) — the harness's
+    usage reports as they come; a response of a model not in the table counts as the cost its
+    harness puts on it, else as nothing."""
+    priced = 0.0
+    for raw in data.splitlines():
+        try:
+            line = json.loads(raw)
+        except ValueError:
+            continue  # the line being written
+        if not isinstance(line, dict):
+            continue
+        name = line.get("event")
+        if name == "usage":
+            usage = line.get("usage") or {}
+            model = line.get("model")
+            if isinstance(model, str) and ":" in model:  # PROVIDER:MODEL is priced by its model
+                model = model.split(":", 1)[1]
+            priced += prices.cost(model, usage) or usage.get("cost_usd") or 0.0
+        elif name == "warning" and line.get("code") == "BUDGET_REACHED" and line.get("metered_cost_usd") is not None:
+            return float(line["metered_cost_usd"])
+        elif name == "session.ended" and line.get("metered_cost_usd") is not None:
+            return float(line["metered_cost_usd"])
+    return priced
 
 
 # --- results.jsonl ---------------------------------------------------------------------

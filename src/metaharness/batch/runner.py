@@ -6,6 +6,8 @@ and where it runs is a backend (`LocalBackend` here, `RayBackend` in ray_backend
 an object with `async execute(job) -> CellResult` and `close()`.
 
 Rules kept:
+* nothing runs and nothing is written to DIR until every cell would start: the plan's caps are
+  priceable and every task × harness passes its start checks (`admit`, the checks of `batch check`);
 * at most `jobs` cells run at once; cells start in plan order (task, harness, repeat);
 * the budget is over the whole batch, the cells kept from an earlier run included:
   once `max_runs` cells have run or the cells' cost reaches `max_cost_usd`, no
@@ -15,6 +17,11 @@ Rules kept:
   plan's own cap (`max_cost_usd` of its harness or the defaults), or of what is left
   of the batch's `max_cost_usd` when it starts, whichever is less; a batch with a cap
   whose cells' traffic metaharness cannot price is refused before any cell runs;
+* and across cells, where the backend lets the batch read the running cells' streams and
+  halt them (the local one): what a running cell has spent so far (`results.spend_so_far`)
+  counts as spent, and once the batch's cap is reached the running cells are halted
+  (each a result, its `budget` saying why) — the batch ends above its cap by at most the
+  requests in flight then; elsewhere (Ray) a cell's spend counts when it ends;
 * a cell whose attempt failed for an infrastructure reason is run again, up to
   `retries` more times; a failed check is never retried;
 * a result line is written the moment its cell ends; a resume on the same DIR keeps
@@ -26,6 +33,8 @@ Rules kept:
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import hashlib
 import os
 import shutil
@@ -37,12 +46,13 @@ import msgspec
 from metaharness.protocol.stream import check_stream
 from metaharness.run.spec import RunSpec, cost_unseen
 
-from .cell import CellJob, run_cell
+from .cell import CellJob, Halt, live_events, run_cell
 from .plan import Cell, Plan, PlanError, cells, plan_fingerprint
-from .results import CellResult, ResultsFile, cell_dir, read_results
+from .results import CellResult, ResultsFile, cell_dir, read_results, spend_so_far
 
 BACKENDS = ("local", "ray")
 PLAN_COPY = "plan.json"
+LIVE_POLL_S = 0.5  # how often a batch budget reads its running cells' streams (local backend)
 RESULTS = "results.jsonl"
 
 
@@ -56,14 +66,24 @@ class Backend(Protocol):
 
 
 class LocalBackend:
-    """Cells as subprocesses of this process, `jobs` at a time."""
+    """Cells as subprocesses of this process, `jobs` at a time. Their streams grow in DIR as they
+    run, and `halt(out_dir, reason)` stops a running one (what keeps a batch budget live)."""
 
     def __init__(self, jobs: int) -> None:
         self.slots = jobs
         self.where = None
+        self._halts: dict[str, Halt] = {}
 
     async def execute(self, job: CellJob) -> CellResult:
-        return await run_cell(job)
+        halt = self._halts[job.out_dir] = Halt()
+        try:
+            return await run_cell(job, halt)
+        finally:
+            self._halts.pop(job.out_dir, None)
+
+    def halt(self, out_dir: str, reason: str) -> None:
+        if (halt := self._halts.get(out_dir)) is not None:
+            halt.stop(reason)
 
     def close(self) -> None:
         pass
@@ -95,6 +115,7 @@ class BatchOptions:
     keep_workspaces: bool = False
     atif: bool = False
     otel: str | None = None  # each cell's run's --otel; with it (or the OTEL_* variables) a batch span over the cells
+    prices: str | None = None  # a metaharness.prices/1 file laid over the shipped table, in every cell
     on_change: Callable[[Progress], None] | None = None
 
 
@@ -105,7 +126,8 @@ def make_backend(options: BatchOptions, plan: Plan) -> Backend:
     if options.backend == "ray":
         from .ray_backend import RayBackend
 
-        return RayBackend(plan, address=options.ray_address, jobs=options.jobs)
+        return RayBackend(plan, address=options.ray_address, jobs=options.jobs,
+                          files=[options.prices] if options.prices else [])
     raise PlanError(f"unknown backend {options.backend!r} (known: {', '.join(BACKENDS)})")
 
 
@@ -138,6 +160,12 @@ def kept_results(plan: Plan, out: str) -> dict[tuple[str, str, int], CellResult]
             continue
         kept[key] = result
     return kept
+
+
+def _price_table(path: str | None):
+    from metaharness.loopback.pricing import load_prices
+
+    return load_prices(path)  # a file that does not load was refused at admit (PricesInvalid)
 
 
 def cell_cap(cell: Cell, batch_cap: float | None, spent: float) -> float | None:
@@ -209,24 +237,43 @@ class _Traced:
         self.parent.finish({"metaharness.batch.done": progress.done, "metaharness.batch.passed": progress.passed,
                             "metaharness.batch.failed": progress.failed, "metaharness.batch.skipped": progress.skipped},
                            lambda text: print(text, file=sys.stderr, flush=True))
+def admit(plan: Plan, options: BatchOptions, out: str | None = None) -> None:
+    """Every refusal a batch meets before any cell runs, raised as a PlanError before DIR is
+    touched: a capped cell whose traffic cannot be priced (`CostNotSeen`), then every cell's
+    start checks, as `batch check` makes them (`preflight.PreflightRefused`, each cell by name).
+    With `out`, a DIR being resumed: only the cells it does not keep are checked."""
+    from .preflight import refuse_unstartable
+
+    check_costs_seen(plan, options.max_cost_usd)
+    todo = None
+    if out is not None and os.path.isdir(out):
+        kept = kept_results(plan, os.path.abspath(out))
+        todo = {(cell.task.id, cell.harness.name) for cell in cells(plan) if cell.key not in kept}
+    refuse_unstartable(plan, prices=options.prices, only=todo)
 
 
 async def run_batch(plan: Plan, out: str, options: BatchOptions | None = None, *,
-                    backend: Backend | None = None, **kwargs) -> AsyncIterator[CellResult]:
+                    backend: Backend | None = None, admitted: bool = False,
+                    **kwargs) -> AsyncIterator[CellResult]:
     """Run every cell of `plan` into DIR `out`, yielding each cell's result as it ends.
 
-    Keyword arguments are `BatchOptions` fields (`jobs=2, max_runs=10, …`). Cells kept from an
-    earlier run of the same DIR are not yielded again. The backend (given, or made from the
+    Keyword arguments are `BatchOptions` fields (`jobs=2, max_runs=10, …`). Before anything is
+    written, `admit(plan, options)` refuses a batch a cell of which would be refused at start
+    (`admitted=True`: the caller already called it, before it made its backend). Cells kept from
+    an earlier run of the same DIR are not yielded again. The backend (given, or made from the
     options) is closed when the generator ends."""
     options = options or BatchOptions(**kwargs)
     out = os.path.abspath(out)
-    check_costs_seen(plan, options.max_cost_usd)
     if options.otel:
         from metaharness.export.otlp import otel_installed
 
         if not otel_installed():
             raise PlanError("OtelUnavailable: --otel needs the otel extra (opentelemetry-sdk and its OTLP/HTTP "
                             "exporter), which is not installed: pip install 'metaharness[otel]'")
+    if options.prices is not None:  # every cell runs in a workspace of its own
+        options = dataclasses.replace(options, prices=os.path.abspath(options.prices))
+    if not admitted:
+        admit(plan, options, out)
     _prepare_out(plan, out)
     retries = options.retries if options.retries is not None else plan.defaults.retries
     kept = kept_results(plan, out)
@@ -240,6 +287,31 @@ async def run_batch(plan: Plan, out: str, options: BatchOptions | None = None, *
     finished: asyncio.Queue[CellResult] = asyncio.Queue()
     running: dict[asyncio.Task, Cell] = {}
     traced = _Traced(plan, out, options.otel)
+    # A batch budget is kept live where the running cells' streams can be read as they grow and a
+    # running cell can be halted (the local backend): their spend so far counts as spent.
+    watch = options.max_cost_usd is not None and callable(getattr(backend, "halt", None))
+    prices = _price_table(options.prices) if watch else None
+    live: dict[tuple[str, str, int], float] = {}
+
+    def spent() -> float:
+        return progress.cost_usd + sum(live.values())
+
+    def observe() -> None:
+        for task, cell in running.items():
+            if task.done():
+                continue
+            try:
+                with open(live_events(cell_dir(out, cell.key), cell.task), "rb") as handle:
+                    live[cell.key] = spend_so_far(handle.read(), prices)
+            except OSError:
+                continue
+        cap = options.max_cost_usd
+        if cap is not None and spent() >= cap:
+            reason = (f"the batch's --max-cost-usd {cap:g} was spent (${spent():.4f} over its cells, as their "
+                      "streams report it), so the batch halted this cell and starts no other")
+            for task, cell in running.items():
+                if not task.done():
+                    backend.halt(cell_dir(out, cell.key), reason)  # type: ignore[attr-defined]
 
     def notify() -> None:
         if options.on_change is not None:
@@ -248,7 +320,7 @@ async def run_batch(plan: Plan, out: str, options: BatchOptions | None = None, *
     def budget_reached() -> bool:
         if options.max_runs is not None and runs_started >= options.max_runs:
             return True
-        return options.max_cost_usd is not None and progress.cost_usd >= options.max_cost_usd
+        return options.max_cost_usd is not None and spent() >= options.max_cost_usd
 
     def record(result: CellResult) -> CellResult:
         results.append(result)
@@ -273,7 +345,8 @@ async def run_batch(plan: Plan, out: str, options: BatchOptions | None = None, *
                           out_dir=cell_dir(out, cell.key), scratch_root=scratch_root,
                           timeout_s=cell.task.timeout_s or options.cell_timeout_s or plan.defaults.timeout_s,
                           keep_workspace=options.keep_workspaces, attempt=attempt, atif=options.atif,
-                          max_cost_usd=cell_cap(cell, options.max_cost_usd, progress.cost_usd),
+                          prices=options.prices,
+                          max_cost_usd=cell_cap(cell, options.max_cost_usd, spent()),
                           otel=options.otel, trace=traced.carrier(span))
             try:
                 result = await backend.execute(job)
@@ -293,6 +366,11 @@ async def run_batch(plan: Plan, out: str, options: BatchOptions | None = None, *
             result = await attempt_cell(cell)
         finally:
             progress.running.discard(cell.label)
+            live.pop(cell.key, None)  # its result's cost counts from here
+        if watch and result.cost_usd is None and result.status == "ran":
+            # a run halted before it said what it spent: its usage events, priced as while it ran
+            with contextlib.suppress(OSError), open(os.path.join(cell_dir(out, cell.key), "events.jsonl"), "rb") as handle:
+                result = msgspec.structs.replace(result, cost_usd=round(spend_so_far(handle.read(), prices), 6) or None)
         finished.put_nowait(record(result))
 
     pending = list(todo)
@@ -310,7 +388,10 @@ async def run_batch(plan: Plan, out: str, options: BatchOptions | None = None, *
                 notify()
             if not running:
                 break
-            done, _ = await asyncio.wait(list(running), return_when=asyncio.FIRST_COMPLETED)
+            done, _ = await asyncio.wait(list(running), return_when=asyncio.FIRST_COMPLETED,
+                                         timeout=LIVE_POLL_S if watch else None)
+            if watch:
+                observe()
             for task in done:
                 running.pop(task, None)
             while not finished.empty():

@@ -6,7 +6,8 @@ turning refusals into one sentence on stderr. Everything else is
 
 Exit codes: 0 done (every cell has a result, failures and budget skips included);
 1 `batch check` found the plan invalid; 2 a usage error or a refusal (a bad plan,
-a DIR of another plan, a backend that is not installed); 130 interrupted (DIR is
+a cell its start checks refuse — nothing is written to DIR then —, a DIR of another plan, a
+backend that is not installed); 130 interrupted (DIR is
 left resumable).
 """
 
@@ -37,27 +38,32 @@ def batch() -> None:
     """Run tasks × harnesses × repeats, each in its own workspace, under one budget."""
 
 
+def _refuse(exc, code: int) -> None:
+    """A plan refused: every sentence on its own `metaharness: ` line (a preflight names each cell)."""
+    sentences = getattr(exc, "sentences", None) or [str(exc)]
+    for sentence in sentences[:-1]:
+        say_err(sentence)
+    fail(sentences[-1], code=code)
+
+
 @batch.command("check")
 @click.argument("plan", metavar="PLAN")
-def check(plan: str) -> None:
+@RUN_OPTIONS["prices"]
+def check(plan: str, prices: str | None) -> None:
     """Validate a metaharness.batch/1 plan (TOML or JSON), make every cell's start checks, and count its cells.
 
     Each task × harness is checked as its run will start: the vendor binary on the child PATH it
-    will use, its frame, scenario and policy files loaded; every refusal is named."""
+    will use, its frame, scenario, policy and price files loaded; a workflow task's workflow file,
+    its nodes' schema files and its first step's start; every refusal is named. `batch run` makes
+    the same checks before any cell runs."""
     from metaharness.batch.plan import PlanError, cells, load_plan
-    from metaharness.batch.preflight import preflight
-    from metaharness.batch.runner import check_costs_seen
+    from metaharness.batch.runner import BatchOptions, admit
 
     try:
         loaded = load_plan(plan)
-        check_costs_seen(loaded, None)  # a plan's own per-cell caps
+        admit(loaded, BatchOptions(prices=prices))  # a plan's own per-cell caps, then every cell's start
     except PlanError as exc:
-        fail(str(exc), code=1)
-    refusals = preflight(loaded)
-    for sentence in refusals[:-1]:
-        say_err(sentence)
-    if refusals:
-        fail(refusals[-1], code=1)
+        _refuse(exc, code=1)
     count = len(cells(loaded))
     say(f"ok: {len(loaded.tasks)} task(s) × {len(loaded.harnesses)} harness(es) × {loaded.repeats} "
         f"repeat(s) = {count} cell(s)")
@@ -73,13 +79,15 @@ def check(plan: str) -> None:
 @click.option("--ray-address", metavar="ADDR",
               help="An existing Ray cluster to join (default: start a Ray of its own; RAY_ADDRESS is not read).")
 @click.option("--max-runs", type=click.IntRange(0), help="Start no more than this many cells over the batch.")
-@click.option("--max-cost-usd", type=click.FloatRange(0), metavar="USD", help="A budget over the whole batch: each cell's run is capped live at what is left, and no cell starts once it is spent.")
+@click.option("--max-cost-usd", type=click.FloatRange(0), metavar="USD", help="A budget over the whole batch: each cell's run is capped live at what is left, no cell starts once "
+                   "it is spent, and (local backend) the running cells are then halted.")
 @click.option("--cell-timeout", "cell_timeout_s", type=click.FloatRange(0, min_open=True), metavar="SECONDS",
               help="Halt a cell's run after this many seconds (a task's own timeout_s wins).")
 @click.option("--retries", type=click.IntRange(0), help="Rerun a cell this many times after an infrastructure failure.")
 @click.option("--keep-workspaces", is_flag=True, help="Keep each cell's workspace beside its events.")
 @click.option("--atif", is_flag=True, help="Also write each cell's run as an ATIF trajectory.json beside its events.")
 @OTEL
+@RUN_OPTIONS["prices"]
 def run(plan: str, out: str, **options) -> None:
     """Run every cell of PLAN into DIR; results.jsonl grows as cells end."""
     import asyncio
@@ -89,7 +97,7 @@ def run(plan: str, out: str, **options) -> None:
 
     from metaharness.batch.plan import PlanError
     from metaharness.batch.progress import Display
-    from metaharness.batch.runner import BatchOptions, make_backend, run_batch
+    from metaharness.batch.runner import BatchOptions, admit, make_backend, run_batch
 
     if options["ray_address"] and options["backend"] != "ray":
         raise click.UsageError("--ray-address needs --backend ray")
@@ -97,16 +105,17 @@ def run(plan: str, out: str, **options) -> None:
     batch_options = BatchOptions(**options)
     console = Console(stderr=True, highlight=False)
     try:
+        admit(loaded, batch_options, out)  # before the backend (a Ray) is started or DIR is touched
         backend = make_backend(batch_options, loaded)
     except PlanError as exc:
-        fail(str(exc))
+        _refuse(exc, code=2)
     if getattr(backend, "where", None):  # which cluster the cells run on (a backend of an embedder may not say)
         console.print(backend.where, markup=False)
     display = Display(console, live=console.is_terminal, slots=backend.slots)
     batch_options.on_change = display.update
 
     async def go() -> None:
-        async with contextlib.aclosing(run_batch(loaded, out, batch_options, backend=backend)) as results:
+        async with contextlib.aclosing(run_batch(loaded, out, batch_options, backend=backend, admitted=True)) as results:
             async for result in results:
                 display.result(result)
 

@@ -23,7 +23,7 @@ from metaharness.run.spec import KINDS
 # The run options a workflow passes to its harness session, spelled and explained where `run` defines
 # them; --cwd, --decisions and the budgets mean something of their own here.
 _SHARED = ("script", "model", "vendor_dir", "credentials", "model_endpoint", "hermetic", "strict_version",
-           "posture", "deny_only", "decision_timeout_ms", "codex_replace_relay", "retain_dir", "fail_on_error", "otel")
+           "posture", "deny_only", "decision_timeout_ms", "codex_replace_relay", "retain_dir", "fail_on_error", "otel", "prices")
 _POLICY = ("policy_files", "policy_scopes", "policy_mode", "policy_workspace_mode", "no_decision_trail")
 _OWN = [
     click.option("--cwd", "workspace", type=click.Path(file_okay=False),
@@ -36,7 +36,8 @@ _OWN = [
                  help="Turns one step may take: a failing step is told why and gets another turn, up to N "
                       "(default 1), before its attempt fails."),
     click.option("--max-cost-usd", type=click.FloatRange(0, min_open=True),
-                 help="Stop once the harness reports more cost than this (refused where no cost is reported)."),
+                 help="Stop once the model traffic metaharness prices reaches this, over every step (refused "
+                      "where metaharness does not see the traffic)."),
 ]
 
 
@@ -167,7 +168,7 @@ def resume(out_dir: str, **options) -> None:
         overrides["cwd"] = os.path.abspath(overrides.pop("workspace"))
     if "policy_files" in overrides:
         overrides["policy_files"] = [os.path.abspath(p) for p in overrides["policy_files"]]
-    for path in ("script", "vendor_dir", "retain_dir"):
+    for path in ("script", "vendor_dir", "retain_dir", "prices"):
         if overrides.get(path) is not None:
             overrides[path] = os.path.abspath(overrides[path])
     _drive(lambda stop: resume_workflow(out_dir, options=overrides, on_step=_print_step, stop=stop, **budgets))

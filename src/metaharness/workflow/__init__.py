@@ -5,6 +5,8 @@ Public API:
 * `run_workflow(file, harness=…, out=DIR, task=…, spec=RunSpec(…), …)` — async;
   returns a `WorkflowResult`. Callbacks `on_step`, `on_event`, `decide`.
 * `resume_workflow(DIR, …)` — continue a run after its last completed step.
+* `start_refusal(file, harness=…, spec=…, …)` — the sentence `run_workflow` would be refused
+  with at start, or None; nothing written, no harness started.
 * `load(file)` → `LoadedWorkflow`; `problems(loaded)` → what `workflow check` reports.
 * `WorkflowRefused` (a start refusal, by `.name`), `WorkflowError` (an unreadable or
   misshapen file).
@@ -16,9 +18,9 @@ from __future__ import annotations
 
 from .admit import WorkflowRefused
 from .document import LoadedWorkflow, Problem, WorkflowError, load, problems
-from .host import EXIT_CODES, StepResult, WorkflowResult, resume_workflow, run_workflow
+from .host import EXIT_CODES, StepResult, WorkflowResult, resume_workflow, run_workflow, start_refusal
 
 __all__ = [
-    "run_workflow", "resume_workflow", "load", "problems", "LoadedWorkflow", "Problem",
+    "run_workflow", "resume_workflow", "start_refusal", "load", "problems", "LoadedWorkflow", "Problem",
     "WorkflowRefused", "WorkflowError", "WorkflowResult", "StepResult", "EXIT_CODES",
 ]

@@ -43,7 +43,7 @@ from metaharness.run.spec import KINDS, RunSpec, cost_unseen
 
 from . import ledger as ledgers
 from .admit import WorkflowRefused, refusal
-from .document import END, LoadedWorkflow, load
+from .document import END, LoadedWorkflow, WorkflowError, load
 from .mint import Position, Walk
 from .verdict import Verdict, judge
 
@@ -100,7 +100,7 @@ class _Budgets:
 # RunSpec fields the host sets itself for each session; every other field is a run option the user
 # chose, stored in `workflow.started` (`run`) and taken again by `resume` unless overridden.
 _HOST_OWNED = {"kind", "prompt", "frame", "keep_open", "events", "max_turns", "library_frame", "run_id"}
-_PATHS = ("script", "vendor_dir", "retain_dir", "cwd", "record", "replay")
+_PATHS = ("script", "vendor_dir", "retain_dir", "cwd", "record", "replay", "prices")
 # Options of one invocation, not of the run: a resume sends its spans where its own --otel says.
 _PER_INVOCATION = {"otel"}
 
@@ -450,6 +450,34 @@ async def _drive_traced(host: _Host, ledger: ledgers.Ledger, walk: Walk, session
                     error if error else (None if outcome == "completed" else outcome))
 
 
+def _first_walk(loaded: LoadedWorkflow, task: str | None) -> Walk:
+    prior = [frames.PriorLine(text=task, source="the task given to the workflow")] if task else []
+    return Walk(loaded.workflow, Position(node=loaded.workflow.start), 1, prior)
+
+
+def start_refusal(workflow: str, *, harness: str, spec: RunSpec | None = None, task: str | None = None,
+                  max_steps: int | None = None, max_turns: int | None = None,
+                  max_cost_usd: float | None = None) -> str | None:
+    """The sentence (`Name: why`) a `run_workflow` of these arguments would be refused with at
+    start, or None: the file loaded and checked (every node's schema file too), the workflow's
+    own admission, and the first step's session start checks — what `run_workflow` checks before
+    it writes anything, here with nothing written and no harness started (no decider: a
+    `decisions="ask"` run is refused, as on the command line)."""
+    try:
+        loaded = load(workflow)
+        base = spec or RunSpec(kind=harness)
+        budgets = _Budgets(max_steps, max_turns, max_cost_usd)
+        _admit(loaded, harness, base, budgets, None)
+        host = _Host(loaded, harness, os.devnull, base, budgets, on_step=None, on_event=None, decide=None,
+                     stop=None, on_line=None)
+        host.precheck(_first_walk(loaded, task).enter())
+    except WorkflowRefused as exc:
+        return f"{exc.name}: {exc.sentence}"
+    except WorkflowError as exc:
+        return f"WorkflowInvalid: {exc}"
+    return None
+
+
 async def run_workflow(
     workflow: str | LoadedWorkflow,
     *,
@@ -484,8 +512,8 @@ async def run_workflow(
     out_dir = _prepare_out(out)
     host = _Host(loaded, harness, out_dir, base, budgets, on_step=on_step, on_event=on_event, decide=decide,
                  stop=stop, on_line=on_line)
-    prior = [frames.PriorLine(text=task, source="the task given to the workflow")] if task else []
-    walk = Walk(loaded.workflow, Position(node=loaded.workflow.start), 1, prior)
+    walk = _first_walk(loaded, task)
+    prior = list(walk.prior)
     host.precheck(walk.enter())  # nothing is written before every start check has passed
     os.makedirs(os.path.join(out_dir, "frames"), exist_ok=True)
     ledger = ledgers.Ledger(out_dir)

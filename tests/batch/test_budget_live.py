@@ -1,0 +1,63 @@
+"""A batch budget held live across concurrent cells (local backend): each cell starts capped at
+what is left of the batch's --max-cost-usd counting the running cells' spend so far, the running
+cells are halted once the batch's spend reaches it, and no further cell starts — on oharness
+against the offline scripted model, priced from the shipped table."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from metaharness.batch.report import why
+from metaharness.batch.results import read_results, spend_so_far
+from metaharness.cli.main import cli
+from metaharness.loopback.pricing import shipped_prices
+
+from .conftest import write_plan, write_scenario
+
+pytestmark = pytest.mark.timeout(300)
+
+RESPONSE_USD = 0.315  # 100,000 input and 1,000 output tokens of the scripted model, at $3 / $15
+
+
+# Answers 2.5 s apart: the batch (reading the streams every half second) sees the second answer of
+# the two running cells well before either cell's own cap (0.7, crossed at its third) stops it.
+def _turn(i: int) -> dict:
+    return {"usage": {"input_tokens": 100000, "output_tokens": 1000}, "delay_ms": 2500, "text": f"step {i}",
+            "calls": [{"op": "file.write", "input": {"path": f"t{i}.txt", "content": "x"}}]}
+
+
+def test_concurrent_cells_stop_at_the_batch_budget_and_no_cell_starts_after(tmp_path, monkeypatch):
+    monkeypatch.delenv("METAHARNESS_PRICES", raising=False)
+    script = write_scenario(tmp_path / "spend.json", *[_turn(i) for i in range(5)], {"text": "done"})
+    tasks = [{"id": f"t{i}", "prompt": "go", "script": script} for i in range(3)]
+    plan = write_plan(tmp_path / "plan.json", tasks, [{"kind": "oharness", "decisions": "observe"}])
+    out = tmp_path / "out"
+    done = CliRunner().invoke(cli, ["batch", "run", plan, "--out", str(out), "--jobs", "2", "--max-cost-usd", "0.7"],
+                              catch_exceptions=False)
+    assert done.exit_code == 0, done.stderr
+    cells = read_results(str(out / "results.jsonl"))
+    ran = [cells[(f"t{i}", "oharness", 1)] for i in range(2)]
+    for cell in ran:
+        # halted by the batch (its own cap, what was left when it started, was 0.7: not reached)
+        assert cell.status == "ran" and not cell.passed and cell.infra is None and cell.attempts == 1, cell
+        assert cell.close_reason != "budget" and cell.budget is not None
+        assert cell.budget.startswith("the batch's --max-cost-usd 0.7 was spent ($"), cell.budget
+        assert why(cell) == f"stopped at its budget: {cell.budget}"  # the matrix, the page, --json
+    # uncapped live, each would have run on to its own cap (0.945 apiece); here the batch stopped at
+    # the responses in flight when its budget ran out: at most one more per running cell
+    total = sum(cell.cost_usd or 0.0 for cell in ran)
+    assert 0.7 <= total <= 0.7 + 2 * RESPONSE_USD + 1e-9, total
+    assert cells[("t2", "oharness", 1)].status == "skipped" and cells[("t2", "oharness", 1)].skipped == "budget"
+
+
+def test_a_running_cells_spend_is_read_from_its_stream():
+    prices = shipped_prices()
+    usage = b'{"event":"usage","model":"scripted:default","usage":{"input_tokens":100000,"output_tokens":1000}}'
+    assert spend_so_far(usage + b"\n" + usage + b"\n{\"event\":\"us", prices) == pytest.approx(2 * RESPONSE_USD)
+    # the run's own figure wins once it has one
+    ended = b'{"event":"session.ended","metered_cost_usd":0.5}'
+    assert spend_so_far(usage + b"\n" + ended, prices) == 0.5
+    # a model the table does not price counts as nothing, or as the cost its harness reports
+    assert spend_so_far(b'{"event":"usage","model":"nosuch-model","usage":{"input_tokens":5}}', prices) == 0.0
+    assert spend_so_far(b'{"event":"usage","model":"nosuch","usage":{"input_tokens":5,"cost_usd":0.25}}', prices) == 0.25
