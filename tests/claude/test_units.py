@@ -165,6 +165,25 @@ def test_replay_of_steer_is_injection_and_prompt_is_opaque():
     assert t.unreplayed == 0
 
 
+def test_a_replay_whose_text_no_line_has_still_consumes_one():
+    """Claude Code may replay a steer an interrupt left queued with other text (a turn of its
+    own): it consumed a line all the same, so no turn waits for a replay that will not come."""
+    replay = lambda text: {"type": "user", "isReplay": True, "message": {"role": "user", "content": [{"type": "text", "text": text}]}}
+    t = Translator()
+    t.expect_replay("prompt", ["go"])
+    t.expect_replay("steer", ["go left"])
+    feed_all(t, [INIT])
+    items = feed_all(t, [replay("go"), replay("[queued] go left, please")])
+    assert items[0][0] == "opaque" and items[1][1].origin == "steer" and t.unreplayed == 0
+    t.expect_replay("boundary", ["NOTE-a"])
+    t.expect_replay("boundary", ["NOTE-b"])
+    assert feed_all(t, [replay("NOTE-a\nNOTE-b")])[0][0] == "opaque" and t.unreplayed == 0  # merged: both taken
+    t.expect_replay("steer", ["x"])
+    t.expect_replay("prompt", ["y"])
+    assert feed_all(t, [replay("something else")])[0][1].origin == "steer"  # nothing held: the oldest
+    assert [kind for kind, _ in t.pending_replays] == ["prompt"]
+
+
 def test_expired_login_comes_first():
     t = Translator(credential_source="api-key")
     feed_all(t, [INIT])

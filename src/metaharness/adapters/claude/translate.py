@@ -375,13 +375,19 @@ class Translator:
         return out
 
     def _replay(self, content: Any, at: str | None, line_no: int | None) -> Item:
+        """A line the adapter wrote, consumed now. Matched by its text; a replay whose text is no
+        line's as written (seen: a steer left queued by an interrupt, replayed as a turn of its
+        own) still consumed one — the lines written so far that its text holds, else the oldest —
+        so `unreplayed` never waits for a replay that will not come."""
         joined = "\n".join(_texts(content))
-        for index, (kind, text) in enumerate(self.pending_replays):
-            if text == joined:
-                del self.pending_replays[index]
-                if kind == "steer":
-                    return ("emit", Injection(text=joined, origin="steer"), at)
-                break
+        pending = self.pending_replays
+        taken = [i for i, (_kind, text) in enumerate(pending) if text == joined][:1] \
+            or [i for i, (_kind, text) in enumerate(pending) if text and text in joined] or ([0] if pending else [])
+        kinds = [pending[i][0] for i in taken]
+        for index in reversed(taken):
+            del pending[index]
+        if "steer" in kinds:
+            return ("emit", Injection(text=joined, origin="steer"), at)
         return ("opaque", "user", None, line_no)
 
     def _result(self, record: dict[str, Any], at: str | None) -> list[Item]:
