@@ -119,3 +119,31 @@ def test_event_lines_too():
         assert exc.message == 'unknown event name "nope"'
     else:
         raise AssertionError("the last event name was not read")
+
+
+def test_the_typed_decoder_refuses_disagreeing_tags_which_the_fast_path_relies_on():
+    """decode_command_line's fast path takes msgspec's typed decode of a line with repeated keys
+    as is: that decode keeps each field's last occurrence and refuses a union tag whose
+    occurrences disagree (in either order, at either level). Should msgspec ever read one
+    occurrence of a tag and ignore the other, this fails before the property above might."""
+    import msgspec
+
+    from metaharness.protocol.commands import Command
+
+    typed = msgspec.json.Decoder(Command).decode
+    f = '{"format":"metaharness.command/1","id":"a",'
+    for line in ('"command":"halt","command":"interrupt","reason":"r"}',
+                 '"command":"interrupt","reason":"r","command":"halt"}',
+                 '"command":"tool.decide","call_id":"c","decision":{"decision":"allow","decision":"deny","reason":"r"}}',
+                 '"command":"tool.decide","call_id":"c","decision":{"decision":"deny","reason":"r","decision":"allow"}}'):
+        try:
+            typed((f + line).encode())
+        except msgspec.ValidationError:
+            pass
+        else:
+            raise AssertionError(f"msgspec accepted disagreeing tags: {line}")
+    assert typed((f + '"command":"halt","reason":"x","command":"halt","reason":"y","id":"b"}').encode()) == Halt(id="b", reason="y")
+    line = f + '"command":"tool.decide","call_id":"c","decision":{"decision":"deny","reason":"r"},"decision":{"decision":"allow"}}'
+    assert typed(line.encode()) == ToolDecide(id="a", call_id="c", decision=Allow())
+    line = f + '"command":"tool.decide","call_id":"c","decision":{"decision":"replace","input":{"command":"a","command":"b"}}}'
+    assert typed(line.encode()).decision.input == {"command": "b"}

@@ -17,7 +17,6 @@ Rules kept:
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
@@ -153,12 +152,23 @@ def _no_repeats(pairs: list) -> None:
     return None
 
 
+_REPEATS_READER: Any = None  # json.JSONDecoder(object_pairs_hook=_no_repeats), built on first use
+
+
 def _last_wins(raw: bytes, obj: Any) -> bytes:
     """Duplicate keys: the last one wins — at every level, for every key. `obj`
     (msgspec's untyped parse) already holds the last occurrences; when `raw` repeats a
     key, the typed decode reads `obj` re-encoded instead of `raw`."""
+    global _REPEATS_READER
+    if _REPEATS_READER is None:
+        # One reader for every line: json.loads(..., object_pairs_hook=) builds a new decoder
+        # and scanner per call, which cost more than the rest of a refused line's slow path;
+        # json is imported here, as only this path needs it.
+        import json
+
+        _REPEATS_READER = json.JSONDecoder(object_pairs_hook=_no_repeats)
     try:
-        json.loads(raw, object_pairs_hook=_no_repeats)
+        _REPEATS_READER.decode(raw.decode("utf-8", "surrogatepass"))  # as json.loads reads bytes
     except _Repeated:
         return msgspec.json.encode(obj)
     except (ValueError, RecursionError):  # msgspec parsed it; a stricter reader cannot see repeats
@@ -255,11 +265,14 @@ def decode_command_line(raw: bytes) -> Any:
             if not raw.strip(_BLANK):
                 return None  # a blank line is no command and gets no answer
             return _decode_command_slow(raw)
-        # The tag is nearly always the first key; when the line holds no other "format"
+        # Repeated keys need no check here: msgspec's typed decode keeps each field's last
+        # occurrence, and refuses (ValidationError, the slow path above) a union tag — `command`,
+        # the decision's `decision` — whose occurrences disagree, so a line it accepts holds
+        # what its last occurrences say (pinned in tests/protocol/test_duplicate_keys.py).
+        # Scanning each line for repeated tag keys cost a third of a valid line's decode.
+        # The format tag is nearly always the first key; when the line holds no other "format"
         # (the last one is the first, at byte 1) that settles it without a second pass.
         # A later duplicate would win, so any other occurrence takes the decoder's word.
-        if raw.count(b'"command"') > 1 or raw.count(b'"decision"') > 2:
-            return _decode_command_slow(raw)  # a repeated tag: the typed decoder may not read the last one
         if (raw.rfind(b'"format"') == 1 and raw[:34] == _COMMAND_PREFIX) or _format_is_ours(raw):
             if command.id == RESERVED_ID:
                 return CommandRefusal(RESERVED_ID, RESERVED_ID_REASON)

@@ -8,7 +8,6 @@ requests) build the same value with the same rules.
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any, Literal
 
@@ -99,6 +98,8 @@ def exception_text(exc: BaseException) -> str:
 def message_of_body(body: Any) -> tuple[str | None, str | None]:
     """(message, error type) of a provider's error body: Anthropic's, OpenAI's and Gemini's shapes."""
     if isinstance(body, (bytes, str)):
+        import json  # imported here: only a failed request's body needs it, not `import metaharness.protocol`
+
         try:
             body = json.loads(body)
         except ValueError:
