@@ -1,12 +1,16 @@
 """Helpers for the Inspect agent tests: a scripted mockllm model (tool calls, then a last word),
-a sealed frame, one `inspect eval` of one sample in the `local` sandbox, and its log read back."""
+a sealed frame, one `inspect eval` of one sample in the `local` sandbox and its log read back, and
+that eval run in a child process in a loopback-only network namespace (for the real vendors)."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 from typing import Any
 
+import pytest
 from inspect_ai import Task, eval
 from inspect_ai.dataset import Sample
 from inspect_ai.log import EvalLog, read_eval_log
@@ -46,10 +50,10 @@ def scripted(calls: list[tuple[str, dict[str, Any]]], last: str = "done"):
     return answer
 
 
-def run_eval(solver, calls, tmp_path, *, prompt: str = "do the task", **eval_args: Any) -> EvalLog:
+def run_eval(solver, calls, log_dir, *, prompt: str = "do the task", **eval_args: Any) -> EvalLog:
     model = get_model("mockllm/model", custom_outputs=scripted(calls))
     task = Task(dataset=[Sample(input=prompt)], solver=solver, sandbox="local")
-    [log] = eval(task, model=model, log_dir=str(tmp_path / "logs"), display="none", **eval_args)
+    [log] = eval(task, model=model, log_dir=str(log_dir), display="none", **eval_args)
     return read_eval_log(log.location, resolve_attachments=True)
 
 
@@ -58,3 +62,38 @@ def decisions(log: EvalLog) -> list[dict[str, Any]]:
     [sample] = log.samples
     return [e.data for e in sample.events if e.event == "info" and e.source == "metaharness"
             and isinstance(e.data, dict) and "decided_by" in e.data]
+
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+VENDOR_DIR = os.path.join(ROOT, ".vendor", "node_modules", ".bin")
+
+
+def namespace_available() -> bool:
+    try:
+        probe = subprocess.run(["unshare", "-rnm", "sh", "-c", "ip link set lo up"], capture_output=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return probe.returncode == 0
+
+
+def run_eval_isolated(harness: str, frame_ops: list[str], calls, tmp_path) -> tuple[EvalLog, str]:
+    """One eval of `harness` under a frame, in a child process in a loopback-only namespace where the
+    machine allows one (else in a plain child); its log read back, and the working directory."""
+    binary = os.path.join(VENDOR_DIR, harness)
+    if not os.path.exists(binary):
+        pytest.fail(f"the pinned {harness} binary is missing at {binary}; run `make vendor`", pytrace=False)
+    work = tmp_path / "work"
+    work.mkdir()
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"harness": harness, "frame_ops": frame_ops, "calls": calls, "work": str(work),
+                                  "logs": str(tmp_path / "logs"), "vendor_dir": VENDOR_DIR}))
+    argv = [sys.executable, os.path.join(HERE, "inspect_child.py"), str(config)]
+    if namespace_available():
+        argv = ["unshare", "-rnm", *argv, "--in-namespace"]
+    else:
+        print("NOTE: unshare -rnm is not available; the Inspect e2e test runs without a network namespace",
+              file=sys.stderr)
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=240, cwd=str(tmp_path))
+    assert done.returncode == 0, done.stderr[-4000:]
+    return read_eval_log(done.stdout.strip().splitlines()[-1], resolve_attachments=True), str(work)

@@ -13,7 +13,7 @@ def test_frame_denies_a_write_and_allows_a_shell_command(tmp_path):
     calls = [("write", {"path": "denied.txt", "content": "no"}),
              ("bash", {"command": "echo yes > allowed.txt"})]
     agent = metaharness_agent("oharness", frame=frame(["shell"]), cwd=str(work), command=COMMAND)
-    log = run_eval(agent, calls, tmp_path)
+    log = run_eval(agent, calls, tmp_path / "logs")
     assert log.status == "success", log.error
     got = decisions(log)
     assert [(d["name"], d["decision"], d["decided_by"]) for d in got] == [
