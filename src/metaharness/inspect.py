@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import tempfile
 from dataclasses import dataclass, field
@@ -73,6 +74,18 @@ def _decisions(decisions: str | None, frame: Any, policy: Any) -> str:
         raise MetaharnessAgentError("InspectDecisionsUnknown", f"decisions={chosen!r} is not one of "
                                     + ", ".join(repr(d) for d in DECISIONS))
     return chosen
+
+
+_NAMED = re.compile(r"^metaharness: ([A-Z][A-Za-z0-9]+): (.+)$", re.MULTILINE)
+
+
+def _refused(stderr: str) -> MetaharnessAgentError:
+    """The run's refusal (its own name and sentence, from its stderr), or InspectRunRefused."""
+    named = _NAMED.findall(stderr)
+    if named:
+        return MetaharnessAgentError(*named[-1])
+    said = stderr.strip().splitlines()
+    return MetaharnessAgentError("InspectRunRefused", said[-1] if said else "metaharness run exited 2 and said nothing")
 
 
 def _policies(policy: str | Sequence[str] | None) -> list[str]:
@@ -194,23 +207,27 @@ def metaharness_agent(harness: str, *, frame: str | dict | None = None, policy: 
             proc = await box.exec_remote(argv, ExecRemoteStreamingOptions(
                 stdin_open=chosen == "inspect", cwd=cwd, env=env))
             pending, stderr, exit_code = b"", [], None
-            async for chunk in proc:
-                if chunk.type == "stderr":
-                    stderr.append(chunk.data)
-                elif chunk.type == "completed":
-                    exit_code = chunk.exit_code
-                elif chunk.type == "stdout":
-                    pending += chunk.data.encode()
-                    *whole, pending = pending.split(b"\n")
-                    for raw in whole:
-                        for command_ in await _on_line(run, raw + b"\n", bridge.state):
-                            await proc.write_stdin(encode_command_line(command_).decode())
-                        if run.closed is not None and chosen == "inspect":
-                            await proc.close_stdin()
-            _keep(run)
+            writing = chosen == "inspect"  # stdin stays open while the run may need an answer
+            try:
+                async for chunk in proc:
+                    if chunk.type == "stderr":
+                        stderr.append(chunk.data)
+                    elif chunk.type == "completed":
+                        exit_code = chunk.exit_code
+                    elif chunk.type == "stdout":
+                        pending += chunk.data.encode()
+                        *whole, pending = pending.split(b"\n")
+                        for raw in whole:
+                            answers = await _on_line(run, raw + b"\n", bridge.state)
+                            if writing and answers:
+                                await proc.write_stdin(b"".join(encode_command_line(c) for c in answers))
+                            if writing and (run.closed is not None or any(isinstance(c, Halt) for c in answers)):
+                                writing = False
+                                await proc.close_stdin()
+            finally:
+                _keep(run)
             if exit_code == 2 and not run.decisions:
-                said = "".join(stderr).strip().splitlines()
-                raise MetaharnessAgentError("InspectRunRefused", said[-1] if said else "metaharness run refused to start")
+                raise _refused("".join(stderr))
             transcript().info({"exit_code": exit_code, "decisions": len(run.decisions),
                                "closed": run.closed.reason if run.closed else None}, source="metaharness")
             return bridge.state

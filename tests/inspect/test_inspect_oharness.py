@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from metaharness.inspect import STORE_ATIF, STORE_DECISIONS, STORE_EVENTS, metaharness_agent
+import pytest
+
+from inspect_ai.approval import Approval, ApprovalPolicy, approver
+from inspect_ai.tool import ToolCall, ToolCallView
+
+from metaharness.inspect import STORE_ATIF, STORE_DECISIONS, STORE_EVENTS, MetaharnessAgentError, metaharness_agent
 
 from inspect_support import COMMAND, decisions, frame, run_eval
 
@@ -27,3 +32,83 @@ def test_frame_denies_a_write_and_allows_a_shell_command(tmp_path):
     atif = sample.store[STORE_ATIF]
     extras = [c["extra"]["metaharness"] for s in atif["steps"] for c in s.get("tool_calls") or []]
     assert [(x["decision"], x["ran"]) for x in extras] == [("deny", False), ("allow", True)]
+
+
+@approver
+def scripted_approver():
+    """Inspect's side: reject a write, rewrite `echo one`, terminate on `halt`, approve the rest."""
+
+    async def approve(message: str, call: ToolCall, view: ToolCallView, history: list) -> Approval:
+        command = call.arguments.get("command", "")
+        if call.function == "write":
+            return Approval(decision="reject", explanation="no writes here")
+        if "echo one" in command:
+            modified = ToolCall(id=call.id, function=call.function, arguments={"command": "echo two"})
+            return Approval(decision="modify", modified=modified, explanation="rewritten")
+        if "halt" in command:
+            return Approval(decision="terminate", explanation="stop the sample")
+        return Approval(decision="approve")
+
+    return approve
+
+
+def inspect_decided(tmp_path, calls):
+    work = tmp_path / "work"
+    work.mkdir()
+    agent = metaharness_agent("oharness", decisions="inspect", cwd=str(work), command=COMMAND)
+    log = run_eval(agent, calls, tmp_path / "logs",
+                   approval=[ApprovalPolicy(approver=scripted_approver(), tools="*")])
+    return log, work
+
+
+def test_inspect_approval_decides_every_call(tmp_path):
+    calls = [("write", {"path": "denied.txt", "content": "no"}),
+             ("bash", {"command": "echo one > modified.txt"}),
+             ("bash", {"command": "echo yes > allowed.txt"})]
+    log, work = inspect_decided(tmp_path, calls)
+    assert log.status == "success", log.error
+    got = decisions(log)
+    assert [(d["name"], d["decision"]) for d in got] == [("write", "deny"), ("bash", "replace"), ("bash", "allow")]
+    assert got[0]["reason"] == "no writes here"
+    [sample] = log.samples
+    events = sample.store[STORE_EVENTS]
+    [replaced] = [e for e in events if e["event"] == "tool.decided" and e["call_id"] == got[1]["call_id"]]
+    assert replaced["decision"] == {"decision": "replace", "input": {"command": "echo two"}}
+    # the replacement ran instead of the call (oharness's engine decides a replacement again, and
+    # a plain echo needs nobody's approval); the denied write never ran
+    [result] = [e for e in events if e["event"] == "tool.result" and e["call_id"] == got[1]["call_id"]]
+    assert "two" in result["content"] and not result["is_error"]
+    assert sorted(p.name for p in work.iterdir()) == ["allowed.txt"]
+    assert (work / "allowed.txt").read_text() == "yes\n"
+    # Inspect's own record of each approval sits in the same transcript (beside the bridge's `auto`
+    # approval of each model response, which keeps the eval's policy from deciding a call twice)
+    approvals = [(e.call.function, e.decision) for e in sample.events if e.event == "approval" and e.approver != "auto"]
+    assert approvals == [("write", "reject"), ("bash", "modify"), ("bash", "approve")]
+
+
+def test_an_approver_that_terminates_halts_the_run(tmp_path):
+    calls = [("bash", {"command": "echo halt > halted.txt"}), ("bash", {"command": "echo no > after.txt"})]
+    log, work = inspect_decided(tmp_path, calls)
+    got = decisions(log)
+    assert [(d["name"], d["decision"]) for d in got] == [("bash", "deny")]
+    assert list(work.iterdir()) == []
+    [sample] = log.samples
+    assert sample.store[STORE_EVENTS][-1]["reason"] == "steer-halt"  # the halt the approver asked for
+
+
+def test_a_policy_file_that_cannot_be_read_fails_the_sample_with_the_runs_own_refusal(tmp_path):
+    agent = metaharness_agent("oharness", policy=str(tmp_path / "missing.json"), command=COMMAND)
+    log = run_eval(agent, [("bash", {"command": "echo no > x.txt"})], tmp_path / "logs")
+    assert log.status == "error"
+    assert "PolicyInvalid: " in log.samples[0].error.message
+
+
+@pytest.mark.parametrize("arguments, name", [
+    ({"harness": "aider"}, "InspectHarnessUnknown"),
+    ({"harness": "oharness", "decisions": "ask"}, "InspectAskMode"),
+    ({"harness": "oharness", "decisions": "vote"}, "InspectDecisionsUnknown"),
+])
+def test_a_wrong_configuration_is_refused_by_name(arguments, name):
+    with pytest.raises(MetaharnessAgentError) as refused:
+        metaharness_agent(**arguments)
+    assert refused.value.name == name
