@@ -42,6 +42,7 @@ from metaharness.export.atif import trajectory
 from metaharness.export.source import ExportError, read_stream
 from metaharness.protocol.commands import Halt, ToolDecide
 from metaharness.protocol.decode import decode_event_line, encode_command_line
+from metaharness.protocol.frame import Frame, document_bytes
 from metaharness.protocol.events import StreamClosed, ToolDecided, ToolRequested
 from metaharness.protocol.values import Allow, Deny, Replace
 from metaharness.run.spec import KINDS, RunSpec
@@ -157,8 +158,41 @@ def _keep(run: _Run) -> None:
         os.unlink(path)
 
 
+class _Carry:
+    """Frames and policy files into the sandbox: a sealed `Frame` or a dict is written there; a path that exists on this
+    machine is read here and copied there; any other path is taken as a path in the sandbox."""
+
+    def __init__(self, box: Any) -> None:
+        self.box, self.dir = box, None
+
+    async def put(self, name: str, value: Any) -> str | None:
+        if value is None:
+            return None
+        if isinstance(value, Frame):
+            data: str | bytes = document_bytes(value)
+        elif isinstance(value, dict):
+            data = json.dumps(value)
+        elif os.path.isfile(value):
+            with open(value, "rb") as handle:
+                data = handle.read()
+        else:
+            return os.fspath(value)
+        if self.dir is None:
+            made = await self.box.exec(["mktemp", "-d"])
+            if not made.success:
+                raise MetaharnessAgentError("InspectRunRefused", f"no scratch directory in the sandbox: {made.stderr.strip()}")
+            self.dir = made.stdout.strip()
+        path = f"{self.dir}/{name}"
+        await self.box.write_file(path, data)
+        return path
+
+    async def close(self) -> None:
+        if self.dir is not None:
+            await self.box.exec(["rm", "-rf", self.dir])
+
+
 @agent
-def metaharness_agent(harness: str, *, frame: str | dict | None = None, policy: str | Sequence[str] | None = None,
+def metaharness_agent(harness: str, *, frame: Frame | dict | str | None = None, policy: str | Sequence[str] | None = None,
                       decisions: str | None = None, model: str | None = None, cwd: str | None = None,
                       command: Sequence[str] = ("metaharness",), vendor_dir: str | None = None,
                       posture: str | None = None, max_turns: int | None = None, env: dict[str, str] | None = None,
@@ -167,9 +201,12 @@ def metaharness_agent(harness: str, *, frame: str | dict | None = None, policy: 
 
     Args:
         harness: oharness, claude, codex, opencode or gemini.
-        frame: a sealed frame document: its path in the sandbox, or the document as a dict
-            (written into the sandbox for the run). Frame mode is the default.
-        policy: one or more policy files (paths in the sandbox); policy mode when no frame is given.
+        frame: a sealed frame: a `Frame` (`metaharness.protocol.frame.seal`), its document as a
+            dict, or a path. A value, or a path to a file on this machine, is copied into the
+            sandbox for the run; another path is one in the sandbox.
+            Frame mode is the default.
+        policy: one or more policy (OHarness permission settings) files, paths carried the same
+            way; policy mode when no frame is given.
         decisions: "frame", "policy", "observe", or "inspect" (the eval's approval policy decides).
         model: the model the harness asks for (the bridge serves every name with the eval's model).
         cwd: the harness's working directory in the sandbox (the sandbox's own by default).
@@ -186,14 +223,18 @@ def metaharness_agent(harness: str, *, frame: str | dict | None = None, policy: 
     policies = _policies(policy)
 
     async def execute(state: AgentState) -> AgentState:
-        box = sandbox(sandbox_name)
-        frame_path = frame
-        if isinstance(frame, dict):
-            made = await box.exec(["mktemp", "-d"])
-            frame_path = made.stdout.strip() + "/frame.json"
-            await box.write_file(frame_path, json.dumps(frame))
+        carry = _Carry(sandbox(sandbox_name))
+        try:
+            return await run_in(carry, state)
+        finally:
+            await carry.close()
+
+    async def run_in(carry: _Carry, state: AgentState) -> AgentState:
+        box = carry.box
+        frame_path = await carry.put("frame.json", frame)
+        policy_paths = [await carry.put(f"policy-{i}.json", p) for i, p in enumerate(policies, 1)]
         spec = RunSpec(kind=harness, prompt=_prompt(state), frame=frame_path, decisions=DECISIONS[chosen],
-                       policy_files=policies, model=model or HARNESS_MODEL.get(harness), cwd=cwd,
+                       policy_files=policy_paths, model=model or HARNESS_MODEL.get(harness), cwd=cwd,
                        vendor_dir=vendor_dir, posture=posture, max_turns=max_turns,
                        model_endpoint=f"http://127.0.0.1:{port}")
         argv = [*command, *spec_to_argv(spec)]

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import pathlib
+import re
+import subprocess
+import sys
+
 import pytest
 
 from inspect_ai.approval import Approval, ApprovalPolicy, approver
@@ -112,3 +117,16 @@ def test_a_wrong_configuration_is_refused_by_name(arguments, name):
     with pytest.raises(MetaharnessAgentError) as refused:
         metaharness_agent(**arguments)
     assert refused.value.name == name
+
+
+def test_the_guide_program_prints_what_the_guide_says():
+    page = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "guides" / "inspect.md").read_text()
+    program = re.search(r"```python\n(.*?)```", page, re.S).group(1)
+    printed = re.search(r"It prints:\n\n```text\n(.*?)```", page, re.S).group(1)
+    # the guide says `metaharness`; here it is this interpreter's (the local sandbox's PATH may lack it)
+    assert 'metaharness_agent("oharness", frame=frame, cwd=work)' in program
+    program = program.replace('metaharness_agent("oharness", frame=frame, cwd=work)',
+                              f'metaharness_agent("oharness", frame=frame, cwd=work, command={list(COMMAND)!r})')
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout == printed
