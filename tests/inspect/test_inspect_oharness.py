@@ -7,12 +7,11 @@ import re
 import subprocess
 import sys
 
-import pytest
 
 from inspect_ai.approval import Approval, ApprovalPolicy, approver
 from inspect_ai.tool import ToolCall, ToolCallView
 
-from metaharness.inspect import STORE_ATIF, STORE_DECISIONS, STORE_EVENTS, MetaharnessAgentError, metaharness_agent
+from metaharness.inspect import STORE_ATIF, STORE_DECISIONS, STORE_EVENTS, metaharness_agent
 
 from inspect_support import COMMAND, decisions, frame, run_eval
 
@@ -106,17 +105,6 @@ def test_a_policy_file_that_cannot_be_read_fails_the_sample_with_the_runs_own_re
     log = run_eval(agent, [("bash", {"command": "echo no > x.txt"})], tmp_path / "logs")
     assert log.status == "error"
     assert "PolicyInvalid: " in log.samples[0].error.message
-
-
-@pytest.mark.parametrize("arguments, name", [
-    ({"harness": "aider"}, "InspectHarnessUnknown"),
-    ({"harness": "oharness", "decisions": "ask"}, "InspectAskMode"),
-    ({"harness": "oharness", "decisions": "vote"}, "InspectDecisionsUnknown"),
-])
-def test_a_wrong_configuration_is_refused_by_name(arguments, name):
-    with pytest.raises(MetaharnessAgentError) as refused:
-        metaharness_agent(**arguments)
-    assert refused.value.name == name
 
 
 def test_the_guide_program_prints_what_the_guide_says():
