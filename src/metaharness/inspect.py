@@ -193,7 +193,7 @@ class _Carry:
 
 @agent
 def metaharness_agent(harness: str, *, frame: Frame | dict | str | None = None, policy: str | Sequence[str] | None = None,
-                      decisions: str | None = None, model: str | None = None, cwd: str | None = None,
+                      decisions: str | None = None, policy_mode: str | None = None, model: str | None = None, cwd: str | None = None,
                       command: Sequence[str] = ("metaharness",), vendor_dir: str | None = None,
                       posture: str | None = None, max_turns: int | None = None, env: dict[str, str] | None = None,
                       port: int = 13131, sandbox_name: str | None = None) -> Agent:
@@ -208,6 +208,7 @@ def metaharness_agent(harness: str, *, frame: Frame | dict | str | None = None, 
         policy: one or more policy (OHarness permission settings) files, paths carried the same
             way; policy mode when no frame is given.
         decisions: "frame", "policy", "observe", or "inspect" (the eval's approval policy decides).
+        policy_mode: the permission mode of policy mode (`metaharness run --policy-mode`).
         model: the model the harness asks for (the bridge serves every name with the eval's model).
         cwd: the harness's working directory in the sandbox (the sandbox's own by default).
         command: how `metaharness` is started in the sandbox.
@@ -234,7 +235,7 @@ def metaharness_agent(harness: str, *, frame: Frame | dict | str | None = None, 
         frame_path = await carry.put("frame.json", frame)
         policy_paths = [await carry.put(f"policy-{i}.json", p) for i, p in enumerate(policies, 1)]
         spec = RunSpec(kind=harness, prompt=_prompt(state), frame=frame_path, decisions=DECISIONS[chosen],
-                       policy_files=policy_paths, model=model or HARNESS_MODEL.get(harness), cwd=cwd,
+                       policy_files=policy_paths, policy_mode=policy_mode, model=model or HARNESS_MODEL.get(harness), cwd=cwd,
                        vendor_dir=vendor_dir, posture=posture, max_turns=max_turns,
                        model_endpoint=f"http://127.0.0.1:{port}")
         argv = [*command, *spec_to_argv(spec)]

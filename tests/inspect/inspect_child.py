@@ -3,7 +3,8 @@ loopback-only network namespace (`unshare -rnm … --in-namespace`): the vendor 
 proxy and Inspect all share `lo` and nothing else, so a vendor's phone-home has nowhere to go.
 
 Usage: python inspect_child.py CONFIG.json [--in-namespace]
-CONFIG: {"harness", "frame_ops", "calls": [[name, arguments], …], "work", "logs", "vendor_dir"}.
+CONFIG: {"harness", "frame_ops" or "policy" (+ "policy_mode"), "calls": [[name, arguments], …], "work",
+"logs", "vendor_dir"}.
 Prints the log's location as its last line.
 """
 
@@ -25,8 +26,10 @@ def main() -> None:
     config = json.loads(pathlib.Path(sys.argv[1]).read_text())
     if "--in-namespace" in sys.argv:
         subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
-    agent = metaharness_agent(config["harness"], frame=frame(config["frame_ops"]), cwd=config["work"],
-                              command=COMMAND, vendor_dir=config["vendor_dir"])
+    decider = ({"frame": frame(config["frame_ops"])} if "frame_ops" in config
+               else {"policy": config["policy"], "policy_mode": config.get("policy_mode")})
+    agent = metaharness_agent(config["harness"], cwd=config["work"], command=COMMAND, vendor_dir=config["vendor_dir"],
+                              **decider)
     log = run_eval(agent, [tuple(c) for c in config["calls"]], pathlib.Path(config["logs"]))
     print(log.location)
 

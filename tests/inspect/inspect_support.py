@@ -77,16 +77,17 @@ def namespace_available() -> bool:
     return probe.returncode == 0
 
 
-def run_eval_isolated(harness: str, frame_ops: list[str], calls, tmp_path) -> tuple[EvalLog, str]:
-    """One eval of `harness` under a frame, in a child process in a loopback-only namespace where the
-    machine allows one (else in a plain child); its log read back, and the working directory."""
+def run_eval_isolated(harness: str, decider: dict[str, Any], calls, tmp_path) -> tuple[EvalLog, str]:
+    """One eval of `harness` under a decider (`frame_ops`, or `policy` and `policy_mode`), in a child
+    process in a loopback-only namespace where the machine allows one (else in a plain child); its
+    log read back, and the working directory."""
     binary = os.path.join(VENDOR_DIR, harness)
     if not os.path.exists(binary):
         pytest.fail(f"the pinned {harness} binary is missing at {binary}; run `make vendor`", pytrace=False)
     work = tmp_path / "work"
-    work.mkdir()
+    work.mkdir(exist_ok=True)
     config = tmp_path / "config.json"
-    config.write_text(json.dumps({"harness": harness, "frame_ops": frame_ops, "calls": calls, "work": str(work),
+    config.write_text(json.dumps({"harness": harness, **decider, "calls": calls, "work": str(work),
                                   "logs": str(tmp_path / "logs"), "vendor_dir": VENDOR_DIR}))
     argv = [sys.executable, os.path.join(HERE, "inspect_child.py"), str(config)]
     if namespace_available():

@@ -14,7 +14,7 @@ def test_claude_code_under_a_frame_in_inspect(tmp_path):
     work = tmp_path / "work"
     calls = [["Write", {"file_path": str(work / "denied.txt"), "content": "no"}],
              ["Bash", {"command": "echo yes > allowed.txt"}]]
-    log, work_dir = run_eval_isolated("claude", ["shell"], calls, tmp_path)
+    log, work_dir = run_eval_isolated("claude", {"frame_ops": ["shell"]}, calls, tmp_path)
     assert log.status == "success", log.error
     assert [(d["name"], d["decision"], d["decided_by"], d["seam"]) for d in decisions(log)] == [
         ("Write", "deny", "frame", "hook"), ("Bash", "allow", "frame", "hook")]
