@@ -55,6 +55,8 @@ TIERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "tests/run/test_model_failures.py",
         # a workflow stopped at every boundary and mid-step, then resumed
         "tests/workflow/test_resume_property.py",
+        # a real `inspect eval` per test (Inspect, its bridge and oharness: 10-35 s each)
+        "tests/inspect/test_inspect_oharness.py",
     )),
 )
 # Fixtures that put a test in a tier wherever it is.

@@ -13,6 +13,8 @@ against the rules below. The floors, from the ground up:
 * `metaharness.run` — the run; imports no adapter package (only the registry and the contract);
 * workflow, batch, replay — above the run: of it they import only `metaharness.run.spec`, and
   reach the rest through the library API `metaharness.api`, as an embedder would;
+* `metaharness.inspect` — the Inspect agent, on top: the same rule as those, and nothing of ours
+  imports it (it imports `inspect_ai`, which nothing else may need);
 * and no cycle between packages.
 
 Where today's code breaks a rule, the break is listed in ALLOWED with the reason; an entry
@@ -33,7 +35,8 @@ OURS = ("metaharness", "oharness")
 ADAPTER_SHARED = ("metaharness.adapters.base", "metaharness.adapters.process", "metaharness.adapters.acp")
 # What an adapter may import of ours besides its own package and ADAPTER_SHARED.
 ADAPTER_FLOORS = ("metaharness.protocol", "metaharness.permissions", "metaharness.loopback")
-ABOVE_RUN = ("metaharness.workflow", "metaharness.batch", "metaharness.replay", "metaharness.export")
+ABOVE_RUN = ("metaharness.workflow", "metaharness.batch", "metaharness.replay", "metaharness.export",
+             "metaharness.inspect")
 
 # (importer, imported) → why it is still allowed. Named in the report of the restructuring.
 # Empty: every arrow points down. (The CLI reference generator, which imports both command
@@ -118,6 +121,8 @@ def wrong_way(importer: str, imported: str) -> str | None:
         theirs = adapter_package(imported)
         if theirs is not None and theirs not in ADAPTER_SHARED[:2]:
             return "the run imports no adapter package, only the registry and the contract"
+    if within(imported, "metaharness.inspect") and not within(importer, "metaharness.inspect"):
+        return "the Inspect agent is the top layer: nothing of ours imports it"
     if any(within(importer, p) for p in ABOVE_RUN):
         if within(imported, "metaharness.run") and imported != "metaharness.run.spec":
             return "workflow, batch and replay use the run through metaharness.api (or its spec)"
@@ -215,6 +220,9 @@ def test_no_cycle_between_packages():
     ("metaharness.replay.redecide", "metaharness.adapters"),
     ("metaharness.batch.plan", "metaharness.cli.main"),
     ("metaharness.adapters.acp.doctor", "metaharness.run.spec"),
+    ("metaharness.inspect", "metaharness.run.loop"),
+    ("metaharness.inspect", "metaharness.adapters.claude"),
+    ("metaharness.cli.main", "metaharness.inspect"),
 ])
 def test_a_wrong_arrow_is_caught(importer, imported):
     assert wrong_way(importer, imported) is not None
@@ -231,6 +239,8 @@ def test_a_wrong_arrow_is_caught(importer, imported):
     ("metaharness.replay.redecide", "metaharness.api"),
     ("metaharness.adapters.codex.rpc", "metaharness.adapters.process.jsonrpc"),
     ("metaharness.cli.acp_doctor", "metaharness.adapters.acp.seam"),
+    ("metaharness.inspect", "metaharness.api"),
+    ("metaharness.inspect", "metaharness.export.atif"),
 ])
 def test_a_right_arrow_passes(importer, imported):
     assert wrong_way(importer, imported) is None

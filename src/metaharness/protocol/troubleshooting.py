@@ -26,6 +26,7 @@ WORKFLOW = "workflow run / resume"
 BATCH = "batch check / run"
 REPLAY = "record / replay"
 FRAME = "frame, run --frame"
+INSPECT = "Inspect agent (metaharness.inspect)"
 
 REFUSALS: tuple[Trouble, ...] = (
     Trouble("CommandUnavailable", START, "the run requires a command (`--require`, a workflow's `frame.set`/`message.inject`) the harness cannot honour.",
@@ -86,6 +87,16 @@ REFUSALS: tuple[Trouble, ...] = (
             "Run in a working directory with no such file above it, or move the file."),
     Trouble("ModelInvalid", START, "`--model` is not `PROVIDER:MODEL` for a known provider, or it was given with `--script`.",
             "Spell it `anthropic:MODEL`, `openai:MODEL` or `chat:MODEL`; a scripted run takes no model."),
+    Trouble("InspectAskMode", INSPECT, "`metaharness_agent(decisions=\"ask\")`: inside an Inspect sample there is nobody to ask.",
+            "Use `decisions=\"inspect\"` to have the eval's approval policy decide, or a frame or policy."),
+    Trouble("InspectDecisionsUnknown", INSPECT, "`metaharness_agent(decisions=...)` named no decision mode it knows.",
+            "Use `frame`, `policy`, `observe` or `inspect`."),
+    Trouble("InspectHarnessUnknown", INSPECT, "`metaharness_agent(harness=...)` named no harness metaharness drives.",
+            "Use `oharness`, `claude`, `codex`, `opencode` or `gemini`."),
+    Trouble("InspectNoPrompt", INSPECT, "the sample has no user message to start the harness's first turn with.",
+            "Give the sample an `input`."),
+    Trouble("InspectRunRefused", INSPECT, "`metaharness run` in the sample's sandbox exited refused without naming why (usually: `metaharness` is not installed there).",
+            "Install metaharness in the sandbox, or pass `command=` with how to start it there; its stderr is in the error."),
     Trouble("NoApiKey", START, "the credential mode or provider needs an API key, and its variable is not set.",
             "Export the variable the sentence names (for example `ANTHROPIC_API_KEY` or `OPENAI_API_KEY`)."),
     Trouble("NoLedger", WORKFLOW, "`workflow resume` was pointed at a directory with no `workflow.jsonl`.", "Point it at the `--out` directory of a workflow run."),
