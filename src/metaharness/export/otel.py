@@ -29,12 +29,13 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, Sp
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
+from metaharness.protocol.harnesses import REGISTRY
 from metaharness.view.stream import decision_word
 
 from .source import ExportError, Stream
 
 # gen_ai.provider.name per harness; oharness's model is PROVIDER:MODEL and names its own.
-_PROVIDER = {"claude": "anthropic", "codex": "openai", "gemini": "gcp.gemini"}
+_PROVIDER = {kind: entry.provider for kind, entry in REGISTRY.items() if entry.provider}
 
 
 def _provider(adapter: str, model: str | None) -> str | None:
