@@ -91,5 +91,5 @@ def test_the_wire_and_the_plan_take_exactly_the_registry_kinds():
         field = next(f for f in mi.type_info(struct).fields if f.name == name)
         return field.type.values
 
-    assert literal(SessionStarted, "adapter") == KINDS
-    assert literal(PlanHarness, "kind") == KINDS
+    assert sorted(literal(SessionStarted, "adapter")) == sorted(KINDS)
+    assert sorted(literal(PlanHarness, "kind")) == sorted(KINDS)
