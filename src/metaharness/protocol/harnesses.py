@@ -48,6 +48,8 @@ HARNESSES: tuple[Harness, ...] = (
     Harness("gemini", "Gemini CLI", "metaharness.adapters.acp.gemini:GeminiAdapter",
             doctor="metaharness.cli.acp_doctor:gemini", package="@google/gemini-cli", pin="0.61.0", binary="gemini",
             provider="gcp.gemini"),
+    Harness("qwen", "Qwen Code", "metaharness.adapters.acp.qwen:QwenAdapter",
+            doctor="metaharness.cli.acp_doctor:qwen", package="@qwen-code/qwen-code", pin="0.24.4", binary="qwen"),
 )
 
 REGISTRY: dict[str, Harness] = {entry.name: entry for entry in HARNESSES}
