@@ -106,6 +106,15 @@ class GeminiAdapter(AcpAdapter):
     def descriptor(cls) -> CapabilityDescriptor:
         return acp_descriptor(cls.kind, PIN, RENDERING, FIXED_REFUSAL, subjectless=tuple(SUBJECTLESS))
 
+    @classmethod
+    def pinning(cls, modules: Any) -> list[tuple[str, str | None]]:
+        """The switches a run imposes, as the doctor shows them."""
+        return [
+            ("asking", "--approval-mode default, --policy ask-all.toml (every tool ask_user), "
+                       "security.disableAlwaysAllow, GEMINI_CLI_TRUST_WORKSPACE unset"),
+            ("phone-home", "privacy.usageStatisticsEnabled false (no usage telemetry)"),
+        ]
+
     def vendor_plan(self) -> None:
         frame = frame_of(self.spec)
         ops = frame_operation_names(frame)

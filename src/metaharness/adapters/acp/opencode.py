@@ -162,6 +162,18 @@ class OpencodeAdapter(AcpAdapter):
     def descriptor(cls) -> CapabilityDescriptor:
         return acp_descriptor(cls.kind, PIN, RENDERING, FIXED_REFUSAL)
 
+    @classmethod
+    def pinning(cls, modules: Path) -> list[tuple[str, str | None]]:
+        """The switches a run imposes, as the doctor shows them (None: cannot be imposed here)."""
+        plugin = modules / "@opencode-ai" / "plugin" / "package.json"
+        return [
+            ("asking", f"permission {json.dumps(PERMISSION)} in the global config and OPENCODE_PERMISSION; "
+                       "OPENCODE_DISABLE_PROJECT_CONFIG=1"),
+            ("phone-home", "OPENCODE_DISABLE_MODELS_FETCH=1, autoupdate false, share disabled"),
+            ("plugin package", f"@opencode-ai/plugin {json.loads(plugin.read_text()).get('version')} pre-installed "
+                               "(no background npm install)" if plugin.is_file() else None),
+        ]
+
     def vendor_plan(self) -> None:
         frame = frame_of(self.spec)
         if "subagent.spawn" in frame_operation_names(frame):
