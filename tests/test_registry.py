@@ -93,3 +93,13 @@ def test_the_wire_and_the_plan_take_exactly_the_registry_kinds():
 
     assert sorted(literal(SessionStarted, "adapter")) == sorted(KINDS)
     assert sorted(literal(PlanHarness, "kind")) == sorted(KINDS)
+
+
+@pytest.mark.parametrize("entry", HARNESSES, ids=lambda entry: entry.name)
+def test_each_rendering_is_an_inverse_of_its_tool_table(entry):
+    """Every operation the descriptor renders names a tool of the table that performs it."""
+    cls = adapter_class(entry.name)
+    for op, tool in cls.descriptor().rendering.items():
+        if tool is not None:
+            row = cls.tools[tool]
+            assert op == row.op or op in row.renders, (op, tool)

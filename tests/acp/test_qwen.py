@@ -17,7 +17,7 @@ import subprocess
 import pytest
 
 from metaharness.adapters import adapter_class
-from metaharness.adapters.acp.qwen import SETTINGS, TOOLS, QwenAdapter, rendering
+from metaharness.adapters.acp.qwen import RENDERING, SETTINGS, TOOLS, QwenAdapter
 from metaharness.adapters.base import StartRefusal
 from metaharness.cli.acp_doctor import FIXTURES, conformance_checks
 from metaharness.loopback.wire_chat import render_chat
@@ -55,7 +55,7 @@ def test_the_registry_serves_the_adapter_and_its_descriptor():
 
 
 def test_the_rendering_is_the_inverse_of_the_tool_table():
-    table = rendering()
+    table = RENDERING
     for op, tool in table.items():
         if tool is not None:
             assert TOOLS[tool].op == op

@@ -27,7 +27,7 @@ import os
 from functools import partial
 from typing import Any, ClassVar
 
-from metaharness.adapters.base import StartRefusal, Tool
+from metaharness.adapters.base import StartRefusal, Tool, rendering_of
 from metaharness.protocol.descriptor import CapabilityDescriptor
 from metaharness.protocol.values import ImposedRow
 
@@ -52,11 +52,6 @@ TOOLS: dict[str, tuple[str, str | None]] = {
     "activate_skill": ("skill.load", None),
     "invoke_agent": ("subagent.spawn", None),
     "write_todos": ("task.todo", None),
-}
-RENDERING: dict[str, str | None] = {
-    "dir.list": "list_directory", "file.edit": "replace", "file.read": "read_file", "file.write": "write_file",
-    "mcp.call": None, "search": "grep_search", "shell": "run_shell_command", "skill.load": "activate_skill",
-    "subagent.spawn": None, "task.todo": None, "web.read": "web_fetch",
 }
 POLICY_FILE_TOOLS = {"write_file": "Write", "replace": "Edit", "read_file": "Read"}
 # The operations whose permission request shows no subject.
@@ -93,13 +88,18 @@ def shown_path(name: str, input: Any) -> str | None:
     return None
 
 
+
+# The tool table: the subject is the path Gemini CLI shows for the call. invoke_agent's inner
+# calls never reach the seam and write_todos is not rendered: neither is a rendering.
+TABLE = {name: Tool(op, partial(shown_path, name)) for name, (op, _) in TOOLS.items()}
+RENDERING = rendering_of(TABLE, unrendered=("subagent.spawn", "task.todo"))
+
 class GeminiAdapter(AcpAdapter):
     kind: ClassVar[str] = "gemini"
     binary_name = "gemini"
     package = "@google/gemini-cli"
     pin = PIN
-    # The tool table: the subject is the path Gemini CLI shows for the call.
-    tools = {name: Tool(op, partial(shown_path, name)) for name, (op, _) in TOOLS.items()}
+    tools = TABLE
     fixed_refusal = FIXED_REFUSAL
 
     @classmethod

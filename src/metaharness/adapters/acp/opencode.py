@@ -41,7 +41,7 @@ import secrets
 from pathlib import Path
 from typing import Any, ClassVar
 
-from metaharness.adapters.base import StartRefusal, Tool, path_at
+from metaharness.adapters.base import StartRefusal, Tool, path_at, rendering_of
 from metaharness.protocol.descriptor import CapabilityDescriptor
 from metaharness.protocol.values import ImposedRow
 
@@ -66,11 +66,7 @@ TOOLS: dict[str, Tool] = {
     "skill": Tool("skill.load"),
     "task": Tool("subagent.spawn"),
 }
-RENDERING: dict[str, str | None] = {
-    "dir.list": "glob", "file.edit": "edit", "file.read": "read", "file.write": "write", "mcp.call": None,
-    "search": "grep", "shell": "bash", "skill.load": "skill", "subagent.spawn": None, "task.todo": "todowrite",
-    "web.read": "webfetch",
-}
+RENDERING = rendering_of(TOOLS, unrendered=("subagent.spawn",))  # task stays denied
 # opencode tool → (the policy engine's tool name, input key renames): the engine reads Claude Code's words.
 POLICY_VIEW: dict[str, tuple[str, dict[str, str]]] = {
     "bash": ("Bash", {"command": "command"}),

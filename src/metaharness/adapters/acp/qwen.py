@@ -36,7 +36,7 @@ from __future__ import annotations
 import json
 from typing import Any, ClassVar
 
-from metaharness.adapters.base import StartRefusal, Tool, path_at
+from metaharness.adapters.base import StartRefusal, Tool, path_at, rendering_of
 from metaharness.protocol.descriptor import CapabilityDescriptor
 from metaharness.protocol.harnesses import harness
 from metaharness.protocol.values import ImposedRow
@@ -60,8 +60,7 @@ TOOLS: dict[str, Tool] = {
 }
 # The operations with no rendering: no subagent (denied by the pinning), and the deferred tools.
 UNRENDERED = ("mcp.call", "subagent.spawn", "task.todo", "web.read")
-OPERATIONS = ("dir.list", "file.edit", "file.read", "file.write", "mcp.call", "search", "shell", "skill.load",
-              "subagent.spawn", "task.todo", "web.read")
+RENDERING = rendering_of(TOOLS, unrendered=UNRENDERED)
 FIXED_REFUSAL = 'Tool "<name>" was canceled by the user.'
 SETTINGS: dict[str, Any] = {
     "security": {"auth": {"selectedType": "openai"}, "folderTrust": {"enabled": True}},
@@ -70,14 +69,6 @@ SETTINGS: dict[str, Any] = {
     "telemetry": {"enabled": False},
     "general": {"enableAutoUpdate": False},
 }
-
-
-def rendering() -> dict[str, str | None]:
-    """Each operation's tool, the first in the tool table that renders to it (the inverse of TOOLS)."""
-    first: dict[str, str] = {}
-    for name, tool in TOOLS.items():
-        first.setdefault(tool.op, name)
-    return {op: None if op in UNRENDERED else first.get(op) for op in OPERATIONS}
 
 
 def tool_name(tool_call: dict) -> str:
@@ -95,7 +86,7 @@ class QwenAdapter(AcpAdapter):
 
     @classmethod
     def descriptor(cls) -> CapabilityDescriptor:
-        return acp_descriptor(cls.kind, ENTRY.pin, rendering(), FIXED_REFUSAL)
+        return acp_descriptor(cls.kind, ENTRY.pin, RENDERING, FIXED_REFUSAL)
 
     @classmethod
     def pinning(cls, modules: Any) -> list[tuple[str, str | None]]:
