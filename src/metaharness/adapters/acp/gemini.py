@@ -29,13 +29,14 @@ from typing import Any, ClassVar
 
 from metaharness.adapters.base import StartRefusal, Tool, rendering_of
 from metaharness.protocol.descriptor import CapabilityDescriptor
+from metaharness.protocol.harnesses import harness
 from metaharness.protocol.values import ImposedRow
 
 from . import launch
 from .adapter import (PLACEHOLDER_KEY, AcpAdapter, acp_descriptor, frame_has_subject_rules, frame_of,
                    frame_operation_names)
 
-PIN = "0.61.0"
+PIN = harness("gemini").pin  # the registry's (protocol/harnesses.py)
 MODE = "default"
 ASK_ALL = '[[rule]]\ntoolName = "*"\ndecision = "ask_user"\npriority = 999\n'
 # Gemini tool → neutral operation; how its subject is found (None: no subject shown)
@@ -97,7 +98,7 @@ RENDERING = rendering_of(TABLE, unrendered=("subagent.spawn", "task.todo"))
 class GeminiAdapter(AcpAdapter):
     kind: ClassVar[str] = "gemini"
     binary_name = "gemini"
-    package = "@google/gemini-cli"
+    package = harness("gemini").package
     pin = PIN
     tools = TABLE
     fixed_refusal = FIXED_REFUSAL

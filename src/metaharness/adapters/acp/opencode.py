@@ -43,12 +43,13 @@ from typing import Any, ClassVar
 
 from metaharness.adapters.base import StartRefusal, Tool, path_at, rendering_of
 from metaharness.protocol.descriptor import CapabilityDescriptor
+from metaharness.protocol.harnesses import harness
 from metaharness.protocol.values import ImposedRow
 
 from . import launch
 from .adapter import PLACEHOLDER_KEY, AcpAdapter, acp_descriptor, frame_of, frame_operation_names
 
-PIN = "1.18.33"
+PIN = harness("opencode").pin  # the registry's (protocol/harnesses.py)
 PERMISSION = {"*": "ask", "task": "deny"}
 PROVIDER = "metaharness"
 MODEL = "loopback"
@@ -149,7 +150,7 @@ def config(base_url: str, model: str) -> dict[str, Any]:
 class OpencodeAdapter(AcpAdapter):
     kind: ClassVar[str] = "opencode"
     binary_name = "opencode"
-    package = "opencode-ai"
+    package = harness("opencode").package
     pin = PIN
     fixed_refusal = FIXED_REFUSAL
     tools = TOOLS
