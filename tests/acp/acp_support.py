@@ -25,6 +25,13 @@ E2E_ROOT = Path(os.path.expanduser("~")) / ".cache" / "metaharness" / "acp-e2e"
 KINDS = ("opencode", "gemini")
 
 
+def vendor_dir(kind: str) -> Path:
+    """Where `kind`'s launcher is: .vendor (`make vendor`), else the first directory of
+    MH_E2E_VENDOR_DIRS (colon-separated) that holds it — for a pin the shared install lacks."""
+    extra = [Path(d) for d in os.environ.get("MH_E2E_VENDOR_DIRS", "").split(":") if d]
+    return next((d for d in [VENDOR, *extra] if (d / kind).exists()), VENDOR)
+
+
 def netns_available() -> bool:
     try:
         done = subprocess.run(["unshare", "--user", "--map-root-user", "--net", "--mount", "true"],
@@ -62,7 +69,7 @@ class AcpRun(EventStream):
         self.kind = kind
         self.case_dir = case_dir
         self.dns_log = case_dir / "dns.log"
-        command = [str(METAHARNESS), "run", kind, "--vendor-dir", str(VENDOR), *args]
+        command = [str(METAHARNESS), "run", kind, "--vendor-dir", str(vendor_dir(kind)), *args]
         self.namespaced = namespace and NETNS_OK
         if self.namespaced:
             command = ["unshare", "--user", "--map-root-user", "--net", "--mount",

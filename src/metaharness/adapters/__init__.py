@@ -6,18 +6,12 @@ ACP harnesses share the `acp` package, one vendor module each."""
 
 from __future__ import annotations
 
-import importlib
+from metaharness.protocol.harnesses import REGISTRY, load
 
-KINDS: dict[str, str] = {
-    "oharness": "metaharness.adapters.oharness:OHarnessAdapter",
-    "claude": "metaharness.adapters.claude:ClaudeAdapter",
-    "codex": "metaharness.adapters.codex:CodexAdapter",
-    "opencode": "metaharness.adapters.acp.opencode:OpencodeAdapter",
-    "gemini": "metaharness.adapters.acp.gemini:GeminiAdapter",
-}
+# kind → "module:Class", read from the registry of harness kinds (protocol/harnesses.py).
+KINDS: dict[str, str] = {kind: entry.adapter for kind, entry in REGISTRY.items()}
 
 
 def adapter_class(kind: str):
     """The adapter class for `kind`; KeyError for an unknown kind."""
-    module_name, attr = KINDS[kind].split(":")
-    return getattr(importlib.import_module(module_name), attr)
+    return load(REGISTRY[kind].adapter)

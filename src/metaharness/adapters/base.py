@@ -31,9 +31,12 @@ from typing import Any, Callable, ClassVar, Mapping, Protocol
 from metaharness.protocol.descriptor import CapabilityDescriptor
 from metaharness.protocol.events import SessionEnded, SessionStarted
 from metaharness.protocol.failures import ModelFailure, model_failure_warning
-from metaharness.protocol.frame import Frame
+from metaharness.protocol.frame import OPERATION_TYPES, Frame
 from metaharness.protocol.subjects import file_subject
 from metaharness.protocol.values import Decision, ProcessTermination
+
+# The neutral operations, as the frame's vocabulary names them.
+OPERATION_NAMES: tuple[str, ...] = tuple(t.__struct_config__.tag for t in OPERATION_TYPES)
 
 # An operation as the canonical sort key of docs/reference/frame.md: (op, server, tool),
 # server and tool "" except for mcp.call.
@@ -87,6 +90,19 @@ class Tool:
     op: str = ""
     subject: SubjectPath | None = None
     resolve: Callable[[Any, "str | None", str], Resolution] | None = None
+    renders: tuple[str, ...] = ()  # a `resolve` row: the operations it is the rendering of
+
+
+def rendering_of(table: Mapping[str, Tool], unrendered: tuple[str, ...] = ()) -> dict[str, str | None]:
+    """The descriptor's rendering, the inverse of a tool table: each neutral operation's tool is
+    the first row that performs it (`op`, or a `resolve` row's `renders`); None for an operation
+    no row performs, or one the adapter cannot render (`unrendered`: its calls would not reach the
+    seam, or the tool is not offered to the model)."""
+    first: dict[str, str] = {}
+    for name, tool in table.items():
+        for op in (tool.op,) if tool.op else tool.renders:
+            first.setdefault(op, name)
+    return {op: None if op in unrendered else first.get(op) for op in OPERATION_NAMES}
 
 
 def path_at(key: str, default: str | None = None, *, when_absent_only: bool = False) -> SubjectPath:

@@ -26,7 +26,8 @@ import msgspec
 from msgspec import Meta, Struct
 
 from metaharness.permissions import MODES, WORKSPACE_MODES
-from metaharness.run.spec import CREDENTIAL_MODES, DECISION_MODES, HERMETIC_MODES, KINDS
+from metaharness.protocol.harnesses import Kind
+from metaharness.run.spec import CREDENTIAL_MODES, DECISION_MODES, HERMETIC_MODES
 
 BATCH_FORMAT = "metaharness.batch/1"
 
@@ -81,7 +82,7 @@ RUN_OPTIONS: tuple[str, ...] = RunOptions.__struct_fields__
 
 class Harness(RunOptions, kw_only=True, forbid_unknown_fields=True):
     """A harness kind and its run options (an option it leaves out comes from the plan's defaults)."""
-    kind: Literal[KINDS]  # type: ignore[valid-type]
+    kind: Kind
     id: Ident | None = None  # defaults to the kind
 
     @property

@@ -1,4 +1,4 @@
-"""`metaharness doctor opencode|gemini` and `metaharness conformance opencode|gemini`.
+"""`metaharness doctor KIND` and `metaharness conformance KIND` for the ACP kinds.
 
 What belongs here: the checks, each yielding `(name, ok, detail)`. The doctor finds the binary
 on the child PATH, checks its pin, lists the pinning and phone-home switches a run imposes, and
@@ -27,6 +27,7 @@ from metaharness.adapters import adapter_class
 from metaharness.adapters.acp import launch
 from metaharness.adapters.acp.seam import Seam
 from metaharness.adapters.acp.translate import Translator
+from metaharness.protocol.harnesses import REGISTRY
 from metaharness.run.spec import RunSpec
 
 Check = tuple[str, bool, str]
@@ -104,23 +105,9 @@ def doctor_checks(kind: str, vendor_dir: str | None, smoke: bool = False) -> Ite
 
 
 def pinning(kind: str, modules: Path) -> list[tuple[str, str | None]]:
-    """The switches a run imposes, as the doctor shows them (None: cannot be imposed here)."""
-    if kind == "opencode":
-        from metaharness.adapters.acp.opencode import PERMISSION
-
-        plugin = modules / "@opencode-ai" / "plugin" / "package.json"
-        return [
-            ("asking", f"permission {json.dumps(PERMISSION)} in the global config and OPENCODE_PERMISSION; "
-                       "OPENCODE_DISABLE_PROJECT_CONFIG=1"),
-            ("phone-home", "OPENCODE_DISABLE_MODELS_FETCH=1, autoupdate false, share disabled"),
-            ("plugin package", f"@opencode-ai/plugin {json.loads(plugin.read_text()).get('version')} pre-installed "
-                               "(no background npm install)" if plugin.is_file() else None),
-        ]
-    return [
-        ("asking", "--approval-mode default, --policy ask-all.toml (every tool ask_user), "
-                   "security.disableAlwaysAllow, GEMINI_CLI_TRUST_WORKSPACE unset"),
-        ("phone-home", "privacy.usageStatisticsEnabled false (no usage telemetry)"),
-    ]
+    """The switches a run imposes, as the doctor shows them (None: cannot be imposed here): each
+    ACP vendor's own `pinning(modules)`, given the vendor's node_modules."""
+    return adapter_class(kind).pinning(modules)
 
 
 def handshake(kind: str, vendor_dir: str | None) -> Check:
@@ -262,5 +249,9 @@ class _Kind:
         return conformance_checks(self.kind, fixtures)
 
 
-opencode = _Kind("opencode")
-gemini = _Kind("gemini")
+def __getattr__(name: str) -> _Kind:
+    """`acp_doctor:<kind>` for each ACP kind whose registry entry names its doctor here."""
+    entry = REGISTRY.get(name)
+    if entry is None or entry.doctor != f"{__name__}:{name}":
+        raise AttributeError(name)
+    return _Kind(name)

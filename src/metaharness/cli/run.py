@@ -120,7 +120,7 @@ def check_policy_flags(ctx: click.Context, decisions: str) -> None:
 def run(ctx: click.Context, **options) -> None:
     """Run a harness; events on stdout, commands on stdin.
 
-    KIND is oharness, claude or codex. Every tool call is decided before it runs (--decisions);
+    KIND is one of the harness kinds above. Every tool call is decided before it runs (--decisions);
     the exit code is 0 when the session ended, 2 when the run was refused or could not run,
     3 when nobody found out how it ended, 1 for a hermetic gap.
     """

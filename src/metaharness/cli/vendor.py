@@ -9,22 +9,20 @@ run spec), exposing `doctor_checks(vendor_dir)` and
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
 
 import click
 
-KINDS = {"claude": "metaharness.adapters.claude.doctor", "codex": "metaharness.adapters.codex.doctor",
-         "opencode": "metaharness.cli.acp_doctor:opencode", "gemini": "metaharness.cli.acp_doctor:gemini"}
+from metaharness.protocol.harnesses import REGISTRY, load, with_doctor
+
+KINDS = with_doctor()  # the registry's kinds with a doctor (the vendor harnesses)
 
 
 def _module(kind: str):
     # "module" holds the checks itself; "module:name" names the object in it that does (ACP kinds share one module).
-    module_name, _, attribute = KINDS[kind].partition(":")
     try:
-        module = importlib.import_module(module_name)
-        return getattr(module, attribute) if attribute else module
+        return load(REGISTRY[kind].doctor)
     except ModuleNotFoundError as exc:
         raise click.UsageError(f"the {kind} checks are not built in this checkout ({exc.name})") from None
 

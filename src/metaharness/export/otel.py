@@ -40,13 +40,14 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from metaharness.protocol.events import event_name
 from metaharness.protocol.trace import TRACE_ENV
+from metaharness.protocol.harnesses import REGISTRY
 from metaharness.view.stream import decision_word
 
 from .otlp import endpoint_of  # noqa: F401 (the CLI's one import for both)
 from .source import ExportError, Stream
 
 # gen_ai.provider.name per harness; oharness's model is PROVIDER:MODEL and names its own.
-_PROVIDER = {"claude": "anthropic", "codex": "openai", "gemini": "gcp.gemini"}
+_PROVIDER = {kind: entry.provider for kind, entry in REGISTRY.items() if entry.provider}
 
 
 def _provider(adapter: str, model: str | None) -> str | None:

@@ -45,6 +45,8 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
+from metaharness.protocol.harnesses import KINDS
+
 CASSETTE_FORMAT = "metaharness.cassette/1"
 MASK = "[redacted]"
 CREDENTIAL_MASK = "[credential]"
@@ -72,7 +74,7 @@ WIRES: list[tuple[str, str, str | None, dict[str, tuple[str, ...]]]] = [
 # that vendor's format (as its pinned build writes it); a date anywhere else in the conversation is content.
 TODAY = "<date>"
 MINTED_TEXT: list[tuple[re.Pattern[str], str]] = [
-    (re.compile(r"(?<=/)(?:claude|codex|oharness|gemini|opencode)-[a-z0-9_]{8}(?![a-z0-9_.-])"), "<run scratch>"),
+    (re.compile(rf"(?<=/)(?:{'|'.join(KINDS)})-[a-z0-9_]{{8}}(?![a-z0-9_.-])"), "<run scratch>"),
     (re.compile(r"\bChunk ID: [0-9a-f]+"), "Chunk ID: <id>"),
     (re.compile(r"\bWall time: [0-9.]+ seconds"), "Wall time: <time> seconds"),
     # Claude Code: "Today's date is 2026-12-02." in the context of its first user message.

@@ -3,7 +3,8 @@
 What belongs here: reading a Chat Completions request body (how many model answers its
 `messages` history holds, whether it offers tools), rendering a scenario's neutral calls
 into the tools the request offers (opencode's `bash`/`write`/`edit`/`read`/`glob`/`grep`/
-`webfetch`/`todowrite`/`skill`/`task`, and oharness's own names, which are the same words),
+`webfetch`/`todowrite`/`skill`/`task`, and oharness's own names, which are the same words; or
+Qwen Code's `run_shell_command`/`read_file`/`write_file`/`edit`/`glob`/`grep_search`/`skill`),
 and building the answer — the SSE chunk sequence of `stream: true` (content delta, one
 `tool_calls` delta per call with its arguments in pieces, `finish_reason`, a usage chunk,
 `[DONE]`), or one `chat.completion` object.
@@ -93,6 +94,27 @@ def _args(op: str, args: dict[str, Any], workdir: str) -> tuple[str, dict[str, A
     raise KeyError(op)
 
 
+# Qwen Code's vocabulary (a Gemini CLI fork speaking Chat Completions): chosen when the request
+# offers `run_shell_command`. Its `list_directory` is deferred (not offered), so a listing is a glob.
+def _qwen_args(op: str, args: dict[str, Any], workdir: str) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    if op == "shell":
+        return "run_shell_command", {"command": args["command"]}, {"description": "scenario call"}
+    if op == "file.read":
+        return "read_file", {"file_path": _absolute(args["path"], workdir)}, {}
+    if op == "file.write":
+        return "write_file", {"file_path": _absolute(args["path"], workdir), "content": args["content"]}, {}
+    if op == "file.edit":
+        return "edit", {"file_path": _absolute(args["path"], workdir), "old_string": args["old"],
+                        "new_string": args["new"]}, {}
+    if op == "dir.list":
+        return "glob", {"pattern": "*", "path": _absolute(args["path"], workdir)}, {}
+    if op == "search":
+        return "grep_search", {"pattern": args["pattern"], "path": _absolute(args["path"], workdir)}, {}
+    if op == "skill.load":
+        return "skill", {"skill": args["name"]}, {}
+    raise KeyError(op)
+
+
 def render_by_table(call: ScenarioCall, offer: Offer, args: Any, *, workdir: str, turn_index: int,
                     turn_id: str | None, id_prefix: str) -> RenderedCall:
     """One neutral call through a table `args(op, input, workdir) → (tool, essential, extras)`;
@@ -111,7 +133,9 @@ def render_by_table(call: ScenarioCall, offer: Offer, args: Any, *, workdir: str
 
 def render_chat(call: ScenarioCall, tools: Any, *, workdir: str, turn_index: int, turn_id: str | None = None) -> RenderedCall:
     """One neutral call as a Chat Completions `tool_calls` entry, from the request's `tools`."""
-    return render_by_table(call, chat_offer(tools), _args, workdir=workdir, turn_index=turn_index, turn_id=turn_id,
+    offer = chat_offer(tools)
+    table = _qwen_args if "run_shell_command" in offer.tools else _args
+    return render_by_table(call, offer, table, workdir=workdir, turn_index=turn_index, turn_id=turn_id,
                            id_prefix="call_")
 
 

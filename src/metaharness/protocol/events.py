@@ -16,6 +16,7 @@ import msgspec
 from msgspec import UNSET, Struct, UnsetType
 
 from .failures import ModelFailure
+from .harnesses import Kind
 from .values import (
     U32,
     U64,
@@ -53,7 +54,7 @@ class _Event(Struct, tag_field="event", kw_only=True):
 
 
 class SessionStarted(_Event, tag="session.started", kw_only=True):
-    adapter: Literal["oharness", "claude", "codex", "opencode", "gemini"]
+    adapter: Kind  # a kind of the registry (protocol/harnesses.py)
     adapter_class: Literal["harness", "direct_provider"] = "harness"
     harness_version: str | None = None
     session_id: str | None = None

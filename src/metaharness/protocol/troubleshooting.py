@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from .harnesses import spelled
+
 
 class Trouble(NamedTuple):
     name: str
@@ -118,9 +120,9 @@ REFUSALS: tuple[Trouble, ...] = (
     Trouble("SchemaUnloadable", WORKFLOW, "a node's structured-answer schema cannot be loaded.", "Fix the schema file or its path in the workflow."),
     Trouble("ScratchInsideCwd", START, "the scratch directory would lie inside the working directory, where the agent could write it.", "Set `METAHARNESS_SCRATCH_DIR` outside the workspace."),
     Trouble("ScratchRefused", START, "the scratch base is not a private directory of yours (a symlink, another owner, writable by others).", "Use a base only you can enter, or unset `METAHARNESS_SCRATCH_DIR` for the default."),
-    Trouble("SubagentUnavailable", START, "the frame admits `subagent.spawn`, and this harness's subagent calls never reach the seam.", "Do not admit `subagent.spawn` on Gemini CLI."),
+    Trouble("SubagentUnavailable", START, "the frame admits `subagent.spawn`, and this harness's subagent calls never reach the seam.", "Do not admit `subagent.spawn` on the ACP harnesses (opencode, Gemini CLI, Qwen Code)."),
     Trouble("SubjectUnavailable", START, "the frame scopes subjects, and the harness does not show where a glob or grep call searches.", "Admit those operations without a subject scope on Gemini CLI, or use another harness."),
-    Trouble("UnknownHarness", f"{WORKFLOW}, {BATCH}", "the harness kind is not one of the five.", "Use `oharness`, `claude`, `codex`, `opencode` or `gemini`."),
+    Trouble("UnknownHarness", f"{WORKFLOW}, {BATCH}", "the harness kind is not one metaharness knows.", f"Use {spelled()}."),
     Trouble("VendorCapability", START, "the vendor binary did not complete its handshake (its control channel, its ACP initialise).", "Run `metaharness doctor KIND`; check the binary is the pinned version (`make vendor`)."),
     Trouble("VendorMissing", START, "the vendor binary is not on the child's PATH.", "Install it (`make vendor`) and pass `--vendor-dir .vendor/node_modules/.bin` (or set `METAHARNESS_VENDOR_DIR`)."),
     Trouble("VersionOffPin", START, "`--strict-version` was given and the binary is not the adapter's pinned version.", "Install the pin (`make vendor`), or drop `--strict-version` (then a `VERSION_OFF_PIN` warning is written)."),

@@ -17,7 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-KINDS = ("oharness", "claude", "codex", "opencode", "gemini")
+from metaharness.protocol.harnesses import KINDS, harness
+
 DECISION_MODES = ("frame", "ask", "observe", "policy")
 HERMETIC_MODES = ("off", "on", "strict")
 CREDENTIAL_MODES = ("none", "loopback", "api-key")
@@ -96,10 +97,11 @@ def cost_unseen(spec: RunSpec) -> str | None:
         return None  # the recorder sees every request and answer (or oharness, or the credential proxy, in front of it)
     if spec.kind == "oharness" or spec.script:
         return None
-    if spec.credentials == "loopback" and spec.kind in ("claude", "codex"):
+    proxied = "loopback" in harness(spec.kind).credentials  # the credential proxy sees its traffic
+    if spec.credentials == "loopback" and proxied:
         return None
     how = {"none": f"--model-endpoint {spec.model_endpoint}" if spec.model_endpoint else "its own login",
            "api-key": "--credentials api-key"}.get(spec.credentials, f"--credentials {spec.credentials}")
-    fix = "--credentials loopback or --script" if spec.kind in ("claude", "codex") else "--script"
+    fix = "--credentials loopback or --script" if proxied else "--script"
     return (f"--max-cost-usd cannot be kept on {spec.kind} with {how}: the harness talks to its model directly "
             f"and metaharness does not see that traffic to price it; use {fix}")

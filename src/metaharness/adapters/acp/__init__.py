@@ -6,8 +6,7 @@ turn, controls), `launch` (the scratch home and the child's environment), `trans
 `session/update` → event mapping), `seam` (the permission requests: every tool call asked,
 answered allow-once or reject-once, our own ceiling), `rpc` (the JSON-RPC line channel) and
 `doctor`. Each vendor is one module holding its tool table and vendor facts, a subclass of
-`AcpAdapter`: `opencode` (opencode 1.18.33, `opencode acp`) and `gemini` (Gemini CLI 0.61.0,
-`gemini --acp`).
+`AcpAdapter`, named with its pin by its entry in the registry of kinds (protocol/harnesses.py).
 """
 
 from .adapter import AcpAdapter

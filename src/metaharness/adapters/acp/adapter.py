@@ -95,6 +95,12 @@ class AcpAdapter(Adapter):
     def vendor_rows(self) -> list[ImposedRow]:
         return []
 
+    @classmethod
+    def pinning(cls, modules: Any) -> list[tuple[str, str | None]]:
+        """The switches a run imposes, as `metaharness doctor` lists them, given the vendor's
+        node_modules directory (a detail of None: cannot be imposed there)."""
+        raise NotImplementedError
+
     # --- shared -------------------------------------------------------------------------
     def __init__(self, spec: Any) -> None:
         super().__init__(spec)

@@ -27,15 +27,16 @@ import os
 from functools import partial
 from typing import Any, ClassVar
 
-from metaharness.adapters.base import StartRefusal, Tool
+from metaharness.adapters.base import StartRefusal, Tool, rendering_of
 from metaharness.protocol.descriptor import CapabilityDescriptor
+from metaharness.protocol.harnesses import harness
 from metaharness.protocol.values import ImposedRow
 
 from . import launch
 from .adapter import (PLACEHOLDER_KEY, AcpAdapter, acp_descriptor, frame_has_subject_rules, frame_of,
                    frame_operation_names)
 
-PIN = "0.61.0"
+PIN = harness("gemini").pin  # the registry's (protocol/harnesses.py)
 MODE = "default"
 ASK_ALL = '[[rule]]\ntoolName = "*"\ndecision = "ask_user"\npriority = 999\n'
 # Gemini tool → neutral operation; how its subject is found (None: no subject shown)
@@ -52,11 +53,6 @@ TOOLS: dict[str, tuple[str, str | None]] = {
     "activate_skill": ("skill.load", None),
     "invoke_agent": ("subagent.spawn", None),
     "write_todos": ("task.todo", None),
-}
-RENDERING: dict[str, str | None] = {
-    "dir.list": "list_directory", "file.edit": "replace", "file.read": "read_file", "file.write": "write_file",
-    "mcp.call": None, "search": "grep_search", "shell": "run_shell_command", "skill.load": "activate_skill",
-    "subagent.spawn": None, "task.todo": None, "web.read": "web_fetch",
 }
 POLICY_FILE_TOOLS = {"write_file": "Write", "replace": "Edit", "read_file": "Read"}
 # The operations whose permission request shows no subject.
@@ -93,18 +89,32 @@ def shown_path(name: str, input: Any) -> str | None:
     return None
 
 
+
+# The tool table: the subject is the path Gemini CLI shows for the call. invoke_agent's inner
+# calls never reach the seam and write_todos is not rendered: neither is a rendering.
+TABLE = {name: Tool(op, partial(shown_path, name)) for name, (op, _) in TOOLS.items()}
+RENDERING = rendering_of(TABLE, unrendered=("subagent.spawn", "task.todo"))
+
 class GeminiAdapter(AcpAdapter):
     kind: ClassVar[str] = "gemini"
     binary_name = "gemini"
-    package = "@google/gemini-cli"
+    package = harness("gemini").package
     pin = PIN
-    # The tool table: the subject is the path Gemini CLI shows for the call.
-    tools = {name: Tool(op, partial(shown_path, name)) for name, (op, _) in TOOLS.items()}
+    tools = TABLE
     fixed_refusal = FIXED_REFUSAL
 
     @classmethod
     def descriptor(cls) -> CapabilityDescriptor:
         return acp_descriptor(cls.kind, PIN, RENDERING, FIXED_REFUSAL, subjectless=tuple(SUBJECTLESS))
+
+    @classmethod
+    def pinning(cls, modules: Any) -> list[tuple[str, str | None]]:
+        """The switches a run imposes, as the doctor shows them."""
+        return [
+            ("asking", "--approval-mode default, --policy ask-all.toml (every tool ask_user), "
+                       "security.disableAlwaysAllow, GEMINI_CLI_TRUST_WORKSPACE unset"),
+            ("phone-home", "privacy.usageStatisticsEnabled false (no usage telemetry)"),
+        ]
 
     def vendor_plan(self) -> None:
         frame = frame_of(self.spec)

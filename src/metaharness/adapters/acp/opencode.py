@@ -41,14 +41,15 @@ import secrets
 from pathlib import Path
 from typing import Any, ClassVar
 
-from metaharness.adapters.base import StartRefusal, Tool, path_at
+from metaharness.adapters.base import StartRefusal, Tool, path_at, rendering_of
 from metaharness.protocol.descriptor import CapabilityDescriptor
+from metaharness.protocol.harnesses import harness
 from metaharness.protocol.values import ImposedRow
 
 from . import launch
 from .adapter import PLACEHOLDER_KEY, AcpAdapter, acp_descriptor, frame_of, frame_operation_names
 
-PIN = "1.18.33"
+PIN = harness("opencode").pin  # the registry's (protocol/harnesses.py)
 PERMISSION = {"*": "ask", "task": "deny"}
 PROVIDER = "metaharness"
 MODEL = "loopback"
@@ -66,11 +67,7 @@ TOOLS: dict[str, Tool] = {
     "skill": Tool("skill.load"),
     "task": Tool("subagent.spawn"),
 }
-RENDERING: dict[str, str | None] = {
-    "dir.list": "glob", "file.edit": "edit", "file.read": "read", "file.write": "write", "mcp.call": None,
-    "search": "grep", "shell": "bash", "skill.load": "skill", "subagent.spawn": None, "task.todo": "todowrite",
-    "web.read": "webfetch",
-}
+RENDERING = rendering_of(TOOLS, unrendered=("subagent.spawn",))  # task stays denied
 # opencode tool → (the policy engine's tool name, input key renames): the engine reads Claude Code's words.
 POLICY_VIEW: dict[str, tuple[str, dict[str, str]]] = {
     "bash": ("Bash", {"command": "command"}),
@@ -153,7 +150,7 @@ def config(base_url: str, model: str) -> dict[str, Any]:
 class OpencodeAdapter(AcpAdapter):
     kind: ClassVar[str] = "opencode"
     binary_name = "opencode"
-    package = "opencode-ai"
+    package = harness("opencode").package
     pin = PIN
     fixed_refusal = FIXED_REFUSAL
     tools = TOOLS
@@ -161,6 +158,18 @@ class OpencodeAdapter(AcpAdapter):
     @classmethod
     def descriptor(cls) -> CapabilityDescriptor:
         return acp_descriptor(cls.kind, PIN, RENDERING, FIXED_REFUSAL)
+
+    @classmethod
+    def pinning(cls, modules: Path) -> list[tuple[str, str | None]]:
+        """The switches a run imposes, as the doctor shows them (None: cannot be imposed here)."""
+        plugin = modules / "@opencode-ai" / "plugin" / "package.json"
+        return [
+            ("asking", f"permission {json.dumps(PERMISSION)} in the global config and OPENCODE_PERMISSION; "
+                       "OPENCODE_DISABLE_PROJECT_CONFIG=1"),
+            ("phone-home", "OPENCODE_DISABLE_MODELS_FETCH=1, autoupdate false, share disabled"),
+            ("plugin package", f"@opencode-ai/plugin {json.loads(plugin.read_text()).get('version')} pre-installed "
+                               "(no background npm install)" if plugin.is_file() else None),
+        ]
 
     def vendor_plan(self) -> None:
         frame = frame_of(self.spec)

@@ -21,7 +21,7 @@ import shutil
 import time
 from typing import Any, ClassVar
 
-from metaharness.adapters.base import (Adapter, ControlRefused, RunContext, StartRefusal, Tool, path_at,
+from metaharness.adapters.base import (Adapter, ControlRefused, RunContext, StartRefusal, Tool, path_at, rendering_of,
                                       plan_loopback_script, stop_services)
 from metaharness.adapters.process import (ScratchRefused, binary_version, has_exited, kill_tree, remove_scratch,
                                          spawn_on_channel, wait_or_kill)
@@ -40,17 +40,13 @@ from . import launch
 from .seam import CallSeam, ChannelClosed, ControlChannel, user_line
 from .translate import Translator
 
-RENDERING: dict[str, str | None] = {
-    "dir.list": None, "file.edit": "Edit", "file.read": "Read", "file.write": "Write", "mcp.call": None,
-    "search": None, "shell": "Bash", "skill.load": "Skill", "subagent.spawn": "Agent", "task.todo": None,
-    "web.read": None,
-}
 # The tool table (docs/reference/frame.md): Agent and Task both spawn a subagent.
 FILE_PATH = path_at("file_path")
 TOOLS: dict[str, Tool] = {
     "Read": Tool("file.read", FILE_PATH), "Write": Tool("file.write", FILE_PATH), "Edit": Tool("file.edit", FILE_PATH),
     "Bash": Tool("shell"), "Skill": Tool("skill.load"), "Agent": Tool("subagent.spawn"), "Task": Tool("subagent.spawn"),
 }
+RENDERING = rendering_of(TOOLS)
 INITIALIZE_TIMEOUT_S = 30.0
 CONTROL_TIMEOUT_S = 10.0
 STDERR_KEEP = 16384

@@ -21,14 +21,15 @@ from metaharness.adapters.base import StartRefusal
 # child_path, parse_version and scratch_base are the kit's; the adapter and the doctor reach them here.
 from metaharness.adapters.process import BinaryMissing, child_path, new_scratch, parse_version, private_scratch  # noqa: F401
 from metaharness.adapters.process import resolve_binary as resolve_on_path, scratch_base, vendor_timeout_ms, whole_seconds  # noqa: F401
+from metaharness.protocol.harnesses import harness
 
-PINNED_VERSION = "2.1.328"
+PINNED_VERSION = harness("claude").pin  # the registry's (protocol/harnesses.py)
 BINARY_NAME = "claude"
 # The fixed placeholder of credential mode `none` (docs/guides/claude-and-codex.md); `loopback`
 # uses a per-run one.
 PLACEHOLDER_KEY = "sk-ant-metaharness-placeholder"
 HOOK_CALLBACK_ID = "mh_pretooluse"
-PACKAGE = "@anthropic-ai/claude-code"
+PACKAGE = harness("claude").package
 
 # Launch posture words (docs/guides/claude-and-codex.md); `permission.set` takes all but `manual`.
 LAUNCH_POSTURES = ("default", "acceptEdits", "auto", "bypassPermissions", "manual", "dontAsk", "plan")

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from metaharness.adapters.base import (Adapter, ControlRefused, OpKey, Resolution, StartRefusal, Tool, own_version,
+                                      rendering_of,
                                       plan_loopback_script, stop_services)
 from metaharness.adapters.process import (binary_version, descendant_groups, has_exited, kill_groups,
                                          remove_scratch, spawn_on_channel, stderr_file_tail, wait_or_kill)
@@ -55,19 +56,6 @@ from .translate import Translator
 FILE_WRITE: OpKey = ("file.write", "", "")
 FILE_EDIT: OpKey = ("file.edit", "", "")
 TOO_LATE_STEER = "no turn is running, so there is nothing to steer; message.inject reaches the next turn"
-RENDERING: dict[str, str | None] = {
-    "dir.list": None,
-    "file.edit": "apply_patch",
-    "file.read": None,
-    "file.write": "apply_patch",
-    "mcp.call": None,
-    "search": None,
-    "shell": "Bash",
-    "skill.load": None,
-    "subagent.spawn": None,
-    "task.todo": None,
-    "web.read": None,
-}
 def frame_operations(frame: Any) -> set[str] | None:
     """Operation names of a frame value (a dict, a msgspec struct or a dataclass)."""
     if frame is None:
@@ -133,7 +121,9 @@ def patch_resolution(input: Any, call_cwd: str | None, run_cwd: str) -> Resoluti
     return apply_patch_resolution(changes, call_cwd, run_cwd)
 
 
-TOOLS: dict[str, Tool] = {"Bash": Tool("shell"), "apply_patch": Tool(resolve=patch_resolution)}
+TOOLS: dict[str, Tool] = {"Bash": Tool("shell"),
+                          "apply_patch": Tool(resolve=patch_resolution, renders=("file.edit", "file.write"))}
+RENDERING = rendering_of(TOOLS)
 
 
 class CodexAdapter(Adapter):

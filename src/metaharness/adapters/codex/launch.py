@@ -25,9 +25,10 @@ from pathlib import Path
 # LaunchError, child_path and default_vendor_dir are the kit's; the adapter and the doctor reach them here.
 from metaharness.adapters.process import LaunchError, child_path, default_vendor_dir, new_scratch  # noqa: F401
 from metaharness.adapters.process import resolve_binary as resolve_on_path
+from metaharness.protocol.harnesses import harness
 
-PIN = "0.171.0"
-PACKAGE = "@openai/codex"
+PIN = harness("codex").pin  # the registry's (protocol/harnesses.py)
+PACKAGE = harness("codex").package
 MODEL = "gpt-5.5"
 PROVIDER_ID = "loopback"  # arbitrary, must not collide with a built-in provider id
 KEY_VARIABLE = "LOOPBACK_API_KEY"
