@@ -1,7 +1,7 @@
 """Run `metaharness run claude …` beside a loopback model, inside a loopback-only
 network namespace when the caller started us under `unshare -rnm` (the vendor rule “end-to-end tests run the vendor in a loopback-only network namespace”).
 
-Usage: python nsrun.py OUTDIR SCENARIO [--in-namespace] [--exec ENVFILE] -- <arguments>
+Usage: python nsrun.py OUTDIR SCENARIO [--in-namespace] [--exec ENVFILE] [--forward PORT=SOCKET] -- <arguments>
 
 Without `--exec` the arguments are those of `metaharness run`. With `--exec ENVFILE`
 they are a command run verbatim (the vendor checks' own client spawns the binary this
@@ -13,6 +13,10 @@ bind-mounted over /etc/resolv.conf, nscd/resolved sockets hidden, nsswitch `file
 The sink logs every query to OUTDIR/dns.log and answers NXDOMAIN. The loopback serves
 SCENARIO and logs to OUTDIR/loopback.jsonl. stdin/stdout/stderr are the child's own.
 The exit status is metaharness's.
+
+`--forward PORT=SOCKET` reaches one server of the host from inside the namespace (whose
+loopback is its own): 127.0.0.1:PORT inside is relayed to the Unix socket SOCKET, which the
+caller relays to the host's 127.0.0.1:PORT (`relay`; a socket file crosses network namespaces).
 """
 
 from __future__ import annotations
@@ -47,6 +51,60 @@ def dns_sink(log_path: str, ready: threading.Event) -> None:
         sock.sendto(answer, peer)
 
 
+def relay(listener: socket.socket, connect) -> None:
+    """Accept on LISTENER (a daemon thread, until it is closed), each connection piped both ways
+    to a socket of `connect()`."""
+
+    def pipe(a: socket.socket, b: socket.socket) -> None:
+        try:
+            while data := a.recv(65536):
+                b.sendall(data)
+        except OSError:
+            pass
+        try:
+            b.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+
+    def connection(client: socket.socket) -> None:
+        try:
+            upstream = connect()
+        except OSError:
+            client.close()
+            return
+        back = threading.Thread(target=pipe, args=(upstream, client), daemon=True)
+        back.start()
+        pipe(client, upstream)
+        back.join()
+        client.close()
+        upstream.close()
+
+    def serve() -> None:
+        while True:
+            try:
+                client, _peer = listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=connection, args=(client,), daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+
+
+def forward(spec: str) -> None:
+    """PORT=SOCKET: 127.0.0.1:PORT here relayed to the Unix socket SOCKET."""
+    port, path = spec.split("=", 1)
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", int(port)))
+    listener.listen(16)
+
+    def connect() -> socket.socket:
+        unix = socket.socket(socket.AF_UNIX)
+        unix.connect(path)
+        return unix
+
+    relay(listener, connect)
+
+
 def isolate(outdir: str) -> None:
     subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
     resolv = os.path.join(outdir, "resolv.conf")
@@ -74,6 +132,8 @@ def main() -> int:
     if "--in-namespace" in own:
         isolate(outdir)
     open(os.path.join(outdir, "dns.log"), "a").close()
+    if "--forward" in own:
+        forward(own[own.index("--forward") + 1])
     server = LoopbackServer(load_scenario(scenario_path), log_path=os.path.join(outdir, "loopback.jsonl"),
                             workdir=os.environ.get("MH_TEST_WORKDIR"), stderr=sys.stderr)
     url, stop = server.run_in_thread()

@@ -80,8 +80,12 @@ class ClaudeRun:
     """One `metaharness run claude` process (through nsrun.py) with live event reading."""
 
     def __init__(self, tmp: str, scen: dict[str, Any], args: list[str], *, env: dict[str, str] | None = None,
-                 prompt: str = "do the task", namespace: bool = True) -> None:
+                 prompt: str = "do the task", namespace: bool = True, reach: int | None = None) -> None:
+        """REACH: a port of a server on the host's 127.0.0.1 that the run reaches at the same
+        address inside the namespace (nsrun.py --forward, relayed here through a Unix socket)."""
         self.tmp = tmp
+        self.reach = reach
+        self._relay: Any = None
         self.work = os.path.join(tmp, "work")
         self.out = os.path.join(tmp, "out")
         os.makedirs(self.work, exist_ok=True)
@@ -105,12 +109,27 @@ class ClaudeRun:
         argv = [sys.executable, NSRUN, self.out, self.scenario_path]
         if self.namespace:
             argv = ["unshare", "-rnm", *argv, "--in-namespace"]
+            if self.reach is not None:
+                argv += ["--forward", f"{self.reach}={self._open_relay(self.reach)}"]
         argv += ["--", *self.args]
         self.proc = await asyncio.create_subprocess_exec(
             *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
             env=self.env, cwd=self.tmp, limit=64 * 1024 * 1024)
         self._reader = asyncio.create_task(self._read())
         return self
+
+    def _open_relay(self, port: int) -> str:
+        """A Unix socket (under SCRATCH_BASE: its path stays short) relayed to the host's 127.0.0.1:PORT."""
+        import socket
+
+        from .nsrun import relay
+
+        path = os.path.join(tempfile.mkdtemp(dir=SCRATCH_BASE), "reach.sock")
+        self._relay = socket.socket(socket.AF_UNIX)
+        self._relay.bind(path)
+        self._relay.listen(16)
+        relay(self._relay, lambda: socket.create_connection(("127.0.0.1", port)))
+        return path
 
     async def _read(self) -> None:
         assert self.proc and self.proc.stdout
@@ -164,6 +183,14 @@ class ClaudeRun:
             await self._reader
         assert self.proc.stderr
         self.stderr = await self.proc.stderr.read()
+        if self._relay is not None:  # its accept woken (shutdown), then closed
+            import socket
+
+            try:
+                self._relay.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            self._relay.close()
         return rc
 
     # --- views -------------------------------------------------------------------------

@@ -136,14 +136,15 @@ def check_round_trip(source: Path) -> dict[str, Any]:
     return doc
 
 
-def run_bugfix_workflow(root: Path) -> Path:
-    """The bundled bugfix workflow on scripted oharness in a copy of its workspace; its run directory."""
+def run_bugfix_workflow(root: Path, *args: str) -> Path:
+    """The bundled bugfix workflow on scripted oharness in a copy of its workspace (ARGS added
+    to `workflow run`); its run directory."""
     work = root / "work"
     shutil.copytree(EXAMPLES / "bugfix" / "workspace", work)
     out = root / "run"
     done = subprocess.run([*METAHARNESS, "workflow", "run", str(EXAMPLES / "bugfix" / "bugfix.workflow.toml"),
                            "--harness", "oharness", "--script", str(EXAMPLES / "bugfix" / "bugfix.scenario.json"),
-                           "--cwd", str(work), "--out", str(out), "-p", "add(2, 3) should be 5"],
+                           "--cwd", str(work), "--out", str(out), "-p", "add(2, 3) should be 5", *args],
                           capture_output=True, text=True, timeout=120, env=env(root))
     assert done.returncode == 0, done.stdout + done.stderr
     return out
