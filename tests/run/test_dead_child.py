@@ -11,7 +11,8 @@
 
 The real oharness child (scripted model), SIGKILLed with a call pending; the decision is sent
 once the child has exited and before its output was read to the end (the window the run has
-not noticed yet). The rules themselves are driven through the run core with a fake clock too.
+not noticed yet) — or written the instant after the child was stopped and SIGKILLed, before it
+exited (its pipe still open, the write succeeds, no one reads it). The rules themselves are driven through the run core with a fake clock too.
 """
 
 from __future__ import annotations
@@ -147,6 +148,54 @@ async def test_a_dead_oharness_at_a_step_boundary_ends_a_plain_run_cleanly(tmp_p
     assert result["outcome"]["refused"]["reason"] == UNREACHABLE + warning["message"].split(UNREACHABLE)[1]
     assert not [e for e in events if e["event"] == "injection"]
     assert [e["event"] for e in events if e["event"] == "turn.started"] == ["turn.started"]
+
+
+class KilledAsItIsTold(OHarnessAdapter):
+    """The oharness adapter whose child is stopped and SIGKILLed the instant before a decision
+    is written to it: the write lands in the pipe of a child that is dying and not yet gone
+    (its threads still hold the pipe open), so it succeeds — and no one reads it."""
+
+    killed_at_write = 0
+
+    def deliver(self, call_id, decision, decided_by):
+        if decided_by == "embedder":
+            os.killpg(self.child.proc.pid, signal.SIGSTOP)
+            kill(self)
+            self.killed_at_write += 1
+        super().deliver(call_id, decision, decided_by)
+
+
+async def test_a_decision_written_as_the_child_is_killed_is_too_late(tmp_path):
+    """The window the exit checks cannot see: SIGKILL sent, the child not yet exited (nor a
+    zombie), its channel still open. The decision is refused TOO_LATE in every interleaving."""
+    script = scenario(tmp_path, [{"calls": [{"op": "shell", "input": {"command": "echo ran > ran.txt"}}]},
+                                 {"text": "done"}])
+    spec = RunSpec(kind="oharness", script=script, decisions="ask", cwd=str(tmp_path), prompt="go",
+                   decision_timeout_ms=60_000)
+    adapter = KilledAsItIsTold(spec)
+    events: list[dict] = []
+    holder: dict = {}
+
+    def write(raw: bytes) -> None:
+        event = json.loads(raw)
+        events.append(event)
+        if event["event"] == "tool.requested" and event["decision_required"]:
+            holder["run"].feed_command(ToolDecide(id="d1", call_id=event["call_id"], decision=Allow()))
+
+    run = Run(spec, write, adapter=adapter, run_id="dying", stderr=lambda _line: None)
+    holder["run"] = run
+    code = await asyncio.wait_for(run.execute(), BOUND_S)
+
+    assert adapter.killed_at_write == 1
+    (result,) = [e for e in events if e["event"] == "command.result" and e["id"] == "d1"]
+    assert result["outcome"]["refused"]["code"] == "TOO_LATE", result
+    assert result["outcome"]["refused"]["reason"].startswith(UNREACHABLE), result
+    (decided,) = [e for e in events if e["event"] == "tool.decided"]
+    assert decided["decided_by"] == "adapter" and decided["decision"]["decision"] == "deny"
+    census = run.core.census.snapshot()
+    assert (census.allowed, census.denied, census.by_decider) == (0, 1, {"adapter": 1})
+    assert not (tmp_path / "ran.txt").exists()
+    assert code == 3 and events[-1]["event"] == "stream.closed"
 
 
 # --- the rules, through the run core (a fake harness, a fake clock) -----------------------------
