@@ -29,6 +29,7 @@ from metaharness.protocol.values import Allow, DecisionCensus
 from metaharness.run.loop import Run
 from metaharness.run.spec import RunSpec
 
+from .conftest import make_frame
 from .fake import CoreRun, FakeAdapter, Turn, cmd, drive
 
 BOUND_S = 40
@@ -330,3 +331,46 @@ def test_a_refused_decision_keeps_the_call_in_deadline_order():
     assert run.result("d1")["refused"]["code"] == "TOO_LATE"
     assert list(run.core.calls.pending) == ["c1", "c2"]
     assert run.core.next_deadline() == run.core.calls.pending["c1"].deadline_at
+
+
+def test_a_frame_set_at_an_idle_boundary_whose_turn_finds_the_child_gone_is_not_applied():
+    """A `--keep-open` run idle at its boundary: the frame.set is accepted (it applies at the
+    next step), its turn opens, and the write finds the child gone. Like an inject, it is said
+    not applied; no `step.entered` or frame `injection` claims it; the frame before stays in force."""
+    run = CoreRun(RunSpec(kind="oharness", prompt="go", decisions="ask", keep_open=True))
+    run.start()
+    run.turn(first=True)
+    run.core.turn_ended("end_turn")
+    assert run.core.after_turn(False) == "wait"  # idle at the boundary
+    run.send(cmd("frame.set", id="f1", frame=make_frame([{"op": "shell"}], state="s2")))
+    assert run.result("f1") == {"result": "ok", "applies_at": "next step"}
+    assert run.core.after_wait() == "turn"
+    frame, _input = run.core.open_turn()
+    assert frame is not None and run.core.frame is frame  # taken for the turn
+    run.core.harness_unreachable("the harness has exited")  # the frame's write found it gone
+    run.end_session()
+    run.wind_up()
+    assert [e["message"] for e in run.by("warning") if e["code"] == "COMMAND_NOT_APPLIED"] == [
+        f"frame.set f1 never took effect: {UNREACHABLE}the harness has exited"]
+    assert not run.by("step.entered") and not run.by("injection")
+    assert run.core.frame is None  # what the harness had: no frame
+
+
+def test_a_frame_set_whose_turn_was_taken_and_never_written_is_not_applied_at_wind_up():
+    """The same at the wind-up (the turn was taken, the run stopped before writing it)."""
+    run = CoreRun(RunSpec(kind="oharness", prompt="go", decisions="ask", keep_open=True))
+    run.start()
+    run.turn(first=True)
+    run.send(cmd("frame.set", id="f1", frame=make_frame([{"op": "shell"}], state="s1")))
+    run.send(cmd("frame.set", id="f2", frame=make_frame([{"op": "shell"}], state="s1")))
+    first = run.core.frame
+    run.core.turn_ended("end_turn")
+    assert run.core.after_turn(False) == "turn"
+    run.core.open_turn()
+    run.end_session()
+    run.wind_up()
+    assert [e["message"] for e in run.by("warning") if e["code"] == "COMMAND_NOT_APPLIED"] == [
+        "frame.set f1 was superseded by a later frame.set before its boundary",
+        "frame.set f2 never took effect: the run is ending"]
+    assert not run.by("step.entered") and not run.by("injection")
+    assert run.core.frame is first

@@ -96,8 +96,9 @@ class Calls:
         self._decider = DECIDERS[spec.decisions]
 
     def enforce(self, frame: Any) -> None:
+        """Put `frame` in force (None: no frame, as before the first one)."""
         self.frame = frame
-        self.admitted, self.scope = texts.frame_terms(frame)
+        self.admitted, self.scope = texts.frame_terms(frame) if frame is not None else ([], [])
 
     # --- presenting ------------------------------------------------------------------
     def present(self, call: PresentedCall) -> None:
