@@ -7,7 +7,8 @@
   with the reason on stderr and in NO_TERMINAL_RECORD, never a traceback.
 * The `message.inject` that opened that turn is refused TOO_LATE with the same sentence, and no
   `injection` line claims its text reached the model; one accepted earlier (while a turn ran) is
-  said not applied (COMMAND_NOT_APPLIED).
+  said not applied (COMMAND_NOT_APPLIED), and so is a `frame.set` whose turn never reached the
+  child (no `step.entered` claims it).
 
 The real oharness child (scripted model), SIGKILLed with a call pending; the decision is sent
 once the child has exited and before its output was read to the end (the window the run has
