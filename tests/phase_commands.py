@@ -266,3 +266,30 @@ def kill_everything_below(pid: int, timeout: float = 10) -> None:
     while not all(_dead(child) for child in below):
         assert time.monotonic() < deadline, "the harness did not die"
         time.sleep(0.01)
+
+
+def stop_and_kill_below(pid: int) -> None:
+    """SIGSTOP, then SIGKILL, every process below `pid`, and return at once: they are killed and
+    not yet torn down (their end of metaharness's pipes may still be open)."""
+    below = descendants(pid)
+    assert below, "no harness process below metaharness"
+    for signum in (signal.SIGSTOP, signal.SIGKILL):
+        for child in below:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child, signum)
+
+
+def check_decided_after_death(events: list[dict], cid: str, call_id: str) -> None:
+    """A decision for a call the dead harness waited on: refused TOO_LATE (the harness can no
+    longer be reached, or the run is ending when the run noticed first); the call's one
+    `tool.decided` is the wind-up's deny, and no census counts an allow."""
+    assert events[-1]["event"] == "stream.closed"
+    (result,) = [e for e in events if e["event"] == "command.result" and e["id"] == cid]
+    refusal = result["outcome"].get("refused") or {}
+    assert refusal.get("code") == "TOO_LATE", result
+    assert refusal["reason"].startswith(("the harness can no longer be reached: ", "the run is ending")), refusal
+    decided = [e for e in events if e["event"] == "tool.decided" and e["call_id"] == call_id]
+    assert [(d["decided_by"], d["decision"]["decision"]) for d in decided] == [("adapter", "deny")], decided
+    assert not [e for e in events if e["event"] == "tool.decided" and e["decision"]["decision"] == "allow"]
+    for ended in (e for e in events if e["event"] == "session.ended"):
+        assert ended["census"]["allowed"] == 0 and ended["census"]["by_decider"].get("embedder", 0) == 0, ended

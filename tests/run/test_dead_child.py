@@ -7,11 +7,13 @@
   with the reason on stderr and in NO_TERMINAL_RECORD, never a traceback.
 * The `message.inject` that opened that turn is refused TOO_LATE with the same sentence, and no
   `injection` line claims its text reached the model; one accepted earlier (while a turn ran) is
-  said not applied (COMMAND_NOT_APPLIED).
+  said not applied (COMMAND_NOT_APPLIED), and so is a `frame.set` whose turn never reached the
+  child (no `step.entered` claims it).
 
 The real oharness child (scripted model), SIGKILLed with a call pending; the decision is sent
 once the child has exited and before its output was read to the end (the window the run has
-not noticed yet). The rules themselves are driven through the run core with a fake clock too.
+not noticed yet) — or written the instant after the child was stopped and SIGKILLed, before it
+exited (its pipe still open, the write succeeds, no one reads it). The rules themselves are driven through the run core with a fake clock too.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from metaharness.protocol.values import Allow, DecisionCensus
 from metaharness.run.loop import Run
 from metaharness.run.spec import RunSpec
 
+from .conftest import make_frame
 from .fake import CoreRun, FakeAdapter, Turn, cmd, drive
 
 BOUND_S = 40
@@ -147,6 +150,54 @@ async def test_a_dead_oharness_at_a_step_boundary_ends_a_plain_run_cleanly(tmp_p
     assert result["outcome"]["refused"]["reason"] == UNREACHABLE + warning["message"].split(UNREACHABLE)[1]
     assert not [e for e in events if e["event"] == "injection"]
     assert [e["event"] for e in events if e["event"] == "turn.started"] == ["turn.started"]
+
+
+class KilledAsItIsTold(OHarnessAdapter):
+    """The oharness adapter whose child is stopped and SIGKILLed the instant before a decision
+    is written to it: the write lands in the pipe of a child that is dying and not yet gone
+    (its threads still hold the pipe open), so it succeeds — and no one reads it."""
+
+    killed_at_write = 0
+
+    def deliver(self, call_id, decision, decided_by):
+        if decided_by == "embedder":
+            os.killpg(self.child.proc.pid, signal.SIGSTOP)
+            kill(self)
+            self.killed_at_write += 1
+        super().deliver(call_id, decision, decided_by)
+
+
+async def test_a_decision_written_as_the_child_is_killed_is_too_late(tmp_path):
+    """The window the exit checks cannot see: SIGKILL sent, the child not yet exited (nor a
+    zombie), its channel still open. The decision is refused TOO_LATE in every interleaving."""
+    script = scenario(tmp_path, [{"calls": [{"op": "shell", "input": {"command": "echo ran > ran.txt"}}]},
+                                 {"text": "done"}])
+    spec = RunSpec(kind="oharness", script=script, decisions="ask", cwd=str(tmp_path), prompt="go",
+                   decision_timeout_ms=60_000)
+    adapter = KilledAsItIsTold(spec)
+    events: list[dict] = []
+    holder: dict = {}
+
+    def write(raw: bytes) -> None:
+        event = json.loads(raw)
+        events.append(event)
+        if event["event"] == "tool.requested" and event["decision_required"]:
+            holder["run"].feed_command(ToolDecide(id="d1", call_id=event["call_id"], decision=Allow()))
+
+    run = Run(spec, write, adapter=adapter, run_id="dying", stderr=lambda _line: None)
+    holder["run"] = run
+    code = await asyncio.wait_for(run.execute(), BOUND_S)
+
+    assert adapter.killed_at_write == 1
+    (result,) = [e for e in events if e["event"] == "command.result" and e["id"] == "d1"]
+    assert result["outcome"]["refused"]["code"] == "TOO_LATE", result
+    assert result["outcome"]["refused"]["reason"].startswith(UNREACHABLE), result
+    (decided,) = [e for e in events if e["event"] == "tool.decided"]
+    assert decided["decided_by"] == "adapter" and decided["decision"]["decision"] == "deny"
+    census = run.core.census.snapshot()
+    assert (census.allowed, census.denied, census.by_decider) == (0, 1, {"adapter": 1})
+    assert not (tmp_path / "ran.txt").exists()
+    assert code == 3 and events[-1]["event"] == "stream.closed"
 
 
 # --- the rules, through the run core (a fake harness, a fake clock) -----------------------------
@@ -281,3 +332,46 @@ def test_a_refused_decision_keeps_the_call_in_deadline_order():
     assert run.result("d1")["refused"]["code"] == "TOO_LATE"
     assert list(run.core.calls.pending) == ["c1", "c2"]
     assert run.core.next_deadline() == run.core.calls.pending["c1"].deadline_at
+
+
+def test_a_frame_set_at_an_idle_boundary_whose_turn_finds_the_child_gone_is_not_applied():
+    """A `--keep-open` run idle at its boundary: the frame.set is accepted (it applies at the
+    next step), its turn opens, and the write finds the child gone. Like an inject, it is said
+    not applied; no `step.entered` or frame `injection` claims it; the frame before stays in force."""
+    run = CoreRun(RunSpec(kind="oharness", prompt="go", decisions="ask", keep_open=True))
+    run.start()
+    run.turn(first=True)
+    run.core.turn_ended("end_turn")
+    assert run.core.after_turn(False) == "wait"  # idle at the boundary
+    run.send(cmd("frame.set", id="f1", frame=make_frame([{"op": "shell"}], state="s2")))
+    assert run.result("f1") == {"result": "ok", "applies_at": "next step"}
+    assert run.core.after_wait() == "turn"
+    frame, _input = run.core.open_turn()
+    assert frame is not None and run.core.frame is frame  # taken for the turn
+    run.core.harness_unreachable("the harness has exited")  # the frame's write found it gone
+    run.end_session()
+    run.wind_up()
+    assert [e["message"] for e in run.by("warning") if e["code"] == "COMMAND_NOT_APPLIED"] == [
+        f"frame.set f1 never took effect: {UNREACHABLE}the harness has exited"]
+    assert not run.by("step.entered") and not run.by("injection")
+    assert run.core.frame is None  # what the harness had: no frame
+
+
+def test_a_frame_set_whose_turn_was_taken_and_never_written_is_not_applied_at_wind_up():
+    """The same at the wind-up (the turn was taken, the run stopped before writing it)."""
+    run = CoreRun(RunSpec(kind="oharness", prompt="go", decisions="ask", keep_open=True))
+    run.start()
+    run.turn(first=True)
+    run.send(cmd("frame.set", id="f1", frame=make_frame([{"op": "shell"}], state="s1")))
+    run.send(cmd("frame.set", id="f2", frame=make_frame([{"op": "shell"}], state="s1")))
+    first = run.core.frame
+    run.core.turn_ended("end_turn")
+    assert run.core.after_turn(False) == "turn"
+    run.core.open_turn()
+    run.end_session()
+    run.wind_up()
+    assert [e["message"] for e in run.by("warning") if e["code"] == "COMMAND_NOT_APPLIED"] == [
+        "frame.set f1 was superseded by a later frame.set before its boundary",
+        "frame.set f2 never took effect: the run is ending"]
+    assert not run.by("step.entered") and not run.by("injection")
+    assert run.core.frame is first

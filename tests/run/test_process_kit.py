@@ -9,6 +9,7 @@ import sys
 import time
 
 from metaharness.adapters import process
+from metaharness.adapters.process import tree
 from metaharness.adapters.claude import launch as claude_launch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
@@ -230,3 +231,43 @@ def test_a_childs_stderr_tail_is_its_last_three_lines_or_nothing(tmp_path):
     log.write_text("")
     assert stderr_file_tail(log) == ""
     assert stderr_file_tail(tmp_path / "missing") == ""
+
+
+# A child of several threads: a SIGKILLed one takes a while to tear them down, and until the
+# last is gone its end of our pipe stays open (a write to it succeeds).
+THREADED = ("import threading, time\n"
+            "for _ in range(8): threading.Thread(target=time.sleep, args=(600,), daemon=True).start()\n"
+            "print('up', flush=True)\n"
+            "time.sleep(600)\n")
+
+
+def test_a_child_sent_sigkill_is_gone_before_it_has_exited():
+    """The window between the SIGKILL and the child's exit: the kernel says it has not exited
+    (waitid), its stdin still takes a write, yet it can never read it — `is_gone` says so in
+    every interleaving, and the window itself is reached (the stopped child is killed, and
+    asked at once, before its threads are torn down)."""
+    import signal
+
+    windows = 0
+    for _attempt in range(40):
+        child = subprocess.Popen([sys.executable, "-c", THREADED], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        try:
+            assert child.stdout.readline() == b"up\n"
+            assert not process.is_gone(child) and not tree.killed(child.pid)
+            os.kill(child.pid, signal.SIGSTOP)  # it cannot read what is written from here on
+            os.kill(child.pid, signal.SIGKILL)
+            not_exited = os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None
+            if not_exited:
+                os.write(child.stdin.fileno(), b'{"decision": "allow"}\n')  # the reader is still there
+            assert process.is_gone(child)  # whether or not it has exited yet
+            if not_exited and not process.has_exited(child):
+                windows += 1
+        finally:
+            child.kill()
+            child.wait()
+            child.stdin.close()
+            child.stdout.close()
+        if windows >= 3:
+            break
+    assert windows >= 3, "the SIGKILL-to-exit window was never reached"
+    assert process.is_gone(child) and tree.killed(child.pid)  # reaped: gone from /proc

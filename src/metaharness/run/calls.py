@@ -12,7 +12,9 @@ Rules it keeps:
   `tool.decided` line is written, and counted once in the census. An embedder's answer the
   child cannot hear (it died before the run noticed) is refused TOO_LATE and claims nothing:
   the call stays pending and closes with the wind-up's deny, which is what the line and the
-  census then say.
+  census then say. An answer counts as heard once it was written and the harness was still
+  alive after the write (`Harness.alive`: not exited, not killed — a SIGKILLed child not yet
+  torn down still takes the write and never reads it).
 * A call id presented again with the same input is the same call (it shares the
   decision); with a different input it is denied (REQUEST_MUTATED).
 * A deny-only run never grants: an allow is delivered as abstain (`as_delivered`).
@@ -94,8 +96,9 @@ class Calls:
         self._decider = DECIDERS[spec.decisions]
 
     def enforce(self, frame: Any) -> None:
+        """Put `frame` in force (None: no frame, as before the first one)."""
         self.frame = frame
-        self.admitted, self.scope = texts.frame_terms(frame)
+        self.admitted, self.scope = texts.frame_terms(frame) if frame is not None else ([], [])
 
     # --- presenting ------------------------------------------------------------------
     def present(self, call: PresentedCall) -> None:

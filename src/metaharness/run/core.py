@@ -25,6 +25,8 @@ Rules it keeps:
   reached: …`) with no `injection` line when the write found it gone; answers to commands taken
   after it wait for it, so answers keep the order taken. One read while a turn runs is accepted
   at once (an answer held for a whole turn would stall the decisions the embedder owes).
+* A turn taken and never written to the child claims nothing: no `injection` or `step.entered`
+  line, its `frame.set` and accepted injects said not applied (COMMAND_NOT_APPLIED).
 * An interrupt's `command.result` precedes the `turn.ended` it causes, whichever the
   harness reports first.
 * Wind-up: pending calls abandoned, a missing terminal record said, boundary commands
@@ -82,6 +84,7 @@ class Boundary:
     injects: list[tuple[str, str]] = field(default_factory=list)  # (command id, text)
     # injects read while no turn ran (their turn opens at once): answered once it reached the harness
     owed: list[str] = field(default_factory=list)
+    previous: Any = None  # the frame in force before this boundary's took effect (`_undelivered`)
 
     def __bool__(self) -> bool:
         return self.frame is not None or bool(self.injects)
@@ -400,11 +403,16 @@ class RunCore:
 
     def _undelivered(self, why: str) -> None:
         """The turn `open_turn` took never reached the child: its `injection` lines go unwritten,
-        its owed answers are refused TOO_LATE with `why`, its accepted injects said not applied."""
+        its owed answers are refused TOO_LATE with `why`, its accepted injects said not applied —
+        and so is its `frame.set` (no `step.entered` claims it; the frame before it stays in force)."""
         boundary, self._opening = self._opening, None
         self._boundary_lines = [line for line in self._boundary_lines if type(line) is not Injection]
         if boundary is None:
             return
+        if boundary.frame_command is not None:
+            self._boundary_lines = [line for line in self._boundary_lines if type(line) is not StepEntered]
+            self.calls.enforce(boundary.previous)
+            self.warn("COMMAND_NOT_APPLIED", f"frame.set {boundary.frame_command} never took effect: {why}")
         for cid in boundary.owed:
             self._settle(cid, refused("TOO_LATE", why))
         for cid, _text in boundary.injects:
@@ -469,6 +477,7 @@ class RunCore:
             self.warn("COMMAND_NOT_APPLIED", f"frame.set {superseded} was superseded by a later frame.set before its boundary")
         if boundary.frame is not None:
             new = boundary.frame
+            boundary.previous = self.calls.frame
             if self.calls.frame is None or self.calls.frame.step != new.step:
                 lines.append(StepEntered(step=new.step, frame_digest=new.digest))
             text = frames.render(new)

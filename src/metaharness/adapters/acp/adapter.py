@@ -33,7 +33,7 @@ from msgspec import UNSET, UnsetType
 
 from metaharness.adapters.base import (Adapter, ControlRefused, StartRefusal, own_version, plan_loopback_script,
                                       stop_services)
-from metaharness.adapters.process import (ScratchRefused, has_exited, remove_scratch, spawn_on_channel,
+from metaharness.adapters.process import (ScratchRefused, is_gone, remove_scratch, spawn_on_channel,
                                          stderr_file_tail, wait_or_kill)
 from metaharness.protocol.descriptor import CapabilityDescriptor, DenyReason, harness_descriptor
 from metaharness.protocol.events import SessionStarted
@@ -355,7 +355,7 @@ class AcpAdapter(Adapter):
             raise BrokenPipeError("the agent has exited, so the cancel reached nothing")
 
     def alive(self) -> bool:
-        return self.proc is not None and not has_exited(self.proc) and self.rpc is not None \
+        return self.proc is not None and not is_gone(self.proc) and self.rpc is not None \
             and self.rpc.reaches_the_peer()
 
     async def finish(self) -> None:

@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 
 from metaharness.adapters.base import (Adapter, ControlRefused, RunContext, StartRefusal, Tool, path_at, rendering_of,
                                       plan_loopback_script, stop_services)
-from metaharness.adapters.process import (ScratchRefused, binary_version, has_exited, kill_tree, remove_scratch,
+from metaharness.adapters.process import (ScratchRefused, binary_version, is_gone, kill_tree, remove_scratch,
                                          spawn_on_channel, wait_or_kill)
 from metaharness.protocol.descriptor import CapabilityDescriptor, harness_descriptor
 from metaharness.protocol.values import (
@@ -459,7 +459,7 @@ class ClaudeAdapter(Adapter):
 
     def alive(self) -> bool:
         """False once Claude Code exited or its output ended (before it was reaped)."""
-        return self.process is None or not (self._output_ended or has_exited(self.process))
+        return self.process is None or not (self._output_ended or is_gone(self.process))
 
     async def finish(self) -> None:
         self._closing = True

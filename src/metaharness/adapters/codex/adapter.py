@@ -33,7 +33,7 @@ from typing import Any
 from metaharness.adapters.base import (Adapter, ControlRefused, OpKey, Resolution, StartRefusal, Tool, own_version,
                                       rendering_of,
                                       plan_loopback_script, stop_services)
-from metaharness.adapters.process import (binary_version, descendant_groups, has_exited, kill_groups,
+from metaharness.adapters.process import (binary_version, descendant_groups, is_gone, kill_groups,
                                          remove_scratch, spawn_on_channel, stderr_file_tail, wait_or_kill)
 from metaharness.protocol.descriptor import CapabilityDescriptor, harness_descriptor
 from metaharness.protocol.values import (
@@ -461,7 +461,7 @@ class CodexAdapter(Adapter):
         """False once Codex exited or its channel is gone (its output ended before it was reaped)."""
         if self.proc is None:
             return True
-        return not has_exited(self.proc) and (self.rpc is None or self.rpc.reaches_the_peer())
+        return not is_gone(self.proc) and (self.rpc is None or self.rpc.reaches_the_peer())
 
     def turn_coming(self) -> bool:
         """A steer Codex did not take up will open the next turn (see `_on_turn_completed`)."""

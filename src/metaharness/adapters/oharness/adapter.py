@@ -17,7 +17,7 @@ import msgspec
 
 from metaharness.adapters.base import Adapter, Tool, path_at
 from metaharness.adapters.base import StartRefusal
-from metaharness.adapters.process import ChildProcess, ScratchRefused, has_exited, new_scratch, remove_scratch
+from metaharness.adapters.process import ChildProcess, ScratchRefused, is_gone, new_scratch, remove_scratch
 from metaharness.permissions import MODES
 from metaharness.protocol.descriptor import CapabilityDescriptor, harness_descriptor
 from metaharness.protocol.frame import Frame, render
@@ -163,7 +163,7 @@ class OHarnessAdapter(Adapter):
         self._interrupt_with_decisions = True
 
     def alive(self) -> bool:
-        return self.child is None or self.child.proc is None or not has_exited(self.child.proc)
+        return self.child is None or self.child.proc is None or not is_gone(self.child.proc)
 
     def _send(self, obj: dict) -> None:
         assert self.child is not None

@@ -56,6 +56,7 @@ from metaharness.adapters.process.scratch import (
 from metaharness.adapters.process.tree import (
     descendant_groups,
     has_exited,
+    is_gone,
     kill_group,
     kill_groups,
     kill_tree,
@@ -69,5 +70,5 @@ __all__ = [
     "NAMESPACE_ENV", "confined_argv", "confinement", "make_non_dumpable", "parent_death_signal",
     "SCRATCH_ENV", "ScratchInsideCwd", "ScratchRefused", "base_chosen", "new_scratch", "private_base",
     "private_scratch", "remove_scratch", "scratch_base",
-    "descendant_groups", "has_exited", "kill_group", "kill_groups", "kill_tree", "wait_or_kill",
+    "descendant_groups", "has_exited", "is_gone", "kill_group", "kill_groups", "kill_tree", "wait_or_kill",
 ]

@@ -7,7 +7,10 @@ collects every group first and kills them after, so nothing re-parents out of re
   kills its tree — `wait_or_kill` is that one sequence for every adapter;
 * whether the child has exited is asked of the kernel (`has_exited`), which knows before
   asyncio's child watcher has reaped it: a command read in the same loop pass as the child's
-  death is then not carried to a process that is gone.
+  death is then not carried to a process that is gone;
+* a child that can no longer hear is one that exited or one that was killed and has not exited
+  yet (`is_gone`): from the moment a SIGKILL is sent it never runs its own code again, though
+  its channel stays open until its last thread is torn down (a write to it still succeeds).
 """
 
 from __future__ import annotations
@@ -27,6 +30,39 @@ def has_exited(proc: Any) -> bool:
         return os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
     except ChildProcessError:  # reaped already, its returncode not yet set
         return True
+
+
+# SIGKILL's bit in the pending-signal masks of /proc/PID/status (bit n-1 for signal n).
+_SIGKILL_BIT = 1 << (signal.SIGKILL - 1)
+
+
+def killed(pid: int) -> bool:
+    """True when `pid` was sent SIGKILL, is exiting or is a zombie: it will read nothing more.
+    A group-directed SIGKILL (kill, killpg, the OOM killer) stays in the shared pending mask
+    until the process is reaped, so the answer holds from the moment the signal was sent."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as handle:
+            raw = handle.read().decode("ascii", "replace")
+    except FileNotFoundError:
+        return os.path.isdir("/proc/self")  # gone from /proc: reaped (where there is a /proc)
+    except OSError:
+        return False
+    fields = dict(line.split(":", 1) for line in raw.splitlines() if ":" in line)
+    if fields.get("State", "").strip()[:1] in ("Z", "X"):
+        return True
+    pending = 0
+    for mask in ("ShdPnd", "SigPnd"):
+        try:
+            pending |= int(fields.get(mask, "0").strip(), 16)
+        except ValueError:
+            pass
+    return bool(pending & _SIGKILL_BIT)
+
+
+def is_gone(proc: Any) -> bool:
+    """True once `proc` can no longer hear what is written to it: it exited (`has_exited`), or it
+    was killed and has not exited yet (`killed`)."""
+    return has_exited(proc) or killed(proc.pid)
 
 
 def _parent_and_group(pid: int) -> tuple[int, int] | None:
