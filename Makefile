@@ -31,7 +31,7 @@ $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test
 
-# The pinned Claude Code, Codex, opencode and Gemini CLI, project-local. `npm install` rather than
+# The pinned Claude Code, Codex, opencode, Gemini CLI and Qwen Code, project-local. `npm install` rather than
 # `npm ci`: opencode-ai lists optional per-platform packages that the lock holds only for this
 # platform, and `npm ci` refuses such a lock as out of sync; the lock still fixes every version.
 vendor: .vendor/node_modules/.installed
@@ -41,6 +41,7 @@ vendor: .vendor/node_modules/.installed
 	.vendor/node_modules/.bin/codex --version
 	.vendor/node_modules/.bin/opencode --version
 	.vendor/node_modules/.bin/gemini --version
+	.vendor/node_modules/.bin/qwen --version
 	touch $@
 
 # Debian's chromium for the browser tests (Playwright drives it; no browser download).

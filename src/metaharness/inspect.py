@@ -200,7 +200,7 @@ def metaharness_agent(harness: str, *, frame: Frame | dict | str | None = None, 
     """An Inspect agent running `harness` under metaharness in the sample's sandbox.
 
     Args:
-        harness: oharness, claude, codex, opencode or gemini.
+        harness: a harness kind, one of `metaharness.run.spec.KINDS` (the registry's).
         frame: a sealed frame: a `Frame` (`metaharness.protocol.frame.seal`), its document as a
             dict, or a path. A value, or a path to a file on this machine, is copied into the
             sandbox for the run; another path is one in the sandbox.

@@ -94,7 +94,7 @@ REFUSALS: tuple[Trouble, ...] = (
     Trouble("InspectDecisionsUnknown", INSPECT, "`metaharness_agent(decisions=...)` named no decision mode it knows.",
             "Use `frame`, `policy`, `observe` or `inspect`."),
     Trouble("InspectHarnessUnknown", INSPECT, "`metaharness_agent(harness=...)` named no harness metaharness drives.",
-            "Use `oharness`, `claude`, `codex`, `opencode` or `gemini`."),
+            f"Use {spelled()}."),
     Trouble("InspectNoPrompt", INSPECT, "the sample has no user message to start the harness's first turn with.",
             "Give the sample an `input`."),
     Trouble("InspectRunRefused", INSPECT, "`metaharness run` in the sample's sandbox exited refused without naming why (usually: `metaharness` is not installed there).",
