@@ -32,6 +32,7 @@ NETNS = ROOT / "tests" / "fixtures" / "codex" / "netns_run.py"
 E2E_ROOT = Path(os.path.expanduser("~")) / ".cache" / "metaharness" / "failure-e2e"
 PROVIDER = {"claude": "anthropic", "codex": "openai", "opencode": "openai", "gemini": "gemini"}
 NO_RETRY = {"CLAUDE_CODE_MAX_RETRIES": "0"}
+GEMINI_ONCE = {"METAHARNESS_GEMINI_MAX_ATTEMPTS": "1"}
 DEAD = "http://127.0.0.1:9"  # nothing listens on port 9 inside the namespace
 NOWHERE = "http://model.metaharness.invalid"  # .invalid never resolves (RFC 6761)
 
@@ -83,6 +84,17 @@ CASES = [
     ("gemini-cut", "gemini", {"kind": "cut"}, (), {}, ("stream_cut", 200, 1, True)),
     ("gemini-malformed", "gemini", {"kind": "malformed"}, (), {}, ("malformed_stream", 200, 1, True)),
     ("gemini-500-retried", "gemini", {"status": 500, "times": 1}, (), {}, ("http_error", 500, 1, False)),
+    # A direct endpoint (opencode and Gemini CLI talk to --model-endpoint themselves): metaharness
+    # looks at the endpoint after the agent failed the prompt and names what it found.
+    ("opencode-refused", "opencode", None, ("--model-endpoint", DEAD), {}, ("connection_refused", None, 1, True)),
+    ("opencode-dns", "opencode", None, ("--model-endpoint", NOWHERE), {}, ("dns", None, 1, True)),
+    ("opencode-timeout", "opencode", {"kind": "hold"}, (), {"METAHARNESS_OPENCODE_TIMEOUT_MS": "3000"},
+     ("timeout", None, 1, True)),
+    ("gemini-refused", "gemini", None, ("--model-endpoint", DEAD), GEMINI_ONCE, ("connection_refused", None, 1, True)),
+    ("gemini-dns", "gemini", None, ("--model-endpoint", NOWHERE), GEMINI_ONCE, ("dns", None, 1, True)),
+    ("gemini-429", "gemini", {"status": 429, "retry_after": "1"}, (), GEMINI_ONCE, ("rate_limited", 429, 1, True)),
+    ("gemini-500", "gemini", {"status": 500, "message": "upstream exploded"}, (), GEMINI_ONCE,
+     ("http_error", 500, 1, True)),
 ]
 
 # What the vendor itself reports as api_error_status where it is not the status served.
