@@ -88,6 +88,10 @@ CASES = [
     # looks at the endpoint after the agent failed the prompt and names what it found.
     ("opencode-refused", "opencode", None, ("--model-endpoint", DEAD), {}, ("connection_refused", None, 1, True)),
     ("opencode-dns", "opencode", None, ("--model-endpoint", NOWHERE), {}, ("dns", None, 1, True)),
+    # opencode waits the retry-after it is given (with none, ~80 s of back-off for its 5 retries)
+    ("opencode-500", "opencode", {"status": 500, "retry_after": "0", "message": "upstream exploded"}, (), {},
+     ("http_error", 500, 6, True)),
+    ("opencode-malformed", "opencode", {"kind": "malformed"}, (), {}, ("malformed_stream", 200, 1, True)),
     ("opencode-timeout", "opencode", {"kind": "hold"}, (), {"METAHARNESS_OPENCODE_TIMEOUT_MS": "3000"},
      ("timeout", None, 1, True)),
     ("gemini-refused", "gemini", None, ("--model-endpoint", DEAD), GEMINI_ONCE, ("connection_refused", None, 1, True)),
