@@ -9,7 +9,8 @@ Pinning (every tool asks, nothing in the workspace can undo it):
   999 — without it reads, listing, glob, grep and web search are never asked;
 * `~/.gemini/settings.json` in the scratch home: API-key auth against the loopback,
   `security.disableAlwaysAllow` (no "allow for this session" option is even offered) and
-  `privacy.usageStatisticsEnabled: false` (no usage telemetry);
+  `privacy.usageStatisticsEnabled: false` (no usage telemetry), and `general.maxAttempts` when
+  the caller sets METAHARNESS_GEMINI_MAX_ATTEMPTS (`PASSED_THROUGH`);
 * `GEMINI_CLI_TRUST_WORKSPACE` is never set, so a workspace `.gemini/settings.json` is not
   read.
 

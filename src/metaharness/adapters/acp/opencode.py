@@ -2,7 +2,8 @@
 
 Pinning (every tool asks, nothing in the workspace can undo it):
 * the global `opencode.json` in the scratch XDG config home holds the loopback provider
-  (`@ai-sdk/openai-compatible`, bundled) and `"permission": {"*": "ask", "task": "deny"}`,
+  (`@ai-sdk/openai-compatible`, bundled; its `timeout` option when the caller sets
+  METAHARNESS_OPENCODE_TIMEOUT_MS, `PASSED_THROUGH`) and `"permission": {"*": "ask", "task": "deny"}`,
   and `OPENCODE_PERMISSION` carries the same rules (merged last, over any other source);
 * `OPENCODE_DISABLE_PROJECT_CONFIG=1`: a workspace `opencode.json` is never read — it could
   otherwise allow a tool outright;
