@@ -1,6 +1,8 @@
 """A failed model request is an event on the four vendor harnesses too (issue 23, item 1): Claude
 Code, Codex, opencode and Gemini CLI (the pinned binaries, in a loopback-only network namespace)
-against the loopback told to fail in each way, and through the credential proxy to a dead port.
+against the loopback told to fail in each way, through the credential proxy to a dead port or an
+unresolvable host (Claude Code, Codex), and pointed straight at them (opencode, Gemini CLI, which
+talk to --model-endpoint themselves: metaharness names what it finds there after the prompt failed).
 
 Each case is what the vendor was measured to do (docs/guides/ci.md, "What each harness lets
 through"): how many requests the loopback saw (the vendor's retries), whether the session ended in
@@ -10,7 +12,11 @@ warning naming the provider, the kind and the status; a session that ended in er
 
 Kept short: Claude Code is run with CLAUDE_CODE_MAX_RETRIES=0 (its default of 10 retries backs off
 to minutes, for a 401 too), and where a vendor retries a status with back-off (opencode and Gemini
-CLI on 429/5xx) the failure is served once (`times`), so the retry is seen to succeed.
+CLI on 429/5xx) the failure is served once (`times`), so the retry is seen to succeed — or, to see
+the failure end the session, opencode is given `retry-after: 0` (its 5 retries take seconds) and
+Gemini CLI METAHARNESS_GEMINI_MAX_ATTEMPTS=1. A held request times out on opencode through
+METAHARNESS_OPENCODE_TIMEOUT_MS; Codex has no setting that ends a request held before its first
+byte (measured: still waiting after ten minutes), so it has no timeout case.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ NETNS = ROOT / "tests" / "fixtures" / "codex" / "netns_run.py"
 E2E_ROOT = Path(os.path.expanduser("~")) / ".cache" / "metaharness" / "failure-e2e"
 PROVIDER = {"claude": "anthropic", "codex": "openai", "opencode": "openai", "gemini": "gemini"}
 NO_RETRY = {"CLAUDE_CODE_MAX_RETRIES": "0"}
+GEMINI_ONCE = {"METAHARNESS_GEMINI_MAX_ATTEMPTS": "1"}
 DEAD = "http://127.0.0.1:9"  # nothing listens on port 9 inside the namespace
 NOWHERE = "http://model.metaharness.invalid"  # .invalid never resolves (RFC 6761)
 
@@ -83,6 +90,22 @@ CASES = [
     ("gemini-cut", "gemini", {"kind": "cut"}, (), {}, ("stream_cut", 200, 1, True)),
     ("gemini-malformed", "gemini", {"kind": "malformed"}, (), {}, ("malformed_stream", 200, 1, True)),
     ("gemini-500-retried", "gemini", {"status": 500, "times": 1}, (), {}, ("http_error", 500, 1, False)),
+    # A direct endpoint (opencode and Gemini CLI talk to --model-endpoint themselves): metaharness
+    # looks at the endpoint after the agent failed the prompt and names what it found.
+    ("opencode-refused", "opencode", None, ("--model-endpoint", DEAD), {}, ("connection_refused", None, 1, True)),
+    ("opencode-dns", "opencode", None, ("--model-endpoint", NOWHERE), {}, ("dns", None, 1, True)),
+    # opencode waits the retry-after it is given (with none, ~80 s of back-off for its 5 retries)
+    ("opencode-500", "opencode", {"status": 500, "retry_after": "0", "message": "upstream exploded"}, (), {},
+     ("http_error", 500, 6, True)),
+    ("opencode-malformed", "opencode", {"kind": "malformed"}, (), {}, ("malformed_stream", 200, 1, True)),
+    ("opencode-timeout", "opencode", {"kind": "hold"}, (), {"METAHARNESS_OPENCODE_TIMEOUT_MS": "3000"},
+     ("timeout", None, 1, True)),
+    ("gemini-refused", "gemini", None, ("--model-endpoint", DEAD), GEMINI_ONCE, ("connection_refused", None, 1, True)),
+    ("gemini-dns", "gemini", None, ("--model-endpoint", NOWHERE), GEMINI_ONCE, ("dns", None, 1, True)),
+    ("gemini-timeout", "gemini", {"kind": "hold"}, (), GEMINI_ONCE, ("timeout", None, 1, True)),
+    ("gemini-429", "gemini", {"status": 429, "retry_after": "1"}, (), GEMINI_ONCE, ("rate_limited", 429, 1, True)),
+    ("gemini-500", "gemini", {"status": 500, "message": "upstream exploded"}, (), GEMINI_ONCE,
+     ("http_error", 500, 1, True)),
 ]
 
 # What the vendor itself reports as api_error_status where it is not the status served.

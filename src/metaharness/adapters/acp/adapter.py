@@ -37,6 +37,7 @@ from metaharness.adapters.process import (ScratchRefused, is_gone, remove_scratc
                                          stderr_file_tail, wait_or_kill)
 from metaharness.protocol.descriptor import CapabilityDescriptor, DenyReason, harness_descriptor
 from metaharness.protocol.events import SessionStarted
+from metaharness.protocol.failures import ModelFailure, bounded
 from metaharness.protocol.values import (
     Exited,
     HermeticAttestation,
@@ -48,7 +49,7 @@ from metaharness.protocol.values import (
     UnknownTermination,
 )
 
-from . import launch
+from . import launch, reach
 from .rpc import RpcChannel, RpcClosed, RpcError
 from .seam import Seam
 from .translate import Translator
@@ -64,6 +65,7 @@ class AcpAdapter(Adapter):
     package: ClassVar[str]
     pin: ClassVar[str]
     fixed_refusal: ClassVar[str]  # the text the model sees for a refused call
+    model_provider: ClassVar[str]  # the provider a failed model request names (the wire it speaks)
     hold_s: ClassVar[float] = 5.0
     takeup_s: ClassVar[float] = 60.0  # a real model may think long before the agent's next line
 
@@ -316,12 +318,22 @@ class AcpAdapter(Adapter):
         except RpcError as exc:
             self.translator.flush()
             self.translator.last_error = f"{self.binary_name} failed the prompt: {exc.message}"
+            await self._unreachable_endpoint(self.translator.last_error)
             self.ctx.warn("VENDOR_ERROR", self.translator.last_error)
             self.ctx.turn_ended("error")
             return
         except RpcClosed:
             return  # the child went away; the stream's end says so
         self.ctx.turn_ended(self.translator.prompt_result(result))
+
+    async def _unreachable_endpoint(self, sentence: str) -> None:
+        """A direct endpoint (no loopback in between to see the request): when the agent failed a
+        prompt and the endpoint cannot be reached now, that is the model failure, named by kind."""
+        if self._scenario is not None or not self._base_url:
+            return
+        kind = await reach.probe(self._base_url)
+        if kind is not None:
+            self.model_failed(ModelFailure(provider=self.model_provider, kind=kind, provider_message=bounded(sentence)))
 
     # --- controls -------------------------------------------------------------------------
     async def steer(self, text: str) -> None:

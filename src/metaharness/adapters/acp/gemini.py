@@ -9,7 +9,8 @@ Pinning (every tool asks, nothing in the workspace can undo it):
   999 — without it reads, listing, glob, grep and web search are never asked;
 * `~/.gemini/settings.json` in the scratch home: API-key auth against the loopback,
   `security.disableAlwaysAllow` (no "allow for this session" option is even offered) and
-  `privacy.usageStatisticsEnabled: false` (no usage telemetry);
+  `privacy.usageStatisticsEnabled: false` (no usage telemetry), and `general.maxAttempts` when
+  the caller sets METAHARNESS_GEMINI_MAX_ATTEMPTS (`PASSED_THROUGH`);
 * `GEMINI_CLI_TRUST_WORKSPACE` is never set, so a workspace `.gemini/settings.json` is not
   read.
 
@@ -58,13 +59,21 @@ POLICY_FILE_TOOLS = {"write_file": "Write", "replace": "Edit", "read_file": "Rea
 # The operations whose permission request shows no subject.
 SUBJECTLESS = ("dir.list", "search")
 FIXED_REFUSAL = 'Tool "<name>" was canceled by the user.'
+# The caller's settings carried into the pinned settings when set (docs/guides/ci.md): how many
+# attempts Gemini CLI makes at one model request (`general.maxAttempts`; its default and ceiling
+# is 10, with back-off to minutes, also for a refused connection) — a CI job sets 1.
+PASSED_THROUGH = {"METAHARNESS_GEMINI_MAX_ATTEMPTS": ("general", "maxAttempts")}
 
 
-def settings() -> dict[str, Any]:
-    return {
+def settings(passed: dict[str, int] | None = None) -> dict[str, Any]:
+    document: dict[str, Any] = {
         "security": {"auth": {"selectedType": "gemini-api-key"}, "disableAlwaysAllow": True},
         "privacy": {"usageStatisticsEnabled": False},
     }
+    for name, value in (passed or {}).items():
+        section, key = PASSED_THROUGH[name]
+        document.setdefault(section, {})[key] = value
+    return document
 
 
 def tool_name(tool_call: dict) -> str:
@@ -100,6 +109,7 @@ class GeminiAdapter(AcpAdapter):
     binary_name = "gemini"
     package = harness("gemini").package
     pin = PIN
+    model_provider = "gemini"
     tools = TABLE
     fixed_refusal = FIXED_REFUSAL
 
@@ -117,6 +127,10 @@ class GeminiAdapter(AcpAdapter):
         ]
 
     def vendor_plan(self) -> None:
+        try:
+            self.passed = launch.passed_through(tuple(PASSED_THROUGH), dict(os.environ))
+        except launch.LaunchError as exc:
+            raise StartRefusal("VendorSettingInvalid", str(exc)) from None
         frame = frame_of(self.spec)
         ops = frame_operation_names(frame)
         if "subagent.spawn" in ops:
@@ -137,7 +151,7 @@ class GeminiAdapter(AcpAdapter):
     def vendor_env(self, scratch: launch.Scratch, base_url: str) -> dict[str, str]:
         gemini_home = scratch.home / ".gemini"
         gemini_home.mkdir(parents=True, exist_ok=True)
-        (gemini_home / "settings.json").write_text(json.dumps(settings(), indent=2))
+        (gemini_home / "settings.json").write_text(json.dumps(settings(getattr(self, "passed", None)), indent=2))
         (scratch.root / "ask-all.toml").write_text(ASK_ALL)
         env = {"GEMINI_API_KEY": PLACEHOLDER_KEY, "GOOGLE_GEMINI_BASE_URL": base_url}
         if self.spec.model:

@@ -2,7 +2,8 @@
 
 Pinning (every tool asks, nothing in the workspace can undo it):
 * the global `opencode.json` in the scratch XDG config home holds the loopback provider
-  (`@ai-sdk/openai-compatible`, bundled) and `"permission": {"*": "ask", "task": "deny"}`,
+  (`@ai-sdk/openai-compatible`, bundled; its `timeout` option when the caller sets
+  METAHARNESS_OPENCODE_TIMEOUT_MS, `PASSED_THROUGH`) and `"permission": {"*": "ask", "task": "deny"}`,
   and `OPENCODE_PERMISSION` carries the same rules (merged last, over any other source);
 * `OPENCODE_DISABLE_PROJECT_CONFIG=1`: a workspace `opencode.json` is never read — it could
   otherwise allow a tool outright;
@@ -82,6 +83,9 @@ POLICY_VIEW: dict[str, tuple[str, dict[str, str]]] = {
     "todowrite": ("TodoWrite", {"todos": "todos"}),
 }
 FIXED_REFUSAL = "The user rejected permission to use this specific tool call."
+# The caller's settings carried into the loopback provider's options when set (docs/guides/ci.md):
+# how long opencode waits for one model request (`timeout`, in ms; its default is five minutes).
+PASSED_THROUGH = {"METAHARNESS_OPENCODE_TIMEOUT_MS": "timeout"}
 # A plugin in the global config directory (read once, at start): it makes the opencode process
 # non-dumpable, so a process of the same user (the agent's shell) cannot read its environment
 # or memory through /proc or ptrace, and keeps OPENCODE_SERVER_PASSWORD, the password of
@@ -130,7 +134,9 @@ export const MetaharnessGuard = async () => {
 """
 
 
-def config(base_url: str, model: str) -> dict[str, Any]:
+def config(base_url: str, model: str, passed: dict[str, int] | None = None) -> dict[str, Any]:
+    options: dict[str, Any] = {"baseURL": f"{base_url}/v1", "apiKey": PLACEHOLDER_KEY}
+    options.update({PASSED_THROUGH[name]: value for name, value in (passed or {}).items()})
     return {
         "$schema": "https://opencode.ai/config.json",
         "autoupdate": False,
@@ -139,7 +145,7 @@ def config(base_url: str, model: str) -> dict[str, Any]:
         "small_model": f"{PROVIDER}/{model}",
         "provider": {PROVIDER: {
             "npm": "@ai-sdk/openai-compatible", "name": "metaharness loopback",
-            "options": {"baseURL": f"{base_url}/v1", "apiKey": PLACEHOLDER_KEY},
+            "options": options,
             "models": {model: {"name": model, "tool_call": True, "limit": {"context": 100000, "output": 8000}}},
         }},
         "permission": dict(PERMISSION),
@@ -152,6 +158,7 @@ class OpencodeAdapter(AcpAdapter):
     binary_name = "opencode"
     package = harness("opencode").package
     pin = PIN
+    model_provider = "openai"
     fixed_refusal = FIXED_REFUSAL
     tools = TOOLS
 
@@ -172,6 +179,10 @@ class OpencodeAdapter(AcpAdapter):
         ]
 
     def vendor_plan(self) -> None:
+        try:
+            self.passed = launch.passed_through(tuple(PASSED_THROUGH), dict(os.environ))
+        except launch.LaunchError as exc:
+            raise StartRefusal("VendorSettingInvalid", str(exc)) from None
         frame = frame_of(self.spec)
         if "subagent.spawn" in frame_operation_names(frame):
             raise StartRefusal("SubagentUnavailable", (
@@ -184,7 +195,7 @@ class OpencodeAdapter(AcpAdapter):
     def vendor_env(self, scratch: launch.Scratch, base_url: str) -> dict[str, str]:
         home = scratch.config / "opencode"
         home.mkdir(parents=True, exist_ok=True)
-        (home / "opencode.json").write_text(json.dumps(config(base_url, self.spec.model or MODEL), indent=2))
+        (home / "opencode.json").write_text(json.dumps(config(base_url, self.spec.model or MODEL, getattr(self, "passed", None)), indent=2))
         self._link_plugin_package(home)
         (home / "plugin").mkdir(exist_ok=True)
         (home / "plugin" / "metaharness-guard.js").write_text(GUARD_PLUGIN)

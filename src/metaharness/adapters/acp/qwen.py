@@ -81,6 +81,7 @@ class QwenAdapter(AcpAdapter):
     binary_name = ENTRY.binary
     package = ENTRY.package
     pin = ENTRY.pin
+    model_provider = "openai"  # its OpenAI-compatible endpoint (Chat Completions)
     tools = TOOLS
     fixed_refusal = FIXED_REFUSAL
 
