@@ -368,7 +368,9 @@ class Pipeline:
             exporter = OTLPSpanExporter(endpoint=endpoint, timeout=EXPORT_TIMEOUT_S)
         self.endpoint = endpoint
         self.counting = _Counting(exporter)
-        self.provider = TracerProvider(resource=Resource.create({"service.name": "metaharness"}))
+        # No shutdown at interpreter exit: `finish` shuts it down within its bound, and the SDK's own
+        # exit hook would wait again on an export still in its retries (a collector that is down).
+        self.provider = TracerProvider(resource=Resource.create({"service.name": "metaharness"}), shutdown_on_exit=False)
         self.ended = 0
         pipeline = self
 
