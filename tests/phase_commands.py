@@ -280,14 +280,16 @@ def stop_and_kill_below(pid: int) -> None:
 
 
 def check_decided_after_death(events: list[dict], cid: str, call_id: str) -> None:
-    """A decision for a call the dead harness waited on: refused TOO_LATE (the harness can no
-    longer be reached, or the run is ending when the run noticed first); the call's one
-    `tool.decided` is the wind-up's deny, and no census counts an allow."""
+    """A decision for a call the dead harness waited on: refused TOO_LATE — the harness can no
+    longer be reached; or, when the run noticed the death first, the run is ending, or the call
+    is already closed by the adapter's deny (a reaped Codex's channel closes before its output
+    ends); the call's one `tool.decided` is that deny, and no census counts an allow."""
     assert events[-1]["event"] == "stream.closed"
     (result,) = [e for e in events if e["event"] == "command.result" and e["id"] == cid]
     refusal = result["outcome"].get("refused") or {}
     assert refusal.get("code") == "TOO_LATE", result
-    assert refusal["reason"].startswith(("the harness can no longer be reached: ", "the run is ending")), refusal
+    closed = f"{call_id} was decided or its window closed"
+    assert refusal["reason"].startswith(("the harness can no longer be reached: ", "the run is ending", closed)), refusal
     decided = [e for e in events if e["event"] == "tool.decided" and e["call_id"] == call_id]
     assert [(d["decided_by"], d["decision"]["decision"]) for d in decided] == [("adapter", "deny")], decided
     assert not [e for e in events if e["event"] == "tool.decided" and e["decision"]["decision"] == "allow"]
