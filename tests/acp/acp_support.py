@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from metaharness.protocol.frame import document_bytes, seal
 
@@ -23,6 +24,24 @@ METAHARNESS = REPO / ".venv" / "bin" / "metaharness"
 NETNS = REPO / "tests" / "fixtures" / "codex" / "netns_run.py"  # a generic loopback-only namespace runner
 E2E_ROOT = Path(os.path.expanduser("~")) / ".cache" / "metaharness" / "acp-e2e"
 KINDS = ("opencode", "gemini")
+
+
+def case_dir(kind: str, test_name: str) -> Iterator[Path]:
+    """A fresh `E2E_ROOT/<kind>-<test>` with an empty `ws/` (a `case` fixture yields from it),
+    removed afterwards unless MH_KEEP_E2E is set."""
+    path = E2E_ROOT / f"{kind}-{test_name}"
+    shutil.rmtree(path, ignore_errors=True)
+    (path / "ws").mkdir(parents=True)
+    yield path
+    if not os.environ.get("MH_KEEP_E2E"):
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def run_scenario(kind: str, case: Path, turns: list[dict], *args: str, prompt: str = "do the task") -> "AcpRun":
+    """`metaharness run <kind>` on the scripted `turns` (written to the case's scenario.json) in its `ws/`."""
+    scenario(case / "scenario.json", turns)
+    return AcpRun(kind, case, ["-p", prompt, "--script", str(case / "scenario.json"), "--cwd", str(case / "ws"),
+                               *args])
 
 
 def vendor_dir(kind: str) -> Path:

@@ -4,14 +4,12 @@ against the per-run loopback model: every call is decided by metaharness before 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from acp_support import E2E_ROOT, KINDS, VENDOR, AcpRun, frame, scenario
+from acp_support import KINDS, VENDOR, AcpRun, case_dir, frame, run_scenario
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -29,18 +27,10 @@ def kind(request) -> str:
 
 @pytest.fixture
 def case(request, kind) -> Path:
-    path = E2E_ROOT / f"{kind}-{request.node.originalname}"
-    shutil.rmtree(path, ignore_errors=True)
-    (path / "ws").mkdir(parents=True)
-    yield path
-    if not os.environ.get("MH_KEEP_E2E"):
-        shutil.rmtree(path, ignore_errors=True)
+    yield from case_dir(kind, request.node.originalname)
 
 
-def run(kind: str, case: Path, turns: list[dict], *args: str, prompt: str = "do the task") -> AcpRun:
-    scenario(case / "scenario.json", turns)
-    return AcpRun(kind, case, ["-p", prompt, "--script", str(case / "scenario.json"), "--cwd", str(case / "ws"),
-                               *args])
+run = run_scenario
 
 
 SHELL_WRITE = {"op": "shell", "input": {"command": "echo hi > pwned.txt"}}

@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from acp_support import E2E_ROOT, METAHARNESS, AcpRun, frame, scenario, vendor_dir
+from acp_support import METAHARNESS, AcpRun, case_dir, frame, run_scenario, vendor_dir
 
 pytestmark = pytest.mark.timeout(240)
 KIND = "qwen"
@@ -31,18 +30,11 @@ def vendor() -> Path:
 
 @pytest.fixture
 def case(request, vendor) -> Path:
-    path = E2E_ROOT / f"{KIND}-{request.node.originalname}"
-    shutil.rmtree(path, ignore_errors=True)
-    (path / "ws").mkdir(parents=True)
-    yield path
-    if not os.environ.get("MH_KEEP_E2E"):
-        shutil.rmtree(path, ignore_errors=True)
+    yield from case_dir(KIND, request.node.originalname)
 
 
 def run(case: Path, turns: list[dict], *args: str) -> AcpRun:
-    scenario(case / "scenario.json", turns)
-    return AcpRun(KIND, case, ["-p", "do the task", "--script", str(case / "scenario.json"), "--cwd",
-                               str(case / "ws"), *args])
+    return run_scenario(KIND, case, turns, *args)
 
 
 def test_the_frame_decides_each_call_before_it_runs(case):
