@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from metaharness.batch.report import why
-from metaharness.batch.results import read_results, spend_so_far
+from metaharness.batch.results import LiveSpend, read_results, spend_so_far
 from metaharness.cli.main import cli
 from metaharness.loopback.pricing import shipped_prices
 
@@ -61,3 +61,23 @@ def test_a_running_cells_spend_is_read_from_its_stream():
     # a model the table does not price counts as nothing, or as the cost its harness reports
     assert spend_so_far(b'{"event":"usage","model":"nosuch-model","usage":{"input_tokens":5}}', prices) == 0.0
     assert spend_so_far(b'{"event":"usage","model":"nosuch","usage":{"input_tokens":5,"cost_usd":0.25}}', prices) == 0.25
+
+
+def test_a_running_cells_stream_is_read_as_it_grows(tmp_path):
+    """Each byte read once; a line waits for its newline; a stream begun again is read afresh."""
+    prices = shipped_prices()
+    usage = b'{"event":"usage","model":"scripted:default","usage":{"input_tokens":100000,"output_tokens":1000}}\n'
+    path = tmp_path / "events.jsonl"
+    reader = LiveSpend(prices)
+    with pytest.raises(OSError):
+        reader.read(str(path))  # not written yet
+    path.write_bytes(usage + usage[:20])
+    assert reader.read(str(path)) == pytest.approx(RESPONSE_USD)
+    with open(path, "ab") as handle:
+        handle.write(usage[20:] + b'{"event":"session.ended","metered_cost_usd":0.5}\n' + usage)
+    assert reader.read(str(path)) == 0.5  # the run's own figure, once it has one
+    path.write_bytes(usage)  # a new attempt's stream: shorter than what was read
+    assert reader.read(str(path)) == pytest.approx(RESPONSE_USD)
+    (tmp_path / "next.jsonl").write_bytes(usage * 3)
+    (tmp_path / "next.jsonl").replace(path)  # another file in its place
+    assert reader.read(str(path)) == pytest.approx(3 * RESPONSE_USD)

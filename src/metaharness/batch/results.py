@@ -227,31 +227,69 @@ def infrastructure_failure(exit_code: int | None, stream: str, refusal: str | No
 
 
 def spend_so_far(data: bytes, prices: Any) -> float:
-    """What a running cell has spent by now, from the stream written so far: its run's own figure
-    once it has one (BUDGET_REACHED, session.ended), else its `usage` events priced with `prices`
-    (a `metaharness.loopback.pricing.PriceTable`, the table the run prices with) — the harness's
-    usage reports as they come; a response of a model not in the table counts as the cost its
-    harness puts on it, else as nothing."""
-    priced = 0.0
-    for raw in data.splitlines():
+    """What a running cell has spent by now, from the stream written so far (`LiveSpend`'s rule)."""
+    return LiveSpend(prices).feed(data + b"\n")  # the last line too, when it is whole
+
+
+class LiveSpend:
+    """What a running cell has spent, read as its stream grows (each byte read once): its run's
+    own figure once it has one (the first BUDGET_REACHED or session.ended that carries it), else
+    its `usage` events priced with `prices` (a `metaharness.loopback.pricing.PriceTable`, the
+    table the run prices with) — the harness's usage reports as they come; a response of a model
+    not in the table counts as the cost its harness puts on it, else as nothing. A line not yet
+    ended by its newline waits for the rest."""
+
+    def __init__(self, prices: Any) -> None:
+        self.prices = prices
+        self._restart(None)
+
+    def _restart(self, file: tuple[int, int] | None) -> None:
+        self.file = file  # the stream's (device, inode)
+        self.offset = 0
+        self.partial = b""
+        self.priced = 0.0
+        self.final: float | None = None
+
+    @property
+    def spent(self) -> float:
+        return self.final if self.final is not None else self.priced
+
+    def read(self, path: str) -> float:
+        """Read what `path` gained since the last read; the spend so far (OSError when unreadable).
+        A stream begun again (another file, or one shorter than what was read) is read afresh."""
+        with open(path, "rb") as handle:
+            stat = os.fstat(handle.fileno())
+            if (stat.st_dev, stat.st_ino) != self.file or stat.st_size < self.offset:
+                self._restart((stat.st_dev, stat.st_ino))
+            handle.seek(self.offset)
+            data = handle.read()
+        self.offset += len(data)
+        return self.feed(data)
+
+    def feed(self, data: bytes) -> float:
+        *lines, self.partial = (self.partial + data).split(b"\n")
+        for raw in lines:
+            if self.final is None:
+                self._line(raw)
+        return self.spent
+
+    def _line(self, raw: bytes) -> None:
         try:
             line = json.loads(raw)
         except ValueError:
-            continue  # the line being written
+            return  # a torn line
         if not isinstance(line, dict):
-            continue
+            return
         name = line.get("event")
         if name == "usage":
             usage = line.get("usage") or {}
             model = line.get("model")
             if isinstance(model, str) and ":" in model:  # PROVIDER:MODEL is priced by its model
                 model = model.split(":", 1)[1]
-            priced += prices.cost(model, usage) or usage.get("cost_usd") or 0.0
-        elif name == "warning" and line.get("code") == "BUDGET_REACHED" and line.get("metered_cost_usd") is not None:
-            return float(line["metered_cost_usd"])
-        elif name == "session.ended" and line.get("metered_cost_usd") is not None:
-            return float(line["metered_cost_usd"])
-    return priced
+            self.priced += self.prices.cost(model, usage) or usage.get("cost_usd") or 0.0
+        elif name in ("warning", "session.ended") and line.get("metered_cost_usd") is not None and (
+                name == "session.ended" or line.get("code") == "BUDGET_REACHED"):
+            self.final = float(line["metered_cost_usd"])
 
 
 # --- results.jsonl ---------------------------------------------------------------------

@@ -18,7 +18,7 @@ Rules kept:
   of the batch's `max_cost_usd` when it starts, whichever is less; a batch with a cap
   whose cells' traffic metaharness cannot price is refused before any cell runs;
 * and across cells, where the backend lets the batch read the running cells' streams and
-  halt them (the local one): what a running cell has spent so far (`results.spend_so_far`)
+  halt them (the local one): what a running cell has spent so far (`results.LiveSpend`)
   counts as spent, and once the batch's cap is reached the running cells are halted
   (each a result, its `budget` saying why) — the batch ends above its cap by at most the
   requests in flight then; elsewhere (Ray) a cell's spend counts when it ends;
@@ -48,7 +48,7 @@ from metaharness.run.spec import RunSpec, cost_unseen
 
 from .cell import CellJob, Halt, live_events, run_cell
 from .plan import Cell, Plan, PlanError, cells, plan_fingerprint
-from .results import CellResult, ResultsFile, cell_dir, read_results, spend_so_far
+from .results import CellResult, LiveSpend, ResultsFile, cell_dir, read_results, spend_so_far
 
 BACKENDS = ("local", "ray")
 PLAN_COPY = "plan.json"
@@ -291,20 +291,18 @@ async def run_batch(plan: Plan, out: str, options: BatchOptions | None = None, *
     # running cell can be halted (the local backend): their spend so far counts as spent.
     watch = options.max_cost_usd is not None and callable(getattr(backend, "halt", None))
     prices = _price_table(options.prices) if watch else None
-    live: dict[tuple[str, str, int], float] = {}
+    live: dict[tuple[str, str, int], LiveSpend] = {}  # each running cell's stream, read as it grows
 
     def spent() -> float:
-        return progress.cost_usd + sum(live.values())
+        return progress.cost_usd + sum(reader.spent for reader in live.values())
 
     def observe() -> None:
         for task, cell in running.items():
             if task.done():
                 continue
-            try:
-                with open(live_events(cell_dir(out, cell.key), cell.task), "rb") as handle:
-                    live[cell.key] = spend_so_far(handle.read(), prices)
-            except OSError:
-                continue
+            reader = live.setdefault(cell.key, LiveSpend(prices))
+            with contextlib.suppress(OSError):  # not written yet
+                reader.read(live_events(cell_dir(out, cell.key), cell.task))
         cap = options.max_cost_usd
         if cap is not None and spent() >= cap:
             reason = (f"the batch's --max-cost-usd {cap:g} was spent (${spent():.4f} over its cells, as their "
@@ -340,6 +338,7 @@ async def run_batch(plan: Plan, out: str, options: BatchOptions | None = None, *
         retried: list[str] = []
         attempt = 1
         while True:
+            live.pop(cell.key, None)  # an attempt's stream is its own
             span = traced.cell(cell, attempt)
             job = CellJob(task=cell.task, harness=cell.harness, repeat=cell.repeat,
                           out_dir=cell_dir(out, cell.key), scratch_root=scratch_root,
