@@ -31,8 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from metaharness.adapters.base import (Adapter, ControlRefused, OpKey, Resolution, StartRefusal, Tool, own_version,
-                                      rendering_of,
-                                      plan_loopback_script, stop_services)
+                                      plan_loopback_script, rendering_of, stop_services)
 from metaharness.adapters.process import (binary_version, descendant_groups, is_gone, kill_groups,
                                          remove_scratch, spawn_on_channel, stderr_file_tail, wait_or_kill)
 from metaharness.protocol.descriptor import CapabilityDescriptor, harness_descriptor
