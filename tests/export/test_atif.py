@@ -18,7 +18,7 @@ from .conftest import EXAMPLES, METAHARNESS, REPO, check_round_trip, env, run_bu
 
 SAME_TASK = EXAMPLES / "same-task.scenario.json"
 ASK = EXAMPLES / "ask.scenario.json"
-RECORDED = [REPO / "tests" / "fixtures" / kind / "read-shell-write.events.jsonl" for kind in ("opencode", "gemini")]
+RECORDED = [REPO / "tests" / "fixtures" / kind / "read-shell-write.events.jsonl" for kind in ("opencode", "gemini", "qwen")]
 
 
 def steps_with_calls(doc):

@@ -1,7 +1,8 @@
 """The real vendors: the same-task scenario (write allowed, shell denied by the frame, edit
-allowed) on Claude Code, Codex, opencode and Gemini CLI, scripted on the local fake model,
-exported and validated with Harbor's own ATIF models, the refused shell call shown refused,
-and sent as OpenTelemetry spans to a local OTLP receiver."""
+allowed) on every vendor harness of the registry, scripted on the local fake model, exported
+and validated with Harbor's own ATIF models, the refused shell call shown refused, and sent as
+OpenTelemetry spans to a local OTLP receiver. Qwen Code ends its turn at a refused call, so its
+trajectory stops at the refused shell call."""
 
 from __future__ import annotations
 
@@ -10,12 +11,17 @@ import subprocess
 
 import pytest
 
+from metaharness.protocol.harnesses import KINDS as ALL_KINDS
+
 from .conftest import EXAMPLES, METAHARNESS, REPO, check_round_trip, env
 from .test_otel import attrs, receiver, send  # noqa: F401 (receiver is a fixture)
 
 
 VENDOR = REPO / ".vendor" / "node_modules" / ".bin"
-KINDS = ("claude", "codex", "opencode", "gemini")
+KINDS = tuple(kind for kind in ALL_KINDS if kind != "oharness")
+SAME_TASK = [(["file.write"], "allow", True), (["shell"], "deny", False), (["file.edit"], "allow", True)]
+# What each vendor runs of it, where that is not the whole task.
+RUNS = {"qwen": SAME_TASK[:2]}
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -37,8 +43,7 @@ def test_the_same_task_on_each_vendor_exports_and_validates(kind, tmp_path, rece
     doc = check_round_trip(events)
     assert doc["agent"]["name"] == kind and doc["agent"]["version"] != "unknown"
     calls = [c["extra"]["metaharness"] for s in doc["steps"] for c in s.get("tool_calls") or []]
-    assert [(c["operations"], c["decision"], c["ran"]) for c in calls] == [
-        (["file.write"], "allow", True), (["shell"], "deny", False), (["file.edit"], "allow", True)]
+    assert [(c["operations"], c["decision"], c["ran"]) for c in calls] == RUNS.get(kind, SAME_TASK)
     assert not (work / "shell.txt").exists()
     done = send(events, f"http://127.0.0.1:{receiver.server_port}/v1/traces")
     assert done.returncode == 0, done.stderr
@@ -47,5 +52,5 @@ def test_the_same_task_on_each_vendor_exports_and_validates(kind, tmp_path, rece
     assert root.name == f"invoke_agent {kind}" and attrs(root)["gen_ai.agent.name"] == kind
     tools = {attrs(s)["gen_ai.tool.call.id"]: attrs(s) for s in spans if s.name.startswith("execute_tool ")}
     assert [tools[c["tool_call_id"]]["metaharness.decision"] for s in doc["steps"] for c in s.get("tool_calls") or []] \
-        == ["allow", "deny", "allow"]
+        == [decision for _, decision, _ in RUNS.get(kind, SAME_TASK)]
     assert all(s.end_time_unix_nano >= s.start_time_unix_nano > 0 for s in spans)

@@ -2,9 +2,9 @@
 pinned version on 127.0.0.1, tests/phoenix_server.py), read back through Phoenix's REST API and
 checked against the stream it came from: one span per run, step, turn and call, each under the
 parent the stream puts it in, with its `gen_ai.*` and `metaharness.*` attributes, and Phoenix
-reading the run as an agent and the calls as tools. A stream of each of the five harnesses (Claude
-Code and Codex recorded on the pinned binaries, opencode and Gemini CLI from their conformance
-recordings, oharness run here) and a workflow run; then the trace in Phoenix's own UI in the
+reading the run as an agent and the calls as tools. A stream of each harness of the registry
+(Claude Code and Codex recorded on the pinned binaries, opencode, Gemini CLI and Qwen Code from
+their conformance recordings, oharness run here) and a workflow run; then the trace in Phoenix's own UI in the
 browser, its screenshot the OpenTelemetry guide's image.
 
 The Claude Code and Codex streams (tests/fixtures/{claude,codex}/same-task.events.jsonl) were
@@ -23,6 +23,8 @@ from typing import Any
 
 import pytest
 
+from metaharness.protocol.harnesses import KINDS
+
 from .conftest import EXAMPLES, METAHARNESS, REPO, run_bugfix_workflow, run_oharness
 
 FIXTURES = REPO / "tests" / "fixtures"
@@ -31,10 +33,11 @@ RECORDED = {
     "codex": FIXTURES / "codex" / "same-task.events.jsonl",
     "opencode": FIXTURES / "opencode" / "read-shell-write.events.jsonl",
     "gemini": FIXTURES / "gemini" / "read-shell-write.events.jsonl",
+    "qwen": FIXTURES / "qwen" / "read-shell-write.events.jsonl",
 }
-# gen_ai.provider.name as the OpenTelemetry guide states it (opencode names none; oharness's
-# scripted model is `scripted:default`).
-PROVIDER = {"claude": "anthropic", "codex": "openai", "gemini": "gcp.gemini", "opencode": None,
+# gen_ai.provider.name as the OpenTelemetry guide states it (opencode and Qwen Code name none;
+# oharness's scripted model is `scripted:default`).
+PROVIDER = {"claude": "anthropic", "codex": "openai", "gemini": "gcp.gemini", "opencode": None, "qwen": None,
             "oharness": "scripted"}
 # The screenshot goes to test-artifacts/ (git-ignored) on every run, and over the guide's image
 # when METAHARNESS_UPDATE_SCREENSHOTS=1 (then review and commit it).
@@ -170,7 +173,7 @@ def oharness_run(tmp_path_factory):
     return run_oharness(root, EXAMPLES / "same-task.scenario.json", "--frame", str(EXAMPLES / "same-task.frame.json"))
 
 
-@pytest.mark.parametrize("kind", ["claude", "codex", "opencode", "gemini", "oharness"])
+@pytest.mark.parametrize("kind", KINDS)
 def test_a_run_of_each_harness_is_its_span_tree_in_phoenix(kind, phoenix, oharness_run):
     source = oharness_run if kind == "oharness" else RECORDED[kind]
     events = lines_of(source)
