@@ -62,8 +62,9 @@ from metaharness.protocol.commands import (
     ToolDecide,
 )
 from metaharness.protocol.decode import decode_event_line, encode_command_line
+from metaharness.protocol.frame import Frame
+from metaharness.protocol.spec import NEGATED, REPEATABLE, RunSpec
 from metaharness.protocol.values import Decision
-from metaharness.run.spec import NEGATED, REPEATABLE, RunSpec
 
 __all__ = ["FrameJudge", "PolicyJudge", "Redecision", "RunControl", "RunHandle", "RunRefused", "RunService",
            "control_socketpair", "describe", "host_stdio", "start_refusal", "start_run", "spec_to_argv"]
@@ -581,7 +582,7 @@ class _Resolvers:
 class FrameJudge:
     """Frame mode as a run decides it with `frame` (a sealed frame, `protocol.frame.load_frame`) in force."""
 
-    def __init__(self, frame: Any) -> None:
+    def __init__(self, frame: Frame) -> None:
         from metaharness.run import decide
 
         self._decide = decide

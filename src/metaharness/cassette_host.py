@@ -32,7 +32,8 @@ from metaharness.loopback.cassette import (CassetteError, Recording, first_works
                                            read_recording, workspace_manifest)
 from metaharness.loopback.recorder import RecordingProxy
 from metaharness.loopback.replayer import ReplayServer
-from metaharness.run.spec import RunSpec, cost_unseen
+from metaharness.protocol.spec import RunSpec
+from metaharness.run.spec import cost_unseen
 
 DIVERGED = "REPLAY_DIVERGED"
 DIVERGED_EXIT = 1

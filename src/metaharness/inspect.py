@@ -44,8 +44,8 @@ from metaharness.protocol.commands import Halt, ToolDecide
 from metaharness.protocol.decode import decode_event_line, encode_command_line
 from metaharness.protocol.frame import Frame, document_bytes
 from metaharness.protocol.events import StreamClosed, ToolDecided, ToolRequested
-from metaharness.protocol.values import Allow, Deny, Replace
-from metaharness.run.spec import KINDS, RunSpec
+from metaharness.protocol.spec import KINDS, RunSpec
+from metaharness.protocol.values import Allow, Decision, Deny, Replace
 
 __all__ = ["DECISIONS", "MetaharnessAgentError", "metaharness_agent"]
 
@@ -66,7 +66,7 @@ class MetaharnessAgentError(RuntimeError):
         self.name, self.sentence = name, sentence
 
 
-def _decisions(decisions: str | None, frame: Any, policy: Any) -> str:
+def _decisions(decisions: str | None, frame: Frame | dict | str | None, policy: str | Sequence[str] | None) -> str:
     chosen = decisions or ("policy" if policy and frame is None else "frame")
     if chosen == "ask":
         raise MetaharnessAgentError("InspectAskMode", "decisions=\"ask\" has nobody to ask inside an Inspect sample; "
@@ -127,7 +127,7 @@ async def _approve(event: ToolRequested, state: AgentState) -> list[Any]:
     why = (approval.explanation if approval else None) or f"{word} by the Inspect approval policy"
     if word == "modify" and approval and approval.modified is not None:
         replaced = approval.modified.arguments
-        decision: Any = Replace(input=replaced.get("input", replaced) if not isinstance(event.input, dict) else replaced)
+        decision: Decision = Replace(input=replaced.get("input", replaced) if not isinstance(event.input, dict) else replaced)
     else:
         decision = {"approve": Allow()}.get(word) or Deny(reason=why)
     commands: list[Any] = [ToolDecide(id=f"i-{event.call_id}", call_id=event.call_id, decision=decision)]
@@ -200,7 +200,7 @@ def metaharness_agent(harness: str, *, frame: Frame | dict | str | None = None, 
     """An Inspect agent running `harness` under metaharness in the sample's sandbox.
 
     Args:
-        harness: a harness kind, one of `metaharness.run.spec.KINDS` (the registry's).
+        harness: a harness kind, one of `metaharness.protocol.harnesses.KINDS` (the registry's).
         frame: a sealed frame: a `Frame` (`metaharness.protocol.frame.seal`), its document as a
             dict, or a path. A value, or a path to a file on this machine, is copied into the
             sandbox for the run; another path is one in the sandbox.

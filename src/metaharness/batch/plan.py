@@ -27,7 +27,7 @@ from msgspec import Meta, Struct
 
 from metaharness.permissions import MODES, WORKSPACE_MODES
 from metaharness.protocol.harnesses import Kind
-from metaharness.run.spec import CREDENTIAL_MODES, DECISION_MODES, HERMETIC_MODES
+from metaharness.protocol.spec import CREDENTIAL_MODES, DECISION_MODES, HERMETIC_MODES
 
 BATCH_FORMAT = "metaharness.batch/1"
 

@@ -43,8 +43,9 @@ from typing import AsyncIterator, Callable, Protocol
 
 import msgspec
 
+from metaharness.protocol.spec import RunSpec
 from metaharness.protocol.stream import check_stream
-from metaharness.run.spec import RunSpec, cost_unseen
+from metaharness.run.spec import cost_unseen
 
 from .cell import CellJob, Halt, live_events, run_cell
 from .plan import Cell, Plan, PlanError, cells, plan_fingerprint

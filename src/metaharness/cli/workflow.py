@@ -18,7 +18,7 @@ import sys
 import click
 
 from metaharness.cli.run import check_policy_flags, with_options
-from metaharness.run.spec import KINDS
+from metaharness.protocol.spec import KINDS
 
 # The run options a workflow passes to its harness session, spelled and explained where `run` defines
 # them; --cwd, --decisions and the budgets mean something of their own here.
@@ -48,7 +48,7 @@ def _run_options(func):
 
 
 def _spec(kind: str, options: dict):
-    from metaharness.run.spec import RunSpec
+    from metaharness.protocol.spec import RunSpec
 
     check_policy_flags(click.get_current_context(), options["decisions"])
     options["policy_files"] = list(options["policy_files"])

@@ -35,7 +35,8 @@ from metaharness.protocol.commands import (
     Steer,
     ToolDecide,
 )
-from metaharness.protocol.decode import RESERVED_ID, RESERVED_ID_REASON, CommandRefusal, well_formedness
+from metaharness.protocol.decode import RESERVED_ID, RESERVED_ID_REASON, CommandLine, CommandRefusal, well_formedness
+from metaharness.protocol.frame import Frame
 from metaharness.protocol.values import Ok, Replace, refused
 
 from . import decide as texts
@@ -52,10 +53,10 @@ class Route:
     # step 5: a refusal the run's configuration gives this command, or None
     check: Callable[["RunCore", Any], Refusal | None] | None
     # step 6: True when the driver must now carry the command to the child
-    handle: Callable[["RunCore", Any, Any], bool]
+    handle: Callable[["RunCore", Any, Frame | None], bool]
 
 
-def take(core: "RunCore", item: Any) -> bool:
+def take(core: "RunCore", item: CommandLine) -> bool:
     """Steps 1–6 for one command; True when the driver must carry it to the child."""
     if type(item) is CommandRefusal:
         core.result(item.id, refused(item.code, item.reason))
@@ -83,7 +84,7 @@ def take(core: "RunCore", item: Any) -> bool:
     return route.handle(core, item, frame)
 
 
-def late_refusal(core: "RunCore", item: Any) -> Refusal:
+def late_refusal(core: "RunCore", item: CommandLine) -> Refusal:
     """The answer to a command read once the run winds up (or left in the queue at its end)."""
     if type(item) is CommandRefusal:
         return item.code, item.reason
@@ -119,23 +120,23 @@ def _check_posture(core: "RunCore", item: PermissionSet) -> Refusal | None:
 # --- step 6: the handlers ---------------------------------------------------------------------
 
 
-def _decide(core: "RunCore", item: ToolDecide, _frame: Any) -> bool:
+def _decide(core: "RunCore", item: ToolDecide, _frame: Frame | None) -> bool:
     refusal = core.calls.decide(item.call_id, item.decision)
     core.result(item.id, refused(*refusal) if refusal is not None else Ok(applies_at=None))
     return False
 
 
-def _frame_set(core: "RunCore", item: FrameSet, frame: Any) -> bool:
+def _frame_set(core: "RunCore", item: FrameSet, frame: Frame | None) -> bool:
     core.set_frame_at_boundary(item.id, frame)
     return False
 
 
-def _inject(core: "RunCore", item: MessageInject, _frame: Any) -> bool:
+def _inject(core: "RunCore", item: MessageInject, _frame: Frame | None) -> bool:
     core.inject_at_boundary(item.id, item.text)
     return False
 
 
-def _steer(core: "RunCore", item: Steer, _frame: Any) -> bool:
+def _steer(core: "RunCore", item: Steer, _frame: Frame | None) -> bool:
     if not core.turn_running:
         core.result(item.id, refused("TOO_LATE", "no turn is running, so there is nothing to steer; "
                                                  "message.inject reaches the next turn"))
@@ -143,11 +144,11 @@ def _steer(core: "RunCore", item: Steer, _frame: Any) -> bool:
     return True
 
 
-def _posture(core: "RunCore", item: PermissionSet, _frame: Any) -> bool:
+def _posture(core: "RunCore", item: PermissionSet, _frame: Frame | None) -> bool:
     return True  # before the child exists the posture is held until it does (delivered, then ok)
 
 
-def _interrupt(core: "RunCore", item: Interrupt, _frame: Any) -> bool:
+def _interrupt(core: "RunCore", item: Interrupt, _frame: Frame | None) -> bool:
     if (core.read_before_spawn or not core.spawn_settled) and not core.winding_up:
         # Read before the child existed (even if taken later, behind a held permission.set):
         # no turn could be running then, so there is nothing to stop (still ok). Carried
@@ -157,7 +158,7 @@ def _interrupt(core: "RunCore", item: Interrupt, _frame: Any) -> bool:
     return True
 
 
-def _halt(core: "RunCore", item: Halt, _frame: Any) -> bool:
+def _halt(core: "RunCore", item: Halt, _frame: Frame | None) -> bool:
     core.halt_taken(item.id)
     return True  # the driver stops the child; the halt is answered at wind-up, before stream.closed
 
@@ -194,7 +195,7 @@ def unreachable(core: "RunCore", cid: str) -> None:
     core.result(cid, refused("TOO_LATE", why))
 
 
-def unanswered(core: "RunCore", item: Any, reason: str) -> None:
+def unanswered(core: "RunCore", item: CommandLine, reason: str) -> None:
     """The last guard of command processing: a command whose processing wrote no result gets one.
     A halt is answered at wind-up, right before `stream.closed`."""
     if core.inflight_answered or core.writer.closed or type(item) is Halt:

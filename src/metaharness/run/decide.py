@@ -7,11 +7,10 @@ The sentences here are wire facts quoted by the spec; change them only with it.
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from metaharness.protocol import frame as frames
 from metaharness.protocol.subjects import OpKey, scope_refusal
-from metaharness.protocol.values import Abstain, Allow, Deny
+from metaharness.protocol.values import Abstain, Allow, Decision, Deny
 
 UNCOVERED = (
     "{tool} is outside the operation vocabulary this step was framed with, so this step does not admit it"
@@ -48,7 +47,7 @@ def admitted_list(keys: list[OpKey]) -> str:
 FrameTerms = tuple[list[OpKey], list[tuple[list[str], set[OpKey]]]]
 
 
-def frame_terms(frame: Any) -> FrameTerms:
+def frame_terms(frame: frames.Frame) -> FrameTerms:
     """What a frame admits, as `frame_verdict` reads it: (operations in canonical order, subject rules)."""
     admitted = [frames.op_key(op) for op in frames.normalise_operations(frame.operations)]
     scope = [
@@ -58,7 +57,7 @@ def frame_terms(frame: Any) -> FrameTerms:
     return admitted, scope
 
 
-def as_delivered(decision: Any, deny_only: bool) -> Any:
+def as_delivered(decision: Decision, deny_only: bool) -> Decision:
     """A deny-only run never grants: an allow is delivered as abstain."""
     return Abstain() if deny_only and isinstance(decision, Allow) else decision
 

@@ -25,9 +25,10 @@ from metaharness.export.otlp import otel_installed
 from metaharness.loopback.pricing import PricesError, load_prices
 from metaharness.protocol import frame as frames
 from metaharness.protocol.commands import COMMAND_NAMES
+from metaharness.protocol.spec import RunSpec
 
 from .harness import Harness
-from .spec import RunSpec, cost_unseen
+from .spec import cost_unseen
 
 
 class RunRefused(Exception):
@@ -44,7 +45,7 @@ class RunRefused(Exception):
 class StartPlan:
     """What the checks resolved for a run that may start."""
 
-    launch_frame: Any = None  # a sealed frame, taking effect at the first boundary
+    launch_frame: frames.Frame | None = None  # a sealed frame, taking effect at the first boundary
     policy: Any = None  # the PolicyDecider of a policy-mode run
     prices: Any = None  # the price table (shipped, with --prices / METAHARNESS_PRICES over it)
 
@@ -121,7 +122,7 @@ def check_start(spec: RunSpec, harness: Harness, run_cwd: str, *, priced_at_endp
     return plan
 
 
-def resolve_launch_frame(spec: RunSpec) -> Any:
+def resolve_launch_frame(spec: RunSpec) -> frames.Frame | None:
     """The frame given at launch (a file, or a library value), sealed; None when none was given."""
     if spec.frame is not None and spec.library_frame is not None:
         raise RunRefused("FrameConflict: a library frame and --frame were both given; give one")

@@ -38,8 +38,9 @@ from metaharness.protocol.commands import FrameSet, MessageInject
 from metaharness.protocol.events import (
     SessionEnded, Text, ToolRequested, ToolResult, TurnEnded, TurnStarted, UsageReport,
 )
+from metaharness.protocol.spec import KINDS, RunSpec
 from metaharness.protocol.values import Completed, Failed, StepRef
-from metaharness.run.spec import KINDS, RunSpec, cost_unseen
+from metaharness.run.spec import cost_unseen
 
 from . import ledger as ledgers
 from .admit import WorkflowRefused, refusal

@@ -31,14 +31,16 @@ from typing import Any, ClassVar
 
 from msgspec import UNSET, UnsetType
 
-from metaharness.adapters.base import (Adapter, ControlRefused, StartRefusal, own_version, plan_loopback_script,
-                                      stop_services)
+from metaharness.adapters.base import (Adapter, ControlRefused, RunContext, StartRefusal, own_version,
+                                      plan_loopback_script, stop_services)
 from metaharness.adapters.process import (ScratchRefused, is_gone, remove_scratch, spawn_on_channel,
                                          stderr_file_tail, wait_or_kill)
 from metaharness.protocol.descriptor import CapabilityDescriptor, DenyReason, harness_descriptor
 from metaharness.protocol.events import SessionStarted
 from metaharness.protocol.failures import ModelFailure, bounded
+from metaharness.protocol.spec import RunSpec
 from metaharness.protocol.values import (
+    Decision,
     Exited,
     HermeticAttestation,
     ImposedRow,
@@ -104,9 +106,9 @@ class AcpAdapter(Adapter):
         raise NotImplementedError
 
     # --- shared -------------------------------------------------------------------------
-    def __init__(self, spec: Any) -> None:
+    def __init__(self, spec: RunSpec) -> None:
         super().__init__(spec)
-        self.ctx: Any = None
+        self.ctx: RunContext | None = None
         self.scratch: launch.Scratch | None = None
         self.work: str | None = None
         self.proc: asyncio.subprocess.Process | None = None
@@ -158,7 +160,7 @@ class AcpAdapter(Adapter):
                                                 f"{self.version or 'unknown'}, not the pin {self.pin}")
 
     # --- start --------------------------------------------------------------------------
-    async def start(self, ctx: Any) -> None:
+    async def start(self, ctx: RunContext) -> None:
         if not hasattr(self, "binary"):
             self.plan()
         self.ctx = ctx
@@ -268,7 +270,7 @@ class AcpAdapter(Adapter):
         self.ctx.opaque(raw, vendor_type=None, vendor_subtype=None, source_line=line)
 
     # --- seam hooks -----------------------------------------------------------------------
-    def deliver(self, call_id: str, decision: Any, decided_by: str) -> None:
+    def deliver(self, call_id: str, decision: Decision, decided_by: str) -> None:
         if self.seam is not None:
             self.seam.deliver(call_id, decision, decided_by)
 
@@ -488,7 +490,7 @@ def session_model(result: dict) -> str | None:
     return None
 
 
-def frame_of(spec: Any) -> dict | None:
+def frame_of(spec: RunSpec) -> dict | None:
     """The launch frame as a plain dict (a library frame or the --frame file), or None."""
     frame = spec.library_frame
     if frame is None and spec.frame:

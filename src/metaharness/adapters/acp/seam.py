@@ -26,8 +26,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from metaharness.adapters.base import ControlRefused, PresentedCall
-from metaharness.protocol.values import Abstain, Allow, Deny, Replace
+from metaharness.adapters.base import ControlRefused, PresentedCall, RunContext
+from metaharness.protocol.values import Abstain, Allow, Decision, Deny, Replace
 
 from .rpc import RpcChannel
 
@@ -53,7 +53,7 @@ class Pending:
 @dataclass
 class Seam:
     rpc: RpcChannel
-    ctx: Any
+    ctx: RunContext
     kind: str
     ceiling_ms: int
     # vendor hooks (see `AcpAdapter`): the call's (name, input, cwd) or None while its
@@ -127,7 +127,7 @@ class Seam:
         self._answer(pending, "reject_once")
 
     # --- decisions --------------------------------------------------------------------
-    def deliver(self, call_id: str, decision: Any, decided_by: str) -> None:
+    def deliver(self, call_id: str, decision: Decision, decided_by: str) -> None:
         pending = self.pending.get(call_id)
         if pending is None or pending.answered is not None:
             return  # answered already (ceiling, interrupt): never a second answer

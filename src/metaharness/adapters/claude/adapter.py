@@ -21,12 +21,14 @@ import shutil
 import time
 from typing import Any, ClassVar
 
-from metaharness.adapters.base import (Adapter, ControlRefused, RunContext, StartRefusal, Tool, path_at, rendering_of,
-                                      plan_loopback_script, stop_services)
+from metaharness.adapters.base import (Adapter, ControlRefused, RunContext, StartRefusal, Tool, TurnInput, path_at,
+                                      plan_loopback_script, rendering_of, stop_services)
 from metaharness.adapters.process import (ScratchRefused, binary_version, is_gone, kill_tree, remove_scratch,
                                          spawn_on_channel, wait_or_kill)
 from metaharness.protocol.descriptor import CapabilityDescriptor, harness_descriptor
+from metaharness.protocol.spec import RunSpec
 from metaharness.protocol.values import (
+    Decision,
     Exited,
     HermeticAttestation,
     ImposedRow,
@@ -59,7 +61,7 @@ class ClaudeAdapter(Adapter):
     turn_blocks: ClassVar[bool] = True  # one text block per frame rendering / inject / prompt
     tools = TOOLS
 
-    def __init__(self, spec: Any) -> None:
+    def __init__(self, spec: RunSpec) -> None:
         super().__init__(spec)
         self.ctx: RunContext | None = None
         self.plan_: launch.LaunchPlan | None = None
@@ -356,7 +358,7 @@ class ClaudeAdapter(Adapter):
         self.translator.expect_replay(kind, blocks)
         self.channel.write(user_line(blocks))
 
-    async def begin_turn(self, text: str | list[str]) -> None:
+    async def begin_turn(self, text: TurnInput) -> None:
         blocks = [text] if isinstance(text, str) else [b for b in text if b]
         if not blocks or blocks == [""]:
             blocks = [" "]  # Claude needs some text to start a turn
@@ -369,7 +371,7 @@ class ClaudeAdapter(Adapter):
         """A user line written but not yet consumed starts a turn of its own."""
         return self.translator is not None and self.translator.unreplayed > 0 and not self._closing
 
-    def deliver(self, call_id: str, decision: Any, decided_by: str) -> None:
+    def deliver(self, call_id: str, decision: Decision, decided_by: str) -> None:
         if self.seam is not None:
             self.seam.deliver(call_id, decision)
 

@@ -30,12 +30,15 @@ import shutil
 from dataclasses import dataclass
 from typing import Any
 
-from metaharness.adapters.base import (Adapter, ControlRefused, OpKey, Resolution, StartRefusal, Tool, own_version,
-                                      plan_loopback_script, rendering_of, stop_services)
+from metaharness.adapters.base import (Adapter, ControlRefused, OpKey, Resolution, RunContext, StartRefusal, Tool,
+                                      TurnInput, own_version, plan_loopback_script, rendering_of, stop_services)
 from metaharness.adapters.process import (binary_version, descendant_groups, is_gone, kill_groups,
                                          remove_scratch, spawn_on_channel, stderr_file_tail, wait_or_kill)
 from metaharness.protocol.descriptor import CapabilityDescriptor, harness_descriptor
+from metaharness.protocol.frame import Frame
+from metaharness.protocol.spec import LibraryFrame, RunSpec
 from metaharness.protocol.values import (
+    Decision,
     Exited,
     HermeticAttestation,
     ImposedRow,
@@ -55,7 +58,7 @@ from .translate import Translator
 FILE_WRITE: OpKey = ("file.write", "", "")
 FILE_EDIT: OpKey = ("file.edit", "", "")
 TOO_LATE_STEER = "no turn is running, so there is nothing to steer; message.inject reaches the next turn"
-def frame_operations(frame: Any) -> set[str] | None:
+def frame_operations(frame: LibraryFrame | None) -> set[str] | None:
     """Operation names of a frame value (a dict, a msgspec struct or a dataclass)."""
     if frame is None:
         return None
@@ -108,7 +111,7 @@ class CodexOptions:
     replace_relay: bool = False  # --codex-replace-relay: deliver replace for shell calls through a hook relay
 
     @classmethod
-    def of(cls, spec: Any) -> CodexOptions:
+    def of(cls, spec: RunSpec) -> CodexOptions:
         return cls(replace_relay=bool(spec.codex_replace_relay))
 
 
@@ -133,7 +136,7 @@ class CodexAdapter(Adapter):
     turn_blocks = True  # frame rendering, injects and prompt: separate text entries
     tools = TOOLS
 
-    def __init__(self, spec: Any) -> None:
+    def __init__(self, spec: RunSpec) -> None:
         super().__init__(spec)
         self.options = CodexOptions.of(spec)
         self.posture = spec.posture or self.default_posture
@@ -251,7 +254,7 @@ class CodexAdapter(Adapter):
         return None
 
     # --- start --------------------------------------------------------------------------
-    async def start(self, ctx: Any) -> None:
+    async def start(self, ctx: RunContext) -> None:
         if not hasattr(self, "binary"):
             self.plan()
         self.ctx = ctx
@@ -466,7 +469,7 @@ class CodexAdapter(Adapter):
         """A steer Codex did not take up will open the next turn (see `_on_turn_completed`)."""
         return self._carry_coming
 
-    async def begin_turn(self, text: Any, *, client_id: str | None = None, origin: str = "input",
+    async def begin_turn(self, text: TurnInput, *, client_id: str | None = None, origin: str = "input",
                          record_text: str | None = None) -> None:
         assert self.rpc is not None and self.translator is not None
         self.turns_started += 1
@@ -484,11 +487,11 @@ class CodexAdapter(Adapter):
             self.turn_id = turn.get("id")
             self.translator.active_turn_id = turn.get("id")
 
-    async def set_frame(self, frame: Any) -> None:
+    async def set_frame(self, frame: Frame) -> None:
         """The frame in force from the next turn: its operations set the sandbox (`launch.sandbox_policy`)."""
         self.frame_ops = frame_operations(frame)
 
-    def deliver(self, call_id: str, decision: Any, decided_by: str) -> None:
+    def deliver(self, call_id: str, decision: Decision, decided_by: str) -> None:
         if self.seam is not None:
             self.seam.deliver(call_id, decision, decided_by)
 

@@ -21,6 +21,8 @@ from metaharness.adapters.process import ChildProcess, ScratchRefused, is_gone, 
 from metaharness.permissions import MODES
 from metaharness.protocol.descriptor import CapabilityDescriptor, harness_descriptor
 from metaharness.protocol.frame import Frame, render
+from metaharness.protocol.spec import RunSpec
+from metaharness.protocol.values import Decision
 
 from . import launch, seam, translate
 
@@ -46,7 +48,7 @@ class OHarnessAdapter(Adapter):
     default_posture: ClassVar[str | None] = None  # the configured mode (docs/reference/permissions.md)
     tools = TOOLS
 
-    def __init__(self, spec: Any) -> None:
+    def __init__(self, spec: RunSpec) -> None:
         super().__init__(spec)
         self.child: ChildProcess | None = None
         self._pump: asyncio.Task | None = None
@@ -154,7 +156,7 @@ class OHarnessAdapter(Adapter):
             return lambda ctx: (ctx.emit(event), ctx.meter.charge(model, counts))
         return lambda ctx: ctx.emit(event)
 
-    def deliver(self, call_id: str, decision: Any, decided_by: str) -> None:
+    def deliver(self, call_id: str, decision: Decision, decided_by: str) -> None:
         if self._interrupt_with_decisions:
             self._interrupt_carried = True
         self._send(seam.decision_line(call_id, decision, decided_by, interrupt=self._interrupt_with_decisions))
