@@ -32,6 +32,7 @@ from metaharness.protocol.descriptor import CapabilityDescriptor
 from metaharness.protocol.events import Event, SessionEnded, SessionStarted
 from metaharness.protocol.failures import ModelFailure, model_failure_warning
 from metaharness.protocol.frame import OPERATION_TYPES, Frame
+from metaharness.protocol.refusals import CommandCode, RefusalName
 from metaharness.protocol.spec import RunSpec
 from metaharness.protocol.subjects import file_subject
 from metaharness.protocol.values import Decision, ProcessTermination
@@ -268,12 +269,12 @@ class Adapter(abc.ABC):
         from it). Default: nothing beyond the turn's text."""
 
     async def steer(self, text: str) -> None:
-        raise ControlRefused("UNSUPPORTED_CONTROL", f"the {self.kind} adapter cannot steer a running turn")
+        raise ControlRefused(CommandCode.UNSUPPORTED_CONTROL, f"the {self.kind} adapter cannot steer a running turn")
 
     async def set_posture(self, word: str) -> str | None:
         """Apply a posture word; return applies_at (None: at once). Unknown word →
         ControlRefused."""
-        raise ControlRefused("UNSUPPORTED_CONTROL", f"the {self.kind} adapter cannot change its posture")
+        raise ControlRefused(CommandCode.UNSUPPORTED_CONTROL, f"the {self.kind} adapter cannot change its posture")
 
     @abc.abstractmethod
     async def interrupt(self) -> None:
@@ -355,7 +356,7 @@ def load_script(path: str):
     try:
         return load_scenario(path)
     except ScenarioError as exc:
-        raise StartRefusal("ScenarioInvalid", str(exc)) from None
+        raise StartRefusal(RefusalName.ScenarioInvalid, str(exc)) from None
 
 
 def plan_loopback_script(spec: RunSpec):
@@ -363,7 +364,7 @@ def plan_loopback_script(spec: RunSpec):
     anything is spawned, and the credential flags it cannot be combined with."""
     scenario = load_script(spec.script)
     if spec.credentials != "none" or spec.model_endpoint:
-        raise StartRefusal("CredentialConflict", "--script serves the model from a local loopback; "
+        raise StartRefusal(RefusalName.CredentialConflict, "--script serves the model from a local loopback; "
                                                  "it takes neither --model-endpoint nor credentials other than none")
     return scenario
 

@@ -18,6 +18,7 @@ import sys
 import click
 
 from metaharness.cli.run import check_policy_flags, with_options
+from metaharness.protocol.refusals import RefusalName
 from metaharness.protocol.spec import KINDS
 
 # The run options a workflow passes to its harness session, spelled and explained where `run` defines
@@ -87,7 +88,7 @@ def _drive(coro_factory) -> None:
     except WorkflowRefused as exc:
         _fail(f"{exc.name}: {exc.sentence}")
     except WorkflowError as exc:
-        _fail(f"WorkflowInvalid: {exc}")
+        _fail(f"{RefusalName.WorkflowInvalid}: {exc}")
     outcome = result.outcome if result.reason_name is None else f"{result.outcome} ({result.reason_name}: {result.reason})"
     click.echo(f"workflow {outcome}; ledger {os.path.join(result.out_dir, 'workflow.jsonl')}")
     # --fail-on-error: the harness session's own exit 1 (its terminal record said it failed) fails

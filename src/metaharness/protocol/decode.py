@@ -26,6 +26,7 @@ from msgspec import Struct
 from ._typeplan import U64_MAX, ValueCheckError, ceiling_checker, check_struct, translate_error
 from .commands import COMMAND_BY_NAME, COMMAND_FORMAT, COMMAND_TYPES, Command, ToolDecide, FrameSet
 from .events import EVENT_BY_NAME, EVENT_FORMAT, Event
+from .refusals import CommandCode
 from .values import U64, Deny
 
 if TYPE_CHECKING:
@@ -61,7 +62,7 @@ class CommandRefusal(Struct, frozen=True):
 
     id: str
     reason: str
-    code: str = "MALFORMED"
+    code: str = CommandCode.MALFORMED
 
 
 # One item of a run's command queue: a decoded command, or the refusal of a line.

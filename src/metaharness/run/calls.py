@@ -36,6 +36,7 @@ from metaharness.adapters.base import PresentedCall, Resolution
 from metaharness.protocol.census import Census
 from metaharness.protocol.events import Event, ToolDecided, ToolRequested, WarningEvent
 from metaharness.protocol.frame import Frame
+from metaharness.protocol.refusals import CommandCode
 from metaharness.protocol.spec import RunSpec
 from metaharness.protocol.values import Abstain, Allow, Decision, Deny
 
@@ -192,14 +193,14 @@ class Calls:
         refusal as (code, reason)."""
         if call_id not in self.pending:
             if call_id in self.presented:
-                return "TOO_LATE", texts.REPLAYED.format(call_id=call_id)
-            return "UNKNOWN_CALL", texts.UNKNOWN_CALL.format(call_id=call_id)
+                return CommandCode.TOO_LATE, texts.REPLAYED.format(call_id=call_id)
+            return CommandCode.UNKNOWN_CALL, texts.UNKNOWN_CALL.format(call_id=call_id)
         # A harness that died before the run noticed cannot hear the answer: nothing is claimed
         # for it, and the call stays pending, for the wind-up's deny.
         if not self.harness.alive():
-            return "TOO_LATE", texts.UNDELIVERED.format(why="it has exited")
+            return CommandCode.TOO_LATE, texts.UNDELIVERED.format(why="it has exited")
         why = self._close(call_id, decision, "embedder", heard_only=True)
-        return ("TOO_LATE", texts.UNDELIVERED.format(why=why)) if why is not None else None
+        return (CommandCode.TOO_LATE, texts.UNDELIVERED.format(why=why)) if why is not None else None
 
     def was_presented(self, call_id: str) -> bool:
         return call_id in self.presented

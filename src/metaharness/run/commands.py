@@ -37,6 +37,7 @@ from metaharness.protocol.commands import (
 )
 from metaharness.protocol.decode import RESERVED_ID, RESERVED_ID_REASON, CommandLine, CommandRefusal, well_formedness
 from metaharness.protocol.frame import Frame
+from metaharness.protocol.refusals import CommandCode
 from metaharness.protocol.values import Ok, Replace, refused
 
 from . import decide as texts
@@ -66,11 +67,11 @@ def take(core: "RunCore", item: CommandLine) -> bool:
         return False
     cid = item.id
     if cid == RESERVED_ID:
-        core.result(RESERVED_ID, refused("MALFORMED", RESERVED_ID_REASON))
+        core.result(RESERVED_ID, refused(CommandCode.MALFORMED, RESERVED_ID_REASON))
         return False
     frame, malformed = well_formedness(item)
     if malformed is not None:
-        core.result(cid, refused("MALFORMED", malformed))
+        core.result(cid, refused(CommandCode.MALFORMED, malformed))
         return False
     if (code := core.harness.command_refusal(route.name)) is not None:
         core.result(cid, refused(code, f"the {core.harness.kind} adapter refuses {route.name}"))
@@ -89,8 +90,8 @@ def late_refusal(core: "RunCore", item: CommandLine) -> Refusal:
     if type(item) is CommandRefusal:
         return item.code, item.reason
     if type(item) is ToolDecide and core.calls.was_presented(item.call_id):
-        return "TOO_LATE", texts.REPLAYED.format(call_id=item.call_id)
-    return "TOO_LATE", texts.ENDING
+        return CommandCode.TOO_LATE, texts.REPLAYED.format(call_id=item.call_id)
+    return CommandCode.TOO_LATE, texts.ENDING
 
 
 # --- step 5: run configuration ------------------------------------------------------------
@@ -100,20 +101,20 @@ def _check_decide(core: "RunCore", item: ToolDecide) -> Refusal | None:
     if type(item.decision) is not Replace:
         return None
     if core.spec.deny_only:
-        return "UNSUPPORTED_CONTROL", "this run is deny-only and replace would grant; answer deny or abstain"
+        return CommandCode.UNSUPPORTED_CONTROL, "this run is deny-only and replace would grant; answer deny or abstain"
     why = core.calls.replace_refusal(item.call_id, item.decision.input)
-    return ("UNSUPPORTED_CONTROL", why) if why is not None else None
+    return (CommandCode.UNSUPPORTED_CONTROL, why) if why is not None else None
 
 
 def _check_frame(core: "RunCore", item: FrameSet) -> Refusal | None:
     if core.spec.decisions == "observe":
-        return "UNSUPPORTED_CONTROL", "frame.set cannot be honoured in an observe run: observe enforces nothing"
+        return CommandCode.UNSUPPORTED_CONTROL, "frame.set cannot be honoured in an observe run: observe enforces nothing"
     return None
 
 
 def _check_posture(core: "RunCore", item: PermissionSet) -> Refusal | None:
     if not core.harness.accepts_posture(item.posture):
-        return "UNSUPPORTED_CONTROL", f"the {core.harness.kind} adapter does not accept the posture {item.posture!r}"
+        return CommandCode.UNSUPPORTED_CONTROL, f"the {core.harness.kind} adapter does not accept the posture {item.posture!r}"
     return None
 
 
@@ -138,7 +139,7 @@ def _inject(core: "RunCore", item: MessageInject, _frame: Frame | None) -> bool:
 
 def _steer(core: "RunCore", item: Steer, _frame: Frame | None) -> bool:
     if not core.turn_running:
-        core.result(item.id, refused("TOO_LATE", "no turn is running, so there is nothing to steer; "
+        core.result(item.id, refused(CommandCode.TOO_LATE, "no turn is running, so there is nothing to steer; "
                                                  "message.inject reaches the next turn"))
         return False
     return True
@@ -186,13 +187,13 @@ def control_failed(core: "RunCore", cid: str, exc: Exception) -> None:
     if isinstance(exc, ControlRefused):
         core.result(cid, refused(exc.code, exc.reason))
     else:
-        core.result(cid, refused("TOO_LATE", texts.UNREACHABLE.format(why=exc or type(exc).__name__)))
+        core.result(cid, refused(CommandCode.TOO_LATE, texts.UNREACHABLE.format(why=exc or type(exc).__name__)))
 
 
 def unreachable(core: "RunCore", cid: str) -> None:
     why = texts.ENDING if core.winding_up or not core.spawned else \
         "the harness has exited, so nothing can reach it"
-    core.result(cid, refused("TOO_LATE", why))
+    core.result(cid, refused(CommandCode.TOO_LATE, why))
 
 
 def unanswered(core: "RunCore", item: CommandLine, reason: str) -> None:
@@ -202,4 +203,4 @@ def unanswered(core: "RunCore", item: CommandLine, reason: str) -> None:
         return
     if type(item) is CommandRefusal or not isinstance(getattr(item, "id", None), str):
         return
-    core.result(item.id, refused("TOO_LATE" if core.winding_up else "UNSUPPORTED_CONTROL", reason))
+    core.result(item.id, refused(CommandCode.TOO_LATE if core.winding_up else CommandCode.UNSUPPORTED_CONTROL, reason))

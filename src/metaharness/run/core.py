@@ -66,6 +66,7 @@ from metaharness.protocol.events import (
     TurnStarted,
     WarningEvent,
 )
+from metaharness.protocol.refusals import CommandCode
 from metaharness.protocol.spec import RunSpec
 from metaharness.protocol.stream import EventWriter
 from metaharness.protocol.values import HermeticAttestation, Ok, ProcessTermination, UnknownTermination, refused
@@ -417,7 +418,7 @@ class RunCore:
             self.calls.enforce(boundary.previous)
             self.warn("COMMAND_NOT_APPLIED", f"frame.set {boundary.frame_command} never took effect: {why}")
         for cid in boundary.owed:
-            self._settle(cid, refused("TOO_LATE", why))
+            self._settle(cid, refused(CommandCode.TOO_LATE, why))
         for cid, _text in boundary.injects:
             if cid not in boundary.owed:
                 self.warn("COMMAND_NOT_APPLIED", f"message.inject {cid} never took effect: {why}")
@@ -521,7 +522,7 @@ class RunCore:
                 self.warn("RETAIN_FAILED", failure)
         leftover = self.boundary
         for cid in [slot[0] for slot in self._answers if slot[1] is None]:  # owed by a turn never opened
-            self._settle(cid, refused("TOO_LATE", texts.ENDING))
+            self._settle(cid, refused(CommandCode.TOO_LATE, texts.ENDING))
         leftover.injects = [(cid, text) for cid, text in leftover.injects if cid not in leftover.owed]
         for superseded in leftover.superseded:
             self.warn("COMMAND_NOT_APPLIED", f"frame.set {superseded} never took effect: the run wound up first")

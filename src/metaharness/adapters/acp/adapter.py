@@ -38,6 +38,7 @@ from metaharness.adapters.process import (ScratchRefused, is_gone, remove_scratc
 from metaharness.protocol.descriptor import CapabilityDescriptor, DenyReason, harness_descriptor
 from metaharness.protocol.events import SessionStarted
 from metaharness.protocol.failures import ModelFailure, bounded
+from metaharness.protocol.refusals import CommandCode, RefusalName
 from metaharness.protocol.spec import RunSpec
 from metaharness.protocol.values import (
     Decision,
@@ -133,30 +134,30 @@ class AcpAdapter(Adapter):
     def plan(self) -> None:
         spec = self.spec
         if not spec.prompt and not spec.keep_open:
-            raise StartRefusal("NoPrompt", f"the {self.kind} adapter needs a prompt (-p) to start its first turn")
+            raise StartRefusal(RefusalName.NoPrompt, f"the {self.kind} adapter needs a prompt (-p) to start its first turn")
         if spec.cwd is not None and not os.path.isdir(spec.cwd):
-            raise StartRefusal("WorkingDirectory", f"the working directory {spec.cwd} does not exist")
+            raise StartRefusal(RefusalName.WorkingDirectory, f"the working directory {spec.cwd} does not exist")
         if spec.deny_only:
-            raise StartRefusal("DenyOnlyUnavailable", (
+            raise StartRefusal(RefusalName.DenyOnlyUnavailable, (
                 f"--deny-only needs a harness permission pipeline that decides an abstained call, and {self.kind} is "
                 "pinned to ask metaharness about every call, so an abstain would grant"))
         if spec.script:
             self._scenario = plan_loopback_script(spec)
         elif spec.credentials != "none":
-            raise StartRefusal("CredentialsUnsupported", (
+            raise StartRefusal(RefusalName.CredentialsUnsupported, (
                 f"the {self.kind} adapter runs against a local model server only: use --script FILE, or "
                 "--credentials none with --model-endpoint URL"))
         elif not spec.model_endpoint:
-            raise StartRefusal("NoModelEndpoint", "credentials none needs --model-endpoint URL or --script FILE")
+            raise StartRefusal(RefusalName.NoModelEndpoint, "credentials none needs --model-endpoint URL or --script FILE")
         self.vendor_plan()
         self.child_path = launch.child_path(spec.vendor_dir or launch.default_vendor_dir())
         try:
             self.binary = launch.resolve_binary(self.binary_name, self.child_path, self.package, self.pin)
         except launch.LaunchError as exc:
-            raise StartRefusal("VendorMissing", str(exc)) from None
+            raise StartRefusal(RefusalName.VendorMissing, str(exc)) from None
         self.version = launch.binary_version(self.binary, self.child_path)
         if spec.strict_version and self.version != self.pin:
-            raise StartRefusal("VersionOffPin", f"{self.binary_name} at {self.binary} is version "
+            raise StartRefusal(RefusalName.VersionOffPin, f"{self.binary_name} at {self.binary} is version "
                                                 f"{self.version or 'unknown'}, not the pin {self.pin}")
 
     # --- start --------------------------------------------------------------------------
@@ -170,7 +171,7 @@ class AcpAdapter(Adapter):
         try:
             self.scratch = launch.make_scratch(self.kind, self.work)
         except (launch.LaunchError, ScratchRefused) as exc:
-            raise StartRefusal("ScratchRefused", str(exc)) from None
+            raise StartRefusal(RefusalName.ScratchRefused, str(exc)) from None
         await self._start_endpoint()
         env = {"PATH": self.child_path, "HOME": str(self.scratch.home), "TMPDIR": str(self.scratch.tmp),
                "LANG": "C.UTF-8", "NO_COLOR": "1", "TERM": "dumb",
@@ -201,7 +202,7 @@ class AcpAdapter(Adapter):
             raise
         except (RpcClosed, RpcError, asyncio.TimeoutError) as exc:
             await self._kill_now()
-            raise StartRefusal("VendorCapability", f"{self.binary_name} did not complete the ACP handshake: "
+            raise StartRefusal(RefusalName.VendorCapability, f"{self.binary_name} did not complete the ACP handshake: "
                                                    f"{exc or type(exc).__name__}{self._stderr_tail()}") from None
 
     async def _start_endpoint(self) -> None:
@@ -229,7 +230,7 @@ class AcpAdapter(Adapter):
         result = await self.rpc.request("session/new", {"cwd": self.work, "mcpServers": []},
                                         timeout=HANDSHAKE_TIMEOUT_S)
         if not isinstance(result, dict) or not isinstance(result.get("sessionId"), str):
-            raise StartRefusal("VendorCapability", f"{self.binary_name} answered session/new without a session id")
+            raise StartRefusal(RefusalName.VendorCapability, f"{self.binary_name} answered session/new without a session id")
         self.session_id = result["sessionId"]
         self.check_session(result)
         version = self.agent_info.get("version") or self.version
@@ -339,7 +340,7 @@ class AcpAdapter(Adapter):
 
     # --- controls -------------------------------------------------------------------------
     async def steer(self, text: str) -> None:
-        raise ControlRefused("UNSUPPORTED_CONTROL", "ACP has no way to add a message to a running turn; "
+        raise ControlRefused(CommandCode.UNSUPPORTED_CONTROL, "ACP has no way to add a message to a running turn; "
                                                     "message.inject reaches the next turn")
 
     def interrupting(self) -> None:

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from metaharness.adapters.base import ControlRefused, PresentedCall, RunContext
+from metaharness.protocol.refusals import CommandCode
 from metaharness.protocol.values import Abstain, Allow, Decision, Deny, Replace
 
 from .rpc import RpcChannel
@@ -132,7 +133,7 @@ class Seam:
         if pending is None or pending.answered is not None:
             return  # answered already (ceiling, interrupt): never a second answer
         if isinstance(decision, Replace):
-            raise ControlRefused("UNSUPPORTED_CONTROL", REPLACE_REASON.format(kind=self.kind))
+            raise ControlRefused(CommandCode.UNSUPPORTED_CONTROL, REPLACE_REASON.format(kind=self.kind))
         option_kind = ANSWERS.get(type(decision), "reject_once")  # anything unknown: fail closed
         if self.cancelling and option_kind != "allow_once":
             option_kind = "cancelled"  # what ACP asks of a client once it cancelled the turn

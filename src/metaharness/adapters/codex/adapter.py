@@ -36,6 +36,7 @@ from metaharness.adapters.process import (binary_version, descendant_groups, is_
                                          remove_scratch, spawn_on_channel, stderr_file_tail, wait_or_kill)
 from metaharness.protocol.descriptor import CapabilityDescriptor, harness_descriptor
 from metaharness.protocol.frame import Frame
+from metaharness.protocol.refusals import CommandCode, RefusalName
 from metaharness.protocol.spec import LibraryFrame, RunSpec
 from metaharness.protocol.values import (
     Decision,
@@ -187,24 +188,24 @@ class CodexAdapter(Adapter):
         spec = self.spec
         if self.posture not in self.postures:
             raise StartRefusal(
-                "PostureRefused",
+                RefusalName.PostureRefused,
                 f"the codex adapter accepts the postures read-only, workspace-write and danger-full-access, not {self.posture!r}",
             )
         if not spec.prompt and not spec.keep_open:
-            raise StartRefusal("NoPrompt", "the codex adapter needs a prompt (-p) to start its first turn")
+            raise StartRefusal(RefusalName.NoPrompt, "the codex adapter needs a prompt (-p) to start its first turn")
         if spec.cwd is not None and not os.path.isdir(spec.cwd):
-            raise StartRefusal("WorkingDirectory", f"the working directory {spec.cwd} does not exist")
+            raise StartRefusal(RefusalName.WorkingDirectory, f"the working directory {spec.cwd} does not exist")
         self._plan_credentials()
         path = launch.child_path(spec.vendor_dir or launch.default_vendor_dir())
         try:
             self.binary = launch.resolve_binary(path)
         except launch.LaunchError as exc:
-            raise StartRefusal("VendorMissing", str(exc)) from None
+            raise StartRefusal(RefusalName.VendorMissing, str(exc)) from None
         self.child_path = path
         self.version = binary_version(self.binary, self.child_path, timeout=30)
         if spec.strict_version and self.version != launch.PIN:
             raise StartRefusal(
-                "VersionOffPin", f"codex at {self.binary} is version {self.version or 'unknown'}, not the pin {launch.PIN}"
+                RefusalName.VersionOffPin, f"codex at {self.binary} is version {self.version or 'unknown'}, not the pin {launch.PIN}"
             )
         self.frame_ops = self._launch_frame_ops()
 
@@ -220,12 +221,12 @@ class CodexAdapter(Adapter):
             return
         if mode == "none":
             if not spec.model_endpoint:
-                raise StartRefusal("NoModelEndpoint", "credentials none needs --model-endpoint URL or --script FILE")
+                raise StartRefusal(RefusalName.NoModelEndpoint, "credentials none needs --model-endpoint URL or --script FILE")
             self._key = (launch.KEY_VARIABLE, launch.PLACEHOLDER_KEY)
             return
         real = next((os.environ[v] for v in ("OPENAI_API_KEY", "CODEX_API_KEY") if os.environ.get(v)), None)
         if not real:
-            raise StartRefusal("NoApiKey", f"credentials {mode} needs OPENAI_API_KEY or CODEX_API_KEY in metaharness's environment")
+            raise StartRefusal(RefusalName.NoApiKey, f"credentials {mode} needs OPENAI_API_KEY or CODEX_API_KEY in metaharness's environment")
         if mode == "api-key":
             variable = "OPENAI_API_KEY" if os.environ.get("OPENAI_API_KEY") else "CODEX_API_KEY"
             # With an endpoint the provider reads the key from its env_key variable.
@@ -237,7 +238,7 @@ class CodexAdapter(Adapter):
             self._real_key = real
             self._key = (launch.KEY_VARIABLE, new_placeholder())
             return
-        raise StartRefusal("CredentialsUnknown", f"unknown credential mode {mode!r}")
+        raise StartRefusal(RefusalName.CredentialsUnknown, f"unknown credential mode {mode!r}")
 
     def _launch_frame_ops(self) -> set[str] | None:
         spec = self.spec
@@ -264,7 +265,7 @@ class CodexAdapter(Adapter):
         try:
             self.scratch = launch.make_scratch(work)
         except launch.LaunchError as exc:
-            raise StartRefusal("ScratchRefused", str(exc)) from None
+            raise StartRefusal(RefusalName.ScratchRefused, str(exc)) from None
         self.work = work
         self._stubs_before = launch.existing_stubs(self.work)
         await self._start_endpoint()
@@ -276,7 +277,7 @@ class CodexAdapter(Adapter):
                 await self.relay.start()
             except OSError as exc:
                 await self._stop_services()
-                raise StartRefusal("ReplaceRelayUnavailable",
+                raise StartRefusal(RefusalName.ReplaceRelayUnavailable,
                                    f"the replace relay's socket could not be opened: {exc.strerror or exc}") from None
             self._services.append(self.relay)
             budget = spec.decision_timeout_ms
@@ -317,7 +318,7 @@ class CodexAdapter(Adapter):
             self._ended = True
             await self._kill_now()
             detail = self._stderr_tail()
-            raise StartRefusal("VendorCapability", f"codex app-server did not complete its handshake: {exc}{detail}") from None
+            raise StartRefusal(RefusalName.VendorCapability, f"codex app-server did not complete its handshake: {exc}{detail}") from None
 
     def _record_sent(self, direction: str, message: dict) -> None:
         # Every line written to the app-server, kept beside the transcript (sent.jsonl):
@@ -379,7 +380,7 @@ class CodexAdapter(Adapter):
         if not isinstance(result, dict) or result.get("approvalPolicy") != "untrusted":
             got = result.get("approvalPolicy") if isinstance(result, dict) else None
             raise StartRefusal(
-                "VendorCapability",
+                RefusalName.VendorCapability,
                 f"codex app-server answered thread/start with approval policy {got!r}, not \"untrusted\"; "
                 "the per-call seam depends on it",
             )
@@ -506,7 +507,7 @@ class CodexAdapter(Adapter):
         assert self.rpc is not None and self.translator is not None
         turn_id = self.translator.active_turn_id or self.turn_id
         if turn_id is None:
-            raise ControlRefused("TOO_LATE", TOO_LATE_STEER)
+            raise ControlRefused(CommandCode.TOO_LATE, TOO_LATE_STEER)
         self.steers += 1
         client_id = f"mh-steer-{self.steers}"
         self.translator.client_messages[client_id] = ("steer", text)
@@ -527,13 +528,13 @@ class CodexAdapter(Adapter):
                 self._steers_refused_idle[client_id] = text
                 return
             self.translator.client_messages.pop(client_id, None)
-            raise ControlRefused("TOO_LATE", f"{TOO_LATE_STEER} (codex: {exc})") from None
+            raise ControlRefused(CommandCode.TOO_LATE, f"{TOO_LATE_STEER} (codex: {exc})") from None
         except (RpcClosed, asyncio.TimeoutError) as exc:
             self._steers_in_flight.pop(client_id, None)
             if client_id in self._carried:
                 return
             self.translator.client_messages.pop(client_id, None)
-            raise ControlRefused("TOO_LATE", f"{TOO_LATE_STEER} (codex: {exc})") from None
+            raise ControlRefused(CommandCode.TOO_LATE, f"{TOO_LATE_STEER} (codex: {exc})") from None
         self._steers_in_flight.pop(client_id, None)
         if client_id not in self._carried:
             self._steers_accepted[client_id] = text
@@ -541,7 +542,7 @@ class CodexAdapter(Adapter):
     async def set_posture(self, word: str) -> str | None:
         if word not in self.postures:
             raise ControlRefused(
-                "UNSUPPORTED_CONTROL",
+                CommandCode.UNSUPPORTED_CONTROL,
                 f"the codex adapter does not accept the posture {word!r}: its postures are the sandbox words "
                 "read-only, workspace-write and danger-full-access, and the approval policy stays untrusted for the whole run",
             )

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from metaharness.adapters.base import ControlRefused, PresentedCall, RunContext
+from metaharness.protocol.refusals import CommandCode
 from metaharness.protocol.values import Abstain, Allow, Decision, Deny, Replace
 
 from .relay import deny_output, rewrite_output, unwrap_shell
@@ -269,7 +270,7 @@ class Seam:
         if pending is None or pending.answered or pending.deny_task is not None:
             return  # already answered (e.g. by the ceiling): never a second answer
         if isinstance(decision, Replace):
-            raise ControlRefused("UNSUPPORTED_CONTROL", REPLACE_REASON)
+            raise ControlRefused(CommandCode.UNSUPPORTED_CONTROL, REPLACE_REASON)
         if isinstance(decision, (Allow, Abstain)):
             self._answer(pending, "accept")
             return

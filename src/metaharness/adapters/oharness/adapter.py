@@ -21,6 +21,7 @@ from metaharness.adapters.process import ChildProcess, ScratchRefused, is_gone, 
 from metaharness.permissions import MODES
 from metaharness.protocol.descriptor import CapabilityDescriptor, harness_descriptor
 from metaharness.protocol.frame import Frame, render
+from metaharness.protocol.refusals import RefusalName
 from metaharness.protocol.spec import RunSpec
 from metaharness.protocol.values import Decision
 
@@ -70,19 +71,19 @@ class OHarnessAdapter(Adapter):
         from metaharness.protocol.models import DEFAULT_MODEL, NO_MODEL, ModelSpellingError, missing_key, split_model
 
         if self.spec.model is None and self.spec.script is None:
-            raise StartRefusal("NoModel", NO_MODEL)
+            raise StartRefusal(RefusalName.NoModel, NO_MODEL)
         spelling = self.spec.model or DEFAULT_MODEL
         try:
             provider, _ = split_model(spelling)
         except ModelSpellingError as exc:
-            raise StartRefusal("ModelInvalid", str(exc)) from None
+            raise StartRefusal(RefusalName.ModelInvalid, str(exc)) from None
         if sentence := missing_key(provider, launch.child_env(self.spec) or os.environ):  # the child's own env
-            raise StartRefusal("NoApiKey", sentence)
+            raise StartRefusal(RefusalName.NoApiKey, sentence)
         if self.spec.script:
             from metaharness.adapters.base import load_script
 
             if provider != "scripted":
-                raise StartRefusal("ModelInvalid", f"--script drives the scripted model only, not {spelling!r}")
+                raise StartRefusal(RefusalName.ModelInvalid, f"--script drives the scripted model only, not {spelling!r}")
             load_script(self.spec.script)
 
     async def start(self, ctx) -> None:
@@ -90,7 +91,7 @@ class OHarnessAdapter(Adapter):
         try:
             self._session_dir = new_scratch("oharness-session-")
         except ScratchRefused as exc:
-            raise StartRefusal("ScratchRefused", str(exc)) from None
+            raise StartRefusal(RefusalName.ScratchRefused, str(exc)) from None
         self.child = ChildProcess(launch.argv(self.spec, self._session_dir), cwd=self.spec.cwd or None,
                                   env=launch.child_env(self.spec))
         await self.child.spawn()
