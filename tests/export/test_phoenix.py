@@ -23,6 +23,8 @@ from typing import Any
 
 import pytest
 
+from metaharness.protocol.harnesses import harness
+
 from .conftest import EXAMPLES, METAHARNESS, REPO, run_bugfix_workflow, run_oharness
 
 FIXTURES = REPO / "tests" / "fixtures"
@@ -32,10 +34,9 @@ RECORDED = {
     "opencode": FIXTURES / "opencode" / "read-shell-write.events.jsonl",
     "gemini": FIXTURES / "gemini" / "read-shell-write.events.jsonl",
 }
-# gen_ai.provider.name as the OpenTelemetry guide states it (opencode names none; oharness's
+# gen_ai.provider.name as the registry spells it for each harness (opencode names none; oharness's
 # scripted model is `scripted:default`).
-PROVIDER = {"claude": "anthropic", "codex": "openai", "gemini": "gcp.gemini", "opencode": None,
-            "oharness": "scripted"}
+PROVIDER = {**{kind: harness(kind).provider for kind in RECORDED}, "oharness": "scripted"}
 # The screenshot goes to test-artifacts/ (git-ignored) on every run, and over the guide's image
 # when METAHARNESS_UPDATE_SCREENSHOTS=1 (then review and commit it).
 SCREENSHOT = REPO / "test-artifacts" / "phoenix-trace.png"
@@ -170,7 +171,7 @@ def oharness_run(tmp_path_factory):
     return run_oharness(root, EXAMPLES / "same-task.scenario.json", "--frame", str(EXAMPLES / "same-task.frame.json"))
 
 
-@pytest.mark.parametrize("kind", ["claude", "codex", "opencode", "gemini", "oharness"])
+@pytest.mark.parametrize("kind", [*RECORDED, "oharness"])
 def test_a_run_of_each_harness_is_its_span_tree_in_phoenix(kind, phoenix, oharness_run):
     source = oharness_run if kind == "oharness" else RECORDED[kind]
     events = lines_of(source)

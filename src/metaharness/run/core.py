@@ -131,7 +131,7 @@ class RunCore:
         self.read_before_spawn = False  # the command being taken was read before the spawn settled
         self.spawned = False
         # The command being processed, so its answer is known to have been written.
-        self.inflight: Any = None
+        self.inflight: CommandLine | None = None  # the command being processed
         self.inflight_answered = False
         self.on_wake: Callable[[], None] = lambda: None
         self.on_turn_done: Callable[[], None] = lambda: None
