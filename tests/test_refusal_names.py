@@ -5,7 +5,8 @@ Every module under src/ is parsed with `ast`; a string that is a refusal name or
 included), is a bare spelling of it and fails here: name it `RefusalName.CostNotSeen` or
 `CommandCode.TOO_LATE` instead. The constants are checked against the troubleshooting
 catalogue both ways (each name has its cause and fix there, each entry a constant here), and
-the codes against the wire's `RefusalCode` type.
+the codes against the wire's `RefusalCode` type. A fixed sentence of `Sentence` is written there
+once: the same sentence spelled again anywhere in src fails here too.
 
 Not a spelling: the constants module itself, the catalogue (its entries are what the constants
 are checked against), a `Literal[...]` type (a type is spelled with literals) and an `__all__`
@@ -19,7 +20,7 @@ import pathlib
 import re
 import typing
 
-from metaharness.protocol.refusals import CommandCode, RefusalName, constants
+from metaharness.protocol.refusals import CommandCode, RefusalName, Sentence, constants
 from metaharness.protocol.troubleshooting import COMMAND_REFUSALS, REFUSALS
 from metaharness.protocol.values import RefusalCode
 
@@ -29,6 +30,7 @@ PROTOCOL = SRC / "metaharness" / "protocol"
 THE_PLACES = (PROTOCOL / "refusals.py", PROTOCOL / "troubleshooting.py")
 NAMES = set(constants(RefusalName).values()) | set(constants(CommandCode).values())
 LEAD = re.compile(r"([A-Za-z_]+): ")
+SENTENCES = set(constants(Sentence).values())
 
 
 def exempt(tree: ast.AST) -> set[int]:
@@ -57,6 +59,8 @@ def bare_spellings(source: str) -> list[tuple[int, str]]:
             lead = LEAD.match(node.value)
             if node.value in NAMES:
                 found.append((node.lineno, node.value))
+            elif any(sentence in node.value for sentence in SENTENCES):
+                found.append((node.lineno, next(k for k, v in constants(Sentence).items() if v in node.value)))
             elif lead and lead.group(1) in NAMES:
                 found.append((node.lineno, lead.group(1)))
     return found
@@ -76,15 +80,18 @@ raise RunRefused(f"CostNotSeen: {why}")
 raise RunRefused("FrameConflict: give one frame")
 refused("TOO_LATE", why)
 fail(f"{RefusalName.FrameUnreadable}: {FrameRefusal('FrameUnreadable', 'x')}")
+reason = ("no turn is running, so there is nothing to steer; "
+          "message.inject reaches the next turn")
 '''
     assert sorted(bare_spellings(source)) == [(2, "VendorMissing"), (3, "CostNotSeen"), (4, "FrameConflict"),
-                                              (5, "TOO_LATE"), (6, "FrameUnreadable")]
+                                              (5, "TOO_LATE"), (6, "FrameUnreadable"), (7, "NOTHING_TO_STEER")]
 
 
 def test_the_check_passes_a_constant_a_type_and_an_export_list():
     source = '''
 raise StartRefusal(RefusalName.VendorMissing, "no binary")
 raise RunRefused(f"{RefusalName.CostNotSeen}: {why}")
+raise ControlRefused(CommandCode.TOO_LATE, Sentence.NOTHING_TO_STEER)
 Code = Literal["TOO_LATE", "MALFORMED"]
 __all__ = ["ScratchRefused", "FrameInvalid"]
 doc = "a refusal such as `VendorMissing` is named in prose"

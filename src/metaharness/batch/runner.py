@@ -43,7 +43,7 @@ from typing import AsyncIterator, Callable, Protocol
 
 import msgspec
 
-from metaharness.protocol.refusals import RefusalName
+from metaharness.protocol.refusals import RefusalName, Sentence
 from metaharness.protocol.spec import RunSpec
 from metaharness.protocol.stream import check_stream
 from metaharness.run.spec import cost_unseen
@@ -270,8 +270,7 @@ async def run_batch(plan: Plan, out: str, options: BatchOptions | None = None, *
         from metaharness.export.otlp import otel_installed
 
         if not otel_installed():
-            raise PlanError(f"{RefusalName.OtelUnavailable}: --otel needs the otel extra (opentelemetry-sdk and its OTLP/HTTP "
-                            "exporter), which is not installed: pip install 'metaharness[otel]'")
+            raise PlanError(f"{RefusalName.OtelUnavailable}: {Sentence.OTEL_MISSING}")
     if options.prices is not None:  # every cell runs in a workspace of its own
         options = dataclasses.replace(options, prices=os.path.abspath(options.prices))
     if not admitted:

@@ -6,7 +6,8 @@ What belongs here: one constant per name, spelled as the name itself, and nothin
 refuses names its refusal from here, never as a bare string (tests/test_refusal_names.py fails on one
 elsewhere), and every name here has its cause and its fix in the catalogue
 (`protocol/troubleshooting.py`), checked both ways by the same test. A new refusal is a line here and
-an entry there. Pure data: nothing of ours is imported.
+an entry there. `Sentence` holds the fixed sentences more than one module refuses with, so each
+is written once (the same test fails on a second spelling). Pure data: nothing of ours is imported.
 """
 
 from __future__ import annotations
@@ -96,6 +97,16 @@ class CommandCode:
     UNSUPPORTED_CONTROL: Final = "UNSUPPORTED_CONTROL"
 
 
+class Sentence:
+    """A fixed refusal sentence that more than one module (or layer) writes."""
+
+    NO_MODEL_ENDPOINT: Final = "credentials none needs --model-endpoint URL or --script FILE"
+    NOTHING_TO_STEER: Final = "no turn is running, so there is nothing to steer; message.inject reaches the next turn"
+    OTEL_MISSING: Final = ("--otel needs the otel extra (opentelemetry-sdk and its OTLP/HTTP exporter), which is not "
+                           "installed: pip install 'metaharness[otel]'")
+    REQUEST_MUTATED: Final = "this call id was already presented with a different input"
+
+
 def constants(namespace: type) -> dict[str, str]:
-    """The constants of `RefusalName` or `CommandCode`, by attribute name."""
+    """The constants of `RefusalName`, `CommandCode` or `Sentence`, by attribute name."""
     return {key: value for key, value in vars(namespace).items() if not key.startswith("_") and isinstance(value, str)}

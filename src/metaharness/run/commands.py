@@ -37,7 +37,7 @@ from metaharness.protocol.commands import (
 )
 from metaharness.protocol.decode import RESERVED_ID, RESERVED_ID_REASON, CommandLine, CommandRefusal, well_formedness
 from metaharness.protocol.frame import Frame
-from metaharness.protocol.refusals import CommandCode
+from metaharness.protocol.refusals import CommandCode, Sentence
 from metaharness.protocol.values import Ok, Replace, refused
 
 from . import decide as texts
@@ -139,8 +139,7 @@ def _inject(core: "RunCore", item: MessageInject, _frame: Frame | None) -> bool:
 
 def _steer(core: "RunCore", item: Steer, _frame: Frame | None) -> bool:
     if not core.turn_running:
-        core.result(item.id, refused(CommandCode.TOO_LATE, "no turn is running, so there is nothing to steer; "
-                                                 "message.inject reaches the next turn"))
+        core.result(item.id, refused(CommandCode.TOO_LATE, Sentence.NOTHING_TO_STEER))
         return False
     return True
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 
 from metaharness.protocol import frame as frames
+from metaharness.protocol.refusals import Sentence
 from metaharness.protocol.subjects import OpKey, scope_refusal
 from metaharness.protocol.values import Abstain, Allow, Decision, Deny
 
@@ -24,7 +25,7 @@ DEADLINE = (
     "than the vendor's {m}ms timeout so the refusal is metaharness's and not an ambiguity"
 )
 ABANDONED = "{why} before this call was decided, so nothing ran"
-MUTATED = "this call id was already presented with a different input"
+MUTATED = Sentence.REQUEST_MUTATED
 REPLAYED = "{call_id} was decided or its window closed; a decision cannot be replayed"
 UNKNOWN_CALL = "{call_id} does not correlate to an open request"
 ENDING = "the run is ending"  # a command read (or left unanswered) once the run winds up

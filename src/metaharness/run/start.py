@@ -25,7 +25,7 @@ from metaharness.export.otlp import otel_installed
 from metaharness.loopback.pricing import PricesError, load_prices
 from metaharness.protocol import frame as frames
 from metaharness.protocol.commands import COMMAND_NAMES
-from metaharness.protocol.refusals import CommandCode, RefusalName
+from metaharness.protocol.refusals import CommandCode, RefusalName, Sentence
 from metaharness.protocol.spec import RunSpec
 
 from .harness import Harness
@@ -77,8 +77,7 @@ def check_start(spec: RunSpec, harness: Harness, run_cwd: str, *, priced_at_endp
     if (sentence := harness.option_refusal()) is not None:
         raise RunRefused(f"{RefusalName.OptionForeign}: {sentence}")
     if spec.otel and not otel_installed():  # found, not imported
-        raise RunRefused(f"{RefusalName.OtelUnavailable}: --otel needs the otel extra (opentelemetry-sdk and its OTLP/HTTP exporter), "
-                         "which is not installed: pip install 'metaharness[otel]'")
+        raise RunRefused(f"{RefusalName.OtelUnavailable}: {Sentence.OTEL_MISSING}")
     if spec.posture is not None and not harness.accepts_posture(spec.posture):
         raise RunRefused(
             f"{RefusalName.PostureUnknown}: the {spec.kind} adapter does not accept the posture {spec.posture!r} "

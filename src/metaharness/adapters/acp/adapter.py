@@ -38,7 +38,7 @@ from metaharness.adapters.process import (ScratchRefused, is_gone, remove_scratc
 from metaharness.protocol.descriptor import CapabilityDescriptor, DenyReason, harness_descriptor
 from metaharness.protocol.events import SessionStarted
 from metaharness.protocol.failures import ModelFailure, bounded
-from metaharness.protocol.refusals import CommandCode, RefusalName
+from metaharness.protocol.refusals import CommandCode, RefusalName, Sentence
 from metaharness.protocol.spec import RunSpec
 from metaharness.protocol.values import (
     Decision,
@@ -148,7 +148,7 @@ class AcpAdapter(Adapter):
                 f"the {self.kind} adapter runs against a local model server only: use --script FILE, or "
                 "--credentials none with --model-endpoint URL"))
         elif not spec.model_endpoint:
-            raise StartRefusal(RefusalName.NoModelEndpoint, "credentials none needs --model-endpoint URL or --script FILE")
+            raise StartRefusal(RefusalName.NoModelEndpoint, Sentence.NO_MODEL_ENDPOINT)
         self.vendor_plan()
         self.child_path = launch.child_path(spec.vendor_dir or launch.default_vendor_dir())
         try:

@@ -26,7 +26,7 @@ from metaharness.adapters.base import (Adapter, ControlRefused, RunContext, Star
 from metaharness.adapters.process import (ScratchRefused, binary_version, is_gone, kill_tree, remove_scratch,
                                          spawn_on_channel, wait_or_kill)
 from metaharness.protocol.descriptor import CapabilityDescriptor, harness_descriptor
-from metaharness.protocol.refusals import CommandCode, RefusalName
+from metaharness.protocol.refusals import CommandCode, RefusalName, Sentence
 from metaharness.protocol.spec import RunSpec
 from metaharness.protocol.values import (
     Decision,
@@ -126,7 +126,7 @@ class ClaudeAdapter(Adapter):
         if spec.script:
             self._script = plan_loopback_script(spec)
         elif mode == "none" and not spec.model_endpoint:
-            raise StartRefusal(RefusalName.NoModelEndpoint, "credentials none needs --model-endpoint URL or --script FILE")
+            raise StartRefusal(RefusalName.NoModelEndpoint, Sentence.NO_MODEL_ENDPOINT)
         elif mode in ("api-key", "loopback") and not os.environ.get("ANTHROPIC_API_KEY"):
             raise StartRefusal(RefusalName.NoApiKey, f"credentials {mode} needs ANTHROPIC_API_KEY in metaharness's environment")
         cwd = os.path.abspath(spec.cwd or os.getcwd())
@@ -378,8 +378,7 @@ class ClaudeAdapter(Adapter):
 
     async def steer(self, text: str) -> None:
         if self.translator is None or not self.translator.in_turn:
-            raise ControlRefused(CommandCode.TOO_LATE, "no turn is running, so there is nothing to steer; "
-                                             "message.inject reaches the next turn")
+            raise ControlRefused(CommandCode.TOO_LATE, Sentence.NOTHING_TO_STEER)
         try:
             self._write_user("steer", [text])
         except (ChannelClosed, ConnectionError, BrokenPipeError):

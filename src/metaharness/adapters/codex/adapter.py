@@ -36,7 +36,7 @@ from metaharness.adapters.process import (binary_version, descendant_groups, is_
                                          remove_scratch, spawn_on_channel, stderr_file_tail, wait_or_kill)
 from metaharness.protocol.descriptor import CapabilityDescriptor, harness_descriptor
 from metaharness.protocol.frame import Frame
-from metaharness.protocol.refusals import CommandCode, RefusalName
+from metaharness.protocol.refusals import CommandCode, RefusalName, Sentence
 from metaharness.protocol.spec import LibraryFrame, RunSpec
 from metaharness.protocol.values import (
     Decision,
@@ -58,7 +58,9 @@ from .translate import Translator
 
 FILE_WRITE: OpKey = ("file.write", "", "")
 FILE_EDIT: OpKey = ("file.edit", "", "")
-TOO_LATE_STEER = "no turn is running, so there is nothing to steer; message.inject reaches the next turn"
+TOO_LATE_STEER = Sentence.NOTHING_TO_STEER
+
+
 def frame_operations(frame: LibraryFrame | None) -> set[str] | None:
     """Operation names of a frame value (a dict, a msgspec struct or a dataclass)."""
     if frame is None:
@@ -221,7 +223,7 @@ class CodexAdapter(Adapter):
             return
         if mode == "none":
             if not spec.model_endpoint:
-                raise StartRefusal(RefusalName.NoModelEndpoint, "credentials none needs --model-endpoint URL or --script FILE")
+                raise StartRefusal(RefusalName.NoModelEndpoint, Sentence.NO_MODEL_ENDPOINT)
             self._key = (launch.KEY_VARIABLE, launch.PLACEHOLDER_KEY)
             return
         real = next((os.environ[v] for v in ("OPENAI_API_KEY", "CODEX_API_KEY") if os.environ.get(v)), None)
