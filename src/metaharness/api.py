@@ -53,6 +53,7 @@ from typing import Any, AsyncIterator, BinaryIO, Callable, Protocol
 import msgspec
 
 from metaharness.protocol.commands import (
+    Command,
     FrameSet,
     Halt,
     Interrupt,
@@ -141,11 +142,11 @@ class RunHandle:
         self._counter += 1
         return f"c-{self._counter}"
 
-    async def send(self, command: Any) -> str:
+    async def send(self, command: Command) -> str:
         """Send a typed command (its id is replaced by the next `c-N`); returns the id."""
         return (await self.send_together(command))[0]
 
-    async def send_together(self, *commands: Any) -> list[str]:
+    async def send_together(self, *commands: Command) -> list[str]:
         """Send typed commands in one piece (ids replaced as by `send`); returns their ids.
 
         The run reads them as one unit, so a boundary sees all of them or none: a step's

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import msgspec
 
@@ -42,6 +42,9 @@ from metaharness.protocol.values import Abstain, Allow, Decision, Deny
 
 from . import decide as texts
 from .harness import Harness
+
+if TYPE_CHECKING:  # the policy engine is imported only by a policy-mode run
+    from .policy import PolicyDecider
 
 _KEY_ENCODER = msgspec.json.Encoder(order="deterministic")
 
@@ -92,7 +95,7 @@ class Calls:
         self.frame: Frame | None = None  # the frame in force, and what it admits (`enforce`)
         self.admitted: list = []
         self.scope: list = []
-        self.policy: Any = None  # the PolicyDecider of a policy-mode run
+        self.policy: PolicyDecider | None = None  # the PolicyDecider of a policy-mode run
         self.closed: str | None = None  # why a call presented from now on is abandoned at once (a halt, the spend cap)
         self.on_pending: Callable[[], None] = lambda: None  # a call began to wait (the driver arms its timer)
         self._no_frame_warned = False

@@ -40,7 +40,7 @@ import hashlib
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import msgspec
 
@@ -76,6 +76,9 @@ from . import decide as texts
 from .calls import Calls
 from .harness import Harness
 from .start import RunRefused, check_start
+
+if TYPE_CHECKING:  # the policy engine is imported only by a policy-mode run
+    from .policy import PolicyDecider
 
 
 @dataclass
@@ -146,7 +149,7 @@ class RunCore:
         return self.calls.frame
 
     @property
-    def policy(self) -> Any:
+    def policy(self) -> PolicyDecider | None:
         return self.calls.policy
 
     # --- lines ---------------------------------------------------------------------------

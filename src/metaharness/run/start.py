@@ -18,7 +18,7 @@ Rules it keeps:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from metaharness.adapters.base import StartRefusal
 from metaharness.export.otlp import otel_installed
@@ -30,6 +30,9 @@ from metaharness.protocol.spec import RunSpec
 
 from .harness import Harness
 from .spec import cost_unseen
+
+if TYPE_CHECKING:  # the policy engine is imported only by a policy-mode run
+    from .policy import PolicyDecider
 
 
 class RunRefused(Exception):
@@ -47,7 +50,7 @@ class StartPlan:
     """What the checks resolved for a run that may start."""
 
     launch_frame: frames.Frame | None = None  # a sealed frame, taking effect at the first boundary
-    policy: Any = None  # the PolicyDecider of a policy-mode run
+    policy: PolicyDecider | None = None  # the PolicyDecider of a policy-mode run
     prices: Any = None  # the price table (shipped, with --prices / METAHARNESS_PRICES over it)
 
 
@@ -140,7 +143,7 @@ def resolve_launch_frame(spec: RunSpec) -> frames.Frame | None:
     return launch_frame
 
 
-def load_policy(spec: RunSpec, run_cwd: str) -> Any:
+def load_policy(spec: RunSpec, run_cwd: str) -> PolicyDecider:
     """The policy decider, reading the settings once; a bad setting refuses the run by name."""
     try:
         from metaharness.run.policy import PolicyDecider

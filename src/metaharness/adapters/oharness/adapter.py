@@ -15,8 +15,7 @@ from typing import Any, ClassVar
 
 import msgspec
 
-from metaharness.adapters.base import Adapter, Tool, path_at
-from metaharness.adapters.base import StartRefusal
+from metaharness.adapters.base import Adapter, RunContext, StartRefusal, Tool, path_at
 from metaharness.adapters.process import ChildProcess, ScratchRefused, is_gone, new_scratch, remove_scratch
 from metaharness.permissions import MODES
 from metaharness.protocol.descriptor import CapabilityDescriptor, harness_descriptor
@@ -86,7 +85,7 @@ class OHarnessAdapter(Adapter):
                 raise StartRefusal(RefusalName.ModelInvalid, f"--script drives the scripted model only, not {spelling!r}")
             load_script(self.spec.script)
 
-    async def start(self, ctx) -> None:
+    async def start(self, ctx: RunContext) -> None:
         self._ctx = ctx
         try:
             self._session_dir = new_scratch("oharness-session-")
