@@ -1,5 +1,5 @@
 """The real vendors: the same-task scenario (write allowed, shell denied by the frame, edit
-allowed) on every vendor harness of the registry, scripted on the local fake model,
+allowed) on Claude Code, Codex, opencode and Gemini CLI, scripted on the local fake model,
 exported and validated with Harbor's own ATIF models, the refused shell call shown refused,
 and sent as OpenTelemetry spans to a local OTLP receiver."""
 
@@ -10,19 +10,17 @@ import subprocess
 
 import pytest
 
-from metaharness.protocol.harnesses import HARNESSES, harness
-
 from .conftest import EXAMPLES, METAHARNESS, REPO, check_round_trip, env
 from .test_otel import attrs, receiver, send  # noqa: F401 (receiver is a fixture)
 
 
 VENDOR = REPO / ".vendor" / "node_modules" / ".bin"
-KINDS = tuple(entry.name for entry in HARNESSES if entry.binary)  # every vendor harness in the registry
+KINDS = ("claude", "codex", "opencode", "gemini")
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_the_same_task_on_each_vendor_exports_and_validates(kind, tmp_path, receiver):
-    binary = VENDOR / harness(kind).binary
+    binary = VENDOR / kind
     if not binary.exists():
         if os.environ.get("METAHARNESS_REQUIRE_VENDOR") == "1":
             pytest.fail(f"{kind} is not installed in {VENDOR} (make vendor)")
