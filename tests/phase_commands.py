@@ -28,8 +28,12 @@ import signal
 import time
 from typing import Callable, Iterator
 
-# A posture each harness accepts (permission.set); the ACP harnesses accept none.
-POSTURES = {"oharness": "plan", "claude": "default", "codex": "read-only", "opencode": "plan", "gemini": "plan"}
+from metaharness.protocol.harnesses import HARNESSES
+
+# The harnesses on the shared ACP adapter (the registry's entries whose adapter lives there).
+ACP = tuple(entry.name for entry in HARNESSES if entry.adapter.startswith("metaharness.adapters.acp."))
+# A posture each harness accepts (permission.set); the ACP harnesses accept none (they get "plan").
+POSTURES = {"oharness": "plan", "claude": "default", "codex": "read-only", **{kind: "plan" for kind in ACP}}
 
 
 def command(cid: str, name: str, **payload) -> bytes:
@@ -92,7 +96,7 @@ def assert_refusals(by_id: dict[str, dict], tag: str, kind: str) -> None:
     assert by_id[f"{tag}-malformed"]["code"] == "MALFORMED"
     assert by_id[f"{tag}-frame"]["code"] == "MALFORMED"
     assert by_id[f"{tag}-posture-bad"]["result"] == "refused"
-    if kind in ("opencode", "gemini"):
+    if kind in ACP:
         for what in ("steer", "posture"):
             assert by_id[f"{tag}-{what}"]["code"] == "UNSUPPORTED_CONTROL", (tag, what, by_id[f"{tag}-{what}"])
 
@@ -100,7 +104,7 @@ def assert_refusals(by_id: dict[str, dict], tag: str, kind: str) -> None:
 def assert_winding_up(by_id: dict[str, dict], tag: str, kind: str) -> None:
     """Read during wind-up: everything well-formed that the adapter honours is TOO_LATE."""
     assert_refusals(by_id, tag, kind)
-    honoured = ["decide", "inject", "interrupt"] + ([] if kind in ("opencode", "gemini") else ["steer", "posture"])
+    honoured = ["decide", "inject", "interrupt"] + ([] if kind in ACP else ["steer", "posture"])
     for what in honoured:
         if f"{tag}-{what}" in by_id:
             assert by_id[f"{tag}-{what}"] == {"result": "refused", "code": "TOO_LATE", "reason": "the run is ending"}, what

@@ -53,6 +53,7 @@ from typing import Any, AsyncIterator, BinaryIO, Callable, Protocol
 import msgspec
 
 from metaharness.protocol.commands import (
+    Command,
     FrameSet,
     Halt,
     Interrupt,
@@ -62,8 +63,9 @@ from metaharness.protocol.commands import (
     ToolDecide,
 )
 from metaharness.protocol.decode import decode_event_line, encode_command_line
+from metaharness.protocol.frame import Frame
+from metaharness.protocol.spec import NEGATED, REPEATABLE, RunSpec
 from metaharness.protocol.values import Decision
-from metaharness.run.spec import NEGATED, REPEATABLE, RunSpec
 
 __all__ = ["FrameJudge", "PolicyJudge", "Redecision", "RunControl", "RunHandle", "RunRefused", "RunService",
            "control_socketpair", "describe", "host_stdio", "start_refusal", "start_run", "spec_to_argv"]
@@ -140,11 +142,11 @@ class RunHandle:
         self._counter += 1
         return f"c-{self._counter}"
 
-    async def send(self, command: Any) -> str:
+    async def send(self, command: Command) -> str:
         """Send a typed command (its id is replaced by the next `c-N`); returns the id."""
         return (await self.send_together(command))[0]
 
-    async def send_together(self, *commands: Any) -> list[str]:
+    async def send_together(self, *commands: Command) -> list[str]:
         """Send typed commands in one piece (ids replaced as by `send`); returns their ids.
 
         The run reads them as one unit, so a boundary sees all of them or none: a step's
@@ -581,7 +583,7 @@ class _Resolvers:
 class FrameJudge:
     """Frame mode as a run decides it with `frame` (a sealed frame, `protocol.frame.load_frame`) in force."""
 
-    def __init__(self, frame: Any) -> None:
+    def __init__(self, frame: Frame) -> None:
         from metaharness.run import decide
 
         self._decide = decide

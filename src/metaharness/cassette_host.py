@@ -32,7 +32,9 @@ from metaharness.loopback.cassette import (CassetteError, Recording, first_works
                                            read_recording, workspace_manifest)
 from metaharness.loopback.recorder import RecordingProxy
 from metaharness.loopback.replayer import ReplayServer
-from metaharness.run.spec import RunSpec, cost_unseen
+from metaharness.protocol.refusals import RefusalName
+from metaharness.protocol.spec import RunSpec
+from metaharness.run.spec import cost_unseen
 
 DIVERGED = "REPLAY_DIVERGED"
 DIVERGED_EXIT = 1
@@ -52,21 +54,21 @@ def _provider(spec: RunSpec) -> str:
 # `spec` here is the spec as given, with the recording's model already filled in for a replay.
 REFUSALS: list[tuple[Callable[[RunSpec], bool], Callable[[RunSpec], str]]] = [
     (lambda s: bool(s.record and s.replay),
-     lambda s: "CassetteConflict: a run either records (--record) or replays (--replay), not both"),
+     lambda s: f"{RefusalName.CassetteConflict}: a run either records (--record) or replays (--replay), not both"),
     (lambda s: bool(s.replay and s.script),
-     lambda s: "CassetteConflict: --replay answers the model from the cassette, and --script would answer it too"),
+     lambda s: f"{RefusalName.CassetteConflict}: --replay answers the model from the cassette, and --script would answer it too"),
     (lambda s: bool(s.record and s.script and (s.model_endpoint or s.credentials != "none")),
-     lambda s: ("CassetteConflict: --script serves the model from a local loopback, which is what --record "
+     lambda s: (f"{RefusalName.CassetteConflict}: --script serves the model from a local loopback, which is what --record "
                 "records; it takes neither --model-endpoint nor credentials other than none")),
     (lambda s: bool(s.redact_patterns and not s.record),
-     lambda s: "CassetteConflict: --redact masks what --record writes, and this run records nothing"),
+     lambda s: f"{RefusalName.CassetteConflict}: --redact masks what --record writes, and this run records nothing"),
     (lambda s: bool(s.replay and (s.model_endpoint or s.credentials != "none")),
-     lambda s: ("CassetteConflict: --replay answers the model from the cassette; it takes neither --model-endpoint "
+     lambda s: (f"{RefusalName.CassetteConflict}: --replay answers the model from the cassette; it takes neither --model-endpoint "
                 "nor credentials other than none")),
     (lambda s: bool(s.replay and s.max_cost_usd is not None),
-     lambda s: f"CostNotSeen: {cost_unseen(s)}"),
+     lambda s: f"{RefusalName.CostNotSeen}: {cost_unseen(s)}"),
     (lambda s: s.kind == "oharness" and not s.script and _provider(s) not in DEFAULT_UPSTREAM,
-     lambda s: (f"CassetteConflict: the oharness model {s.model or 'scripted:default'!r} makes no HTTP requests, "
+     lambda s: (f"{RefusalName.CassetteConflict}: the oharness model {s.model or 'scripted:default'!r} makes no HTTP requests, "
                 "so there is nothing to record or replay; give an anthropic: or openai: model, or --script "
                 "(its scripted loopback is recorded)")),
 ]
@@ -108,19 +110,19 @@ def run_spec(spec: RunSpec, url: str) -> RunSpec:
 def replay_refusal(spec: RunSpec, recording: Recording) -> str | None:
     """A replay the recording says would diverge: another harness, another directory, other contents."""
     if spec.kind != recording.harness:
-        return (f"CassetteConflict: the cassette {spec.replay} was recorded on {recording.harness}, "
+        return (f"{RefusalName.CassetteConflict}: the cassette {spec.replay} was recorded on {recording.harness}, "
                 f"and this run is {spec.kind}")
     cwd = run_cwd(spec)
     if cwd != recording.cwd:
-        return (f"WorkspaceMoved: the cassette {spec.replay} was recorded in {recording.cwd}, and this replay "
+        return (f"{RefusalName.WorkspaceMoved}: the cassette {spec.replay} was recorded in {recording.cwd}, and this replay "
                 f"would work in {cwd}; the harness's requests carry the working directory's path, so replay "
                 f"there (leave out --cwd)")
     if not os.path.isdir(cwd):
-        return f"WorkspaceDiffers: the recording's working directory {cwd} does not exist"
+        return f"{RefusalName.WorkspaceDiffers}: the recording's working directory {cwd} does not exist"
     difference = first_workspace_difference(recording.workspace, workspace_manifest(cwd))
     if difference is not None:
         path, how = difference
-        return (f"WorkspaceDiffers: the replay's working directory {cwd} is not the workspace the recording "
+        return (f"{RefusalName.WorkspaceDiffers}: the replay's working directory {cwd} is not the workspace the recording "
                 f"started from: {path} {how}; restore it before replaying")
     return None
 
@@ -232,15 +234,15 @@ async def open_hosting(spec: RunSpec) -> Hosting:
             re.compile("|".join(f"(?:{p})" for p in spec.redact_patterns))  # refused before the file is made
             service, behind = await _recorder(spec)
     except CassetteError as exc:
-        return Hosting(plain, refusal=f"CassetteInvalid: {exc}")
+        return Hosting(plain, refusal=f"{RefusalName.CassetteInvalid}: {exc}")
     except ScenarioError as exc:
-        return Hosting(plain, refusal=f"ScenarioInvalid: {exc}")
+        return Hosting(plain, refusal=f"{RefusalName.ScenarioInvalid}: {exc}")
     except re.error as exc:
-        return Hosting(plain, refusal=f"RedactInvalid: a --redact pattern is not a regular expression: {exc}")
+        return Hosting(plain, refusal=f"{RefusalName.RedactInvalid}: a --redact pattern is not a regular expression: {exc}")
     except ValueError as exc:
         return Hosting(plain, refusal=str(exc))
     except OSError as exc:
-        return Hosting(plain, refusal=f"CassetteUnwritable: the cassette {spec.record} cannot be written: "
+        return Hosting(plain, refusal=f"{RefusalName.CassetteUnwritable}: the cassette {spec.record} cannot be written: "
                                       f"{exc.strerror or exc}")
     return Hosting(run_spec(spec, service.url), service=service, strict=spec.replay_strict, behind=behind)
 

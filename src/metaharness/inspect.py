@@ -44,8 +44,9 @@ from metaharness.protocol.commands import Halt, ToolDecide
 from metaharness.protocol.decode import decode_event_line, encode_command_line
 from metaharness.protocol.frame import Frame, document_bytes
 from metaharness.protocol.events import StreamClosed, ToolDecided, ToolRequested
-from metaharness.protocol.values import Allow, Deny, Replace
-from metaharness.run.spec import KINDS, RunSpec
+from metaharness.protocol.refusals import RefusalName
+from metaharness.protocol.spec import KINDS, RunSpec
+from metaharness.protocol.values import Allow, Decision, Deny, Replace
 
 __all__ = ["DECISIONS", "MetaharnessAgentError", "metaharness_agent"]
 
@@ -66,13 +67,13 @@ class MetaharnessAgentError(RuntimeError):
         self.name, self.sentence = name, sentence
 
 
-def _decisions(decisions: str | None, frame: Any, policy: Any) -> str:
+def _decisions(decisions: str | None, frame: Frame | dict | str | None, policy: str | Sequence[str] | None) -> str:
     chosen = decisions or ("policy" if policy and frame is None else "frame")
     if chosen == "ask":
-        raise MetaharnessAgentError("InspectAskMode", "decisions=\"ask\" has nobody to ask inside an Inspect sample; "
+        raise MetaharnessAgentError(RefusalName.InspectAskMode, "decisions=\"ask\" has nobody to ask inside an Inspect sample; "
                                     "use decisions=\"inspect\" to have the eval's approval policy decide")
     if chosen not in DECISIONS:
-        raise MetaharnessAgentError("InspectDecisionsUnknown", f"decisions={chosen!r} is not one of "
+        raise MetaharnessAgentError(RefusalName.InspectDecisionsUnknown, f"decisions={chosen!r} is not one of "
                                     + ", ".join(repr(d) for d in DECISIONS))
     return chosen
 
@@ -86,7 +87,7 @@ def _refused(stderr: str) -> MetaharnessAgentError:
     if named:
         return MetaharnessAgentError(*named[-1])
     said = stderr.strip().splitlines()
-    return MetaharnessAgentError("InspectRunRefused", said[-1] if said else "metaharness run exited 2 and said nothing")
+    return MetaharnessAgentError(RefusalName.InspectRunRefused, said[-1] if said else "metaharness run exited 2 and said nothing")
 
 
 def _policies(policy: str | Sequence[str] | None) -> list[str]:
@@ -127,7 +128,7 @@ async def _approve(event: ToolRequested, state: AgentState) -> list[Any]:
     why = (approval.explanation if approval else None) or f"{word} by the Inspect approval policy"
     if word == "modify" and approval and approval.modified is not None:
         replaced = approval.modified.arguments
-        decision: Any = Replace(input=replaced.get("input", replaced) if not isinstance(event.input, dict) else replaced)
+        decision: Decision = Replace(input=replaced.get("input", replaced) if not isinstance(event.input, dict) else replaced)
     else:
         decision = {"approve": Allow()}.get(word) or Deny(reason=why)
     commands: list[Any] = [ToolDecide(id=f"i-{event.call_id}", call_id=event.call_id, decision=decision)]
@@ -139,7 +140,7 @@ async def _approve(event: ToolRequested, state: AgentState) -> list[Any]:
 def _prompt(state: AgentState) -> str:
     users = [m for m in state.messages if isinstance(m, ChatMessageUser)]
     if not users:
-        raise MetaharnessAgentError("InspectNoPrompt", "the sample has no user message to give the harness as its prompt")
+        raise MetaharnessAgentError(RefusalName.InspectNoPrompt, "the sample has no user message to give the harness as its prompt")
     return users[-1].text
 
 
@@ -180,7 +181,7 @@ class _Carry:
         if self.dir is None:
             made = await self.box.exec(["mktemp", "-d"])
             if not made.success:
-                raise MetaharnessAgentError("InspectRunRefused", f"no scratch directory in the sandbox: {made.stderr.strip()}")
+                raise MetaharnessAgentError(RefusalName.InspectRunRefused, f"no scratch directory in the sandbox: {made.stderr.strip()}")
             self.dir = made.stdout.strip()
         path = f"{self.dir}/{name}"
         await self.box.write_file(path, data)
@@ -200,7 +201,7 @@ def metaharness_agent(harness: str, *, frame: Frame | dict | str | None = None, 
     """An Inspect agent running `harness` under metaharness in the sample's sandbox.
 
     Args:
-        harness: a harness kind, one of `metaharness.run.spec.KINDS` (the registry's).
+        harness: a harness kind, one of `metaharness.protocol.harnesses.KINDS` (the registry's).
         frame: a sealed frame: a `Frame` (`metaharness.protocol.frame.seal`), its document as a
             dict, or a path. A value, or a path to a file on this machine, is copied into the
             sandbox for the run; another path is one in the sandbox.
@@ -219,7 +220,7 @@ def metaharness_agent(harness: str, *, frame: Frame | dict | str | None = None, 
         sandbox_name: the sandbox to run in (the sample's default one if None).
     """
     if harness not in KINDS:
-        raise MetaharnessAgentError("InspectHarnessUnknown", f"harness={harness!r} is not one of {', '.join(KINDS)}")
+        raise MetaharnessAgentError(RefusalName.InspectHarnessUnknown, f"harness={harness!r} is not one of {', '.join(KINDS)}")
     chosen = _decisions(decisions, frame, policy)
     policies = _policies(policy)
 

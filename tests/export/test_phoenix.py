@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from metaharness.protocol.harnesses import KINDS
+from metaharness.protocol.harnesses import KINDS, harness
 
 from .conftest import EXAMPLES, METAHARNESS, REPO, run_bugfix_workflow, run_oharness
 
@@ -35,10 +35,9 @@ RECORDED = {
     "gemini": FIXTURES / "gemini" / "read-shell-write.events.jsonl",
     "qwen": FIXTURES / "qwen" / "read-shell-write.events.jsonl",
 }
-# gen_ai.provider.name as the OpenTelemetry guide states it (opencode and Qwen Code name none;
-# oharness's scripted model is `scripted:default`).
-PROVIDER = {"claude": "anthropic", "codex": "openai", "gemini": "gcp.gemini", "opencode": None, "qwen": None,
-            "oharness": "scripted"}
+# gen_ai.provider.name as the registry spells it for each harness (opencode and Qwen Code name none; oharness's
+# scripted model is `scripted:default`).
+PROVIDER = {**{kind: harness(kind).provider for kind in RECORDED}, "oharness": "scripted"}
 # The screenshot goes to test-artifacts/ (git-ignored) on every run, and over the guide's image
 # when METAHARNESS_UPDATE_SCREENSHOTS=1 (then review and commit it).
 SCREENSHOT = REPO / "test-artifacts" / "phoenix-trace.png"

@@ -87,7 +87,7 @@ def test_the_shared_resolver():
 def test_an_adapter_option_is_refused_on_a_run_of_another_kind():
     owned = adapter_class("codex").descriptor().options
     assert foreign_option(RunSpec(kind="codex", codex_replace_relay=True), owned) is None
-    for kind in ("claude", "oharness", "opencode", "gemini"):
+    for kind in (k for k in KINDS if k != "codex"):
         spec = RunSpec(kind=kind, codex_replace_relay=True)
         assert foreign_option(spec, adapter_class(kind).descriptor().options) == (
             f"--codex-replace-relay is a codex option and this run is {kind}")

@@ -75,5 +75,5 @@ def test_every_start_refusal_of_the_run_is_named():
     tree = ast.parse(pathlib.Path(start.__file__).read_text())
     for node in ast.walk(tree):
         if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and getattr(node.exc.func, "id", "") == "RunRefused":
-            text = ast.unparse(node.exc.args[0])  # a Name: in the text, or the StartRefusal's own name
-            assert re.match(r"f?['\"]([A-Z][A-Za-z0-9]+|\{exc\.name\}): ", text), f"line {node.lineno}: {text}"
+            text = ast.unparse(node.exc.args[0])  # a refusal name's constant, or the StartRefusal's own name
+            assert re.match(r"f['\"]\{(RefusalName\.[A-Z][A-Za-z0-9]+|exc\.name)\}: ", text), f"line {node.lineno}: {text}"

@@ -162,7 +162,8 @@ def test_every_adapter_removes_its_scratch_through_the_one_function():
     import inspect
 
     from metaharness.adapters import adapter_class
+    from metaharness.protocol.harnesses import KINDS
 
-    for kind in ("oharness", "claude", "codex", "opencode", "gemini"):
+    for kind in KINDS:
         source = inspect.getsource(adapter_class(kind).cleanup)
         assert "remove_scratch(" in source and "rmtree" not in source, kind

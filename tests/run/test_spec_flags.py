@@ -9,7 +9,8 @@ from __future__ import annotations
 import dataclasses
 
 from metaharness.cli.run import run as run_command
-from metaharness.run.spec import REPEATABLE, RunSpec
+from metaharness.protocol.spec import REPEATABLE
+from metaharness.run.spec import RunSpec
 
 
 def _flag_fields() -> dict[str, str]:

@@ -26,12 +26,14 @@ from __future__ import annotations
 import abc
 from dataclasses import dataclass, field
 import os
-from typing import Any, Callable, ClassVar, Mapping, Protocol
+from typing import Any, Callable, ClassVar, Mapping, Protocol, Union
 
 from metaharness.protocol.descriptor import CapabilityDescriptor
-from metaharness.protocol.events import SessionEnded, SessionStarted
+from metaharness.protocol.events import Event, SessionEnded, SessionStarted
 from metaharness.protocol.failures import ModelFailure, model_failure_warning
 from metaharness.protocol.frame import OPERATION_TYPES, Frame
+from metaharness.protocol.refusals import CommandCode, RefusalName
+from metaharness.protocol.spec import RunSpec
 from metaharness.protocol.subjects import file_subject
 from metaharness.protocol.values import Decision, ProcessTermination
 
@@ -75,6 +77,10 @@ class Resolution:
     operations: list[OpKey]
     subjects: list[tuple[str, list[OpKey]]] = field(default_factory=list)
 
+
+# What `Adapter.begin_turn` receives: the turn's text, or its blocks for an adapter that sets
+# `turn_blocks`.
+TurnInput = Union[str, list[str]]
 
 # A tool's subject finder: the path a call acts on, read from its input (None: no subject).
 SubjectPath = Callable[[Any], "str | None"]
@@ -168,7 +174,7 @@ class RunContext(Protocol):
     def session_started(self, event: SessionStarted, *, at: str | None = None) -> None: ...
     def turn_started(self, *, at: str | None = None) -> None: ...
     def turn_ended(self, stop_reason: str | None, *, at: str | None = None) -> None: ...
-    def emit(self, event: Any, *, at: str | None = None) -> None: ...
+    def emit(self, event: Event, *, at: str | None = None) -> None: ...
     def present(self, call: PresentedCall) -> None: ...
     def record_call(self, call_id: str, name: str, input: Any, *, at: str | None = None) -> None: ...
     def session_ended(self, event: SessionEnded, *, at: str | None = None) -> None: ...
@@ -190,8 +196,8 @@ class Adapter(abc.ABC):
     # Vendor tool name → its operation and subject (`resolve_tool`); `mcp__` names resolve by name.
     tools: ClassVar[Mapping[str, Tool]] = {}
 
-    def __init__(self, spec: Any) -> None:
-        self.spec = spec  # metaharness.run.spec.RunSpec
+    def __init__(self, spec: RunSpec) -> None:
+        self.spec = spec
 
     # --- static facts -------------------------------------------------------------
     @classmethod
@@ -231,7 +237,7 @@ class Adapter(abc.ABC):
         raise StartRefusal before any user line is written."""
 
     @abc.abstractmethod
-    async def begin_turn(self, text: str) -> None:
+    async def begin_turn(self, text: TurnInput) -> None:
         """Deliver the user message that starts the next turn. `text` already holds
         any frame rendering and injected messages, ahead of the prompt (a list of
         those blocks when the adapter sets `turn_blocks`)."""
@@ -263,12 +269,12 @@ class Adapter(abc.ABC):
         from it). Default: nothing beyond the turn's text."""
 
     async def steer(self, text: str) -> None:
-        raise ControlRefused("UNSUPPORTED_CONTROL", f"the {self.kind} adapter cannot steer a running turn")
+        raise ControlRefused(CommandCode.UNSUPPORTED_CONTROL, f"the {self.kind} adapter cannot steer a running turn")
 
     async def set_posture(self, word: str) -> str | None:
         """Apply a posture word; return applies_at (None: at once). Unknown word →
         ControlRefused."""
-        raise ControlRefused("UNSUPPORTED_CONTROL", f"the {self.kind} adapter cannot change its posture")
+        raise ControlRefused(CommandCode.UNSUPPORTED_CONTROL, f"the {self.kind} adapter cannot change its posture")
 
     @abc.abstractmethod
     async def interrupt(self) -> None:
@@ -350,15 +356,15 @@ def load_script(path: str):
     try:
         return load_scenario(path)
     except ScenarioError as exc:
-        raise StartRefusal("ScenarioInvalid", str(exc)) from None
+        raise StartRefusal(RefusalName.ScenarioInvalid, str(exc)) from None
 
 
-def plan_loopback_script(spec: Any):
+def plan_loopback_script(spec: RunSpec):
     """For a vendor harness: the scenario its per-run loopback will serve, checked before
     anything is spawned, and the credential flags it cannot be combined with."""
     scenario = load_script(spec.script)
     if spec.credentials != "none" or spec.model_endpoint:
-        raise StartRefusal("CredentialConflict", "--script serves the model from a local loopback; "
+        raise StartRefusal(RefusalName.CredentialConflict, "--script serves the model from a local loopback; "
                                                  "it takes neither --model-endpoint nor credentials other than none")
     return scenario
 

@@ -80,7 +80,7 @@ def cell_spec(task: Task, harness: Harness, cwd: str, *, prices: str | None = No
     """The RunSpec a cell of `task` on `harness` starts with — for a workflow task, the run options
     `metaharness workflow run` is given (its budgets among them; the workflow brings the frames and
     the prompts); what `batch check` checks and what the cell runs are this one value."""
-    from metaharness.run.spec import RunSpec
+    from metaharness.protocol.spec import RunSpec
 
     options = {**_options(harness), **({"prices": prices} if prices is not None else {})}
     if task.workflow is not None:

@@ -27,7 +27,8 @@ from msgspec import Meta, Struct
 
 from metaharness.permissions import MODES, WORKSPACE_MODES
 from metaharness.protocol.harnesses import Kind
-from metaharness.run.spec import CREDENTIAL_MODES, DECISION_MODES, HERMETIC_MODES
+from metaharness.protocol.refusals import RefusalName
+from metaharness.protocol.spec import CREDENTIAL_MODES, DECISION_MODES, HERMETIC_MODES
 
 BATCH_FORMAT = "metaharness.batch/1"
 
@@ -238,7 +239,7 @@ def _check_task(task: Task) -> None:
         if task.frame is not None:
             raise PlanError(f"{where} gives both a frame and a workflow; a workflow brings its own frames")
         if not workflows_available():
-            raise PlanError(f"WorkflowUnavailable: {where} names a workflow, and this installation of "
+            raise PlanError(f"{RefusalName.WorkflowUnavailable}: {where} names a workflow, and this installation of "
                             "metaharness has no `metaharness workflow run` to run it")
     elif not task.prompt:
         raise PlanError(f"{where} has no prompt")

@@ -35,6 +35,8 @@ from typing import Any
 
 import msgspec
 
+from metaharness.protocol.refusals import RefusalName
+
 from .cell import CellJob, job_bytes, job_from_bytes, run_cell
 from .plan import Plan, PlanError, plan_files
 from .results import CellResult
@@ -48,13 +50,13 @@ _OUT_FILES = ("events.jsonl", "stderr.txt", "check.txt", "trajectory.json")
 
 class RayUnavailable(PlanError):
     def __init__(self) -> None:
-        super().__init__(f"RayUnavailable: --backend ray needs the ray extra, which is not installed; "
+        super().__init__(f"{RefusalName.RayUnavailable}: --backend ray needs the ray extra, which is not installed; "
                          f"install it with `{INSTALL}`")
 
 
 class RayUnreachable(PlanError):
     def __init__(self, address: str, why: str) -> None:
-        super().__init__(f"RayUnreachable: --ray-address {address} {why}; check the address "
+        super().__init__(f"{RefusalName.RayUnreachable}: --ray-address {address} {why}; check the address "
                          "(the head node's GCS port, 6379 by default), or leave --ray-address out and the batch "
                          "starts a Ray of its own")
 
@@ -194,7 +196,7 @@ class RayBackend:
             except (ConnectionError, RuntimeError, ValueError) as exc:
                 shutil.rmtree(self._bundle, ignore_errors=True)
                 if address is None:
-                    raise PlanError(f"RayStartFailed: the batch's own Ray did not start: {exc}") from None
+                    raise PlanError(f"{RefusalName.RayStartFailed}: the batch's own Ray did not start: {exc}") from None
                 raise RayUnreachable(address, f"did not answer as a Ray cluster ({exc})") from None
             self._env = None
         else:

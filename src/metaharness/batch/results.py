@@ -21,6 +21,8 @@ from typing import Any, Literal
 import msgspec
 from msgspec import Struct
 
+from metaharness.protocol.refusals import RefusalName
+
 RESULT_FORMAT = "metaharness.batch-result/1"
 
 Status = Literal["ran", "skipped", "interrupted"]
@@ -92,7 +94,7 @@ _DECISION_COUNTER = {"allow": "allowed", "deny": "denied", "replace": "replaced"
 
 # Start refusals that come from the vendor's side (a handshake that failed), and so may
 # succeed on a second try; any other refusal is the plan's and would fail again.
-RETRYABLE_REFUSALS = ("VendorCapability",)
+RETRYABLE_REFUSALS = (RefusalName.VendorCapability,)
 
 
 def cell_dir(out: str, key: tuple[str, str, int]) -> str:

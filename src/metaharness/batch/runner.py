@@ -43,8 +43,10 @@ from typing import AsyncIterator, Callable, Protocol
 
 import msgspec
 
+from metaharness.protocol.refusals import RefusalName, Sentence
+from metaharness.protocol.spec import RunSpec
 from metaharness.protocol.stream import check_stream
-from metaharness.run.spec import RunSpec, cost_unseen
+from metaharness.run.spec import cost_unseen
 
 from .cell import CellJob, Halt, live_events, run_cell
 from .plan import Cell, Plan, PlanError, cells, plan_fingerprint
@@ -185,7 +187,7 @@ def check_costs_seen(plan: Plan, batch_cap: float | None) -> None:
         spec = RunSpec(kind=harness.kind, script=cell.task.script, credentials=harness.credentials or "none",
                        model_endpoint=harness.model_endpoint, max_cost_usd=cap)
         if (sentence := cost_unseen(spec)) is not None:
-            raise PlanError(f"CostNotSeen: task {cell.task.id!r} on harness {harness.name!r}: {sentence}")
+            raise PlanError(f"{RefusalName.CostNotSeen}: task {cell.task.id!r} on harness {harness.name!r}: {sentence}")
 
 
 class _Traced:
@@ -268,8 +270,7 @@ async def run_batch(plan: Plan, out: str, options: BatchOptions | None = None, *
         from metaharness.export.otlp import otel_installed
 
         if not otel_installed():
-            raise PlanError("OtelUnavailable: --otel needs the otel extra (opentelemetry-sdk and its OTLP/HTTP "
-                            "exporter), which is not installed: pip install 'metaharness[otel]'")
+            raise PlanError(f"{RefusalName.OtelUnavailable}: {Sentence.OTEL_MISSING}")
     if options.prices is not None:  # every cell runs in a workspace of its own
         options = dataclasses.replace(options, prices=os.path.abspath(options.prices))
     if not admitted:

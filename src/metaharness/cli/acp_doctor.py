@@ -28,7 +28,7 @@ from metaharness.adapters.acp import launch
 from metaharness.adapters.acp.seam import Seam
 from metaharness.adapters.acp.translate import Translator
 from metaharness.protocol.harnesses import REGISTRY
-from metaharness.run.spec import RunSpec
+from metaharness.protocol.spec import RunSpec
 
 Check = tuple[str, bool, str]
 FIXTURES = Path(__file__).resolve().parents[3] / "tests" / "fixtures"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import click
 
 from metaharness.cli._out import fail, read_input, say, write_bytes
+from metaharness.protocol.refusals import RefusalName
 
 
 def _load(path: str):  # -> Frame
@@ -17,7 +18,7 @@ def _load(path: str):  # -> Frame
     try:
         data = read_input(path)
     except OSError as exc:
-        refusal = FrameRefusal("FrameUnreadable", exc.strerror or str(exc))
+        refusal = FrameRefusal(RefusalName.FrameUnreadable, exc.strerror or str(exc))
         fail(f"{refusal.name}: {refusal.sentence(path)}")
     try:
         return parse_frame_document(data)
@@ -42,14 +43,14 @@ def seal(in_path: str, out_path: str | None) -> None:
     try:
         data = read_input(in_path)
     except OSError as exc:
-        fail(f"FrameUnreadable: {FrameRefusal('FrameUnreadable', exc.strerror or str(exc)).seal_sentence(in_path)}")
+        fail(f"{RefusalName.FrameUnreadable}: {FrameRefusal(RefusalName.FrameUnreadable, exc.strerror or str(exc)).seal_sentence(in_path)}")
     try:
         try:
             obj = msgspec.json.decode(data)
         except UnicodeDecodeError as exc:
-            raise FrameRefusal("FrameInvalid", "not a JSON object: the document is not valid UTF-8") from None
+            raise FrameRefusal(RefusalName.FrameInvalid, "not a JSON object: the document is not valid UTF-8") from None
         except (msgspec.DecodeError, RecursionError) as exc:
-            raise FrameRefusal("FrameInvalid", f"not a JSON object: {exc}") from None
+            raise FrameRefusal(RefusalName.FrameInvalid, f"not a JSON object: {exc}") from None
         sealed = seal_frame(obj)
     except FrameRefusal as refusal:
         fail(f"{refusal.name}: {refusal.seal_sentence(in_path)}")

@@ -13,7 +13,7 @@ from typing import Callable
 import click
 
 from metaharness.permissions import MODES, WORKSPACE_MODES
-from metaharness.run.spec import CREDENTIAL_MODES, DECISION_MODES, HERMETIC_MODES, KINDS, RunSpec
+from metaharness.protocol.spec import CREDENTIAL_MODES, DECISION_MODES, HERMETIC_MODES, KINDS, RunSpec
 
 
 class _RunCommand(click.Command):

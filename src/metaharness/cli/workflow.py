@@ -18,7 +18,8 @@ import sys
 import click
 
 from metaharness.cli.run import check_policy_flags, with_options
-from metaharness.run.spec import KINDS
+from metaharness.protocol.refusals import RefusalName
+from metaharness.protocol.spec import KINDS
 
 # The run options a workflow passes to its harness session, spelled and explained where `run` defines
 # them; --cwd, --decisions and the budgets mean something of their own here.
@@ -48,7 +49,7 @@ def _run_options(func):
 
 
 def _spec(kind: str, options: dict):
-    from metaharness.run.spec import RunSpec
+    from metaharness.protocol.spec import RunSpec
 
     check_policy_flags(click.get_current_context(), options["decisions"])
     options["policy_files"] = list(options["policy_files"])
@@ -87,7 +88,7 @@ def _drive(coro_factory) -> None:
     except WorkflowRefused as exc:
         _fail(f"{exc.name}: {exc.sentence}")
     except WorkflowError as exc:
-        _fail(f"WorkflowInvalid: {exc}")
+        _fail(f"{RefusalName.WorkflowInvalid}: {exc}")
     outcome = result.outcome if result.reason_name is None else f"{result.outcome} ({result.reason_name}: {result.reason})"
     click.echo(f"workflow {outcome}; ledger {os.path.join(result.out_dir, 'workflow.jsonl')}")
     # --fail-on-error: the harness session's own exit 1 (its terminal record said it failed) fails

@@ -33,7 +33,7 @@ def prepare(workspace: str | None = None, out: str | None = None) -> tuple[str, 
 
 async def run_demo(workspace: str, out: str, on_line: Callable[[bytes], None]):
     """Run the demo workflow on oharness; `on_line` gets every event line as written."""
-    from metaharness.run.spec import RunSpec
+    from metaharness.protocol.spec import RunSpec
     from metaharness.workflow import run_workflow
 
     package = resources.files(__package__)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .values import Abstain, Allow, DecisionCensus, Deny, Replace
+from .values import Abstain, Allow, Decision, DecisionCensus, Deny, Replace
 
 _BUCKET = {Allow: "allowed", Deny: "denied", Replace: "replaced", Abstain: "abstained"}
 
@@ -29,7 +29,7 @@ class Census:
     def __init__(self) -> None:
         self.value = DecisionCensus()
 
-    def count(self, decision: Any, decided_by: str, seam: str) -> None:
+    def count(self, decision: Decision, decided_by: str, seam: str) -> None:
         bucket = _BUCKET[type(decision)]
         setattr(self.value, bucket, getattr(self.value, bucket) + 1)
         self.value.by_seam[seam] = self.value.by_seam.get(seam, 0) + 1  # type: ignore[index]

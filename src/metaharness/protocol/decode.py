@@ -18,7 +18,7 @@ Rules kept:
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any, Union
 
 import msgspec
 from msgspec import Struct
@@ -26,7 +26,11 @@ from msgspec import Struct
 from ._typeplan import U64_MAX, ValueCheckError, ceiling_checker, check_struct, translate_error
 from .commands import COMMAND_BY_NAME, COMMAND_FORMAT, COMMAND_TYPES, Command, ToolDecide, FrameSet
 from .events import EVENT_BY_NAME, EVENT_FORMAT, Event
+from .refusals import CommandCode
 from .values import U64, Deny
+
+if TYPE_CHECKING:
+    from .frame import Frame
 
 RESERVED_ID = "-"
 RESERVED_ID_REASON = 'the id "-" is reserved for lines whose id could not be read'
@@ -58,7 +62,11 @@ class CommandRefusal(Struct, frozen=True):
 
     id: str
     reason: str
-    code: str = "MALFORMED"
+    code: str = CommandCode.MALFORMED
+
+
+# One item of a run's command queue: a decoded command, or the refusal of a line.
+CommandLine = Union[Command, CommandRefusal]
 
 
 class _CommandHead(Struct):
@@ -243,7 +251,7 @@ def _decode_event_slow(raw: bytes) -> tuple[Envelope, Any]:
 # --- commands --------------------------------------------------------------------------
 
 
-def decode_command_line(raw: bytes) -> Any:
+def decode_command_line(raw: bytes) -> CommandLine | None:
     """One stdin line (without its "\\n") → Command, CommandRefusal, or None when blank.
 
     Never raises."""
@@ -327,7 +335,7 @@ def _decode_command_slow(raw: bytes, union_error: str | None = None) -> Any:
     return command
 
 
-def well_formedness(command: Any) -> tuple[Any, str | None]:
+def well_formedness(command: CommandLine) -> tuple[Frame | None, str | None]:
     """A command's well-formedness check (independent of the adapter): (the frame a `frame.set`
     carries, parsed and verified — else None; the MALFORMED reason, or None).
 
@@ -346,7 +354,7 @@ def well_formedness(command: Any) -> tuple[Any, str | None]:
     return None, None
 
 
-def well_formedness_refusal(command: Any) -> str | None:
+def well_formedness_refusal(command: CommandLine) -> str | None:
     """The MALFORMED reason of `well_formedness`, or None."""
     return well_formedness(command)[1]
 

@@ -22,10 +22,12 @@ from typing import Any
 import msgspec
 from msgspec import UNSET, Struct, UnsetType
 
+from .refusals import CommandCode
+
 # Every command a harness adapter can honour, and every decision mode, by name.
 HARNESS_COMMANDS = ("frame.set", "halt", "interrupt", "message.inject", "permission.set", "steer", "tool.decide")
 MODES = ("ask", "frame", "observe", "policy")
-UNSUPPORTED = "UNSUPPORTED_CONTROL"
+UNSUPPORTED = CommandCode.UNSUPPORTED_CONTROL
 
 
 class AdapterId(Struct, frozen=True):

@@ -23,6 +23,7 @@ import msgspec
 from msgspec import UNSET, Struct, UnsetType
 
 from ._typeplan import translate_error
+from .refusals import RefusalName
 from .values import StepRef
 
 FRAME_FORMAT = "metaharness.frame/1"
@@ -242,13 +243,13 @@ class FrameRefusal(Exception):
 
     def sentence(self, path: str) -> str:
         """The refusal sentence for a document at `path` (the run refusal and `frame verify`)."""
-        if self.name == "FrameUnreadable":
+        if self.name == RefusalName.FrameUnreadable:
             return f"the frame document {path} could not be read: {self.detail}"
         return f"the frame document {path} is not a sealed metaharness.frame/1 document: {self.detail}"
 
     def seal_sentence(self, path: str) -> str:
         """The refusal sentence of `frame seal`, whose input is not yet sealed."""
-        if self.name == "FrameUnreadable":
+        if self.name == RefusalName.FrameUnreadable:
             return f"the frame object {path} could not be read: {self.detail}"
         return f"the frame object {path} cannot be sealed: {self.detail}"
 
@@ -369,7 +370,7 @@ def _shape(obj: dict[str, Any]) -> Frame:
     try:
         return msgspec.convert(obj, Frame, strict=True)
     except msgspec.ValidationError as exc:
-        raise FrameRefusal("FrameInvalid", "not a frame: " + translate_error(str(exc), Frame, obj)) from None
+        raise FrameRefusal(RefusalName.FrameInvalid, "not a frame: " + translate_error(str(exc), Frame, obj)) from None
 
 
 def _utf8_offset(data: bytes | str) -> int:
@@ -386,11 +387,11 @@ def _parse_json(data: bytes | str) -> Any:
     except UnicodeDecodeError:
         offset = _utf8_offset(data)
         raise FrameRefusal(
-            "FrameInvalid",
+            RefusalName.FrameInvalid,
             f"not a JSON object: the document is not valid UTF-8: the first invalid byte sequence starts at byte offset {offset}",
         ) from None
     except (msgspec.DecodeError, RecursionError) as exc:
-        raise FrameRefusal("FrameInvalid", f"not a JSON object: {exc}") from None
+        raise FrameRefusal(RefusalName.FrameInvalid, f"not a JSON object: {exc}") from None
 
 
 def parse_frame_document(data: bytes | str) -> Frame:
@@ -401,19 +402,19 @@ def parse_frame_document(data: bytes | str) -> Frame:
             frame = _D.frame.decode(data)
             computed = compute_digest(frame)
             if computed != frame.digest:
-                raise FrameRefusal("FrameInvalid", _mismatch_detail(frame.digest, computed))
+                raise FrameRefusal(RefusalName.FrameInvalid, _mismatch_detail(frame.digest, computed))
             return frame
     except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
         pass  # the slow path names the first failing step
     obj = _parse_json(data)
     if not isinstance(obj, dict):
-        raise FrameRefusal("FrameInvalid", "not a JSON object: the document is JSON but not an object")
+        raise FrameRefusal(RefusalName.FrameInvalid, "not a JSON object: the document is JSON but not an object")
     if detail := _format_detail(obj.get("format"), present="format" in obj):
-        raise FrameRefusal("FrameInvalid", detail)
+        raise FrameRefusal(RefusalName.FrameInvalid, detail)
     frame = _shape(obj)
     computed = compute_digest(frame)
     if computed != frame.digest:
-        raise FrameRefusal("FrameInvalid", _mismatch_detail(frame.digest, computed))
+        raise FrameRefusal(RefusalName.FrameInvalid, _mismatch_detail(frame.digest, computed))
     return frame
 
 
@@ -423,7 +424,7 @@ def load_frame(path: Any) -> Frame:
         with open(path, "rb") as fh:
             data = fh.read()
     except OSError as exc:
-        raise FrameRefusal("FrameUnreadable", exc.strerror or str(exc)) from None
+        raise FrameRefusal(RefusalName.FrameUnreadable, exc.strerror or str(exc)) from None
     return parse_frame_document(data)
 
 
@@ -433,18 +434,18 @@ def seal(obj: Any) -> Frame:
     Without `digest` the digest is computed; with one it must verify (sealing never
     repairs an edited frame). Every missing field is reported at once. Refusals are FrameRefusal("FrameInvalid", …)."""
     if not isinstance(obj, dict):
-        raise FrameRefusal("FrameInvalid", "not a JSON object: the document is JSON but not an object")
+        raise FrameRefusal(RefusalName.FrameInvalid, "not a JSON object: the document is JSON but not an object")
     if "format" in obj and (detail := _format_detail(obj["format"], present=True)):
-        raise FrameRefusal("FrameInvalid", detail)
+        raise FrameRefusal(RefusalName.FrameInvalid, detail)
     missing = [path for path in missing_fields(obj) if path != "digest"]
     if missing:
         fields = ", ".join(f"`{path}`" for path in missing)
-        raise FrameRefusal("FrameInvalid", f"missing field{'s' if len(missing) > 1 else ''} {fields}")
+        raise FrameRefusal(RefusalName.FrameInvalid, f"missing field{'s' if len(missing) > 1 else ''} {fields}")
     if "digest" in obj:
         frame = _shape(obj)
         computed = compute_digest(frame)
         if computed != frame.digest:
-            raise FrameRefusal("FrameInvalid", _mismatch_detail(frame.digest, computed))
+            raise FrameRefusal(RefusalName.FrameInvalid, _mismatch_detail(frame.digest, computed))
         return frame
     frame = _shape({**obj, "digest": ""})
     frame.digest = compute_digest(frame)

@@ -5,6 +5,8 @@ What belongs here: one entry per name — the name as written on stderr or on th
 met, its cause in one sentence and what to do about it. tools/troubleshooting.py renders this
 table into docs/troubleshooting.md; tests/docs/test_troubleshooting.py fails when a name the code
 writes (or the wire reference lists) has no entry here, or when the page is not the rendering.
+The refusal names and command refusal codes are also constants in `protocol/refusals.py`, by which
+the code names them; tests/test_refusal_names.py holds the two to the same names.
 Pure data: nothing of ours is imported.
 """
 
@@ -67,8 +69,6 @@ REFUSALS: tuple[Trouble, ...] = (
             "Start the run through `metaharness.api.start_run` (or the CLI), which hosts the recorder."),
     Trouble("CassetteUnwritable", REPLAY, "the `--record` path cannot be written.",
             "Choose a path in a directory you can write, that is not an existing directory."),
-    Trouble("CostNotReported", f"{WORKFLOW}, {BATCH}", "`--max-cost-usd` was given, and the harness does not report its cost as it goes, so the budget could not be kept.",
-            "Drop `--max-cost-usd`, or bound the run with `--max-turns` / `--max-steps` instead."),
     Trouble("CredentialConflict", START, "`--script` was given with `--model-endpoint` or credentials other than `none`.",
             "A scripted run serves its own model: drop the endpoint and the credential mode."),
     Trouble("CredentialsUnknown", START, "`--credentials` names no credential mode.",

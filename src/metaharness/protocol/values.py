@@ -24,10 +24,6 @@ DecidedBy = Literal["embedder", "frame", "deadline", "adapter", "observe", "poli
 RefusalCode = Literal["UNSUPPORTED_CONTROL", "UNKNOWN_CALL", "TOO_LATE", "MALFORMED", "SHADOWED"]
 CloseReason = Literal["completed", "budget", "killed", "error", "steer-halt"]
 
-SEAMS: tuple[str, ...] = ("registration", "hook", "control_request", "owned_tool", "none")
-DECIDERS: tuple[str, ...] = ("embedder", "frame", "deadline", "adapter", "observe", "policy")
-REFUSAL_CODES: tuple[str, ...] = ("UNSUPPORTED_CONTROL", "UNKNOWN_CALL", "TOO_LATE", "MALFORMED", "SHADOWED")
-
 
 class StepRef(Struct, kw_only=True):
     workflow: str

@@ -23,8 +23,8 @@ from typing import Any, Iterable, Iterator
 
 from metaharness import api
 from metaharness.protocol import frame as frames
+from metaharness.protocol.spec import KINDS
 from metaharness.protocol.values import Deny
-from metaharness.run.spec import KINDS
 
 EVENT_FORMAT = "metaharness.event/1"
 # A verdict's class: what happened to the call, as far as a gate on a policy change cares.
@@ -166,7 +166,7 @@ def old_verdict(decided: dict[str, Any] | None) -> Verdict:
 class FrameDecider:
     """Frame mode, as the loop decides it with this frame in force (`metaharness.api.FrameJudge`)."""
 
-    def __init__(self, frame: Any) -> None:
+    def __init__(self, frame: frames.Frame) -> None:
         self._judge = api.FrameJudge(frame)
 
     def __call__(self, call: RecordedCall) -> Verdict:

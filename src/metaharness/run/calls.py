@@ -28,17 +28,23 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import msgspec
 
 from metaharness.adapters.base import PresentedCall, Resolution
 from metaharness.protocol.census import Census
-from metaharness.protocol.events import ToolDecided, ToolRequested, WarningEvent
-from metaharness.protocol.values import Abstain, Allow, Deny
+from metaharness.protocol.events import Event, ToolDecided, ToolRequested, WarningEvent
+from metaharness.protocol.frame import Frame
+from metaharness.protocol.refusals import CommandCode
+from metaharness.protocol.spec import RunSpec
+from metaharness.protocol.values import Abstain, Allow, Decision, Deny
 
 from . import decide as texts
 from .harness import Harness
+
+if TYPE_CHECKING:  # the policy engine is imported only by a policy-mode run
+    from .policy import PolicyDecider
 
 _KEY_ENCODER = msgspec.json.Encoder(order="deterministic")
 
@@ -71,7 +77,7 @@ class Calls:
     """The calls of one run. `emit` writes a line in the run's order; `warn` writes a
     warning about a call (held with the call's lines until `session.started`)."""
 
-    def __init__(self, spec: Any, harness: Harness, census: Census, *, emit: Callable[[Any], None],
+    def __init__(self, spec: RunSpec, harness: Harness, census: Census, *, emit: Callable[[Event], None],
                  warn: Callable[[str, str], None], stderr: Callable[[str], None],
                  clock: Callable[[], float], run_cwd: str) -> None:
         self.spec = spec
@@ -84,18 +90,18 @@ class Calls:
         self.run_cwd = run_cwd
         self.presented: dict[str, str] = {}  # call_id → digest, every call presented for decision
         self.pending: dict[str, Pending] = {}  # in presentation order, so in deadline order
-        self.decided: dict[str, tuple[Any, str]] = {}  # call_id → (decision, decided_by) delivered
+        self.decided: dict[str, tuple[Decision, str]] = {}  # call_id → (decision, decided_by) delivered
         self.ran_undecided: set[str] = set()  # presented, never decided, and a result came
-        self.frame: Any = None  # the frame in force, and what it admits (`enforce`)
+        self.frame: Frame | None = None  # the frame in force, and what it admits (`enforce`)
         self.admitted: list = []
         self.scope: list = []
-        self.policy: Any = None  # the PolicyDecider of a policy-mode run
+        self.policy: PolicyDecider | None = None  # the PolicyDecider of a policy-mode run
         self.closed: str | None = None  # why a call presented from now on is abandoned at once (a halt, the spend cap)
         self.on_pending: Callable[[], None] = lambda: None  # a call began to wait (the driver arms its timer)
         self._no_frame_warned = False
         self._decider = DECIDERS[spec.decisions]
 
-    def enforce(self, frame: Any) -> None:
+    def enforce(self, frame: Frame | None) -> None:
         """Put `frame` in force (None: no frame, as before the first one)."""
         self.frame = frame
         self.admitted, self.scope = texts.frame_terms(frame) if frame is not None else ([], [])
@@ -177,7 +183,7 @@ class Calls:
         self._decide(call, [call], policy.as_decision(outcome), outcome.decided_by, call.seam, None)
         policy.record(call.call_id, outcome)
 
-    def _frame_verdict(self, call: PresentedCall, resolution: Resolution) -> Any:
+    def _frame_verdict(self, call: PresentedCall, resolution: Resolution) -> Decision:
         decision, uncovered = texts.frame_verdict(self.admitted, self.scope, call.name,
                                                   resolution.operations, resolution.subjects)
         if uncovered:
@@ -185,19 +191,19 @@ class Calls:
         return decision
 
     # --- answering pending calls -------------------------------------------------------
-    def decide(self, call_id: str, decision: Any) -> tuple[str, str] | None:
+    def decide(self, call_id: str, decision: Decision) -> tuple[str, str] | None:
         """The embedder's answer: None when it closed the call; else the TOO_LATE or UNKNOWN_CALL
         refusal as (code, reason)."""
         if call_id not in self.pending:
             if call_id in self.presented:
-                return "TOO_LATE", texts.REPLAYED.format(call_id=call_id)
-            return "UNKNOWN_CALL", texts.UNKNOWN_CALL.format(call_id=call_id)
+                return CommandCode.TOO_LATE, texts.REPLAYED.format(call_id=call_id)
+            return CommandCode.UNKNOWN_CALL, texts.UNKNOWN_CALL.format(call_id=call_id)
         # A harness that died before the run noticed cannot hear the answer: nothing is claimed
         # for it, and the call stays pending, for the wind-up's deny.
         if not self.harness.alive():
-            return "TOO_LATE", texts.UNDELIVERED.format(why="it has exited")
+            return CommandCode.TOO_LATE, texts.UNDELIVERED.format(why="it has exited")
         why = self._close(call_id, decision, "embedder", heard_only=True)
-        return ("TOO_LATE", texts.UNDELIVERED.format(why=why)) if why is not None else None
+        return (CommandCode.TOO_LATE, texts.UNDELIVERED.format(why=why)) if why is not None else None
 
     def was_presented(self, call_id: str) -> bool:
         return call_id in self.presented
@@ -246,7 +252,7 @@ class Calls:
             f"{call_id} produced a result though metaharness never decided it: "
             "something other than this run's embedder let it run")))
 
-    def _close(self, call_id: str, decision: Any, decided_by: str, *, heard_only: bool = False) -> str | None:
+    def _close(self, call_id: str, decision: Decision, decided_by: str, *, heard_only: bool = False) -> str | None:
         """Close a pending call with `decision`. `heard_only` (the embedder's answer): when the harness
         could not be reached, nothing is recorded — the call stays pending — and why is returned."""
         pending = self.pending.pop(call_id)  # closed before the child hears it (it may answer at once)
@@ -273,20 +279,20 @@ class Calls:
         self._record(pending.call, decision, decided_by, pending.call.seam, latency)
         return None
 
-    def _decide(self, call: PresentedCall, waiting: list[PresentedCall], decision: Any, decided_by: str,
+    def _decide(self, call: PresentedCall, waiting: list[PresentedCall], decision: Decision, decided_by: str,
                 seam: str, latency: int | None) -> None:
         decision = texts.as_delivered(decision, self.spec.deny_only)
         self.decided[call.call_id] = (decision, decided_by)
         self._deliver_all(waiting, decision, decided_by)
         self._record(call, decision, decided_by, seam, latency)
 
-    def _record(self, call: PresentedCall, decision: Any, decided_by: str, seam: str, latency: int | None) -> None:
+    def _record(self, call: PresentedCall, decision: Decision, decided_by: str, seam: str, latency: int | None) -> None:
         """The decision's line and its census count, once the child heard it."""
         self.emit(ToolDecided(call_id=call.call_id, decision=decision, decided_by=decided_by,  # type: ignore[arg-type]
                               seam=seam, latency_ms=latency))  # type: ignore[arg-type]
         self.census.count(decision, decided_by, seam)
 
-    def _deliver_all(self, waiting: list[PresentedCall], decision: Any, decided_by: str, *,
+    def _deliver_all(self, waiting: list[PresentedCall], decision: Decision, decided_by: str, *,
                      heard_only: bool = False) -> str | None:
         """Hand the decision to every presentation (the child hears it before its line is written,
         and a presentation added meanwhile hears it too). None when it reached the harness, else why

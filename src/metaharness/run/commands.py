@@ -35,7 +35,9 @@ from metaharness.protocol.commands import (
     Steer,
     ToolDecide,
 )
-from metaharness.protocol.decode import RESERVED_ID, RESERVED_ID_REASON, CommandRefusal, well_formedness
+from metaharness.protocol.decode import RESERVED_ID, RESERVED_ID_REASON, CommandLine, CommandRefusal, well_formedness
+from metaharness.protocol.frame import Frame
+from metaharness.protocol.refusals import CommandCode, Sentence
 from metaharness.protocol.values import Ok, Replace, refused
 
 from . import decide as texts
@@ -52,10 +54,10 @@ class Route:
     # step 5: a refusal the run's configuration gives this command, or None
     check: Callable[["RunCore", Any], Refusal | None] | None
     # step 6: True when the driver must now carry the command to the child
-    handle: Callable[["RunCore", Any, Any], bool]
+    handle: Callable[["RunCore", Any, Frame | None], bool]
 
 
-def take(core: "RunCore", item: Any) -> bool:
+def take(core: "RunCore", item: CommandLine) -> bool:
     """Steps 1–6 for one command; True when the driver must carry it to the child."""
     if type(item) is CommandRefusal:
         core.result(item.id, refused(item.code, item.reason))
@@ -65,11 +67,11 @@ def take(core: "RunCore", item: Any) -> bool:
         return False
     cid = item.id
     if cid == RESERVED_ID:
-        core.result(RESERVED_ID, refused("MALFORMED", RESERVED_ID_REASON))
+        core.result(RESERVED_ID, refused(CommandCode.MALFORMED, RESERVED_ID_REASON))
         return False
     frame, malformed = well_formedness(item)
     if malformed is not None:
-        core.result(cid, refused("MALFORMED", malformed))
+        core.result(cid, refused(CommandCode.MALFORMED, malformed))
         return False
     if (code := core.harness.command_refusal(route.name)) is not None:
         core.result(cid, refused(code, f"the {core.harness.kind} adapter refuses {route.name}"))
@@ -83,13 +85,13 @@ def take(core: "RunCore", item: Any) -> bool:
     return route.handle(core, item, frame)
 
 
-def late_refusal(core: "RunCore", item: Any) -> Refusal:
+def late_refusal(core: "RunCore", item: CommandLine) -> Refusal:
     """The answer to a command read once the run winds up (or left in the queue at its end)."""
     if type(item) is CommandRefusal:
         return item.code, item.reason
     if type(item) is ToolDecide and core.calls.was_presented(item.call_id):
-        return "TOO_LATE", texts.REPLAYED.format(call_id=item.call_id)
-    return "TOO_LATE", texts.ENDING
+        return CommandCode.TOO_LATE, texts.REPLAYED.format(call_id=item.call_id)
+    return CommandCode.TOO_LATE, texts.ENDING
 
 
 # --- step 5: run configuration ------------------------------------------------------------
@@ -99,55 +101,54 @@ def _check_decide(core: "RunCore", item: ToolDecide) -> Refusal | None:
     if type(item.decision) is not Replace:
         return None
     if core.spec.deny_only:
-        return "UNSUPPORTED_CONTROL", "this run is deny-only and replace would grant; answer deny or abstain"
+        return CommandCode.UNSUPPORTED_CONTROL, "this run is deny-only and replace would grant; answer deny or abstain"
     why = core.calls.replace_refusal(item.call_id, item.decision.input)
-    return ("UNSUPPORTED_CONTROL", why) if why is not None else None
+    return (CommandCode.UNSUPPORTED_CONTROL, why) if why is not None else None
 
 
 def _check_frame(core: "RunCore", item: FrameSet) -> Refusal | None:
     if core.spec.decisions == "observe":
-        return "UNSUPPORTED_CONTROL", "frame.set cannot be honoured in an observe run: observe enforces nothing"
+        return CommandCode.UNSUPPORTED_CONTROL, "frame.set cannot be honoured in an observe run: observe enforces nothing"
     return None
 
 
 def _check_posture(core: "RunCore", item: PermissionSet) -> Refusal | None:
     if not core.harness.accepts_posture(item.posture):
-        return "UNSUPPORTED_CONTROL", f"the {core.harness.kind} adapter does not accept the posture {item.posture!r}"
+        return CommandCode.UNSUPPORTED_CONTROL, f"the {core.harness.kind} adapter does not accept the posture {item.posture!r}"
     return None
 
 
 # --- step 6: the handlers ---------------------------------------------------------------------
 
 
-def _decide(core: "RunCore", item: ToolDecide, _frame: Any) -> bool:
+def _decide(core: "RunCore", item: ToolDecide, _frame: Frame | None) -> bool:
     refusal = core.calls.decide(item.call_id, item.decision)
     core.result(item.id, refused(*refusal) if refusal is not None else Ok(applies_at=None))
     return False
 
 
-def _frame_set(core: "RunCore", item: FrameSet, frame: Any) -> bool:
+def _frame_set(core: "RunCore", item: FrameSet, frame: Frame | None) -> bool:
     core.set_frame_at_boundary(item.id, frame)
     return False
 
 
-def _inject(core: "RunCore", item: MessageInject, _frame: Any) -> bool:
+def _inject(core: "RunCore", item: MessageInject, _frame: Frame | None) -> bool:
     core.inject_at_boundary(item.id, item.text)
     return False
 
 
-def _steer(core: "RunCore", item: Steer, _frame: Any) -> bool:
+def _steer(core: "RunCore", item: Steer, _frame: Frame | None) -> bool:
     if not core.turn_running:
-        core.result(item.id, refused("TOO_LATE", "no turn is running, so there is nothing to steer; "
-                                                 "message.inject reaches the next turn"))
+        core.result(item.id, refused(CommandCode.TOO_LATE, Sentence.NOTHING_TO_STEER))
         return False
     return True
 
 
-def _posture(core: "RunCore", item: PermissionSet, _frame: Any) -> bool:
+def _posture(core: "RunCore", item: PermissionSet, _frame: Frame | None) -> bool:
     return True  # before the child exists the posture is held until it does (delivered, then ok)
 
 
-def _interrupt(core: "RunCore", item: Interrupt, _frame: Any) -> bool:
+def _interrupt(core: "RunCore", item: Interrupt, _frame: Frame | None) -> bool:
     if (core.read_before_spawn or not core.spawn_settled) and not core.winding_up:
         # Read before the child existed (even if taken later, behind a held permission.set):
         # no turn could be running then, so there is nothing to stop (still ok). Carried
@@ -157,7 +158,7 @@ def _interrupt(core: "RunCore", item: Interrupt, _frame: Any) -> bool:
     return True
 
 
-def _halt(core: "RunCore", item: Halt, _frame: Any) -> bool:
+def _halt(core: "RunCore", item: Halt, _frame: Frame | None) -> bool:
     core.halt_taken(item.id)
     return True  # the driver stops the child; the halt is answered at wind-up, before stream.closed
 
@@ -185,20 +186,20 @@ def control_failed(core: "RunCore", cid: str, exc: Exception) -> None:
     if isinstance(exc, ControlRefused):
         core.result(cid, refused(exc.code, exc.reason))
     else:
-        core.result(cid, refused("TOO_LATE", texts.UNREACHABLE.format(why=exc or type(exc).__name__)))
+        core.result(cid, refused(CommandCode.TOO_LATE, texts.UNREACHABLE.format(why=exc or type(exc).__name__)))
 
 
 def unreachable(core: "RunCore", cid: str) -> None:
     why = texts.ENDING if core.winding_up or not core.spawned else \
         "the harness has exited, so nothing can reach it"
-    core.result(cid, refused("TOO_LATE", why))
+    core.result(cid, refused(CommandCode.TOO_LATE, why))
 
 
-def unanswered(core: "RunCore", item: Any, reason: str) -> None:
+def unanswered(core: "RunCore", item: CommandLine, reason: str) -> None:
     """The last guard of command processing: a command whose processing wrote no result gets one.
     A halt is answered at wind-up, right before `stream.closed`."""
     if core.inflight_answered or core.writer.closed or type(item) is Halt:
         return
     if type(item) is CommandRefusal or not isinstance(getattr(item, "id", None), str):
         return
-    core.result(item.id, refused("TOO_LATE" if core.winding_up else "UNSUPPORTED_CONTROL", reason))
+    core.result(item.id, refused(CommandCode.TOO_LATE if core.winding_up else CommandCode.UNSUPPORTED_CONTROL, reason))

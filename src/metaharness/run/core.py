@@ -40,18 +40,21 @@ import hashlib
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import msgspec
 
 from metaharness.adapters.base import PresentedCall
 from metaharness.loopback.pricing import Charge, Meter, disagrees, shipped_prices
 from metaharness.protocol import frame as frames
+from metaharness.protocol.frame import Frame
 from metaharness.protocol.census import Census
 from metaharness.protocol.failures import MODEL_REQUEST_FAILED
 from metaharness.protocol.commands import Halt
+from metaharness.protocol.decode import CommandLine
 from metaharness.protocol.events import (
     CommandResult,
+    Event,
     Injection,
     Opaque,
     SessionEnded,
@@ -63,28 +66,32 @@ from metaharness.protocol.events import (
     TurnStarted,
     WarningEvent,
 )
+from metaharness.protocol.refusals import CommandCode
+from metaharness.protocol.spec import RunSpec
 from metaharness.protocol.stream import EventWriter
-from metaharness.protocol.values import HermeticAttestation, Ok, UnknownTermination, refused
+from metaharness.protocol.values import HermeticAttestation, Ok, ProcessTermination, UnknownTermination, refused
 
 from . import commands
 from . import decide as texts
 from .calls import Calls
 from .harness import Harness
 from .start import RunRefused, check_start
-from .spec import RunSpec
+
+if TYPE_CHECKING:  # the policy engine is imported only by a policy-mode run
+    from .policy import PolicyDecider
 
 
 @dataclass
 class Boundary:
     """What takes effect at the next turn boundary."""
 
-    frame: Any = None
+    frame: Frame | None = None
     frame_command: str | None = None
     superseded: list[str] = field(default_factory=list)
     injects: list[tuple[str, str]] = field(default_factory=list)  # (command id, text)
     # injects read while no turn ran (their turn opens at once): answered once it reached the harness
     owed: list[str] = field(default_factory=list)
-    previous: Any = None  # the frame in force before this boundary's took effect (`_undelivered`)
+    previous: Frame | None = None  # the frame in force before this boundary's took effect (`_undelivered`)
 
     def __bool__(self) -> bool:
         return self.frame is not None or bool(self.injects)
@@ -127,7 +134,7 @@ class RunCore:
         self.read_before_spawn = False  # the command being taken was read before the spawn settled
         self.spawned = False
         # The command being processed, so its answer is known to have been written.
-        self.inflight: Any = None
+        self.inflight: CommandLine | None = None  # the command being processed
         self.inflight_answered = False
         self.on_wake: Callable[[], None] = lambda: None
         self.on_turn_done: Callable[[], None] = lambda: None
@@ -137,12 +144,12 @@ class RunCore:
         self.priced_at_endpoint = False  # a service in front of the model prices it (the recorder)
 
     @property
-    def frame(self) -> Any:
+    def frame(self) -> Frame | None:
         """The frame in force."""
         return self.calls.frame
 
     @property
-    def policy(self) -> Any:
+    def policy(self) -> PolicyDecider | None:
         return self.calls.policy
 
     # --- lines ---------------------------------------------------------------------------
@@ -185,7 +192,7 @@ class RunCore:
         if plan.launch_frame is not None:
             self.boundary.frame = plan.launch_frame
 
-    def refuse_start(self, refusal: RunRefused, queued: Iterable[Any] = ()) -> int:
+    def refuse_start(self, refusal: RunRefused, queued: Iterable[CommandLine] = ()) -> int:
         self.refusal = refusal  # the library API raises it (metaharness.api.RunRefused)
         self.stderr(f"metaharness: {refusal.sentence}")
         self.winding_up = True
@@ -221,7 +228,7 @@ class RunCore:
             given.imposed, given.unavailable = [], []
         return given
 
-    def emit(self, event: Any, *, at: str | None = None) -> None:
+    def emit(self, event: Event, *, at: str | None = None) -> None:
         if type(event) is WarningEvent and event.code == MODEL_REQUEST_FAILED:
             self.model_failure = event
         if type(event) is ToolResult and self.calls.ran_without_decision(event.call_id):
@@ -310,14 +317,14 @@ class RunCore:
         self.emit(event, at=at)
 
     # --- commands (commands.py holds the steps) -------------------------------------------------
-    def take(self, item: Any) -> bool:
+    def take(self, item: CommandLine) -> bool:
         """Process one command; True when the driver must now carry it to the child."""
         return commands.take(self, item)
 
-    def answer_late(self, item: Any) -> None:
+    def answer_late(self, item: CommandLine) -> None:
         self.result(item.id, refused(*commands.late_refusal(self, item)))
 
-    def answer_leftovers(self, queued: Iterable[Any]) -> None:
+    def answer_leftovers(self, queued: Iterable[CommandLine]) -> None:
         """Answer the command in flight (if its processing could not finish) and every
         command still queued: all were read before `stream.closed`."""
         item = self.inflight
@@ -326,7 +333,7 @@ class RunCore:
         for item in queued:
             self.answer_late(item)
 
-    def set_frame_at_boundary(self, cid: str, new_frame: Any) -> None:
+    def set_frame_at_boundary(self, cid: str, new_frame: Frame) -> None:
         frame = self.calls.frame
         same_step = frame is not None and frame.step == new_frame.step
         if self.boundary.frame_command is not None:
@@ -414,7 +421,7 @@ class RunCore:
             self.calls.enforce(boundary.previous)
             self.warn("COMMAND_NOT_APPLIED", f"frame.set {boundary.frame_command} never took effect: {why}")
         for cid in boundary.owed:
-            self._settle(cid, refused("TOO_LATE", why))
+            self._settle(cid, refused(CommandCode.TOO_LATE, why))
         for cid, _text in boundary.injects:
             if cid not in boundary.owed:
                 self.warn("COMMAND_NOT_APPLIED", f"message.inject {cid} never took effect: {why}")
@@ -496,7 +503,7 @@ class RunCore:
             self.writer.write(line)
 
     # --- wind-up -----------------------------------------------------------------------------------
-    def wind_up(self, termination: Any, queued: Iterable[Any] = ()) -> int:
+    def wind_up(self, termination: ProcessTermination, queued: Iterable[CommandLine] = ()) -> int:
         """Write the end of the stream; return the exit code. `queued`: commands read and not taken."""
         self.winding_up = True
         self.calls.abandon_all(self.calls.closed or "the stream ended")
@@ -518,7 +525,7 @@ class RunCore:
                 self.warn("RETAIN_FAILED", failure)
         leftover = self.boundary
         for cid in [slot[0] for slot in self._answers if slot[1] is None]:  # owed by a turn never opened
-            self._settle(cid, refused("TOO_LATE", texts.ENDING))
+            self._settle(cid, refused(CommandCode.TOO_LATE, texts.ENDING))
         leftover.injects = [(cid, text) for cid, text in leftover.injects if cid not in leftover.owed]
         for superseded in leftover.superseded:
             self.warn("COMMAND_NOT_APPLIED", f"frame.set {superseded} never took effect: the run wound up first")

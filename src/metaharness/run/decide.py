@@ -7,11 +7,11 @@ The sentences here are wire facts quoted by the spec; change them only with it.
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from metaharness.protocol import frame as frames
+from metaharness.protocol.refusals import Sentence
 from metaharness.protocol.subjects import OpKey, scope_refusal
-from metaharness.protocol.values import Abstain, Allow, Deny
+from metaharness.protocol.values import Abstain, Allow, Decision, Deny
 
 UNCOVERED = (
     "{tool} is outside the operation vocabulary this step was framed with, so this step does not admit it"
@@ -25,7 +25,7 @@ DEADLINE = (
     "than the vendor's {m}ms timeout so the refusal is metaharness's and not an ambiguity"
 )
 ABANDONED = "{why} before this call was decided, so nothing ran"
-MUTATED = "this call id was already presented with a different input"
+MUTATED = Sentence.REQUEST_MUTATED
 REPLAYED = "{call_id} was decided or its window closed; a decision cannot be replayed"
 UNKNOWN_CALL = "{call_id} does not correlate to an open request"
 ENDING = "the run is ending"  # a command read (or left unanswered) once the run winds up
@@ -48,7 +48,7 @@ def admitted_list(keys: list[OpKey]) -> str:
 FrameTerms = tuple[list[OpKey], list[tuple[list[str], set[OpKey]]]]
 
 
-def frame_terms(frame: Any) -> FrameTerms:
+def frame_terms(frame: frames.Frame) -> FrameTerms:
     """What a frame admits, as `frame_verdict` reads it: (operations in canonical order, subject rules)."""
     admitted = [frames.op_key(op) for op in frames.normalise_operations(frame.operations)]
     scope = [
@@ -58,7 +58,7 @@ def frame_terms(frame: Any) -> FrameTerms:
     return admitted, scope
 
 
-def as_delivered(decision: Any, deny_only: bool) -> Any:
+def as_delivered(decision: Decision, deny_only: bool) -> Decision:
     """A deny-only run never grants: an allow is delivered as abstain."""
     return Abstain() if deny_only and isinstance(decision, Allow) else decision
 

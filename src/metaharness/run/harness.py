@@ -19,8 +19,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from metaharness.adapters.base import Adapter, PresentedCall, Resolution
+from metaharness.adapters.base import Adapter, PresentedCall, Resolution, RunContext, TurnInput
 from metaharness.protocol.descriptor import CapabilityDescriptor
+from metaharness.protocol.frame import Frame
+from metaharness.protocol.spec import RunSpec
+from metaharness.protocol.values import Decision
 
 from .spec import foreign_option
 
@@ -28,7 +31,7 @@ from .spec import foreign_option
 class Harness:
     """One adapter as the run sees it."""
 
-    def __init__(self, adapter: Adapter, spec: Any) -> None:
+    def __init__(self, adapter: Adapter, spec: RunSpec) -> None:
         self.adapter = adapter
         self.spec = spec
         self.kind: str = spec.kind
@@ -71,7 +74,7 @@ class Harness:
     def vendor_timeout_ms(self, deadline_ms: int) -> int:
         return self.adapter.vendor_timeout_ms(deadline_ms)
 
-    def deliver(self, call: PresentedCall, decision: Any, decided_by: str) -> None:
+    def deliver(self, call: PresentedCall, decision: Decision, decided_by: str) -> None:
         """Hand one decision to the child, once per presentation of the call (synchronous;
         raises when the child went away)."""
         self.adapter.deliver(call.call_id, decision, decided_by)
@@ -81,7 +84,7 @@ class Harness:
         return self.adapter.refuse_replacement(call_id, new_input)
 
     # --- turns --------------------------------------------------------------------------
-    def turn_input(self, blocks: list[str]) -> Any:
+    def turn_input(self, blocks: list[str]) -> TurnInput:
         """What begin_turn receives: the non-empty blocks as a list for an adapter that
         keeps them apart (`turn_blocks`), else one string joined with a blank line."""
         blocks = [b for b in blocks if b]
@@ -97,13 +100,13 @@ class Harness:
     def plan(self) -> None:
         self.adapter.plan()
 
-    def start(self, ctx: Any):
+    def start(self, ctx: RunContext):
         return self.adapter.start(ctx)
 
-    def begin_turn(self, turn_input: Any):
+    def begin_turn(self, turn_input: TurnInput):
         return self.adapter.begin_turn(turn_input)
 
-    def set_frame(self, frame: Any):
+    def set_frame(self, frame: Frame):
         """The frame in force changed at a boundary."""
         return self.adapter.set_frame(frame)
 

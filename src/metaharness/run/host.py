@@ -20,9 +20,10 @@ import threading
 import time
 from typing import Awaitable, BinaryIO, Callable
 
+from metaharness.protocol.spec import RunSpec
+
 from . import EARLY_SIGNALS as _EARLY_SIGNALS, install_early_signal_handlers
 from .loop import Run
-from .spec import RunSpec
 
 
 LINE_LIMIT = 16 * 1024 * 1024  # a longer stdin line is refused unread: memory stays bounded

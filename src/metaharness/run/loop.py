@@ -37,14 +37,15 @@ import time
 from typing import Any, Awaitable, Callable, Iterator
 
 from metaharness.adapters.base import Adapter, ControlRefused, StartRefusal
-from metaharness.protocol.commands import Halt, Interrupt, PermissionSet, Steer
-from metaharness.protocol.decode import decode_command_line
-from metaharness.protocol.values import UnknownTermination
+from metaharness.protocol.commands import Command, Halt, Interrupt, PermissionSet, Steer
+from metaharness.protocol.decode import CommandLine, decode_command_line
+from metaharness.protocol.frame import Frame
+from metaharness.protocol.spec import RunSpec
+from metaharness.protocol.values import ProcessTermination, UnknownTermination
 
 from . import commands
 from .core import RunCore
 from .harness import Harness
-from .spec import RunSpec
 from .start import RunRefused  # noqa: F401  (re-exported: api.py and replay refuse starts through it)
 
 STOP_BOUND_S = 15.0  # after a stop, how long the child's output may take to end
@@ -110,7 +111,7 @@ class Run:
         return self.core.turn
 
     @property
-    def frame(self) -> Any:
+    def frame(self) -> Frame | None:
         return self.core.frame
 
     # --- intake ----------------------------------------------------------------------------
@@ -128,7 +129,7 @@ class Run:
         if items:
             self._put(items)
 
-    def feed_command(self, command: Any) -> None:
+    def feed_command(self, command: Command) -> None:
         """A command from the library API (already typed)."""
         self._put([command])
 
@@ -203,7 +204,7 @@ class Run:
             except asyncio.TimeoutError:
                 return
 
-    def _queued(self) -> Iterator[Any]:
+    def _queued(self) -> Iterator[CommandLine]:
         """The commands not yet taken — the rest of the burst the worker is in, then every
         queued burst — one by one (blank lines skipped)."""
         rest: list = []
@@ -232,7 +233,7 @@ class Run:
             pass
 
     # --- carrying a command to the child ------------------------------------------------------
-    async def _carry(self, item: Any) -> None:
+    async def _carry(self, item: Command) -> None:
         await _CARRIERS[type(item)](self, item)
 
     async def _carry_steer(self, item: Steer) -> None:
@@ -451,7 +452,7 @@ class Run:
         except Exception as exc:
             self._stderr(f"metaharness: stopping the harness failed: {exc}")
 
-    async def _child_termination(self) -> Any:
+    async def _child_termination(self) -> ProcessTermination:
         """The child's termination; once a stop was asked for, bounded by STOP_BOUND_S (a child
         whose output a stray descendant keeps open cannot hold the run)."""
         assert self._child_done is not None
@@ -482,7 +483,7 @@ class Run:
     def refuse_start(self, refusal: RunRefused) -> int:
         return self.core.refuse_start(refusal, self._queued())
 
-    def _wind_up(self, termination: Any) -> int:
+    def _wind_up(self, termination: ProcessTermination) -> int:
         return self.core.wind_up(termination, self._queued())
 
 

@@ -23,10 +23,8 @@ from metaharness.permissions import (
     vendor_call,
 )
 from metaharness.permissions.calls import oharness_call
-
-from metaharness.protocol.values import Abstain, Allow, Deny, PolicyAsk, Replace
-
-from .spec import RunSpec
+from metaharness.protocol.spec import RunSpec
+from metaharness.protocol.values import Abstain, Allow, Decision, Deny, PolicyAsk, Replace
 
 
 class PolicyDecider:
@@ -67,7 +65,7 @@ class PolicyDecider:
         return policy_decision(verdict, policy_ask=self.spec.policy_ask, deny_only=self.spec.deny_only,
                                frame_deny_reason=frame_deny_reason)
 
-    def answer(self, verdict, decision: Any):
+    def answer(self, verdict, decision: Decision | None):
         """The embedder's answer to a forwarded ask; None when the deadline expired."""
         if decision is None:
             return policy_answer(verdict, None, self.ctx, deny_only=self.spec.deny_only)
@@ -85,7 +83,7 @@ class PolicyDecider:
         return PolicyAsk(reason=asked["reason"], rule=asked["rule"], scope=asked["scope"], principal=asked["principal"])
 
     @staticmethod
-    def as_decision(ruling, embedder_decision: Any = None):
+    def as_decision(ruling, embedder_decision: Decision | None = None) -> Decision:
         if ruling.decision == "deny":
             return Deny(reason=ruling.reason or "denied by policy")
         if ruling.decision == "abstain":

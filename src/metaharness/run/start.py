@@ -18,16 +18,21 @@ Rules it keeps:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from metaharness.adapters.base import StartRefusal
 from metaharness.export.otlp import otel_installed
 from metaharness.loopback.pricing import PricesError, load_prices
 from metaharness.protocol import frame as frames
 from metaharness.protocol.commands import COMMAND_NAMES
+from metaharness.protocol.refusals import CommandCode, RefusalName, Sentence
+from metaharness.protocol.spec import RunSpec
 
 from .harness import Harness
-from .spec import RunSpec, cost_unseen
+from .spec import cost_unseen
+
+if TYPE_CHECKING:  # the policy engine is imported only by a policy-mode run
+    from .policy import PolicyDecider
 
 
 class RunRefused(Exception):
@@ -44,8 +49,8 @@ class RunRefused(Exception):
 class StartPlan:
     """What the checks resolved for a run that may start."""
 
-    launch_frame: Any = None  # a sealed frame, taking effect at the first boundary
-    policy: Any = None  # the PolicyDecider of a policy-mode run
+    launch_frame: frames.Frame | None = None  # a sealed frame, taking effect at the first boundary
+    policy: PolicyDecider | None = None  # the PolicyDecider of a policy-mode run
     prices: Any = None  # the price table (shipped, with --prices / METAHARNESS_PRICES over it)
 
 
@@ -69,35 +74,34 @@ def check_start(spec: RunSpec, harness: Harness, run_cwd: str, *, priced_at_endp
     plan = StartPlan()
     # step 2: configuration
     if spec.record or spec.replay:
-        raise RunRefused("CassetteUnhosted: --record and --replay are served by the layer that hosts a run "
+        raise RunRefused(f"{RefusalName.CassetteUnhosted}: --record and --replay are served by the layer that hosts a run "
                          "(metaharness run, or metaharness.api's start_run and host_stdio), and this run was started "
                          "without it")
     if (sentence := harness.option_refusal()) is not None:
-        raise RunRefused(f"OptionForeign: {sentence}")
+        raise RunRefused(f"{RefusalName.OptionForeign}: {sentence}")
     if spec.otel and not otel_installed():  # found, not imported
-        raise RunRefused("OtelUnavailable: --otel needs the otel extra (opentelemetry-sdk and its OTLP/HTTP exporter), "
-                         "which is not installed: pip install 'metaharness[otel]'")
+        raise RunRefused(f"{RefusalName.OtelUnavailable}: {Sentence.OTEL_MISSING}")
     if spec.posture is not None and not harness.accepts_posture(spec.posture):
         raise RunRefused(
-            f"PostureUnknown: the {spec.kind} adapter does not accept the posture {spec.posture!r} "
+            f"{RefusalName.PostureUnknown}: the {spec.kind} adapter does not accept the posture {spec.posture!r} "
             f"(it accepts {', '.join(harness.postures)})"
         )
     if spec.max_cost_usd is not None and not priced_at_endpoint and (sentence := cost_unseen(spec)) is not None:
-        raise RunRefused(f"CostNotSeen: {sentence}")
+        raise RunRefused(f"{RefusalName.CostNotSeen}: {sentence}")
     try:
         plan.prices = load_prices(spec.prices)
     except PricesError as exc:
-        raise RunRefused(f"PricesInvalid: {exc}") from None
+        raise RunRefused(f"{RefusalName.PricesInvalid}: {exc}") from None
     if spec.decisions == "policy":
         plan.policy = load_policy(spec, run_cwd)
     # step 3: frame resolution
     plan.launch_frame = resolve_launch_frame(spec)
     # step 4
     if plan.launch_frame is not None and spec.decisions == "observe":
-        raise RunRefused("ObserveWithFrame: observe mode records every call and cannot enforce a frame")
+        raise RunRefused(f"{RefusalName.ObserveWithFrame}: observe mode records every call and cannot enforce a frame")
     # step 5
     if not harness.delivers_mode(spec.decisions):
-        raise RunRefused(f"DecisionModeUnavailable: the {spec.kind} adapter does not deliver decision mode "
+        raise RunRefused(f"{RefusalName.DecisionModeUnavailable}: the {spec.kind} adapter does not deliver decision mode "
                          f"{spec.decisions!r}")
     # step 6: required commands
     results = []
@@ -106,12 +110,12 @@ def check_start(spec: RunSpec, harness: Harness, run_cwd: str, *, priced_at_endp
             results.append((f"start/{name}", code,
                             f"this run's configuration needs {name} and the {spec.kind} adapter refuses it"))
     if "replace" in spec.required_commands and not harness.replace_delivered():
-        results.append(("start/replace", "UNSUPPORTED_CONTROL",
+        results.append(("start/replace", CommandCode.UNSUPPORTED_CONTROL,
                         f"this run's configuration needs replace and the {spec.kind} adapter cannot deliver it"))
     if results:
         names = ", ".join(r[0].removeprefix("start/") for r in results)
         hint = harness.replace_hint if results[-1][0] == "start/replace" else None
-        raise RunRefused(f"CommandUnavailable: the {spec.kind} adapter cannot honour what this run requires: {names}"
+        raise RunRefused(f"{RefusalName.CommandUnavailable}: the {spec.kind} adapter cannot honour what this run requires: {names}"
                          + (f"; {hint}" if hint else ""), results)
     # step 7: the adapter's own launch planning
     try:
@@ -121,10 +125,10 @@ def check_start(spec: RunSpec, harness: Harness, run_cwd: str, *, priced_at_endp
     return plan
 
 
-def resolve_launch_frame(spec: RunSpec) -> Any:
+def resolve_launch_frame(spec: RunSpec) -> frames.Frame | None:
     """The frame given at launch (a file, or a library value), sealed; None when none was given."""
     if spec.frame is not None and spec.library_frame is not None:
-        raise RunRefused("FrameConflict: a library frame and --frame were both given; give one")
+        raise RunRefused(f"{RefusalName.FrameConflict}: a library frame and --frame were both given; give one")
     if spec.frame is not None:
         try:
             return frames.load_frame(spec.frame)
@@ -135,17 +139,17 @@ def resolve_launch_frame(spec: RunSpec) -> Any:
         try:
             return frames.seal(launch_frame)
         except frames.FrameRefusal as exc:
-            raise RunRefused(f"FrameInvalid: the library frame is not a sealed frame: {exc.detail}") from None
+            raise RunRefused(f"{RefusalName.FrameInvalid}: the library frame is not a sealed frame: {exc.detail}") from None
     return launch_frame
 
 
-def load_policy(spec: RunSpec, run_cwd: str) -> Any:
+def load_policy(spec: RunSpec, run_cwd: str) -> PolicyDecider:
     """The policy decider, reading the settings once; a bad setting refuses the run by name."""
     try:
         from metaharness.run.policy import PolicyDecider
     except ImportError:
-        raise RunRefused("PolicyUnavailable: decision mode 'policy' is not available in this build") from None
+        raise RunRefused(f"{RefusalName.PolicyUnavailable}: decision mode 'policy' is not available in this build") from None
     try:
         return PolicyDecider(spec, run_cwd)
     except ValueError as exc:
-        raise RunRefused(f"PolicyInvalid: {exc}") from None
+        raise RunRefused(f"{RefusalName.PolicyInvalid}: {exc}") from None

@@ -21,6 +21,7 @@ import msgspec
 
 from metaharness.protocol.census import Census
 from metaharness.protocol.events import EVENT_FORMAT, event_name
+from metaharness.protocol.values import Decision
 
 # Values carried without owning their shape: key-sorted at every level.
 _PASS_THROUGH: dict[str, tuple[str, ...]] = {
@@ -183,7 +184,7 @@ def count_census(events: Iterable[Any]) -> dict[str, Any]:
     return counter.as_dict()
 
 
-def decision_word(decision: Any) -> str:
+def decision_word(decision: Decision) -> str:
     """`allow`, `deny`, `replace` or `abstain` for a Decision struct."""
     return type(decision).__struct_config__.tag
 

@@ -38,8 +38,10 @@ from metaharness.protocol.commands import FrameSet, MessageInject
 from metaharness.protocol.events import (
     SessionEnded, Text, ToolRequested, ToolResult, TurnEnded, TurnStarted, UsageReport,
 )
+from metaharness.protocol.refusals import RefusalName
+from metaharness.protocol.spec import KINDS, RunSpec
 from metaharness.protocol.values import Completed, Failed, StepRef
-from metaharness.run.spec import KINDS, RunSpec, cost_unseen
+from metaharness.run.spec import cost_unseen
 
 from . import ledger as ledgers
 from .admit import WorkflowRefused, refusal
@@ -126,7 +128,7 @@ def spec_from_stored(kind: str, stored: dict[str, Any], overrides: dict[str, Any
     given = {k: v for k, v in stored.items() if k in known}
     unknown = sorted(set(overrides) - known)
     if unknown:
-        raise WorkflowRefused("OptionUnknown", f"{', '.join(unknown)} is not a run option a workflow session takes")
+        raise WorkflowRefused(RefusalName.OptionUnknown, f"{', '.join(unknown)} is not a run option a workflow session takes")
     return RunSpec(kind=kind, **{**given, **overrides})
 
 
@@ -155,7 +157,7 @@ def _script_turns(path: str) -> list[dict[str, Any]]:
         with open(path, "rb") as handle:
             return json.loads(handle.read())["turns"]
     except ScenarioError as exc:
-        raise WorkflowRefused("ScriptInvalid", str(exc)) from None
+        raise WorkflowRefused(RefusalName.ScriptInvalid, str(exc)) from None
 
 
 class _Host:
@@ -397,7 +399,7 @@ def _step(index: int, position: Position) -> dict[str, Any]:
 def _prepare_out(out_dir: str) -> str:
     out_dir = os.path.abspath(out_dir)
     if os.path.exists(out_dir) and (not os.path.isdir(out_dir) or os.listdir(out_dir)):
-        raise WorkflowRefused("OutNotEmpty", f"{out_dir} already exists and is not an empty directory; "
+        raise WorkflowRefused(RefusalName.OutNotEmpty, f"{out_dir} already exists and is not an empty directory; "
                               "a workflow run writes its ledger into a directory of its own")
     return out_dir
 
@@ -406,10 +408,10 @@ def _admit(loaded: LoadedWorkflow, kind: str, base: RunSpec, budgets: _Budgets, 
     from metaharness.api import describe
 
     if kind not in KINDS:
-        raise WorkflowRefused("UnknownHarness", f"{kind!r} is not a harness ({', '.join(KINDS)})")
+        raise WorkflowRefused(RefusalName.UnknownHarness, f"{kind!r} is not a harness ({', '.join(KINDS)})")
     if budgets.max_cost_usd is not None and (unseen := cost_unseen(dataclasses.replace(
             base, kind=kind, max_cost_usd=budgets.max_cost_usd))) is not None:
-        raise WorkflowRefused("CostNotSeen", unseen)
+        raise WorkflowRefused(RefusalName.CostNotSeen, unseen)
     found = refusal(loaded, kind, decisions=base.decisions, workspace=os.path.abspath(base.cwd or os.getcwd()),
                     has_decider=decide is not None, descriptor=describe(kind))
     if found is not None:
@@ -474,7 +476,7 @@ def start_refusal(workflow: str, *, harness: str, spec: RunSpec | None = None, t
     except WorkflowRefused as exc:
         return f"{exc.name}: {exc.sentence}"
     except WorkflowError as exc:
-        return f"WorkflowInvalid: {exc}"
+        return f"{RefusalName.WorkflowInvalid}: {exc}"
     return None
 
 
@@ -564,7 +566,7 @@ async def resume_workflow(
     started = point.started
     loaded = load(started["file"])
     if loaded.digest != started["digest"]:
-        raise WorkflowRefused("WorkflowChanged", f"{loaded.path} changed since the run started (digest "
+        raise WorkflowRefused(RefusalName.WorkflowChanged, f"{loaded.path} changed since the run started (digest "
                               f"{started['digest'][:12]}… then, {loaded.digest[:12]}… now); resume the file it ran")
     last = point.last_started
     kind = harness or last["harness"]
@@ -583,7 +585,7 @@ async def resume_workflow(
     script_start = 0
     if base.script and "script" not in overrides and spec is None and last.get("script") == os.path.abspath(base.script):
         if _digest(base.script) != last.get("script_digest"):
-            raise WorkflowRefused("ScriptChanged", f"the scenario {base.script} changed since the run started; "
+            raise WorkflowRefused(RefusalName.ScriptChanged, f"the scenario {base.script} changed since the run started; "
                                   "give it again with --script to start it at its first turn")
         script_start = point.script_turn if point.script_turn is not None else last.get("script_start", 0)
     _admit(loaded, kind, base, budgets, decide)

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from metaharness.protocol.frame import PriorLine
+from metaharness.protocol.refusals import RefusalName
 
 from .mint import Position, merge_prior
 
@@ -64,7 +65,7 @@ def read(out_dir: str) -> list[dict[str, Any]]:
         with open(path, encoding="utf-8") as handle:
             text = handle.read()
     except OSError as exc:
-        raise LedgerError(f"NoLedger: {path} could not be read: {exc.strerror or exc}") from None
+        raise LedgerError(f"{RefusalName.NoLedger}: {path} could not be read: {exc.strerror or exc}") from None
     records = []
     lines = text.split("\n")
     for number, line in enumerate(lines, 1):
@@ -75,12 +76,12 @@ def read(out_dir: str) -> list[dict[str, Any]]:
         except ValueError:
             if number == len(lines):
                 break  # a last line cut short by a kill (no newline yet): everything before it stands
-            raise LedgerError(f"LedgerInvalid: {path} line {number} is not JSON") from None
+            raise LedgerError(f"{RefusalName.LedgerInvalid}: {path} line {number} is not JSON") from None
         if not isinstance(record, dict) or record.get("format") != LEDGER_FORMAT:
-            raise LedgerError(f"LedgerInvalid: {path} line {number} is not a {LEDGER_FORMAT} record")
+            raise LedgerError(f"{RefusalName.LedgerInvalid}: {path} line {number} is not a {LEDGER_FORMAT} record")
         records.append(record)
     if not records or records[0].get("record") != "workflow.started":
-        raise LedgerError(f"LedgerInvalid: {path} does not begin with workflow.started")
+        raise LedgerError(f"{RefusalName.LedgerInvalid}: {path} does not begin with workflow.started")
     return records
 
 
@@ -107,7 +108,7 @@ def resume_point(records: list[dict[str, Any]]) -> ResumePoint:
     """Where a resumed run continues; LedgerError when the run already ended."""
     ended = [r for r in records if r["record"] == "workflow.ended"]
     if ended:
-        raise LedgerError(f"WorkflowEnded: this workflow run already ended ({ended[-1]['outcome']}: "
+        raise LedgerError(f"{RefusalName.WorkflowEnded}: this workflow run already ended ({ended[-1]['outcome']}: "
                           f"{ended[-1].get('reason') or 'completed'}); there is nothing to resume")
     started = records[0]
     prior = [PriorLine(text=p["text"], source=p.get("source")) for p in started.get("prior", [])]
@@ -131,7 +132,7 @@ def resume_point(records: list[dict[str, Any]]) -> ResumePoint:
             cost = record.get("cost_usd", cost)
             script_turn = record.get("script_turn", script_turn)
             if record["then"] is None:
-                raise LedgerError("WorkflowEnded: the last step ended the workflow; there is nothing to resume")
+                raise LedgerError(f"{RefusalName.WorkflowEnded}: the last step ended the workflow; there is nothing to resume")
             position = position_of(record["then"])
     sessions = [r for r in records if r["record"] == "workflow.started"]
     return ResumePoint(started=started, position=position, next_index=next_index, prior=prior,

@@ -31,14 +31,17 @@ from typing import Any, ClassVar
 
 from msgspec import UNSET, UnsetType
 
-from metaharness.adapters.base import (Adapter, ControlRefused, StartRefusal, own_version, plan_loopback_script,
-                                      stop_services)
+from metaharness.adapters.base import (Adapter, ControlRefused, RunContext, StartRefusal, own_version,
+                                      plan_loopback_script, stop_services)
 from metaharness.adapters.process import (ScratchRefused, is_gone, remove_scratch, spawn_on_channel,
                                          stderr_file_tail, wait_or_kill)
 from metaharness.protocol.descriptor import CapabilityDescriptor, DenyReason, harness_descriptor
 from metaharness.protocol.events import SessionStarted
 from metaharness.protocol.failures import ModelFailure, bounded
+from metaharness.protocol.refusals import CommandCode, RefusalName, Sentence
+from metaharness.protocol.spec import RunSpec
 from metaharness.protocol.values import (
+    Decision,
     Exited,
     HermeticAttestation,
     ImposedRow,
@@ -104,9 +107,9 @@ class AcpAdapter(Adapter):
         raise NotImplementedError
 
     # --- shared -------------------------------------------------------------------------
-    def __init__(self, spec: Any) -> None:
+    def __init__(self, spec: RunSpec) -> None:
         super().__init__(spec)
-        self.ctx: Any = None
+        self.ctx: RunContext | None = None
         self.scratch: launch.Scratch | None = None
         self.work: str | None = None
         self.proc: asyncio.subprocess.Process | None = None
@@ -131,34 +134,34 @@ class AcpAdapter(Adapter):
     def plan(self) -> None:
         spec = self.spec
         if not spec.prompt and not spec.keep_open:
-            raise StartRefusal("NoPrompt", f"the {self.kind} adapter needs a prompt (-p) to start its first turn")
+            raise StartRefusal(RefusalName.NoPrompt, f"the {self.kind} adapter needs a prompt (-p) to start its first turn")
         if spec.cwd is not None and not os.path.isdir(spec.cwd):
-            raise StartRefusal("WorkingDirectory", f"the working directory {spec.cwd} does not exist")
+            raise StartRefusal(RefusalName.WorkingDirectory, f"the working directory {spec.cwd} does not exist")
         if spec.deny_only:
-            raise StartRefusal("DenyOnlyUnavailable", (
+            raise StartRefusal(RefusalName.DenyOnlyUnavailable, (
                 f"--deny-only needs a harness permission pipeline that decides an abstained call, and {self.kind} is "
                 "pinned to ask metaharness about every call, so an abstain would grant"))
         if spec.script:
             self._scenario = plan_loopback_script(spec)
         elif spec.credentials != "none":
-            raise StartRefusal("CredentialsUnsupported", (
+            raise StartRefusal(RefusalName.CredentialsUnsupported, (
                 f"the {self.kind} adapter runs against a local model server only: use --script FILE, or "
                 "--credentials none with --model-endpoint URL"))
         elif not spec.model_endpoint:
-            raise StartRefusal("NoModelEndpoint", "credentials none needs --model-endpoint URL or --script FILE")
+            raise StartRefusal(RefusalName.NoModelEndpoint, Sentence.NO_MODEL_ENDPOINT)
         self.vendor_plan()
         self.child_path = launch.child_path(spec.vendor_dir or launch.default_vendor_dir())
         try:
             self.binary = launch.resolve_binary(self.binary_name, self.child_path, self.package, self.pin)
         except launch.LaunchError as exc:
-            raise StartRefusal("VendorMissing", str(exc)) from None
+            raise StartRefusal(RefusalName.VendorMissing, str(exc)) from None
         self.version = launch.binary_version(self.binary, self.child_path)
         if spec.strict_version and self.version != self.pin:
-            raise StartRefusal("VersionOffPin", f"{self.binary_name} at {self.binary} is version "
+            raise StartRefusal(RefusalName.VersionOffPin, f"{self.binary_name} at {self.binary} is version "
                                                 f"{self.version or 'unknown'}, not the pin {self.pin}")
 
     # --- start --------------------------------------------------------------------------
-    async def start(self, ctx: Any) -> None:
+    async def start(self, ctx: RunContext) -> None:
         if not hasattr(self, "binary"):
             self.plan()
         self.ctx = ctx
@@ -168,7 +171,7 @@ class AcpAdapter(Adapter):
         try:
             self.scratch = launch.make_scratch(self.kind, self.work)
         except (launch.LaunchError, ScratchRefused) as exc:
-            raise StartRefusal("ScratchRefused", str(exc)) from None
+            raise StartRefusal(RefusalName.ScratchRefused, str(exc)) from None
         await self._start_endpoint()
         env = {"PATH": self.child_path, "HOME": str(self.scratch.home), "TMPDIR": str(self.scratch.tmp),
                "LANG": "C.UTF-8", "NO_COLOR": "1", "TERM": "dumb",
@@ -199,7 +202,7 @@ class AcpAdapter(Adapter):
             raise
         except (RpcClosed, RpcError, asyncio.TimeoutError) as exc:
             await self._kill_now()
-            raise StartRefusal("VendorCapability", f"{self.binary_name} did not complete the ACP handshake: "
+            raise StartRefusal(RefusalName.VendorCapability, f"{self.binary_name} did not complete the ACP handshake: "
                                                    f"{exc or type(exc).__name__}{self._stderr_tail()}") from None
 
     async def _start_endpoint(self) -> None:
@@ -227,7 +230,7 @@ class AcpAdapter(Adapter):
         result = await self.rpc.request("session/new", {"cwd": self.work, "mcpServers": []},
                                         timeout=HANDSHAKE_TIMEOUT_S)
         if not isinstance(result, dict) or not isinstance(result.get("sessionId"), str):
-            raise StartRefusal("VendorCapability", f"{self.binary_name} answered session/new without a session id")
+            raise StartRefusal(RefusalName.VendorCapability, f"{self.binary_name} answered session/new without a session id")
         self.session_id = result["sessionId"]
         self.check_session(result)
         version = self.agent_info.get("version") or self.version
@@ -268,7 +271,7 @@ class AcpAdapter(Adapter):
         self.ctx.opaque(raw, vendor_type=None, vendor_subtype=None, source_line=line)
 
     # --- seam hooks -----------------------------------------------------------------------
-    def deliver(self, call_id: str, decision: Any, decided_by: str) -> None:
+    def deliver(self, call_id: str, decision: Decision, decided_by: str) -> None:
         if self.seam is not None:
             self.seam.deliver(call_id, decision, decided_by)
 
@@ -337,7 +340,7 @@ class AcpAdapter(Adapter):
 
     # --- controls -------------------------------------------------------------------------
     async def steer(self, text: str) -> None:
-        raise ControlRefused("UNSUPPORTED_CONTROL", "ACP has no way to add a message to a running turn; "
+        raise ControlRefused(CommandCode.UNSUPPORTED_CONTROL, "ACP has no way to add a message to a running turn; "
                                                     "message.inject reaches the next turn")
 
     def interrupting(self) -> None:
@@ -488,7 +491,7 @@ def session_model(result: dict) -> str | None:
     return None
 
 
-def frame_of(spec: Any) -> dict | None:
+def frame_of(spec: RunSpec) -> dict | None:
     """The launch frame as a plain dict (a library frame or the --frame file), or None."""
     frame = spec.library_frame
     if frame is None and spec.frame:

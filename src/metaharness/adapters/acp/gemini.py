@@ -31,6 +31,7 @@ from typing import Any, ClassVar
 from metaharness.adapters.base import StartRefusal, Tool, rendering_of
 from metaharness.protocol.descriptor import CapabilityDescriptor
 from metaharness.protocol.harnesses import harness
+from metaharness.protocol.refusals import RefusalName
 from metaharness.protocol.values import ImposedRow
 
 from . import launch
@@ -130,16 +131,16 @@ class GeminiAdapter(AcpAdapter):
         try:
             self.passed = launch.passed_through(tuple(PASSED_THROUGH), dict(os.environ))
         except launch.LaunchError as exc:
-            raise StartRefusal("VendorSettingInvalid", str(exc)) from None
+            raise StartRefusal(RefusalName.VendorSettingInvalid, str(exc)) from None
         frame = frame_of(self.spec)
         ops = frame_operation_names(frame)
         if "subagent.spawn" in ops:
-            raise StartRefusal("SubagentUnavailable", (
+            raise StartRefusal(RefusalName.SubagentUnavailable, (
                 "the frame admits subagent.spawn, and Gemini CLI's subagent calls never reach the permission "
                 "seam, so they could not be decided"))
         needs = sorted(op for op in SUBJECTLESS if op in ops)
         if needs and frame_has_subject_rules(frame):
-            raise StartRefusal("SubjectUnavailable", (
+            raise StartRefusal(RefusalName.SubjectUnavailable, (
                 f"the frame scopes subjects and admits {', '.join(needs)}, and Gemini CLI shows only the pattern of "
                 "a glob or grep call, not where it searches, so the scope could not be applied; admit them without "
                 "subject rules or leave them out"))
@@ -169,7 +170,7 @@ class GeminiAdapter(AcpAdapter):
         modes = result.get("modes") if isinstance(result.get("modes"), dict) else {}
         mode = modes.get("currentModeId")
         if mode != MODE:
-            raise StartRefusal("VendorCapability", f"gemini opened its session in mode {mode!r}, not {MODE!r}; "
+            raise StartRefusal(RefusalName.VendorCapability, f"gemini opened its session in mode {mode!r}, not {MODE!r}; "
                                                    "only the default mode asks about every call")
         self.initial_mode = MODE
 

@@ -45,6 +45,7 @@ from typing import Any, ClassVar
 from metaharness.adapters.base import StartRefusal, Tool, path_at, rendering_of
 from metaharness.protocol.descriptor import CapabilityDescriptor
 from metaharness.protocol.harnesses import harness
+from metaharness.protocol.refusals import RefusalName
 from metaharness.protocol.values import ImposedRow
 
 from . import launch
@@ -182,10 +183,10 @@ class OpencodeAdapter(AcpAdapter):
         try:
             self.passed = launch.passed_through(tuple(PASSED_THROUGH), dict(os.environ))
         except launch.LaunchError as exc:
-            raise StartRefusal("VendorSettingInvalid", str(exc)) from None
+            raise StartRefusal(RefusalName.VendorSettingInvalid, str(exc)) from None
         frame = frame_of(self.spec)
         if "subagent.spawn" in frame_operation_names(frame):
-            raise StartRefusal("SubagentUnavailable", (
+            raise StartRefusal(RefusalName.SubagentUnavailable, (
                 "the frame admits subagent.spawn, and opencode does not forward a subagent's own permission "
                 "requests, so its calls could not be decided; opencode's task tool stays denied"))
 
@@ -249,7 +250,7 @@ class OpencodeAdapter(AcpAdapter):
         except (OSError, ValueError):
             guard = None
         if not isinstance(guard, dict) or guard.get("dumpable") != 0 or guard.get("spawns") is not True:
-            raise StartRefusal("VendorCapability", (
+            raise StartRefusal(RefusalName.VendorCapability, (
                 "opencode did not load metaharness's guard plugin (which makes it non-dumpable and keeps the password "
                 "of its loopback HTTP API out of every process it starts), so the agent could answer its own "
                 f"permission requests; refusing the run (guard: {guard!r})"))

@@ -39,6 +39,7 @@ from typing import Any, ClassVar
 from metaharness.adapters.base import StartRefusal, Tool, path_at, rendering_of
 from metaharness.protocol.descriptor import CapabilityDescriptor
 from metaharness.protocol.harnesses import harness
+from metaharness.protocol.refusals import RefusalName
 from metaharness.protocol.values import ImposedRow
 
 from . import launch
@@ -100,7 +101,7 @@ class QwenAdapter(AcpAdapter):
 
     def vendor_plan(self) -> None:
         if "subagent.spawn" in frame_operation_names(frame_of(self.spec)):
-            raise StartRefusal("SubagentUnavailable", (
+            raise StartRefusal(RefusalName.SubagentUnavailable, (
                 "the frame admits subagent.spawn, and Qwen Code's subagent calls are not asked over ACP, so they "
                 "could not be decided; its agent tool stays denied"))
 
@@ -135,7 +136,7 @@ class QwenAdapter(AcpAdapter):
         modes = result.get("modes") if isinstance(result.get("modes"), dict) else {}
         mode = modes.get("currentModeId")
         if mode != MODE:
-            raise StartRefusal("VendorCapability", f"qwen opened its session in mode {mode!r}, not {MODE!r}; "
+            raise StartRefusal(RefusalName.VendorCapability, f"qwen opened its session in mode {mode!r}, not {MODE!r}; "
                                                    "only the default mode asks about every call")
         self.initial_mode = MODE
 

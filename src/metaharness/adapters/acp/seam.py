@@ -26,8 +26,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from metaharness.adapters.base import ControlRefused, PresentedCall
-from metaharness.protocol.values import Abstain, Allow, Deny, Replace
+from metaharness.adapters.base import ControlRefused, PresentedCall, RunContext
+from metaharness.protocol.refusals import CommandCode
+from metaharness.protocol.values import Abstain, Allow, Decision, Deny, Replace
 
 from .rpc import RpcChannel
 
@@ -53,7 +54,7 @@ class Pending:
 @dataclass
 class Seam:
     rpc: RpcChannel
-    ctx: Any
+    ctx: RunContext
     kind: str
     ceiling_ms: int
     # vendor hooks (see `AcpAdapter`): the call's (name, input, cwd) or None while its
@@ -127,12 +128,12 @@ class Seam:
         self._answer(pending, "reject_once")
 
     # --- decisions --------------------------------------------------------------------
-    def deliver(self, call_id: str, decision: Any, decided_by: str) -> None:
+    def deliver(self, call_id: str, decision: Decision, decided_by: str) -> None:
         pending = self.pending.get(call_id)
         if pending is None or pending.answered is not None:
             return  # answered already (ceiling, interrupt): never a second answer
         if isinstance(decision, Replace):
-            raise ControlRefused("UNSUPPORTED_CONTROL", REPLACE_REASON.format(kind=self.kind))
+            raise ControlRefused(CommandCode.UNSUPPORTED_CONTROL, REPLACE_REASON.format(kind=self.kind))
         option_kind = ANSWERS.get(type(decision), "reject_once")  # anything unknown: fail closed
         if self.cancelling and option_kind != "allow_once":
             option_kind = "cancelled"  # what ACP asks of a client once it cancelled the turn

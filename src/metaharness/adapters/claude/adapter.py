@@ -21,12 +21,15 @@ import shutil
 import time
 from typing import Any, ClassVar
 
-from metaharness.adapters.base import (Adapter, ControlRefused, RunContext, StartRefusal, Tool, path_at, rendering_of,
-                                      plan_loopback_script, stop_services)
+from metaharness.adapters.base import (Adapter, ControlRefused, RunContext, StartRefusal, Tool, TurnInput, path_at,
+                                      plan_loopback_script, rendering_of, stop_services)
 from metaharness.adapters.process import (ScratchRefused, binary_version, is_gone, kill_tree, remove_scratch,
                                          spawn_on_channel, wait_or_kill)
 from metaharness.protocol.descriptor import CapabilityDescriptor, harness_descriptor
+from metaharness.protocol.refusals import CommandCode, RefusalName, Sentence
+from metaharness.protocol.spec import RunSpec
 from metaharness.protocol.values import (
+    Decision,
     Exited,
     HermeticAttestation,
     ImposedRow,
@@ -59,7 +62,7 @@ class ClaudeAdapter(Adapter):
     turn_blocks: ClassVar[bool] = True  # one text block per frame rendering / inject / prompt
     tools = TOOLS
 
-    def __init__(self, spec: Any) -> None:
+    def __init__(self, spec: RunSpec) -> None:
         super().__init__(spec)
         self.ctx: RunContext | None = None
         self.plan_: launch.LaunchPlan | None = None
@@ -109,7 +112,7 @@ class ClaudeAdapter(Adapter):
         spec = self.spec
         posture = spec.posture or self.default_posture
         if posture not in launch.LAUNCH_POSTURES:
-            raise StartRefusal("PostureUnknown", f"claude does not accept the posture {posture!r}")
+            raise StartRefusal(RefusalName.PostureUnknown, f"claude does not accept the posture {posture!r}")
         path = launch.child_path(spec.vendor_dir)
         binary = launch.resolve_binary(path)  # StartRefusal VendorMissing when absent
         self._binary = binary
@@ -117,23 +120,23 @@ class ClaudeAdapter(Adapter):
             version = binary_version(binary, path, timeout=30,
                                      env={"HOME": "/nonexistent", **{s: "1" for s in launch.PHONE_HOME_SWITCHES}})
             if version != launch.PINNED_VERSION:
-                raise StartRefusal("VersionOffPin", f"claude at {binary} is {version or 'of unknown version'}, "
+                raise StartRefusal(RefusalName.VersionOffPin, f"claude at {binary} is {version or 'of unknown version'}, "
                                                      f"off its pin {launch.PINNED_VERSION} (--strict-version)")
         mode = spec.credentials
         if spec.script:
             self._script = plan_loopback_script(spec)
         elif mode == "none" and not spec.model_endpoint:
-            raise StartRefusal("NoModelEndpoint", "credentials none needs --model-endpoint URL or --script FILE")
+            raise StartRefusal(RefusalName.NoModelEndpoint, Sentence.NO_MODEL_ENDPOINT)
         elif mode in ("api-key", "loopback") and not os.environ.get("ANTHROPIC_API_KEY"):
-            raise StartRefusal("NoApiKey", f"credentials {mode} needs ANTHROPIC_API_KEY in metaharness's environment")
+            raise StartRefusal(RefusalName.NoApiKey, f"credentials {mode} needs ANTHROPIC_API_KEY in metaharness's environment")
         cwd = os.path.abspath(spec.cwd or os.getcwd())
         base = launch.scratch_base()
         if os.path.commonpath([cwd, base]) == cwd:
-            raise StartRefusal("ScratchInsideCwd", f"the scratch directory {base} would be inside the working "
+            raise StartRefusal(RefusalName.ScratchInsideCwd, f"the scratch directory {base} would be inside the working "
                                                    f"directory {cwd}; run from another directory")
         memory = launch.memory_files_above(cwd)
         if memory and spec.hermetic == "strict":
-            raise StartRefusal("MemoryFileAbove", f"a memory file above the working directory would reach the "
+            raise StartRefusal(RefusalName.MemoryFileAbove, f"a memory file above the working directory would reach the "
                                                   f"model: {memory[0]}")
 
     # --- start ---------------------------------------------------------------------------
@@ -145,7 +148,7 @@ class ClaudeAdapter(Adapter):
         try:
             scratch = launch.make_scratch()
         except ScratchRefused as exc:
-            raise StartRefusal("ScratchRefused", str(exc)) from None
+            raise StartRefusal(RefusalName.ScratchRefused, str(exc)) from None
         cwd = ctx.run_cwd
         path = launch.child_path(spec.vendor_dir)
         posture = spec.posture or self.default_posture
@@ -172,12 +175,12 @@ class ClaudeAdapter(Adapter):
             reply = await asyncio.wait_for(asyncio.shield(future), INITIALIZE_TIMEOUT_S)
         except (asyncio.TimeoutError, ChannelClosed, ConnectionError, BrokenPipeError) as exc:
             detail = self.stderr_tail().strip() or str(exc) or type(exc).__name__
-            raise StartRefusal("VendorCapability", f"claude did not answer the initialize request: {detail}") from None
+            raise StartRefusal(RefusalName.VendorCapability, f"claude did not answer the initialize request: {detail}") from None
         self.init_reply = launch.check_initialize_reply(reply)
         version = self.init_reply.get("claude_code_version")
         if version != launch.PINNED_VERSION:
             if spec.strict_version:
-                raise StartRefusal("VersionOffPin", f"claude reports version {version}, off its pin "
+                raise StartRefusal(RefusalName.VersionOffPin, f"claude reports version {version}, off its pin "
                                                      f"{launch.PINNED_VERSION} (--strict-version)")
             ctx.warn("VERSION_OFF_PIN", f"claude reports version {version}; the adapter is pinned to "
                                         f"{launch.PINNED_VERSION}")
@@ -356,7 +359,7 @@ class ClaudeAdapter(Adapter):
         self.translator.expect_replay(kind, blocks)
         self.channel.write(user_line(blocks))
 
-    async def begin_turn(self, text: str | list[str]) -> None:
+    async def begin_turn(self, text: TurnInput) -> None:
         blocks = [text] if isinstance(text, str) else [b for b in text if b]
         if not blocks or blocks == [""]:
             blocks = [" "]  # Claude needs some text to start a turn
@@ -369,32 +372,31 @@ class ClaudeAdapter(Adapter):
         """A user line written but not yet consumed starts a turn of its own."""
         return self.translator is not None and self.translator.unreplayed > 0 and not self._closing
 
-    def deliver(self, call_id: str, decision: Any, decided_by: str) -> None:
+    def deliver(self, call_id: str, decision: Decision, decided_by: str) -> None:
         if self.seam is not None:
             self.seam.deliver(call_id, decision)
 
     async def steer(self, text: str) -> None:
         if self.translator is None or not self.translator.in_turn:
-            raise ControlRefused("TOO_LATE", "no turn is running, so there is nothing to steer; "
-                                             "message.inject reaches the next turn")
+            raise ControlRefused(CommandCode.TOO_LATE, Sentence.NOTHING_TO_STEER)
         try:
             self._write_user("steer", [text])
         except (ChannelClosed, ConnectionError, BrokenPipeError):
-            raise ControlRefused("TOO_LATE", "the run is ending") from None
+            raise ControlRefused(CommandCode.TOO_LATE, "the run is ending") from None
         return None
 
     async def set_posture(self, word: str) -> str | None:
         if word not in self.postures:
-            raise ControlRefused("UNSUPPORTED_CONTROL", f"the claude adapter does not accept the posture {word!r}")
+            raise ControlRefused(CommandCode.UNSUPPORTED_CONTROL, f"the claude adapter does not accept the posture {word!r}")
         assert self.channel is not None
         try:
             reply = await self.channel.request({"subtype": "set_permission_mode", "mode": word}, CONTROL_TIMEOUT_S)
         except (ChannelClosed, asyncio.TimeoutError, ConnectionError, BrokenPipeError) as exc:
-            raise ControlRefused("TOO_LATE", f"claude did not take the posture: {exc or 'no reply'}") from None
+            raise ControlRefused(CommandCode.TOO_LATE, f"claude did not take the posture: {exc or 'no reply'}") from None
         if reply.get("subtype") != "success":
             code = reply.get("error_code")
             words = reply.get("error") or "claude refused the permission mode"
-            raise ControlRefused("UNSUPPORTED_CONTROL", f"claude refused {word!r}: {words}" + (f" ({code})" if code else ""))
+            raise ControlRefused(CommandCode.UNSUPPORTED_CONTROL, f"claude refused {word!r}: {words}" + (f" ({code})" if code else ""))
         return None
 
     # The interrupt goes out before the abandonment denies of an interrupt or a stop: Claude

@@ -22,6 +22,7 @@ from metaharness.adapters.base import StartRefusal
 from metaharness.adapters.process import BinaryMissing, child_path, new_scratch, parse_version, private_scratch  # noqa: F401
 from metaharness.adapters.process import resolve_binary as resolve_on_path, scratch_base, vendor_timeout_ms, whole_seconds  # noqa: F401
 from metaharness.protocol.harnesses import harness
+from metaharness.protocol.refusals import RefusalName
 
 PINNED_VERSION = harness("claude").pin  # the registry's (protocol/harnesses.py)
 BINARY_NAME = "claude"
@@ -100,7 +101,7 @@ def resolve_binary(path: str) -> str:
     try:
         return resolve_on_path(BINARY_NAME, path, package=PACKAGE, pin=PINNED_VERSION, needs_node=False)
     except BinaryMissing as exc:
-        raise StartRefusal("VendorMissing", str(exc)) from None
+        raise StartRefusal(RefusalName.VendorMissing, str(exc)) from None
 
 
 def hook_timeout_s(deadline_ms: int) -> int:
@@ -135,13 +136,13 @@ def check_initialize_reply(response: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(response, dict) or response.get("subtype") != "success" or not isinstance(inner, dict):
         error = response.get("error") if isinstance(response, dict) else None
         raise StartRefusal(
-            "VendorCapability",
+            RefusalName.VendorCapability,
             f"{who} refused the initialize request ({error or 'no success reply'}); its per-call seam cannot be registered",
         )
     for capability in ("hooks_applied", "hook_on_failure_supported"):
         if inner.get(capability) is not True:
             raise StartRefusal(
-                "VendorCapability",
+                RefusalName.VendorCapability,
                 f"{who} did not confirm {capability}; its per-call seam would fail open",
             )
     return inner

@@ -21,11 +21,12 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from metaharness.adapters.base import PresentedCall
+from metaharness.protocol.refusals import Sentence
 from metaharness.protocol.values import Abstain, Allow, Decision, Deny, Replace
 
 from .launch import HOOK_CALLBACK_ID
 
-MUTATED_REASON = "this call id was already presented with a different input"
+MUTATED_REASON = Sentence.REQUEST_MUTATED
 
 
 def hook_output(decision: Decision) -> dict[str, Any]:

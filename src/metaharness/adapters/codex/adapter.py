@@ -30,12 +30,16 @@ import shutil
 from dataclasses import dataclass
 from typing import Any
 
-from metaharness.adapters.base import (Adapter, ControlRefused, OpKey, Resolution, StartRefusal, Tool, own_version,
-                                      plan_loopback_script, rendering_of, stop_services)
+from metaharness.adapters.base import (Adapter, ControlRefused, OpKey, Resolution, RunContext, StartRefusal, Tool,
+                                      TurnInput, own_version, plan_loopback_script, rendering_of, stop_services)
 from metaharness.adapters.process import (binary_version, descendant_groups, is_gone, kill_groups,
                                          remove_scratch, spawn_on_channel, stderr_file_tail, wait_or_kill)
 from metaharness.protocol.descriptor import CapabilityDescriptor, harness_descriptor
+from metaharness.protocol.frame import Frame
+from metaharness.protocol.refusals import CommandCode, RefusalName, Sentence
+from metaharness.protocol.spec import LibraryFrame, RunSpec
 from metaharness.protocol.values import (
+    Decision,
     Exited,
     HermeticAttestation,
     ImposedRow,
@@ -54,8 +58,10 @@ from .translate import Translator
 
 FILE_WRITE: OpKey = ("file.write", "", "")
 FILE_EDIT: OpKey = ("file.edit", "", "")
-TOO_LATE_STEER = "no turn is running, so there is nothing to steer; message.inject reaches the next turn"
-def frame_operations(frame: Any) -> set[str] | None:
+TOO_LATE_STEER = Sentence.NOTHING_TO_STEER
+
+
+def frame_operations(frame: LibraryFrame | None) -> set[str] | None:
     """Operation names of a frame value (a dict, a msgspec struct or a dataclass)."""
     if frame is None:
         return None
@@ -108,7 +114,7 @@ class CodexOptions:
     replace_relay: bool = False  # --codex-replace-relay: deliver replace for shell calls through a hook relay
 
     @classmethod
-    def of(cls, spec: Any) -> CodexOptions:
+    def of(cls, spec: RunSpec) -> CodexOptions:
         return cls(replace_relay=bool(spec.codex_replace_relay))
 
 
@@ -133,7 +139,7 @@ class CodexAdapter(Adapter):
     turn_blocks = True  # frame rendering, injects and prompt: separate text entries
     tools = TOOLS
 
-    def __init__(self, spec: Any) -> None:
+    def __init__(self, spec: RunSpec) -> None:
         super().__init__(spec)
         self.options = CodexOptions.of(spec)
         self.posture = spec.posture or self.default_posture
@@ -184,24 +190,24 @@ class CodexAdapter(Adapter):
         spec = self.spec
         if self.posture not in self.postures:
             raise StartRefusal(
-                "PostureRefused",
+                RefusalName.PostureRefused,
                 f"the codex adapter accepts the postures read-only, workspace-write and danger-full-access, not {self.posture!r}",
             )
         if not spec.prompt and not spec.keep_open:
-            raise StartRefusal("NoPrompt", "the codex adapter needs a prompt (-p) to start its first turn")
+            raise StartRefusal(RefusalName.NoPrompt, "the codex adapter needs a prompt (-p) to start its first turn")
         if spec.cwd is not None and not os.path.isdir(spec.cwd):
-            raise StartRefusal("WorkingDirectory", f"the working directory {spec.cwd} does not exist")
+            raise StartRefusal(RefusalName.WorkingDirectory, f"the working directory {spec.cwd} does not exist")
         self._plan_credentials()
         path = launch.child_path(spec.vendor_dir or launch.default_vendor_dir())
         try:
             self.binary = launch.resolve_binary(path)
         except launch.LaunchError as exc:
-            raise StartRefusal("VendorMissing", str(exc)) from None
+            raise StartRefusal(RefusalName.VendorMissing, str(exc)) from None
         self.child_path = path
         self.version = binary_version(self.binary, self.child_path, timeout=30)
         if spec.strict_version and self.version != launch.PIN:
             raise StartRefusal(
-                "VersionOffPin", f"codex at {self.binary} is version {self.version or 'unknown'}, not the pin {launch.PIN}"
+                RefusalName.VersionOffPin, f"codex at {self.binary} is version {self.version or 'unknown'}, not the pin {launch.PIN}"
             )
         self.frame_ops = self._launch_frame_ops()
 
@@ -217,12 +223,12 @@ class CodexAdapter(Adapter):
             return
         if mode == "none":
             if not spec.model_endpoint:
-                raise StartRefusal("NoModelEndpoint", "credentials none needs --model-endpoint URL or --script FILE")
+                raise StartRefusal(RefusalName.NoModelEndpoint, Sentence.NO_MODEL_ENDPOINT)
             self._key = (launch.KEY_VARIABLE, launch.PLACEHOLDER_KEY)
             return
         real = next((os.environ[v] for v in ("OPENAI_API_KEY", "CODEX_API_KEY") if os.environ.get(v)), None)
         if not real:
-            raise StartRefusal("NoApiKey", f"credentials {mode} needs OPENAI_API_KEY or CODEX_API_KEY in metaharness's environment")
+            raise StartRefusal(RefusalName.NoApiKey, f"credentials {mode} needs OPENAI_API_KEY or CODEX_API_KEY in metaharness's environment")
         if mode == "api-key":
             variable = "OPENAI_API_KEY" if os.environ.get("OPENAI_API_KEY") else "CODEX_API_KEY"
             # With an endpoint the provider reads the key from its env_key variable.
@@ -234,7 +240,7 @@ class CodexAdapter(Adapter):
             self._real_key = real
             self._key = (launch.KEY_VARIABLE, new_placeholder())
             return
-        raise StartRefusal("CredentialsUnknown", f"unknown credential mode {mode!r}")
+        raise StartRefusal(RefusalName.CredentialsUnknown, f"unknown credential mode {mode!r}")
 
     def _launch_frame_ops(self) -> set[str] | None:
         spec = self.spec
@@ -251,7 +257,7 @@ class CodexAdapter(Adapter):
         return None
 
     # --- start --------------------------------------------------------------------------
-    async def start(self, ctx: Any) -> None:
+    async def start(self, ctx: RunContext) -> None:
         if not hasattr(self, "binary"):
             self.plan()
         self.ctx = ctx
@@ -261,7 +267,7 @@ class CodexAdapter(Adapter):
         try:
             self.scratch = launch.make_scratch(work)
         except launch.LaunchError as exc:
-            raise StartRefusal("ScratchRefused", str(exc)) from None
+            raise StartRefusal(RefusalName.ScratchRefused, str(exc)) from None
         self.work = work
         self._stubs_before = launch.existing_stubs(self.work)
         await self._start_endpoint()
@@ -273,7 +279,7 @@ class CodexAdapter(Adapter):
                 await self.relay.start()
             except OSError as exc:
                 await self._stop_services()
-                raise StartRefusal("ReplaceRelayUnavailable",
+                raise StartRefusal(RefusalName.ReplaceRelayUnavailable,
                                    f"the replace relay's socket could not be opened: {exc.strerror or exc}") from None
             self._services.append(self.relay)
             budget = spec.decision_timeout_ms
@@ -314,7 +320,7 @@ class CodexAdapter(Adapter):
             self._ended = True
             await self._kill_now()
             detail = self._stderr_tail()
-            raise StartRefusal("VendorCapability", f"codex app-server did not complete its handshake: {exc}{detail}") from None
+            raise StartRefusal(RefusalName.VendorCapability, f"codex app-server did not complete its handshake: {exc}{detail}") from None
 
     def _record_sent(self, direction: str, message: dict) -> None:
         # Every line written to the app-server, kept beside the transcript (sent.jsonl):
@@ -376,7 +382,7 @@ class CodexAdapter(Adapter):
         if not isinstance(result, dict) or result.get("approvalPolicy") != "untrusted":
             got = result.get("approvalPolicy") if isinstance(result, dict) else None
             raise StartRefusal(
-                "VendorCapability",
+                RefusalName.VendorCapability,
                 f"codex app-server answered thread/start with approval policy {got!r}, not \"untrusted\"; "
                 "the per-call seam depends on it",
             )
@@ -466,7 +472,7 @@ class CodexAdapter(Adapter):
         """A steer Codex did not take up will open the next turn (see `_on_turn_completed`)."""
         return self._carry_coming
 
-    async def begin_turn(self, text: Any, *, client_id: str | None = None, origin: str = "input",
+    async def begin_turn(self, text: TurnInput, *, client_id: str | None = None, origin: str = "input",
                          record_text: str | None = None) -> None:
         assert self.rpc is not None and self.translator is not None
         self.turns_started += 1
@@ -484,11 +490,11 @@ class CodexAdapter(Adapter):
             self.turn_id = turn.get("id")
             self.translator.active_turn_id = turn.get("id")
 
-    async def set_frame(self, frame: Any) -> None:
+    async def set_frame(self, frame: Frame) -> None:
         """The frame in force from the next turn: its operations set the sandbox (`launch.sandbox_policy`)."""
         self.frame_ops = frame_operations(frame)
 
-    def deliver(self, call_id: str, decision: Any, decided_by: str) -> None:
+    def deliver(self, call_id: str, decision: Decision, decided_by: str) -> None:
         if self.seam is not None:
             self.seam.deliver(call_id, decision, decided_by)
 
@@ -503,7 +509,7 @@ class CodexAdapter(Adapter):
         assert self.rpc is not None and self.translator is not None
         turn_id = self.translator.active_turn_id or self.turn_id
         if turn_id is None:
-            raise ControlRefused("TOO_LATE", TOO_LATE_STEER)
+            raise ControlRefused(CommandCode.TOO_LATE, TOO_LATE_STEER)
         self.steers += 1
         client_id = f"mh-steer-{self.steers}"
         self.translator.client_messages[client_id] = ("steer", text)
@@ -524,13 +530,13 @@ class CodexAdapter(Adapter):
                 self._steers_refused_idle[client_id] = text
                 return
             self.translator.client_messages.pop(client_id, None)
-            raise ControlRefused("TOO_LATE", f"{TOO_LATE_STEER} (codex: {exc})") from None
+            raise ControlRefused(CommandCode.TOO_LATE, f"{TOO_LATE_STEER} (codex: {exc})") from None
         except (RpcClosed, asyncio.TimeoutError) as exc:
             self._steers_in_flight.pop(client_id, None)
             if client_id in self._carried:
                 return
             self.translator.client_messages.pop(client_id, None)
-            raise ControlRefused("TOO_LATE", f"{TOO_LATE_STEER} (codex: {exc})") from None
+            raise ControlRefused(CommandCode.TOO_LATE, f"{TOO_LATE_STEER} (codex: {exc})") from None
         self._steers_in_flight.pop(client_id, None)
         if client_id not in self._carried:
             self._steers_accepted[client_id] = text
@@ -538,7 +544,7 @@ class CodexAdapter(Adapter):
     async def set_posture(self, word: str) -> str | None:
         if word not in self.postures:
             raise ControlRefused(
-                "UNSUPPORTED_CONTROL",
+                CommandCode.UNSUPPORTED_CONTROL,
                 f"the codex adapter does not accept the posture {word!r}: its postures are the sandbox words "
                 "read-only, workspace-write and danger-full-access, and the approval policy stays untrusted for the whole run",
             )

@@ -37,8 +37,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from metaharness.adapters.base import ControlRefused, PresentedCall
-from metaharness.protocol.values import Abstain, Allow, Deny, Replace
+from metaharness.adapters.base import ControlRefused, PresentedCall, RunContext
+from metaharness.protocol.refusals import CommandCode
+from metaharness.protocol.values import Abstain, Allow, Decision, Deny, Replace
 
 from .relay import deny_output, rewrite_output, unwrap_shell
 from .rpc import RpcChannel, RpcError
@@ -90,7 +91,7 @@ class HookCall:
 class Seam:
     rpc: RpcChannel
     translator: Translator
-    ctx: Any
+    ctx: RunContext
     thread_id: Callable[[], str | None]
     ceiling_ms: int
     pending: dict[str, Pending] = field(default_factory=dict)
@@ -192,7 +193,7 @@ class Seam:
             return RELAY_REPLACE_REASON
         return None
 
-    def _deliver_hook(self, hook_call: HookCall, decision: Any) -> None:
+    def _deliver_hook(self, hook_call: HookCall, decision: Decision) -> None:
         if hook_call.verdict is not None:
             return  # never a second answer
         if isinstance(decision, Replace) and hook_call.name == "Bash" and _command_only(decision.input):
@@ -255,7 +256,7 @@ class Seam:
         return bool(decided.operations) and (sorted(asked.subjects), asked.operations) == (sorted(decided.subjects), decided.operations)
 
     # --- decisions --------------------------------------------------------------------
-    def deliver(self, call_id: str, decision: Any, decided_by: str) -> None:
+    def deliver(self, call_id: str, decision: Decision, decided_by: str) -> None:
         """The loop's decision for a presented call: a relay hook's call while it is undecided
         (its approval waits for the verdict), else the approval presented under that id."""
         hook_call = self.hook_calls.get(call_id)
@@ -264,12 +265,12 @@ class Seam:
             return
         self._deliver_approval(call_id, decision, decided_by)
 
-    def _deliver_approval(self, call_id: str, decision: Any, decided_by: str) -> None:
+    def _deliver_approval(self, call_id: str, decision: Decision, decided_by: str) -> None:
         pending = self.pending.get(call_id)
         if pending is None or pending.answered or pending.deny_task is not None:
             return  # already answered (e.g. by the ceiling): never a second answer
         if isinstance(decision, Replace):
-            raise ControlRefused("UNSUPPORTED_CONTROL", REPLACE_REASON)
+            raise ControlRefused(CommandCode.UNSUPPORTED_CONTROL, REPLACE_REASON)
         if isinstance(decision, (Allow, Abstain)):
             self._answer(pending, "accept")
             return

@@ -19,6 +19,7 @@ from __future__ import annotations
 import datetime as _dt
 from typing import Any, Callable
 
+from metaharness.adapters.base import RunContext
 from metaharness.protocol.events import (
     Injection,
     SessionEnded,
@@ -73,7 +74,7 @@ def usage_from(breakdown: Any) -> Usage:
 class Translator:
     """Holds the mapping state of one app-server session."""
 
-    def __init__(self, ctx: Any, on_turn_started: Callable[[str], None] | None = None,
+    def __init__(self, ctx: RunContext, on_turn_started: Callable[[str], None] | None = None,
                  on_turn_completed: Callable[[dict], None] | None = None) -> None:
         self.ctx = ctx
         self.on_turn_started = on_turn_started

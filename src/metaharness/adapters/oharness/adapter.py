@@ -15,12 +15,14 @@ from typing import Any, ClassVar
 
 import msgspec
 
-from metaharness.adapters.base import Adapter, Tool, path_at
-from metaharness.adapters.base import StartRefusal
+from metaharness.adapters.base import Adapter, RunContext, StartRefusal, Tool, path_at
 from metaharness.adapters.process import ChildProcess, ScratchRefused, is_gone, new_scratch, remove_scratch
 from metaharness.permissions import MODES
 from metaharness.protocol.descriptor import CapabilityDescriptor, harness_descriptor
 from metaharness.protocol.frame import Frame, render
+from metaharness.protocol.refusals import RefusalName
+from metaharness.protocol.spec import RunSpec
+from metaharness.protocol.values import Decision
 
 from . import launch, seam, translate
 
@@ -46,7 +48,7 @@ class OHarnessAdapter(Adapter):
     default_posture: ClassVar[str | None] = None  # the configured mode (docs/reference/permissions.md)
     tools = TOOLS
 
-    def __init__(self, spec: Any) -> None:
+    def __init__(self, spec: RunSpec) -> None:
         super().__init__(spec)
         self.child: ChildProcess | None = None
         self._pump: asyncio.Task | None = None
@@ -68,27 +70,27 @@ class OHarnessAdapter(Adapter):
         from metaharness.protocol.models import DEFAULT_MODEL, NO_MODEL, ModelSpellingError, missing_key, split_model
 
         if self.spec.model is None and self.spec.script is None:
-            raise StartRefusal("NoModel", NO_MODEL)
+            raise StartRefusal(RefusalName.NoModel, NO_MODEL)
         spelling = self.spec.model or DEFAULT_MODEL
         try:
             provider, _ = split_model(spelling)
         except ModelSpellingError as exc:
-            raise StartRefusal("ModelInvalid", str(exc)) from None
+            raise StartRefusal(RefusalName.ModelInvalid, str(exc)) from None
         if sentence := missing_key(provider, launch.child_env(self.spec) or os.environ):  # the child's own env
-            raise StartRefusal("NoApiKey", sentence)
+            raise StartRefusal(RefusalName.NoApiKey, sentence)
         if self.spec.script:
             from metaharness.adapters.base import load_script
 
             if provider != "scripted":
-                raise StartRefusal("ModelInvalid", f"--script drives the scripted model only, not {spelling!r}")
+                raise StartRefusal(RefusalName.ModelInvalid, f"--script drives the scripted model only, not {spelling!r}")
             load_script(self.spec.script)
 
-    async def start(self, ctx) -> None:
+    async def start(self, ctx: RunContext) -> None:
         self._ctx = ctx
         try:
             self._session_dir = new_scratch("oharness-session-")
         except ScratchRefused as exc:
-            raise StartRefusal("ScratchRefused", str(exc)) from None
+            raise StartRefusal(RefusalName.ScratchRefused, str(exc)) from None
         self.child = ChildProcess(launch.argv(self.spec, self._session_dir), cwd=self.spec.cwd or None,
                                   env=launch.child_env(self.spec))
         await self.child.spawn()
@@ -154,7 +156,7 @@ class OHarnessAdapter(Adapter):
             return lambda ctx: (ctx.emit(event), ctx.meter.charge(model, counts))
         return lambda ctx: ctx.emit(event)
 
-    def deliver(self, call_id: str, decision: Any, decided_by: str) -> None:
+    def deliver(self, call_id: str, decision: Decision, decided_by: str) -> None:
         if self._interrupt_with_decisions:
             self._interrupt_carried = True
         self._send(seam.decision_line(call_id, decision, decided_by, interrupt=self._interrupt_with_decisions))

@@ -6,6 +6,7 @@ import os
 import sys
 
 from metaharness.protocol.models import DEFAULT_MODEL
+from metaharness.protocol.spec import RunSpec
 
 # The oharness this adapter speaks to. oharness ships in the metaharness distribution, so the pin
 # is the distribution's version and oharness's own `__version__` (tests/run/test_cli_oharness.py
@@ -13,7 +14,7 @@ from metaharness.protocol.models import DEFAULT_MODEL
 PINNED_VERSION = "0.1.0"
 
 
-def argv(spec, session_dir: str | None) -> list[str]:
+def argv(spec: RunSpec, session_dir: str | None) -> list[str]:
     args = [sys.executable, "-m", "oharness", "--stdio", "--model", spec.model or DEFAULT_MODEL]
     if spec.script:
         args += ["--script", os.path.abspath(spec.script)]
@@ -31,7 +32,7 @@ def argv(spec, session_dir: str | None) -> list[str]:
 PLACEHOLDER_KEY = "mh-placeholder-oharness"
 
 
-def child_env(spec) -> dict[str, str] | None:
+def child_env(spec: RunSpec) -> dict[str, str] | None:
     """The child's environment: inherited, unless `--model-endpoint` names the model server.
 
     Then both SDKs are pointed at it (the OpenAI SDK's base URL carries `/v1`); with credentials

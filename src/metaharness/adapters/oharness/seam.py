@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from metaharness.adapters.base import PresentedCall
+from metaharness.protocol.values import Decision
 
 
 def presented_call(record: dict) -> PresentedCall:
@@ -25,7 +26,7 @@ def presented_call(record: dict) -> PresentedCall:
                          cwd=record.get("cwd"))
 
 
-def decision_line(call_id: str, decision: Any, decided_by: str, *, interrupt: bool) -> dict[str, Any]:
+def decision_line(call_id: str, decision: Decision, decided_by: str, *, interrupt: bool) -> dict[str, Any]:
     line: dict[str, Any] = {"type": "decision", "call_id": call_id, "decision": decision, "decided_by": decided_by}
     if interrupt:
         line["interrupt"] = True
