@@ -3,7 +3,8 @@
 What belongs here: `run_batch(plan, out, …)`, the async generator both the CLI and
 embedders use. It owns the rules over cells; how one cell runs is `cell.run_cell`,
 and where it runs is a backend (`LocalBackend` here, `RayBackend` in ray_backend.py):
-an object with `async execute(job) -> CellResult` and `close()`.
+an object with `async execute(job) -> CellResult` and `close()` (and, to keep a batch budget live,
+`async spend()` and `halt(out_dir, reason)`).
 
 Rules kept:
 * nothing runs and nothing is written to DIR until every cell would start: the plan's caps are
@@ -301,7 +302,7 @@ async def run_batch(plan: Plan, out: str, options: BatchOptions | None = None, *
     traced = _Traced(plan, out, options.otel)
     # A batch budget is kept live where the backend reports the running cells' spend as it grows
     # and can halt a running cell (both do): their spend so far counts as spent.
-    watch = options.max_cost_usd is not None and callable(getattr(backend, "halt", None))
+    watch = options.max_cost_usd is not None and all(callable(getattr(backend, name, None)) for name in ("spend", "halt"))
     prices = _price_table(options.prices) if watch else None
     live: dict[tuple[str, str, int], float] = {}  # what each running cell has spent so far
 
