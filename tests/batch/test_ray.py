@@ -148,8 +148,13 @@ def test_a_node_removed_mid_batch_has_its_cells_run_again(cluster, tmp_path):
 
     started: list[threading.Thread] = []
 
-    results = _gather(plan, tmp_path / "out", backend=backend, on_change=on_change)
-    started[0].join(60)
+    try:
+        results = _gather(plan, tmp_path / "out", backend=backend, on_change=on_change)
+        started[0].join(60)
+    finally:  # the module's cluster has two nodes again for the tests after this one
+        if removed.is_set():
+            head.add_node(num_cpus=1, node_ip_address="127.0.0.1")
+            head.wait_for_nodes()
     assert removed.is_set()
     assert len(results) == 3 and all(r.status == "ran" and r.passed for r in results), results
     retried = [r for r in results if r.retried_for]
