@@ -1,4 +1,4 @@
-"""A batch budget held live across concurrent cells (local backend): each cell starts capped at
+"""A batch budget held live across concurrent cells (local backend; the Ray one's is in test_ray.py): each cell starts capped at
 what is left of the batch's --max-cost-usd counting the running cells' spend so far, the running
 cells are halted once the batch's spend reaches it, and no further cell starts — on oharness
 against the offline scripted model, priced from the shipped table."""
@@ -27,15 +27,26 @@ def _turn(i: int) -> dict:
             "calls": [{"op": "file.write", "input": {"path": f"t{i}.txt", "content": "x"}}]}
 
 
-def test_concurrent_cells_stop_at_the_batch_budget_and_no_cell_starts_after(tmp_path, monkeypatch):
-    monkeypatch.delenv("METAHARNESS_PRICES", raising=False)
+def spending_plan(tmp_path) -> str:
+    """Three cells, each of which would spend 0.945 before its own cap of 0.7 stops it."""
     script = write_scenario(tmp_path / "spend.json", *[_turn(i) for i in range(5)], {"text": "done"})
     tasks = [{"id": f"t{i}", "prompt": "go", "script": script} for i in range(3)]
-    plan = write_plan(tmp_path / "plan.json", tasks, [{"kind": "oharness", "decisions": "observe"}])
+    return write_plan(tmp_path / "plan.json", tasks, [{"kind": "oharness", "decisions": "observe"}])
+
+
+def test_concurrent_cells_stop_at_the_batch_budget_and_no_cell_starts_after(tmp_path, monkeypatch):
+    monkeypatch.delenv("METAHARNESS_PRICES", raising=False)
+    plan = spending_plan(tmp_path)
     out = tmp_path / "out"
     done = CliRunner().invoke(cli, ["batch", "run", plan, "--out", str(out), "--jobs", "2", "--max-cost-usd", "0.7"],
                               catch_exceptions=False)
     assert done.exit_code == 0, done.stderr
+    assert_halted_at_the_batch_budget(out)
+
+
+def assert_halted_at_the_batch_budget(out) -> None:
+    """The two running cells halted by the batch at its 0.7, live, and the third never started
+    (the local backend's test and the Ray backend's, tests/batch/test_ray.py)."""
     cells = read_results(str(out / "results.jsonl"))
     ran = [cells[(f"t{i}", "oharness", 1)] for i in range(2)]
     for cell in ran:

@@ -148,8 +148,13 @@ def test_a_node_removed_mid_batch_has_its_cells_run_again(cluster, tmp_path):
 
     started: list[threading.Thread] = []
 
-    results = _gather(plan, tmp_path / "out", backend=backend, on_change=on_change)
-    started[0].join(60)
+    try:
+        results = _gather(plan, tmp_path / "out", backend=backend, on_change=on_change)
+        started[0].join(60)
+    finally:  # the module's cluster has two nodes again for the tests after this one
+        if removed.is_set():
+            head.add_node(num_cpus=1, node_ip_address="127.0.0.1")
+            head.wait_for_nodes()
     assert removed.is_set()
     assert len(results) == 3 and all(r.status == "ran" and r.passed for r in results), results
     retried = [r for r in results if r.retried_for]
@@ -221,3 +226,24 @@ def test_the_batch_price_file_travels_to_the_workers(cluster, tmp_path, monkeypa
     assert result.close_reason == "budget" and result.cost_usd == 0.63, result
     assert "spent $0.6300 over 1 model response (prices taken 2031-01-01)" in (result.budget or ""), result
     assert str(tmp_path) not in (tmp_path / "out" / "t" / "oharness" / "1" / "stderr.txt").read_text()
+
+
+def test_a_ray_batch_is_halted_at_its_budget_live_as_the_local_one_is(cluster, tmp_path, monkeypatch):
+    """The local backend's live-budget case on Ray: the two running cells' workers report their
+    spend as it grows, the driver halts them once the batch's 0.7 is spent (each would run on to
+    its own cap otherwise), the third never starts, and every line is the local backend's."""
+    from click.testing import CliRunner
+
+    from metaharness.cli.main import cli
+
+    from .test_budget_live import assert_halted_at_the_batch_budget, spending_plan
+
+    monkeypatch.delenv("METAHARNESS_PRICES", raising=False)
+    head, _ = cluster
+    out = tmp_path / "out"
+    done = CliRunner().invoke(cli, ["batch", "run", spending_plan(tmp_path), "--out", str(out), "--jobs", "2",
+                                    "--backend", "ray", "--ray-address", head.address, "--max-cost-usd", "0.7"],
+                              catch_exceptions=False)
+    assert done.exit_code == 0, done.stderr
+    assert f"ray: on the Ray cluster at {head.address}" in done.stderr
+    assert_halted_at_the_batch_budget(out)

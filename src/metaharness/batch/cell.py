@@ -70,6 +70,7 @@ class CellJob(Struct, kw_only=True):
     otel: str | None = None  # the cell's run's --otel (the batch's)
     trace: dict[str, str] = {}  # the cell span's W3C env carrier (TRACEPARENT…): the run's span joins the batch's tree
     prices: str | None = None  # the batch's --prices file, laid over the shipped price table in every cell
+    live_spend: bool = False  # the batch reads this cell's spend while it runs (its budget is kept live)
 
 
 def _options(harness: Harness) -> dict:

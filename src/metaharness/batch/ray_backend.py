@@ -17,6 +17,11 @@ Rules kept:
   start` names; `--ray-address` is the one way to join an existing cluster, and one that does not
   answer within CONNECT_TIMEOUT_S is refused by name (`RayUnreachable`) instead of retried for
   minutes; `where` says which cluster the batch runs on;
+* a batch budget is kept live as on the local backend: a `live_spend` cell's worker reads its
+  stream as it grows (`results.LiveSpend`, priced with the batch's table) and every LIVE_POLL_S
+  reports the figure to a small actor of the batch (`SpendBoard`, no CPU of its own), whose answer
+  is the halt the driver asked for, if any; the driver reads the figures from it and halts through
+  it. The actor is made with the first such cell: a batch without a budget has none;
 * Ray's own task retries are off (max_retries=0): a cell that died with its node
   is run again here, so the retry is counted and recorded in the cell's result
   (up to NODE_LOSS_RETRIES times, apart from `--retries`, which is the plan's).
@@ -31,15 +36,16 @@ import shutil
 import socket
 import sys
 import tempfile
+import uuid
 from typing import Any
 
 import msgspec
 
 from metaharness.protocol.refusals import RefusalName
 
-from .cell import CellJob, job_bytes, job_from_bytes, run_cell
+from .cell import CellJob, Halt, job_bytes, job_from_bytes, live_events, run_cell
 from .plan import Plan, PlanError, plan_files
-from .results import CellResult
+from .results import LIVE_POLL_S, CellResult, LiveSpend
 
 INSTALL = "pip install 'metaharness[ray]'"
 NODE_LOSS_RETRIES = 3
@@ -147,8 +153,56 @@ def _worker_scratch() -> str:
     return os.path.join(cache, "metaharness", "batch-cells")
 
 
-def _run_on_worker(data: bytes) -> dict[str, Any]:
-    """The body of the Ray task: run the cell where we are, hand its files back."""
+class SpendBoard:
+    """The batch's actor (a live budget only): what each running cell's worker last reported it had
+    spent, and the halt the driver asked of it — by the token of one submission of a cell."""
+
+    def __init__(self) -> None:
+        self.spent: dict[str, float] = {}
+        self.halts: dict[str, str] = {}
+
+    def report(self, token: str, spent: float) -> str | None:
+        self.spent[token] = spent
+        return self.halts.get(token)
+
+    def halt(self, token: str, reason: str) -> None:
+        self.halts.setdefault(token, reason)
+
+    def read(self, tokens: list[str]) -> dict[str, float]:
+        return {token: self.spent[token] for token in tokens if token in self.spent}
+
+    def forget(self, token: str) -> None:
+        self.spent.pop(token, None)
+        self.halts.pop(token, None)
+
+
+async def _run_reporting(job: CellJob, board: Any, token: str) -> Any:
+    """Run the cell, reporting its spend to `board` every LIVE_POLL_S and halting it when the answer
+    says so; the last report is in before the cell's result is handed back."""
+    from metaharness.loopback.pricing import load_prices
+
+    import ray
+
+    halt = Halt()
+    reader = LiveSpend(load_prices(job.prices))
+    cell = asyncio.ensure_future(run_cell(job, halt))
+    while True:
+        await asyncio.wait([cell], timeout=LIVE_POLL_S)
+        with contextlib.suppress(OSError):  # not written yet
+            reader.read(live_events(job.out_dir, job.task))
+        try:
+            reason = await board.report.remote(token, reader.spent)
+        except ray.exceptions.RayError:  # the batch's actor is gone (its driver with it): run on
+            reason = None
+        if reason is not None:
+            halt.stop(reason)
+        if cell.done():
+            return cell.result()
+
+
+def _run_on_worker(data: bytes, board: Any = None, token: str | None = None) -> dict[str, Any]:
+    """The body of the Ray task: run the cell where we are (reporting its spend to `board`, when
+    the batch keeps its budget live), hand its files back."""
     job = job_from_bytes(data)
     base = os.getcwd()  # the unpacked bundle (Ray's working_dir)
     task = job.task
@@ -162,7 +216,7 @@ def _run_on_worker(data: bytes) -> dict[str, Any]:
     out_dir = tempfile.mkdtemp(prefix="out-", dir=scratch)
     try:
         job = msgspec.structs.replace(job, task=task, out_dir=out_dir, scratch_root=os.path.join(scratch, "cells"))
-        result = asyncio.run(run_cell(job))
+        result = asyncio.run(run_cell(job) if board is None else _run_reporting(job, board, token or ""))
         files = {}
         for name in _OUT_FILES:
             path = os.path.join(out_dir, name)
@@ -215,6 +269,8 @@ class RayBackend:
             self.where = f"ray: on the Ray cluster at {address} ({gcs}, {cpus} CPU(s))"
         self._remote = ray.remote(num_cpus=1, max_retries=0)(_run_on_worker)
         self.nodes_seen: list[str] = []
+        self._board: Any = None  # the SpendBoard actor, made with the first live_spend job
+        self._tokens: dict[str, str] = {}  # a running live_spend cell's out_dir → its submission's token
 
     def _ship(self, job: CellJob) -> CellJob:
         task = job.task
@@ -229,7 +285,13 @@ class RayBackend:
         lost: list[str] = []
         while True:
             options = {"runtime_env": self._env} if self._env else {}
-            ref = self._remote.options(**options).remote(job_bytes(self._ship(job)))
+            live = ()
+            if job.live_spend:
+                if self._board is None:
+                    self._board = ray.remote(num_cpus=0)(SpendBoard).options(**options).remote()
+                self._tokens[job.out_dir] = token = uuid.uuid4().hex
+                live = (self._board, token)
+            ref = self._remote.options(**options).remote(job_bytes(self._ship(job)), *live)
             try:
                 answer = await ref
             except asyncio.CancelledError:
@@ -244,6 +306,10 @@ class RayBackend:
                                       repeat=job.repeat, attempts=job.attempt, retried_for=lost[:-1],
                                       infra=lost[-1])
                 continue
+            finally:
+                if live and self._tokens.get(job.out_dir) == live[1]:
+                    del self._tokens[job.out_dir]
+                    live[0].forget.remote(live[1])
             self.nodes_seen.append(answer["node"])
             os.makedirs(job.out_dir, exist_ok=True)
             for name in _OUT_FILES:
@@ -256,7 +322,28 @@ class RayBackend:
             result = msgspec.json.decode(answer["result"], type=CellResult)
             return msgspec.structs.replace(result, retried_for=lost + result.retried_for)
 
+    async def spend(self) -> dict[str, float]:
+        """What each running live_spend cell's worker last reported, by its out_dir."""
+        if self._board is None or not self._tokens:
+            return {}
+        asked = dict(self._tokens)
+        try:
+            spent = await self._board.read.remote(list(asked.values()))
+        except self._ray.exceptions.RayError:
+            return {}
+        # a cell that ended (or was submitted again) while the board answered is not this figure's
+        return {out_dir: spent[token] for out_dir, token in asked.items()
+                if token in spent and self._tokens.get(out_dir) == token}
+
+    def halt(self, out_dir: str, reason: str) -> None:
+        if (token := self._tokens.get(out_dir)) is not None:
+            self._board.halt.remote(token, reason)
+
     def close(self) -> None:
+        if self._board is not None and self._ray.is_initialized():
+            with contextlib.suppress(Exception):
+                self._ray.kill(self._board)
+            self._board = None
         if self._owns and self._ray.is_initialized():
             self._ray.shutdown()
         shutil.rmtree(self._bundle, ignore_errors=True)

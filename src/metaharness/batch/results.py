@@ -228,6 +228,9 @@ def infrastructure_failure(exit_code: int | None, stream: str, refusal: str | No
     return None
 
 
+LIVE_POLL_S = 0.5  # how often a running cell's spend is read while a batch budget is kept live
+
+
 def spend_so_far(data: bytes, prices: Any) -> float:
     """What a running cell has spent by now, from the stream written so far (`LiveSpend`'s rule)."""
     return LiveSpend(prices).feed(data + b"\n")  # the last line too, when it is whole

@@ -3,7 +3,8 @@
 What belongs here: `run_batch(plan, out, …)`, the async generator both the CLI and
 embedders use. It owns the rules over cells; how one cell runs is `cell.run_cell`,
 and where it runs is a backend (`LocalBackend` here, `RayBackend` in ray_backend.py):
-an object with `async execute(job) -> CellResult` and `close()`.
+an object with `async execute(job) -> CellResult` and `close()` (and, to keep a batch budget live,
+`async spend()` and `halt(out_dir, reason)`).
 
 Rules kept:
 * nothing runs and nothing is written to DIR until every cell would start: the plan's caps are
@@ -17,11 +18,11 @@ Rules kept:
   plan's own cap (`max_cost_usd` of its harness or the defaults), or of what is left
   of the batch's `max_cost_usd` when it starts, whichever is less; a batch with a cap
   whose cells' traffic metaharness cannot price is refused before any cell runs;
-* and across cells, where the backend lets the batch read the running cells' streams and
-  halt them (the local one): what a running cell has spent so far (`results.LiveSpend`)
-  counts as spent, and once the batch's cap is reached the running cells are halted
-  (each a result, its `budget` saying why) — the batch ends above its cap by at most the
-  requests in flight then; elsewhere (Ray) a cell's spend counts when it ends;
+* and across cells, on either backend: what a running cell has spent so far counts as spent
+  (`results.LiveSpend` over its stream as it grows: read in DIR by the local backend, on its
+  worker by the Ray one, which reports it to the driver), and once the batch's cap is reached the
+  running cells are halted (each a result, its `budget` saying why) — the batch ends above its
+  cap by at most the requests in flight then (on Ray, also what one report interval adds);
 * a cell whose attempt failed for an infrastructure reason is run again, up to
   `retries` more times; a failed check is never retried;
 * a result line is written the moment its cell ends; a resume on the same DIR keeps
@@ -50,15 +51,17 @@ from metaharness.run.spec import cost_unseen
 
 from .cell import CellJob, Halt, live_events, run_cell
 from .plan import Cell, Plan, PlanError, cells, plan_fingerprint
-from .results import CellResult, LiveSpend, ResultsFile, cell_dir, read_results, spend_so_far
+from .results import LIVE_POLL_S, CellResult, LiveSpend, ResultsFile, cell_dir, read_results, spend_so_far
 
 BACKENDS = ("local", "ray")
 PLAN_COPY = "plan.json"
-LIVE_POLL_S = 0.5  # how often a batch budget reads its running cells' streams (local backend)
 RESULTS = "results.jsonl"
 
 
 class Backend(Protocol):
+    """Where cells run. One that keeps a batch budget live also has `async spend()` (what each
+    running cell whose job says `live_spend` has spent so far, by its out_dir) and `halt(out_dir,
+    reason)` (stop a running cell, its result saying `reason`)."""
     slots: int
     where: str | None  # which cluster the cells run on, said once when the batch starts (None: here)
 
@@ -69,19 +72,29 @@ class Backend(Protocol):
 
 class LocalBackend:
     """Cells as subprocesses of this process, `jobs` at a time. Their streams grow in DIR as they
-    run, and `halt(out_dir, reason)` stops a running one (what keeps a batch budget live)."""
+    run (`spend()` reads them) and `halt(out_dir, reason)` stops a running one."""
 
     def __init__(self, jobs: int) -> None:
         self.slots = jobs
         self.where = None
         self._halts: dict[str, Halt] = {}
+        self._readers: dict[str, tuple[LiveSpend, str]] = {}  # a live_spend job's stream, read as it grows
 
     async def execute(self, job: CellJob) -> CellResult:
         halt = self._halts[job.out_dir] = Halt()
+        if job.live_spend:
+            self._readers[job.out_dir] = (LiveSpend(_price_table(job.prices)), live_events(job.out_dir, job.task))
         try:
             return await run_cell(job, halt)
         finally:
             self._halts.pop(job.out_dir, None)
+            self._readers.pop(job.out_dir, None)
+
+    async def spend(self) -> dict[str, float]:
+        for reader, path in self._readers.values():
+            with contextlib.suppress(OSError):  # not written yet
+                reader.read(path)
+        return {out_dir: reader.spent for out_dir, (reader, _path) in self._readers.items()}
 
     def halt(self, out_dir: str, reason: str) -> None:
         if (halt := self._halts.get(out_dir)) is not None:
@@ -288,22 +301,20 @@ async def run_batch(plan: Plan, out: str, options: BatchOptions | None = None, *
     finished: asyncio.Queue[CellResult] = asyncio.Queue()
     running: dict[asyncio.Task, Cell] = {}
     traced = _Traced(plan, out, options.otel)
-    # A batch budget is kept live where the running cells' streams can be read as they grow and a
-    # running cell can be halted (the local backend): their spend so far counts as spent.
-    watch = options.max_cost_usd is not None and callable(getattr(backend, "halt", None))
+    # A batch budget is kept live where the backend reports the running cells' spend as it grows
+    # and can halt a running cell (both do): their spend so far counts as spent.
+    watch = options.max_cost_usd is not None and all(callable(getattr(backend, name, None)) for name in ("spend", "halt"))
     prices = _price_table(options.prices) if watch else None
-    live: dict[tuple[str, str, int], LiveSpend] = {}  # each running cell's stream, read as it grows
+    live: dict[tuple[str, str, int], float] = {}  # what each running cell has spent so far
 
     def spent() -> float:
-        return progress.cost_usd + sum(reader.spent for reader in live.values())
+        return progress.cost_usd + sum(live.values())
 
-    def observe() -> None:
+    async def observe() -> None:
+        far = await backend.spend()  # type: ignore[attr-defined]
         for task, cell in running.items():
-            if task.done():
-                continue
-            reader = live.setdefault(cell.key, LiveSpend(prices))
-            with contextlib.suppress(OSError):  # not written yet
-                reader.read(live_events(cell_dir(out, cell.key), cell.task))
+            if not task.done() and cell_dir(out, cell.key) in far:
+                live[cell.key] = far[cell_dir(out, cell.key)]
         cap = options.max_cost_usd
         if cap is not None and spent() >= cap:
             reason = (f"the batch's --max-cost-usd {cap:g} was spent (${spent():.4f} over its cells, as their "
@@ -346,7 +357,7 @@ async def run_batch(plan: Plan, out: str, options: BatchOptions | None = None, *
                           timeout_s=cell.task.timeout_s or options.cell_timeout_s or plan.defaults.timeout_s,
                           keep_workspace=options.keep_workspaces, attempt=attempt, atif=options.atif,
                           prices=options.prices,
-                          max_cost_usd=cell_cap(cell, options.max_cost_usd, spent()),
+                          max_cost_usd=cell_cap(cell, options.max_cost_usd, spent()), live_spend=watch,
                           otel=options.otel, trace=traced.carrier(span))
             try:
                 result = await backend.execute(job)
@@ -391,7 +402,7 @@ async def run_batch(plan: Plan, out: str, options: BatchOptions | None = None, *
             done, _ = await asyncio.wait(list(running), return_when=asyncio.FIRST_COMPLETED,
                                          timeout=LIVE_POLL_S if watch else None)
             if watch:
-                observe()
+                await observe()
             for task in done:
                 running.pop(task, None)
             while not finished.empty():

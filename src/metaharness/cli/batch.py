@@ -80,7 +80,7 @@ def check(plan: str, prices: str | None) -> None:
               help="An existing Ray cluster to join (default: start a Ray of its own; RAY_ADDRESS is not read).")
 @click.option("--max-runs", type=click.IntRange(0), help="Start no more than this many cells over the batch.")
 @click.option("--max-cost-usd", type=click.FloatRange(0), metavar="USD", help="A budget over the whole batch: each cell's run is capped live at what is left, no cell starts once "
-                   "it is spent, and (local backend) the running cells are then halted.")
+                   "it is spent, and the running cells are then halted (on both backends).")
 @click.option("--cell-timeout", "cell_timeout_s", type=click.FloatRange(0, min_open=True), metavar="SECONDS",
               help="Halt a cell's run after this many seconds (a task's own timeout_s wins).")
 @click.option("--retries", type=click.IntRange(0), help="Rerun a cell this many times after an infrastructure failure.")
