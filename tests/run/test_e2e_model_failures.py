@@ -18,9 +18,10 @@ the failure end the session, opencode is given `retry-after: 0` (its 5 retries t
 Gemini CLI METAHARNESS_GEMINI_MAX_ATTEMPTS=1. A held request times out on opencode through
 METAHARNESS_OPENCODE_TIMEOUT_MS; Codex has no setting that ends a request held before its first
 byte (measured: still waiting after ten minutes), so it has no timeout case. Qwen Code retries a
-429 or 5xx (the 500 case measured 27 retries in 100 s) and is not given a setting by metaharness, so
-only its retried-to-an-answer cases are here, and it has no timeout case either (a held request was
-still waiting after four minutes).
+429 or 5xx in two layers (its 7 attempts, each retried by its client), and a 429 also a minute and
+more apart: METAHARNESS_QWEN_MAX_RETRIES=1 brings a failing 429 down to 28 requests in about 90 s.
+It has no timeout case either: with METAHARNESS_QWEN_TIMEOUT_MS each held request times out, but
+it keeps asking (still after four minutes, measured).
 """
 
 from __future__ import annotations
@@ -118,6 +119,8 @@ CASES = [
      ("rate_limited", 429, 1, False)),
     ("qwen-500-retried", "qwen", {"status": 500, "times": 1}, (), {}, ("http_error", 500, 1, False)),
     ("qwen-refused", "qwen", None, ("--model-endpoint", DEAD), {}, ("connection_refused", None, 1, True)),
+    ("qwen-429", "qwen", {"status": 429, "retry_after": "1"}, (), {"METAHARNESS_QWEN_MAX_RETRIES": "1"},
+     ("rate_limited", 429, 28, True)),
     ("qwen-dns", "qwen", None, ("--model-endpoint", NOWHERE), {}, ("dns", None, 1, True)),  # ~100 s of its retries
 ]
 
