@@ -9,7 +9,7 @@ import socket
 
 import pytest
 
-from metaharness.adapters.acp import gemini, launch, opencode, reach
+from metaharness.adapters.acp import gemini, launch, opencode, qwen, reach
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -54,6 +54,10 @@ def test_the_settings_are_written_where_the_vendor_reads_them():
     options = opencode.config("http://127.0.0.1:1", "m", passed)["provider"][opencode.PROVIDER]["options"]
     assert options["timeout"] == 3000 and options["baseURL"] == "http://127.0.0.1:1/v1"
     assert "timeout" not in opencode.config("http://127.0.0.1:1", "m")["provider"][opencode.PROVIDER]["options"]
+    passed = launch.passed_through(tuple(qwen.PASSED_THROUGH), {"METAHARNESS_QWEN_MAX_RETRIES": "1",
+                                                                 "METAHARNESS_QWEN_TIMEOUT_MS": "3000"})
+    assert qwen.settings(passed)["model"] == {"generationConfig": {"maxRetries": 1, "timeout": 3000}}
+    assert qwen.settings(passed)["permissions"] == qwen.SETTINGS["permissions"] and "model" not in qwen.settings({})
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "fast", "1.5"])
@@ -62,7 +66,7 @@ def test_a_setting_that_is_no_whole_number_is_refused(value):
         launch.passed_through(("METAHARNESS_GEMINI_MAX_ATTEMPTS",), {"METAHARNESS_GEMINI_MAX_ATTEMPTS": value})
 
 
-@pytest.mark.parametrize("kind", ["gemini", "opencode"])
+@pytest.mark.parametrize("kind", ["gemini", "opencode", "qwen"])
 def test_the_adapter_refuses_a_bad_setting_by_name(kind, monkeypatch, tmp_path):
     from metaharness.adapters import adapter_class
     from metaharness.adapters.base import StartRefusal
@@ -70,6 +74,7 @@ def test_the_adapter_refuses_a_bad_setting_by_name(kind, monkeypatch, tmp_path):
 
     monkeypatch.setenv("METAHARNESS_GEMINI_MAX_ATTEMPTS", "zero")
     monkeypatch.setenv("METAHARNESS_OPENCODE_TIMEOUT_MS", "zero")
+    monkeypatch.setenv("METAHARNESS_QWEN_MAX_RETRIES", "zero")
     spec = RunSpec(kind=kind, prompt="hi", credentials="none", model_endpoint="http://127.0.0.1:9", cwd=str(tmp_path),
                    vendor_dir=str(tmp_path))
     with pytest.raises(StartRefusal) as refused:

@@ -1,4 +1,4 @@
-"""--max-cost-usd holds on all five harnesses against the scripted loopback (real binaries): each
+"""--max-cost-usd holds on every harness of the registry against the scripted loopback (real binaries): each
 scripted answer reports 100k input and 1k output tokens, the run stops once two are spent, with a
 BUDGET_REACHED warning and close reason budget, and the third turn's file is never written. The
 same holds when the run is recorded (`--record`: the recorder, in front of the loopback as its
@@ -18,10 +18,10 @@ import pytest
 
 from acp_support import E2E_ROOT, METAHARNESS, NETNS, NETNS_OK, VENDOR
 from metaharness.loopback.pricing import disagrees
+from metaharness.protocol.harnesses import KINDS
 
 pytestmark = pytest.mark.timeout(600)
 
-KINDS = ("oharness", "claude", "codex", "opencode", "gemini")
 # Every model a harness names is priced alike (a `*` row), so each scripted answer costs the same:
 # 100k input at $3/M + 1k output at $15/M = $0.315; a cap of $0.5 is reached by the second.
 PRICES = 'format = "metaharness.prices/1"\ntaken = "2031-01-01"\n[models."*"]\ninput = 3.0\noutput = 15.0\n'

@@ -17,7 +17,9 @@ import subprocess
 import pytest
 
 from metaharness.adapters import adapter_class
+from metaharness.adapters.acp.adapter import failure_text
 from metaharness.adapters.acp.qwen import RENDERING, SETTINGS, TOOLS, QwenAdapter
+from metaharness.adapters.acp.rpc import RpcError
 from metaharness.adapters.base import StartRefusal
 from metaharness.cli.acp_doctor import FIXTURES, conformance_checks
 from metaharness.loopback.wire_chat import render_chat
@@ -105,3 +107,14 @@ def test_the_chat_wire_renders_qwen_codes_vocabulary_and_keeps_opencodes():
     opencode = _offer("bash", "edit", edit=["filePath", "oldString", "newString"])
     rendered = render_chat(edit, opencode, workdir="/w", turn_index=0)
     assert rendered.arguments == {"filePath": "/w/a.txt", "oldString": "x", "newString": "y"}
+
+
+def test_a_failed_prompt_names_the_failure_qwen_code_puts_in_the_error_data():
+    """Qwen Code answers a prompt whose model request failed `Internal error`, the failure in the
+    ACP SDK's `data.details` (as measured: `500 upstream exploded`): the sentence carries both."""
+    assert failure_text(RpcError(-32603, "Internal error", {"details": "500 upstream exploded"})) == \
+        "Internal error: 500 upstream exploded"
+    assert failure_text(RpcError(-32603, "Internal error: boom", {"details": "boom"})) == "Internal error: boom"
+    for data in (None, {}, {"details": ""}, {"details": 3}, "text"):
+        assert failure_text(RpcError(-32000, "Rate limit exceeded. Try again later.", data)) == \
+            "Rate limit exceeded. Try again later."

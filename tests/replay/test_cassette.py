@@ -106,6 +106,10 @@ VENDOR_DATES = [
     ("/v1/chat/completions", "Today's date: Wed Dec 02 2026", "Today's date: Fri Jan 15 2027"),
     (GEMINI, "Today's date is Wednesday, December 2, 2026 (formatted according to the user's locale).",
      "Today's date is Friday, January 15, 2027 (formatted according to the user's locale)."),
+    # Qwen Code: its startup context, and the reminder it adds when the day changes within a session
+    ("/v1/chat/completions", "Today's date is Wednesday, December 2, 2026.", "Today's date is Friday, January 15, 2027."),
+    ("/v1/chat/completions", "The current date is: Wednesday, December 2, 2026.",
+     "The current date is: Friday, January 15, 2027."),
 ]
 
 

@@ -1,11 +1,12 @@
-"""Record → replay → re-decide, offline, with no key, on all five harnesses (real binaries, e2e).
+"""Record → replay → re-decide, offline, with no key, on every harness of the registry (real binaries, e2e).
 
 Each harness runs one scenario under one frame with `--record`: the scripted loopback's traffic
 is what the cassette holds. The workspace is put back as it was, and the run is replayed from the
 cassette alone — no `--script`, no `--model`, no `--cwd` (the cassette says where), no key in the
 environment, as if on a later day than the recording — and must write the recorded stream (apart
 from times, ids and costs). Then the replayed stream is re-decided under a tighter frame, and the
-one call it would now deny is named. Vendor runs are inside a loopback-only network namespace
+one call it would now deny is named (the edit; on Qwen Code, which ends its turn at the refused
+shell so the edit is never asked for, the write, under a frame admitting only the edit). Vendor runs are inside a loopback-only network namespace
 when the machine allows it.
 """
 
@@ -23,6 +24,7 @@ import pytest
 
 from claude.support import frame_doc
 from metaharness.loopback import cassette as cassettes
+from metaharness.protocol.harnesses import KINDS
 from metaharness.replay.normalise import differences
 
 pytestmark = pytest.mark.timeout(1500)
@@ -34,6 +36,8 @@ NETNS = REPO / "tests" / "fixtures" / "codex" / "netns_run.py"
 E2E_ROOT = Path(os.path.expanduser("~")) / ".cache" / "metaharness" / "replay-e2e"
 SCENARIO = REPO / "examples" / "same-task.scenario.json"
 FRAME = REPO / "examples" / "same-task.frame.json"
+# Qwen Code ends its turn at a refused call: the scenario stops after the refused shell.
+ENDS_TURN_AT_DENY = {"qwen"}
 KEYS = ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "CODEX_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY")
 
 
@@ -78,6 +82,7 @@ LATER_DAY = {
     "codex": (r"<current_date>\d{4}-\d{2}-\d{2}</current_date>", "<current_date>2027-01-15</current_date>"),
     "opencode": (r"Today's date: \w{3} \w{3} \d{2} \d{4}", "Today's date: Fri Jan 15 2027"),
     "gemini": (r"Today's date is [^\\()\"]+ \(formatted", "Today's date is Friday, January 15, 2027 (formatted"),
+    "qwen": (r"Today's date is [A-Z][a-z]+, [A-Z][a-z]+ \d{1,2}, \d{4}\.", "Today's date is Friday, January 15, 2027."),
 }
 
 
@@ -98,9 +103,10 @@ def as_if_recorded_another_day(path: Path, kind: str) -> None:
     path.write_text("\n".join(lines) + "\n")
 
 
-@pytest.mark.parametrize("kind", ["oharness", "claude", "codex", "opencode", "gemini"])
+@pytest.mark.parametrize("kind", KINDS)
 def test_record_replay_redecide_offline(kind):
     root = E2E_ROOT / f"{kind}-{uuid.uuid4().hex[:6]}"
+    notes, admitted = ("hello", "file.edit") if kind in ENDS_TURN_AT_DENY else ("HELLO", "file.write")
     work, cassette = root / "work", root / "run.cassette.jsonl"
     (root / "scratch").mkdir(parents=True)
     try:
@@ -109,7 +115,7 @@ def test_record_replay_redecide_offline(kind):
                                  "--record", str(cassette))
         assert recording.returncode == 0, recording.stderr.decode()[-2000:]
         assert any(e["event"] == "session.ended" for e in recorded), recording.stderr.decode()[-2000:]
-        assert (work / "notes.txt").read_text().startswith("HELLO"), "the recorded run wrote and edited"
+        assert (work / "notes.txt").read_text().startswith(notes), "the recorded run wrote (and edited)"
         header, *exchanges = [json.loads(line) for line in cassette.read_text().splitlines()]
         assert header["recording"]["harness"] == kind and header["recording"]["cwd"] == str(work)
         assert list(header["recording"]["workspace"]) == ["README.txt"]
@@ -125,10 +131,10 @@ def test_record_replay_redecide_offline(kind):
         replay, replayed = mh(kind, root, "replayed", "--replay", str(cassette))
         assert replay.returncode == 0, replay.stderr.decode()[-2000:]
         assert differences(recorded, replayed) == []
-        assert (work / "notes.txt").read_text().startswith("HELLO"), "the replayed run's tools really ran"
+        assert (work / "notes.txt").read_text().startswith(notes), "the replayed run's tools really ran"
 
         tighter = root / "tighter.frame.json"
-        tighter.write_bytes(frame_doc(["file.write"]))
+        tighter.write_bytes(frame_doc([admitted]))
         redecided = subprocess.run([str(METAHARNESS), "redecide", str(root / "replayed.jsonl"), "--frame",
                                     str(tighter), "--json"], capture_output=True, text=True, timeout=120)
         assert redecided.returncode == 1, redecided.stderr

@@ -1,8 +1,9 @@
-"""A failed model request is an event on the four vendor harnesses too (issue 23, item 1): Claude
-Code, Codex, opencode and Gemini CLI (the pinned binaries, in a loopback-only network namespace)
-against the loopback told to fail in each way, through the credential proxy to a dead port or an
-unresolvable host (Claude Code, Codex), and pointed straight at them (opencode, Gemini CLI, which
-talk to --model-endpoint themselves: metaharness names what it finds there after the prompt failed).
+"""A failed model request is an event on the vendor harnesses too (issue 23, item 1): Claude
+Code, Codex, opencode, Gemini CLI and Qwen Code (the pinned binaries, in a loopback-only network
+namespace) against the loopback told to fail in each way, through the credential proxy to a dead
+port or an unresolvable host (Claude Code, Codex), and pointed straight at them (opencode, Gemini
+CLI, Qwen Code, which talk to --model-endpoint themselves: metaharness names what it finds there
+after the prompt failed).
 
 Each case is what the vendor was measured to do (docs/guides/ci.md, "What each harness lets
 through"): how many requests the loopback saw (the vendor's retries), whether the session ended in
@@ -16,7 +17,11 @@ CLI on 429/5xx) the failure is served once (`times`), so the retry is seen to su
 the failure end the session, opencode is given `retry-after: 0` (its 5 retries take seconds) and
 Gemini CLI METAHARNESS_GEMINI_MAX_ATTEMPTS=1. A held request times out on opencode through
 METAHARNESS_OPENCODE_TIMEOUT_MS; Codex has no setting that ends a request held before its first
-byte (measured: still waiting after ten minutes), so it has no timeout case.
+byte (measured: still waiting after ten minutes), so it has no timeout case. Qwen Code retries a
+429 or 5xx in two layers (its 7 attempts, each retried by its client), and a 429 also a minute and
+more apart: METAHARNESS_QWEN_MAX_RETRIES=1 brings a failing 429 down to 28 requests in about 90 s.
+It has no timeout case either: with METAHARNESS_QWEN_TIMEOUT_MS each held request times out, but
+it keeps asking (still after four minutes, measured).
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ VENDOR = ROOT / ".vendor" / "node_modules" / ".bin"
 METAHARNESS = ROOT / ".venv" / "bin" / "metaharness"
 NETNS = ROOT / "tests" / "fixtures" / "codex" / "netns_run.py"
 E2E_ROOT = Path(os.path.expanduser("~")) / ".cache" / "metaharness" / "failure-e2e"
-PROVIDER = {"claude": "anthropic", "codex": "openai", "opencode": "openai", "gemini": "gemini"}
+PROVIDER = {"claude": "anthropic", "codex": "openai", "opencode": "openai", "gemini": "gemini", "qwen": "openai"}
 NO_RETRY = {"CLAUDE_CODE_MAX_RETRIES": "0"}
 GEMINI_ONCE = {"METAHARNESS_GEMINI_MAX_ATTEMPTS": "1"}
 DEAD = "http://127.0.0.1:9"  # nothing listens on port 9 inside the namespace
@@ -106,6 +111,17 @@ CASES = [
     ("gemini-429", "gemini", {"status": 429, "retry_after": "1"}, (), GEMINI_ONCE, ("rate_limited", 429, 1, True)),
     ("gemini-500", "gemini", {"status": 500, "message": "upstream exploded"}, (), GEMINI_ONCE,
      ("http_error", 500, 1, True)),
+    ("qwen-401", "qwen", {"status": 401}, (), {}, ("auth", 401, 1, True)),
+    ("qwen-malformed", "qwen", {"kind": "malformed"}, (), {}, ("malformed_stream", 200, 1, True)),
+    # Qwen Code asks for a cut stream twice more, then fails the prompt
+    ("qwen-cut", "qwen", {"kind": "cut"}, (), {}, ("stream_cut", 200, 3, True)),
+    ("qwen-429-retried", "qwen", {"status": 429, "retry_after": "0", "times": 1}, (), {},
+     ("rate_limited", 429, 1, False)),
+    ("qwen-500-retried", "qwen", {"status": 500, "times": 1}, (), {}, ("http_error", 500, 1, False)),
+    ("qwen-refused", "qwen", None, ("--model-endpoint", DEAD), {}, ("connection_refused", None, 1, True)),
+    ("qwen-429", "qwen", {"status": 429, "retry_after": "1"}, (), {"METAHARNESS_QWEN_MAX_RETRIES": "1"},
+     ("rate_limited", 429, 28, True)),
+    ("qwen-dns", "qwen", None, ("--model-endpoint", NOWHERE), {}, ("dns", None, 1, True)),  # ~100 s of its retries
 ]
 
 # What the vendor itself reports as api_error_status where it is not the status served.

@@ -86,6 +86,10 @@ MINTED_TEXT: list[tuple[re.Pattern[str], str]] = [
     # Gemini CLI: "Today's date is Wednesday, December 2, 2026 (formatted according to the user's locale)."
     (re.compile(r"\bToday's date is [^\n()]{1,80} \(formatted according to the user's locale\)"),
      f"Today's date is {TODAY} (formatted according to the user's locale)"),
+    # Qwen Code: "Today's date is Wednesday, December 2, 2026." (always en-US) in its startup context, and
+    # "The current date is: Wednesday, December 2, 2026." in the reminder it adds when the day changes.
+    (re.compile(r"\b(Today's date is|The current date is:) [A-Z][a-z]+, [A-Z][a-z]+ \d{1,2}, \d{4}\."),
+     rf"\1 {TODAY}."),
 ]
 REQUEST_HEADERS = frozenset({"content-type", "accept", "anthropic-version", "anthropic-beta", "openai-beta",
                              "user-agent", "x-stainless-lang", "x-stainless-package-version"})

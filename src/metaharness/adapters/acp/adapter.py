@@ -320,7 +320,7 @@ class AcpAdapter(Adapter):
             result = await future
         except RpcError as exc:
             self.translator.flush()
-            self.translator.last_error = f"{self.binary_name} failed the prompt: {exc.message}"
+            self.translator.last_error = f"{self.binary_name} failed the prompt: {failure_text(exc)}"
             await self._unreachable_endpoint(self.translator.last_error)
             self.ctx.warn("VENDOR_ERROR", self.translator.last_error)
             self.ctx.turn_ended("error")
@@ -477,6 +477,15 @@ def acp_descriptor(kind: str, pin: str, rendering: dict[str, str | None], fixed_
                               refused=("permission.set", "steer"),
                               deny_reason=DenyReason(reaches_model=False, model_sees=fixed_refusal),
                               subjectless=subjectless)
+
+
+def failure_text(exc: RpcError) -> str:
+    """An agent's error answer as one sentence: its message, and the `data.details` the ACP SDK puts
+    an uncaught error's own message in (Qwen Code answers a failed model request `Internal error`
+    with the failure there)."""
+    details = exc.data.get("details") if isinstance(exc.data, dict) else None
+    return f"{exc.message}: {details}" if isinstance(details, str) and details and details not in exc.message \
+        else exc.message
 
 
 def session_model(result: dict) -> str | None:

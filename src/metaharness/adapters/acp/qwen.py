@@ -18,7 +18,10 @@ Pinning (every tool asks, nothing in the workspace can undo it):
   (usage statistics), `telemetry.enabled: false` and `QWEN_TELEMETRY_ENABLED=0`,
   `general.enableAutoUpdate: false`; `QWEN_CODE_NO_RELAUNCH=1` keeps it in one process;
 * the model: `--auth-type openai` with `OPENAI_BASE_URL` (the endpoint's `/v1`),
-  `OPENAI_API_KEY` a placeholder, `OPENAI_MODEL` the `--model` (else `loopback`).
+  `OPENAI_API_KEY` a placeholder, `OPENAI_MODEL` the `--model` (else `loopback`); its retries
+  (`model.generationConfig.maxRetries`: its client's, 3 by default, and its own rate-limit
+  back-off, 10 from a minute) and its request timeout (`…timeout`, 120 s) stay its own unless
+  the caller sets METAHARNESS_QWEN_MAX_RETRIES or METAHARNESS_QWEN_TIMEOUT_MS (`PASSED_THROUGH`).
 
 What Qwen Code does over ACP, and what follows:
 * a permission request carries the tool's name (`_meta.toolName`) and its whole arguments
@@ -34,6 +37,7 @@ What Qwen Code does over ACP, and what follows:
 from __future__ import annotations
 
 import json
+import os
 from typing import Any, ClassVar
 
 from metaharness.adapters.base import StartRefusal, Tool, path_at, rendering_of
@@ -70,6 +74,14 @@ SETTINGS: dict[str, Any] = {
     "telemetry": {"enabled": False},
     "general": {"enableAutoUpdate": False},
 }
+# The caller's settings carried into model.generationConfig (launch.passed_through).
+PASSED_THROUGH = {"METAHARNESS_QWEN_MAX_RETRIES": "maxRetries", "METAHARNESS_QWEN_TIMEOUT_MS": "timeout"}
+
+
+def settings(passed: dict[str, int] | None = None) -> dict[str, Any]:
+    """The pinned settings, with the caller's passed-through values as the model's generation config."""
+    config = {PASSED_THROUGH[name]: value for name, value in (passed or {}).items()}
+    return {**SETTINGS, "model": {"generationConfig": config}} if config else SETTINGS
 
 
 def tool_name(tool_call: dict) -> str:
@@ -100,6 +112,10 @@ class QwenAdapter(AcpAdapter):
         ]
 
     def vendor_plan(self) -> None:
+        try:
+            self.passed = launch.passed_through(tuple(PASSED_THROUGH), dict(os.environ))
+        except launch.LaunchError as exc:
+            raise StartRefusal("VendorSettingInvalid", str(exc)) from None
         if "subagent.spawn" in frame_operation_names(frame_of(self.spec)):
             raise StartRefusal(RefusalName.SubagentUnavailable, (
                 "the frame admits subagent.spawn, and Qwen Code's subagent calls are not asked over ACP, so they "
@@ -111,7 +127,7 @@ class QwenAdapter(AcpAdapter):
     def vendor_env(self, scratch: launch.Scratch, base_url: str) -> dict[str, str]:
         home = scratch.home / ".qwen"
         home.mkdir(parents=True, exist_ok=True)
-        text = json.dumps(SETTINGS, indent=2)
+        text = json.dumps(settings(getattr(self, "passed", None)), indent=2)
         (home / "settings.json").write_text(text)
         (scratch.root / "qwen-system-settings.json").write_text(text)
         (scratch.root / "qwen-trusted-folders.json").write_text("{}")

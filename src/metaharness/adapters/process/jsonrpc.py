@@ -35,12 +35,13 @@ from metaharness.adapters.process.channel import STDOUT_LIMIT
 
 
 class RpcError(Exception):
-    """The peer answered our request with an error."""
+    """The peer answered our request with an error (`data` its error object's `data`, if any)."""
 
-    def __init__(self, code: int | None, message: str) -> None:
+    def __init__(self, code: int | None, message: str, data: Any = None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
+        self.data = data
 
 
 class RpcClosed(Exception):
@@ -209,6 +210,7 @@ class RpcChannel:
             return
         if message.get("error") is not None:
             error = message["error"] if isinstance(message["error"], dict) else {}
-            future.set_exception(RpcError(error.get("code"), str(error.get("message", message["error"]))))
+            future.set_exception(RpcError(error.get("code"), str(error.get("message", message["error"])),
+                                          error.get("data")))
         else:
             future.set_result(message.get("result"))
