@@ -81,6 +81,16 @@ def test_usage_in_both_shapes_and_the_session_end():
     assert ended["usage"]["input_tokens"] == 5 and ended["is_error"] is False
 
 
+def test_an_agent_that_does_not_price_its_model_leaves_the_cost_unknown_not_0():
+    from metaharness.adapters.acp.opencode import OpencodeAdapter
+
+    assert OpencodeAdapter.prices_its_model is False  # metaharness gives its provider no prices
+    t = Translator(Ctx(), takes_cost=OpencodeAdapter.prices_its_model)
+    feed(t, {"sessionUpdate": "usage_update", "used": 1, "size": 2, "cost": {"amount": 0, "currency": "USD"}})
+    t.prompt_result({"stopReason": "end_turn"})
+    assert msgspec.to_builtins(t.session_ended())["total_cost_usd"] is None
+
+
 def test_mode_changes_reach_the_adapter_and_unknown_updates_are_opaque():
     ctx = Ctx()
     modes = []

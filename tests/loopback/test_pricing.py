@@ -221,3 +221,59 @@ def test_the_recorder_prices_what_it_records_and_refuses_past_the_cap(tmp_path):
     assert meter.spent_usd == pytest.approx(2 * (0.3 + 0.015)) and meter.responses == 2
     lines = [json.loads(line) for line in (tmp_path / "run.cassette.jsonl").read_text().splitlines()]
     assert [line["response"]["status"] for line in lines if "exchange" in line] == [200, 200, 403]  # as the harness saw it
+
+
+# One request per wire, offering a tool (a main request, so the turn's `fail` applies).
+WIRES = {
+    "messages": ("/v1/messages", {"model": "claude-sonnet-4-5", "tools": TOOLS}),
+    "responses": ("/v1/responses", {"model": "gpt-5", "input": "go",
+                                    "tools": [{"type": "function", "name": "shell", "parameters": {}}]}),
+    "chat": ("/v1/chat/completions", {"model": "gpt-5", "tools": [{"type": "function", "function": {
+        "name": "bash", "parameters": {}}}]}),
+}
+
+
+@pytest.mark.parametrize("fail", [{"status": 500}, {"status": 429, "retry_after": "0"}, {"kind": "cut"},
+                                  {"kind": "malformed"}], ids=["500", "429", "cut", "malformed"])
+# the credential proxy fronts the Messages and Responses wires (Claude Code, Codex) only
+@pytest.mark.parametrize("metered_at,wire", [("loopback", w) for w in WIRES] + [("proxy", "messages"),
+                                                                              ("proxy", "responses")])
+def test_a_failed_request_costs_nothing_and_its_retry_that_is_answered_is_priced_once(wire, fail, metered_at):
+    """The meter is told of answered responses only: a request the loopback fails (an error status,
+    a stream cut after its first event, a malformed stream) spends nothing, where the loopback
+    prices its own answers and where the credential proxy in front of it prices what it passed on."""
+    from metaharness.loopback.proxy import CredentialProxy
+
+    path, body = WIRES[wire]
+    failing = parse_scenario(json.dumps({"format": "metaharness.scenario/1", "turns": [
+        {"text": "hi", "usage": {"input_tokens": 100000, "output_tokens": 1000}, "fail": {**fail, "times": 2}}]}))
+
+    async def main():
+        meter = Meter(shipped_prices())
+        server = LoopbackServer(failing, stderr=None, meter=meter if metered_at == "loopback" else None)
+        url = await server.start()
+        proxy = None
+        if metered_at == "proxy":
+            proxy = CredentialProxy(url, "real-key", placeholder="ph", wire="any", meter=meter)
+            url = await proxy.start()
+        statuses = []
+        try:
+            async with httpx.AsyncClient(trust_env=False) as client:
+                for _ in range(3):  # two failed, then the answer
+                    try:
+                        reply = await client.post(url + path, headers={"x-api-key": "ph", "authorization": "Bearer ph"},
+                                                  json={**body, "stream": True, "messages": [{"role": "user", "content": "go"}]})
+                        statuses.append(reply.status_code)
+                    except httpx.HTTPError:
+                        statuses.append("cut")
+                    await asyncio.sleep(0.05)
+        finally:
+            if proxy is not None:
+                await proxy.stop()
+            await server.stop()
+        return meter, statuses
+
+    meter, statuses = asyncio.run(main())
+    assert statuses[-1] == 200, statuses
+    one = shipped_prices().cost(body["model"], {"input_tokens": 100000, "output_tokens": 1000})
+    assert meter.responses == 1 and meter.spent_usd == pytest.approx(one), (statuses, meter.spent_usd)

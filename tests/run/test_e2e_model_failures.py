@@ -16,12 +16,18 @@ to minutes, for a 401 too), and where a vendor retries a status with back-off (o
 CLI on 429/5xx) the failure is served once (`times`), so the retry is seen to succeed — or, to see
 the failure end the session, opencode is given `retry-after: 0` (its 5 retries take seconds) and
 Gemini CLI METAHARNESS_GEMINI_MAX_ATTEMPTS=1. A held request times out on opencode through
-METAHARNESS_OPENCODE_TIMEOUT_MS; Codex has no setting that ends a request held before its first
-byte (measured: still waiting after ten minutes), so it has no timeout case. Qwen Code retries a
+METAHARNESS_OPENCODE_TIMEOUT_MS. Codex has no setting that ends a request held before its first
+byte (measured: still waiting after ten minutes), so its timeout case is a stream that stalls after
+its headers and first event (`stall`), ended by Codex's stream idle timeout,
+METAHARNESS_CODEX_IDLE_TIMEOUT_MS. Qwen Code retries a
 429 or 5xx in two layers (its 7 attempts, each retried by its client), and a 429 also a minute and
 more apart: METAHARNESS_QWEN_MAX_RETRIES=1 brings a failing 429 down to 28 requests in about 90 s.
-It has no timeout case either: with METAHARNESS_QWEN_TIMEOUT_MS each held request times out, but
+It has no timeout case: with METAHARNESS_QWEN_TIMEOUT_MS each held request times out, but
 it keeps asking (still after four minutes, measured).
+
+A failed request costs nothing: opencode's cases check that metaharness priced only what was
+answered (opencode's title request), and that opencode's own $0, a cost it has no price for, is
+written as unknown and never compared (no COST_DISAGREES).
 """
 
 from __future__ import annotations
@@ -44,6 +50,9 @@ E2E_ROOT = Path(os.path.expanduser("~")) / ".cache" / "metaharness" / "failure-e
 PROVIDER = {"claude": "anthropic", "codex": "openai", "opencode": "openai", "gemini": "gemini", "qwen": "openai"}
 NO_RETRY = {"CLAUDE_CODE_MAX_RETRIES": "0"}
 GEMINI_ONCE = {"METAHARNESS_GEMINI_MAX_ATTEMPTS": "1"}
+# One scripted answer at the scenario's default usage (10 in, 5 out) at the loopback's price
+# ($3/M in, $15/M out): what opencode's title request costs. A failed request costs nothing.
+ONE_ANSWER_USD = round(10 * 3.0 / 1e6 + 5 * 15.0 / 1e6, 6)
 DEAD = "http://127.0.0.1:9"  # nothing listens on port 9 inside the namespace
 NOWHERE = "http://model.metaharness.invalid"  # .invalid never resolves (RFC 6761)
 
@@ -82,6 +91,9 @@ CASES = [
      ("rate_limited", 429, 1, True)),
     ("codex-cut", "codex", {"kind": "cut"}, (), {}, ("stream_cut", 200, 1, True)),
     ("codex-malformed", "codex", {"kind": "malformed"}, (), {}, ("malformed_stream", 200, 1, True)),
+    # a stream that stalls after its first event times out on Codex's stream idle timeout
+    ("codex-timeout", "codex", {"kind": "stall"}, (), {"METAHARNESS_CODEX_IDLE_TIMEOUT_MS": "3000"},
+     ("timeout", 200, 1, True)),
     ("codex-refused", "codex", None, ("--credentials", "loopback", "--model-endpoint", DEAD + "/v1"),
      {"OPENAI_API_KEY": "sk-test-0123456789abcdef"}, ("connection_refused", None, 1, True)),
     ("codex-dns", "codex", None, ("--credentials", "loopback", "--model-endpoint", NOWHERE + "/v1"),
@@ -181,6 +193,11 @@ def test_a_failed_request_is_an_event(case_dir, harness, fail, extra, env, expec
     ended = next(e for e in events if e["event"] == "session.ended")
     assert ended["is_error"] is in_error, context
     lines = [line for line in done.stderr.splitlines() if line.startswith("metaharness: ") and "request failed" in line]
+    if harness == "opencode":  # opencode has no price of its own here: its cost is unknown, never compared
+        assert ended["total_cost_usd"] is None, ended
+        assert not [e for e in events if e["event"] == "warning" and e["code"] == "COST_DISAGREES"], context
+        if in_error and fail is not None:  # its title request was answered; the failed ones cost nothing
+            assert ended["metered_cost_usd"] == pytest.approx(ONE_ANSWER_USD), ended
     if in_error:
         assert ended["api_error_status"] == API_STATUS.get((harness, kind), str(status) if status not in (None, 200)
                                                            else None), ended

@@ -93,7 +93,7 @@ def test_a_failure_that_passes_is_retried_to_success(tmp_path):
 
 
 @pytest.mark.parametrize("kind,expected", [("cut", "stream_cut"), ("malformed", "malformed_stream"),
-                                           ("hold", "timeout")])
+                                           ("hold", "timeout"), ("stall", "timeout")])
 def test_stream_failures(tmp_path, kind, expected):
     with _served({"kind": kind}) as server:
         proc, events = _run(tmp_path, server.url)

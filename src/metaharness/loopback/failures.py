@@ -3,8 +3,9 @@
 What belongs here: the provider-shaped error body of each wire for a status (Anthropic's
 `{"type":"error","error":{type,message}}` with `overloaded_error` on 529, OpenAI's
 `{"error":{message,type,code}}` for Responses and Chat Completions, Gemini's
-`{"error":{code,message,status}}`), `retry-after`, a request held until the client gives up,
-a stream cut after its first event, and a malformed stream; and the `ModelFailure` value the
+`{"error":{code,message,status}}`), `retry-after`, a request held until the client gives up (before any
+byte, `hold`, or after the stream's headers and first event, `stall`), a stream cut after its first
+event, and a malformed stream; and the `ModelFailure` value the
 loopback reports for every failed model request it serves (`on_failure`).
 
 Rules it keeps: a turn's failure is served for the first `times` requests of that turn by that
@@ -94,6 +95,11 @@ async def serve(failure: ScenarioFailure, client: str, model: str, responder: Re
         return observed
     sse = [("content-type", "text/event-stream"), ("cache-control", "no-cache")]
     await responder.start_stream(200, sse)
+    if failure.kind == "stall":
+        # The answer has begun, then goes quiet until the client gives up (its stream idle timeout).
+        await responder.write(_first_event(client, model, failure.message or "partial"))
+        return ModelFailure(provider=provider, kind="timeout", http_status=200,
+                            provider_message="the loopback stalled the stream after its first event")
     if failure.kind == "cut":
         await responder.write(_first_event(client, model, failure.message or "partial"))
         await asyncio.sleep(0.05)  # let the first event reach the client before the cut
@@ -104,6 +110,9 @@ async def serve(failure: ScenarioFailure, client: str, model: str, responder: Re
     await responder.end()
     return ModelFailure(provider=provider, kind="malformed_stream", http_status=200,
                         provider_message="the stream's events are not valid JSON")
+
+
+HELD = ("hold", "stall")  # the kinds served by keeping the request open until the client gives up
 
 
 async def hold_forever() -> None:

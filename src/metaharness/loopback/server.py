@@ -213,10 +213,11 @@ class LoopbackServer(LocalService):
         except _Injected as injected:
             entry.status, entry.error = injected.failure.status if injected.failure.kind == "status" else 200, \
                 f"scripted failure: {injected.failure.kind}"
+            entry.usage = None  # a failed answer reports no usage (and is never priced: `_charge` is not reached)
             self._record(entry)
             observed = await failures.serve(injected.failure, client, injected.model, responder)
             self._observed(client, entry, observed)
-            if injected.failure.kind == "hold":
+            if injected.failure.kind in failures.HELD:
                 await failures.hold_forever()
         except _Refusal as refusal:
             entry.status, entry.error = refusal.status, refusal.message

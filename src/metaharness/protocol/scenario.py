@@ -43,7 +43,7 @@ class ScenarioCall(Struct, kw_only=True):
 class ScenarioFailure(Struct, kw_only=True, forbid_unknown_fields=True):
     """How the loopback fails this turn's request instead of answering it (docs/scenarios.md)."""
 
-    kind: Literal["status", "hold", "cut", "malformed"] = "status"
+    kind: Literal["status", "hold", "stall", "cut", "malformed"] = "status"
     status: Annotated[int, Meta(ge=400, le=599)] = 500
     message: str | None = None  # the provider-shaped error body's message
     error_type: str | None = None  # the body's error type; by default the one the status implies

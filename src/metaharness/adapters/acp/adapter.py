@@ -71,6 +71,9 @@ class AcpAdapter(Adapter):
     model_provider: ClassVar[str]  # the provider a failed model request names (the wire it speaks)
     hold_s: ClassVar[float] = 5.0
     takeup_s: ClassVar[float] = 60.0  # a real model may think long before the agent's next line
+    # Is the `cost` the agent reports (ACP `usage_update`) a price it knows? False: written as
+    # unknown (null), never as the agent's 0 (the wire reference: an unknown cost is never 0).
+    prices_its_model: ClassVar[bool] = True
 
     def vendor_argv(self, binary: str) -> list[str]:
         raise NotImplementedError
@@ -186,7 +189,8 @@ class AcpAdapter(Adapter):
         self.proc, agent_out, agent_in = await spawn_on_channel(self.vendor_argv(self.binary), cwd=self.work,
                                                                 env=env, stderr=stderr)
         self.translator = Translator(ctx, on_arguments=lambda call_id: self.seam.arguments_arrived(call_id),
-                                     on_mode=self._mode_changed, name_of=self.tool_name_of)
+                                     on_mode=self._mode_changed, name_of=self.tool_name_of,
+                                     takes_cost=self.prices_its_model)
         self.rpc = RpcChannel(agent_out, agent_in, transcript,
                               on_request=lambda m, raw, n: self.seam.on_request(m, raw, n),
                               on_notification=self.translator.notification,

@@ -18,7 +18,7 @@ from pathlib import Path
 
 # The kit's, reached by the ACP core and doctor through this module.
 from metaharness.adapters.process import LaunchError, binary_version, child_path, default_vendor_dir, kill_group  # noqa: F401
-from metaharness.adapters.process import new_scratch, resolve_binary as resolve_on_path
+from metaharness.adapters.process import new_scratch, passed_through, resolve_binary as resolve_on_path  # noqa: F401
 
 
 @dataclass
@@ -48,17 +48,3 @@ def make_scratch(kind: str, cwd: str) -> Scratch:
 def resolve_binary(name: str, path: str, package: str, pin: str) -> str:
     """The agent's launcher on the child's PATH (LaunchError, naming the pin, when it or node is absent)."""
     return resolve_on_path(name, path, package=package, pin=pin)
-
-
-def passed_through(names: tuple[str, ...], environ: dict[str, str]) -> dict[str, int]:
-    """The caller's settings (whole numbers of at least 1) a vendor module carries into its pinned
-    configuration when set; LaunchError naming the first that is not one."""
-    found: dict[str, int] = {}
-    for name in names:
-        value = environ.get(name, "").strip()
-        if not value:
-            continue
-        if not value.isdigit() or int(value) < 1:
-            raise LaunchError(f"{name} is {value!r}; it takes a whole number of at least 1")
-        found[name] = int(value)
-    return found

@@ -162,6 +162,10 @@ class OpencodeAdapter(AcpAdapter):
     model_provider = "openai"
     fixed_refusal = FIXED_REFUSAL
     tools = TOOLS
+    # opencode prices a model from its config or models.dev; the provider metaharness defines has
+    # no prices and models.dev is off, so the cost it reports is $0 whatever was spent (measured:
+    # $0 beside a metered $0.0002 for one answer and its title request) — not a figure to compare.
+    prices_its_model = False
 
     @classmethod
     def descriptor(cls) -> CapabilityDescriptor:

@@ -2,7 +2,7 @@
 
 What belongs here: the per-session view of what the agent reported — tool calls by
 `toolCallId` with the latest arguments each update carried, message and thought text
-gathered chunk by chunk, usage and cost — and the events made from them. Nothing here
+gathered chunk by chunk, usage and cost (where the agent prices its model: `takes_cost`) — and the events made from them. Nothing here
 writes to the agent; the seam (`seam.py`) answers requests.
 
 Rules kept:
@@ -56,6 +56,7 @@ class Translator:
     thought: list[str] = field(default_factory=list)
     last_text: str | None = None
     cost_usd: float | None = None
+    takes_cost: bool = True  # False: the agent's `cost` is no price of its own, the cost stays unknown
     turns_completed: int = 0
     last_stop: str | None = None
     last_error: str | None = None  # the last prompt the agent failed (its JSON-RPC error), if no turn ran since
@@ -156,7 +157,7 @@ class Translator:
 
     def _usage_update(self, update: dict) -> bool:
         cost = update.get("cost")
-        if isinstance(cost, dict) and isinstance(cost.get("amount"), (int, float)):
+        if self.takes_cost and isinstance(cost, dict) and isinstance(cost.get("amount"), (int, float)):
             self.cost_usd = float(cost["amount"])
         return True
 

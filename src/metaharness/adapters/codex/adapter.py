@@ -198,6 +198,10 @@ class CodexAdapter(Adapter):
         if spec.cwd is not None and not os.path.isdir(spec.cwd):
             raise StartRefusal(RefusalName.WorkingDirectory, f"the working directory {spec.cwd} does not exist")
         self._plan_credentials()
+        try:
+            self.passed = launch.passed_through(tuple(launch.PASSED_THROUGH), dict(os.environ))
+        except launch.LaunchError as exc:
+            raise StartRefusal("VendorSettingInvalid", str(exc)) from None
         path = launch.child_path(spec.vendor_dir or launch.default_vendor_dir())
         try:
             self.binary = launch.resolve_binary(path)
@@ -272,7 +276,7 @@ class CodexAdapter(Adapter):
         self._stubs_before = launch.existing_stubs(self.work)
         await self._start_endpoint()
         model = spec.model
-        config = launch.config_toml(self._base_url, model=model)
+        config = launch.config_toml(self._base_url, model=model, passed=getattr(self, "passed", None))
         if self.options.replace_relay:
             self.relay = RelayServer(self.scratch.root, lambda payload, reply: self.seam.on_hook(payload, reply))
             try:

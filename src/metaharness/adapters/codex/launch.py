@@ -9,6 +9,8 @@ Rules kept:
 * the environment is built, never inherited: only the keys of the loopback-safe config (plus the
   caller's key variable in `api-key` mode) reach the child;
 * the binary is resolved on exactly the child's PATH;
+* the provider's retries are off and its stream idle timeout is set (`PROVIDER_SETTINGS`); the
+  caller may set the timeout (`PASSED_THROUGH`), nothing else;
 * the real key never lands in the child's environment, argv or scratch files in
   `none` and `loopback` modes;
 * the scratch directory is neither under /tmp nor inside the working directory (the kit's
@@ -23,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 # LaunchError, child_path and default_vendor_dir are the kit's; the adapter and the doctor reach them here.
-from metaharness.adapters.process import LaunchError, child_path, default_vendor_dir, new_scratch  # noqa: F401
+from metaharness.adapters.process import LaunchError, child_path, default_vendor_dir, new_scratch, passed_through  # noqa: F401
 from metaharness.adapters.process import resolve_binary as resolve_on_path
 from metaharness.protocol.harnesses import harness
 
@@ -33,6 +35,12 @@ MODEL = "gpt-5.5"
 PROVIDER_ID = "loopback"  # arbitrary, must not collide with a built-in provider id
 KEY_VARIABLE = "LOOPBACK_API_KEY"
 PLACEHOLDER_KEY = "metaharness-placeholder-key"
+# The caller's settings carried into the loopback provider's config when set (docs/guides/ci.md):
+# how long Codex waits on a response stream that has gone quiet before it fails the request
+# (`stream_idle_timeout_ms`; metaharness's own default below, Codex's is five minutes). It does
+# not cover a request held before its response headers: Codex has no timeout for that.
+PASSED_THROUGH = {"METAHARNESS_CODEX_IDLE_TIMEOUT_MS": "stream_idle_timeout_ms"}
+PROVIDER_SETTINGS = {"request_max_retries": 0, "stream_max_retries": 0, "stream_idle_timeout_ms": 20000}
 SANDBOX_WORDS = ("read-only", "workspace-write", "danger-full-access")
 WRITING_OPS = frozenset({"file.write", "file.edit", "shell"})
 # Mount-point stubs the sandbox leaves after a killed command.
@@ -83,9 +91,10 @@ def resolve_binary(path: str) -> str:
     return resolve_on_path("codex", path, package=PACKAGE, pin=PIN)
 
 
-def config_toml(base_url: str | None, *, model: str | None = None) -> str:
+def config_toml(base_url: str | None, *, model: str | None = None, passed: dict[str, int] | None = None) -> str:
     """The loopback-safe config (docs/guides/claude-and-codex.md). `base_url` None: the default
-    OpenAI provider (api-key mode) with the same phone-home switches off."""
+    OpenAI provider (api-key mode) with the same phone-home switches off. `passed`: the caller's
+    settings (`PASSED_THROUGH`) laid over the provider's."""
     lines = [f'model = "{_toml_escape(model or MODEL)}"']
     if base_url is not None:
         lines.append(f'model_provider = "{PROVIDER_ID}"')
@@ -106,10 +115,9 @@ def config_toml(base_url: str | None, *, model: str | None = None) -> str:
             f'base_url = "{_toml_escape(base_url)}"',
             'wire_api = "responses"',
             f'env_key = "{KEY_VARIABLE}"',
-            "request_max_retries = 0",
-            "stream_max_retries = 0",
-            "stream_idle_timeout_ms = 20000",
         ]
+        settings = {**PROVIDER_SETTINGS, **{PASSED_THROUGH[name]: value for name, value in (passed or {}).items()}}
+        lines += [f"{key} = {value}" for key, value in settings.items()]
     return "\n".join(lines) + "\n"
 
 

@@ -6,7 +6,7 @@ The face re-exports the kit; each rule lives in exactly one module:
 * `channel` — spawn on a Unix socketpair (never a pipe), the line reader/writer `ChildProcess`;
 * `confine` — the parent-death signal, the PID/mount namespace with a private /proc, non-dumpable;
 * `child` — the child's PATH, its binary resolved on that PATH, its `--version` probe (stoppable
-  by the run), the vendor timeout formula;
+  by the run), the vendor timeout formula, the caller's settings a vendor config takes (`passed_through`);
 * `scratch` — the one scratch base (METAHARNESS_SCRATCH_DIR, else ~/.cache/metaharness/scratch),
   private roots made by mkdtemp, and their removal at the end of a run;
 * `tree` — the process-tree kill, the wait-then-kill every stop uses, whether the child exited;
@@ -30,6 +30,7 @@ from metaharness.adapters.process.child import (
     child_path,
     default_vendor_dir,
     parse_version,
+    passed_through,
     resolve_binary,
     stderr_file_tail,
     vendor_timeout_ms,

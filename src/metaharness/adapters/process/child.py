@@ -8,6 +8,8 @@ Rules kept, one place each, for every adapter:
   `BinaryMissing`, named with the package and pin to install;
 * the vendor's own timeout for a blocking call is strictly longer than metaharness's decision
   deadline, so a refusal at the deadline is always metaharness's;
+* a caller's setting carried into a vendor's pinned configuration (`passed_through`) is a whole
+  number of at least 1, else the run is refused naming it;
 * a `--version` probe runs in a session of its own under the run's `VersionProbes` (when the run
   gives one): a stop during the start checks kills it, and every probe after it, at once.
 """
@@ -174,3 +176,17 @@ def vendor_timeout_ms(deadline_ms: int) -> int:
 def whole_seconds(ms: int) -> int:
     """A vendor timeout given in whole seconds: rounded up, at least one."""
     return max(1, math.ceil(ms / 1000))
+
+
+def passed_through(names: tuple[str, ...], environ: dict[str, str]) -> dict[str, int]:
+    """The caller's settings (whole numbers of at least 1) a vendor module carries into its pinned
+    configuration when set; LaunchError naming the first that is not one."""
+    found: dict[str, int] = {}
+    for name in names:
+        value = environ.get(name, "").strip()
+        if not value:
+            continue
+        if not value.isdigit() or int(value) < 1:
+            raise LaunchError(f"{name} is {value!r}; it takes a whole number of at least 1")
+        found[name] = int(value)
+    return found
