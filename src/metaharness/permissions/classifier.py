@@ -26,6 +26,20 @@ __getattr__, _lazy = lazy_attributes(globals(), {
 })
 
 
+_NO_OPTIONS: list[str] = []
+_FORBIDDEN: dict[int, tuple[list[str], frozenset[str], tuple[str, ...]]] = {}
+
+
+def _forbidden_of(forbidden: list[str]) -> tuple[frozenset[str], tuple[str, ...]]:
+    """A table's forbidden options as a set, and the `--long=` prefixes of its long ones, worked
+    out once per list (the list is kept with them, so its id is not reused)."""
+    kept = _FORBIDDEN.get(id(forbidden))
+    if kept is None or kept[0] is not forbidden:
+        kept = _FORBIDDEN[id(forbidden)] = (
+            forbidden, frozenset(forbidden), tuple(features + "=" for features in forbidden if features.startswith("--")))
+    return kept[1], kept[2]
+
+
 def _vals(cmd: Cmd) -> list[str | None]:
     return [word.value for word in cmd.words[1:]]
 
@@ -60,11 +74,12 @@ def is_read_only(cmd: Cmd, *, trusted: bool) -> bool:
     entry = _lazy("READONLY")["programs"].get(prog)
     if entry is None:
         return False
-    forbidden = entry.get("forbidden", [])
+    forbidden = entry.get("forbidden", _NO_OPTIONS)
+    forbidden_set, forbidden_long = _forbidden_of(forbidden)
     for value in vals:
         if value is None:
             return False if prog != "echo" else True
-        if value in forbidden or any(value.startswith(features + "=") for features in forbidden if features.startswith("--")):
+        if value in forbidden_set or value.startswith(forbidden_long):
             return False
         if prog in ("sort", "date", "tree", "printf") and any(
             value.startswith(features) and not features.startswith("--") and len(value) > len(features) and value[1:2] == features[1] for features in forbidden
@@ -82,7 +97,8 @@ def _git_read_only(vals: list[str | None]) -> bool:
     spec = _lazy("READONLY")["git"]
     if any(value is None for value in vals):
         return False
-    if any(value in spec["forbidden"] or any(value.startswith(features + "=") for features in spec["forbidden"] if features.startswith("--")) for value in vals):
+    forbidden_set, forbidden_long = _forbidden_of(spec["forbidden"])
+    if any(value in forbidden_set or value.startswith(forbidden_long) for value in vals):
         return False
     if not vals or vals[0] not in spec["subcommands"]:
         return False
@@ -103,12 +119,25 @@ def is_edit_command(cmd: Cmd) -> bool:
     return all(word.value is not None for word in cmd.words[1:]) and all(program.static for program in cmd.paths)
 
 
+_GLOBAL_OPTIONS: dict[int, tuple[dict, frozenset[str], frozenset[str]]] = {}
+_NO_SPEC: dict = {}
+
+
+def _global_options(spec: dict | None) -> tuple[frozenset[str], frozenset[str]]:
+    """A program's global options that take a value, and those that do not (data/options.toml),
+    as sets worked out once per table entry (the entry is kept with them)."""
+    spec = _NO_SPEC if spec is None else spec
+    kept = _GLOBAL_OPTIONS.get(id(spec))
+    if kept is None or kept[0] is not spec:
+        kept = _GLOBAL_OPTIONS[id(spec)] = (
+            spec, frozenset(spec.get("global_value", ())), frozenset(spec.get("global", ())))
+    return kept[1], kept[2]
+
+
 def _sub_and_rest(cmd: Cmd) -> tuple[str | None, list[str | None]]:
     vals = [word.deny_value for word in cmd.words[1:]]
     base = cmd.basename or ""
-    spec = _shell._lazy("OPTIONS").get(base, {})
-    gval = set(spec.get("global_value", []))
-    glob_ = set(spec.get("global", []))
+    gval, glob_ = _global_options(_shell._lazy("OPTIONS").get(base))
     index = 0
     while index < len(vals) and vals[index] is not None and vals[index].startswith("-"):
         value = vals[index]

@@ -114,12 +114,13 @@ def _forced_asks(subjects: list[Subject], maybe_deny: list, opaque: list[Subject
                  ctx: Context) -> list[tuple[str, Subject | None, Rule | None]]:
     """Step 5 outside Bypass: every forced ask, strongest first (reasons.FORCED_ORDER)."""
     forced: list[tuple[str, Subject | None, Rule | None]] = []
+    ask_index = index_of(ctx.rules.ask, ctx)
     for subject in subjects:
         result, rule = strongest_match(ctx.rules.ask, subject, call, ctx)
         if result != NO:
             # A certain ask match outranks a possible deny; a possible ask match does not.
             forced.append(("ask-rule" if result == MATCH else _POSSIBLE_ASK, subject, rule))
-    for rule in index_of(ctx.rules.ask, ctx).call_level:
+    for rule in ask_index.call_level:
         if call_level_match(rule, call) != NO:
             forced.append(("ask-rule", None, rule))
             break
@@ -255,7 +256,8 @@ def _decide(call: Call, ctx: Context, external: ExternalDecision | None) -> Verd
     # 1 — deny rules over everything extracted
     deny_results: list[tuple[int, Rule | None]] = []
     first_deny: tuple[Rule, Subject | None] | None = None
-    call_level_deny = index_of(ctx.rules.deny, ctx).call_level
+    deny_index = index_of(ctx.rules.deny, ctx)
+    call_level_deny = deny_index.call_level
     for rule in call_level_deny:
         if call_level_match(rule, call) == MATCH and first_deny is None:
             first_deny = (rule, None)

@@ -60,6 +60,7 @@ class RuleIndex:
         self.path_always: list[Rule] = []
         self.path_by_first: dict[tuple[str, str], list[Rule]] = {}
         self._memo: dict[str | None, list[Rule]] = {}
+        self._free_memo: dict[str | None, list[Rule]] = {}  # per program: the rules no required word files
         self._dynamic: dict[str, tuple[int, Rule | None]] = {}
 
         # Rules that can match at call level (`match.call_level_match`): tool-part globs, bare tool rules.
@@ -126,7 +127,7 @@ class RuleIndex:
                 self.strict_by_literal.setdefault(_rarest(texts, literal_frequency), []).append(rule)
             else:
                 self.strict_free.append(rule)
-        self._strict_base = self.strict_free + self.bash_plain + self.rm
+        self._strict_base = self._ordered(self.strict_free + self.bash_plain + self.rm)
         self.path_anchors = tuple(dict.fromkeys(anchor for anchor, _ in self.path_by_first))
 
     def _ordered(self, rules: list[Rule]) -> list[Rule]:
@@ -159,24 +160,28 @@ class RuleIndex:
         wordset = broad_wordset(cmd)
         if wordset is False:
             return got  # a dynamic word: required words are not used (see shell_broad_match)
-        candidates = self.broad_free[program] + self.unkeyed + (self.rm if program == "rm" else [])
+        hits: list[Rule] | None = None
         for word in wordset:
             hit = by_word.get(word)
             if hit is not None:
-                candidates += hit
-        return self._ordered(candidates)
+                hits = hit if hits is None else hits + hit
+        base = self._free_memo.get(program)
+        if base is None:
+            base = self._free_memo[program] = self._ordered(
+                self.broad_free[program] + self.unkeyed + (self.rm if program == "rm" else []))
+        return base if hits is None else self._ordered(base + hits)
 
     def for_cmd_strict(self, cmd: "Cmd") -> list[Rule]:
         """Every rule whose allow match of `cmd` is not certainly false, in list order."""
         if cmd.program_unknown:
             return self.bash_all
-        candidates = list(self._strict_base)
         by_literal = self.strict_by_literal
+        hits: list[Rule] | None = None
         for value in strict_values(cmd):
             hit = by_literal.get(value)
             if hit is not None:
-                candidates += hit
-        return self._ordered(candidates)
+                hits = hit if hits is None else hits + hit
+        return self._strict_base if hits is None else self._ordered(self._strict_base + hits)
 
     def dynamic_path(self, access: str) -> tuple[int, Rule | None]:
         """`strongest_match` for a read/write subject of unknown target: a `Read`/`Write` rule with
@@ -226,15 +231,18 @@ def index_of(rules: list[Rule], ctx: "Context") -> RuleIndex:
     return index
 
 
-def strongest_match(rules: list[Rule], subject: "Subject", call: "Call", ctx: "Context") -> tuple[int, Rule | None]:
+def strongest_match(rules: list[Rule], subject: "Subject", call: "Call", ctx: "Context",
+                    index: RuleIndex | None = None) -> tuple[int, Rule | None]:
     """The strongest answer (`MATCH` > `MAYBE` > `NO`) any of `rules` gives `subject`, and the
     first rule in list order that gives it.
 
     A command's answer is kept on the command, for this index: it depends only on the command's
     words and the rules, and a memoised analysis (subjects.analysis_of) hands the same command
     to the next decision of the same string. An answer that read the filesystem (a built-in rm
-    rule canonicalising operands) is not kept."""
-    index = index_of(rules, ctx)
+    rule canonicalising operands) is not kept. `index`: `index_of(rules, ctx)`, when the caller
+    has it (a decision asks once per subject)."""
+    if index is None:
+        index = index_of(rules, ctx)
     if subject.kind == "cmd":
         memo = subject.cmd.norm_cache
         key = ("strongest", id(index))

@@ -108,31 +108,39 @@ def _rm_builtin(rule: Rule, cmd: "Cmd", ctx: "Context") -> int:
     if base is None or base.casefold() != "rm":
         return NO
     best = NO
-    for options, dash, operands, could_be in _rm_facts(cmd, ctx):
+    rm_path = rule.rm_path
+    for options, dash, unknown_cwd, dynamic, any_root, paths, could_be in _rm_facts(cmd, ctx):
         strength = MATCH if rule.rm_flag in options else (MAYBE if dash else NO)
         if strength == NO:
             continue
-        for what, operand in operands:
-            if what == "dynamic":
-                if any(could_be(operand, spelled) for spelled in (rule.rm_path, rule.rm_path + "/", ".", "..", "/")):
-                    best = max(best, MAYBE)
-            elif what == "unknown-cwd":
-                best = max(best, MAYBE)
-            elif rule.rm_path in operand:
-                best = max(best, strength)
+        if best < MAYBE and (unknown_cwd or any_root or any(
+                could_be(word, rm_path) or could_be(word, rm_path + "/") for word in dynamic)):
+            best = MAYBE  # a dynamic operand may spell the path (or `.`, `..`, `/`); a cwd unknown
+        if rm_path in paths and strength > best:
+            best = strength
+            if best == MATCH:
+                break
     return best
 
 
 def _rm_facts(cmd: "Cmd", ctx: "Context") -> list:
     """What every built-in rm rule asks of one `rm` command, worked out once per command (one
     analysis) instead of once per rule: per word variant, its options, whether a dynamic word
-    may be an option, and its operands as ("dynamic", word), ("unknown-cwd", None) or
-    ("path", (lexical, real)) — an operand that cannot be canonicalised is left out."""
-    fs_reads[0] += 1
+    may be an option, whether an operand is relative to an unknown directory, its dynamic
+    operands, whether one of them may spell `.`, `..` or `/` (whatever the rule's path), and the
+    lexical and real paths of its static operands — an operand that cannot be canonicalised is
+    left out.
+
+    Facts that canonicalised an operand read the disk: they last one decision, and count as a
+    filesystem read (`fs_reads`: a rule's answer built on them is not kept). Facts of a command
+    whose operands are all dynamic or under an unknown directory read nothing: they are kept."""
     key = ("rm-facts", ctx.home)
     cached = cmd.norm_cache.get(key)
-    if cached is not None and cached[0] == _decision[0]:
+    if cached is not None and (cached[0] is None or cached[0] == _decision[0]):
+        if cached[0] is not None:
+            fs_reads[0] += 1
         return cached[1]
+    read_disk = False
     shapes: dict[tuple[int, str], bool] = {}
 
     def could_be(word: "Word", literal: str) -> bool:
@@ -149,22 +157,29 @@ def _rm_facts(cmd: "Cmd", ctx: "Context") -> list:
         if normalised is None:
             normalised = cmd.norm_cache[memo_key] = _normalise("rm", words[1:])
         options, operand_words, dash = normalised
-        operands: list[tuple[str, Any]] = []
+        unknown_cwd = False
+        dynamic: list[Word] = []
+        paths: set[str] = set()
         for word in operand_words:
             value = word.deny_value
             if value is None:
-                operands.append(("dynamic", word))
+                dynamic.append(word)
                 continue
             if cmd.cwd is None and not value.startswith("/"):
-                operands.append(("unknown-cwd", None))
+                unknown_cwd = True
                 continue
+            read_disk = True
             try:
                 canon = canonical(value, cmd.cwd or "/", ctx.home)
             except PathError:
                 continue
-            operands.append(("path", (canon.lexical, canon.real)))
-        facts.append((options, dash, operands, could_be))
-    cmd.norm_cache[key] = (_decision[0], facts)
+            paths.add(canon.lexical)
+            paths.add(canon.real)
+        any_root = any(could_be(word, spelled) for word in dynamic for spelled in (".", "..", "/"))
+        facts.append((options, dash, unknown_cwd, dynamic, any_root, paths, could_be))
+    if read_disk:
+        fs_reads[0] += 1
+    cmd.norm_cache[key] = (_decision[0] if read_disk else None, facts)
     return facts
 
 

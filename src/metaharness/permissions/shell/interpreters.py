@@ -56,15 +56,26 @@ def _table() -> dict:
     return table
 
 
+_SPECS: dict[str, dict | None] = {}  # program_spec per basename, for the table in _SPECS_OF
+_SPECS_OF: list = [None]
+
+
 def program_spec(basename: str | None) -> dict | None:
-    """The interpreters.toml entry of a program name (`python3.11`, `nodejs`, `gawk`), or None."""
+    """The interpreters.toml entry of a program name (`python3.11`, `nodejs`, `gawk`), or None
+    (kept per basename: every simple command asks, twice)."""
     if basename is None:
         return None
     table = _table()
+    if _SPECS_OF[0] is not table or len(_SPECS) > 4096:
+        _SPECS.clear()
+        _SPECS_OF[0] = table
+    if basename in _SPECS:
+        return _SPECS[basename]
     name = table["alias"].get(basename, basename)
     if _PYTHON.fullmatch(name):
         name = "python"
-    return table["program"].get(name)
+    spec = _SPECS[basename] = table["program"].get(name)
+    return spec
 
 
 def code_flags(spec: dict) -> frozenset[str]:
