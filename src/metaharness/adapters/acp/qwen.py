@@ -115,7 +115,7 @@ class QwenAdapter(AcpAdapter):
         try:
             self.passed = launch.passed_through(tuple(PASSED_THROUGH), dict(os.environ))
         except launch.LaunchError as exc:
-            raise StartRefusal("VendorSettingInvalid", str(exc)) from None
+            raise StartRefusal(RefusalName.VendorSettingInvalid, str(exc)) from None
         if "subagent.spawn" in frame_operation_names(frame_of(self.spec)):
             raise StartRefusal(RefusalName.SubagentUnavailable, (
                 "the frame admits subagent.spawn, and Qwen Code's subagent calls are not asked over ACP, so they "

@@ -201,7 +201,7 @@ class CodexAdapter(Adapter):
         try:
             self.passed = launch.passed_through(tuple(launch.PASSED_THROUGH), dict(os.environ))
         except launch.LaunchError as exc:
-            raise StartRefusal("VendorSettingInvalid", str(exc)) from None
+            raise StartRefusal(RefusalName.VendorSettingInvalid, str(exc)) from None
         path = launch.child_path(spec.vendor_dir or launch.default_vendor_dir())
         try:
             self.binary = launch.resolve_binary(path)
