@@ -87,6 +87,7 @@ CASES = [
      {**NO_RETRY, "ANTHROPIC_API_KEY": "sk-ant-test-0123456789abcdef"}, ("dns", None, 1, True)),
     # (Claude Code reports the proxy's own answer to it, a 502, as its api_error_status)
     ("codex-500", "codex", {"status": 500, "message": "upstream exploded"}, (), {}, ("http_error", 500, 1, True)),
+    ("codex-401", "codex", {"status": 401, "message": "invalid api key"}, (), {}, ("auth", 401, 1, True)),
     ("codex-429", "codex", {"status": 429, "retry_after": "1", "message": "slow down"}, (), {},
      ("rate_limited", 429, 1, True)),
     ("codex-cut", "codex", {"kind": "cut"}, (), {}, ("stream_cut", 200, 1, True)),

@@ -125,7 +125,7 @@ REFUSALS: tuple[Trouble, ...] = (
     Trouble("UnknownHarness", f"{WORKFLOW}, {BATCH}", "the harness kind is not one metaharness knows.", f"Use {spelled()}."),
     Trouble("VendorCapability", START, "the vendor binary did not complete its handshake (its control channel, its ACP initialise).", "Run `metaharness doctor KIND`; check the binary is the pinned version (`make vendor`)."),
     Trouble("VendorMissing", START, "the vendor binary is not on the child's PATH.", "Install it (`make vendor`) and pass `--vendor-dir .vendor/node_modules/.bin` (or set `METAHARNESS_VENDOR_DIR`)."),
-    Trouble("VendorSettingInvalid", START, "a vendor setting metaharness carries from its environment (`METAHARNESS_GEMINI_MAX_ATTEMPTS`, `METAHARNESS_OPENCODE_TIMEOUT_MS` or `METAHARNESS_CODEX_IDLE_TIMEOUT_MS`) is not a whole number of at least 1.",
+    Trouble("VendorSettingInvalid", START, "a vendor setting metaharness carries from its environment (`METAHARNESS_CODEX_IDLE_TIMEOUT_MS`, `METAHARNESS_OPENCODE_TIMEOUT_MS`, `METAHARNESS_GEMINI_MAX_ATTEMPTS`, `METAHARNESS_QWEN_MAX_RETRIES` or `METAHARNESS_QWEN_TIMEOUT_MS`; the stderr line names which) is not a whole number of at least 1.",
             "Set it to a whole number, or unset it."),
     Trouble("VersionOffPin", START, "`--strict-version` was given and the binary is not the adapter's pinned version.", "Install the pin (`make vendor`), or drop `--strict-version` (then a `VERSION_OFF_PIN` warning is written)."),
     Trouble("WorkflowChanged", WORKFLOW, "the workflow file changed since the run started.", "Resume with the file the run started with; start a new run for the new file."),
