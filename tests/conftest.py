@@ -17,9 +17,18 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import signal
 from pathlib import Path
 
 import pytest
+
+# A suite started in the background of a non-interactive shell (`make test &`, nohup) inherits
+# SIGINT ignored, and so would every process it starts (an ignored signal stays ignored across
+# exec): a metaharness signalled before its handlers are in, or a batch, would then go on as if
+# nothing came. The tests that send SIGINT are about a user's Ctrl-C, so the suite takes the
+# default back (a Python handler is reset to the default in a child).
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 ROOT = Path(__file__).resolve().parent.parent
 
