@@ -97,8 +97,8 @@ demo: install
 
 # The tiers are the markers tests/conftest.py applies. `--dist loadfile` keeps a module on one
 # worker, so its module-scoped fixtures (a Ray cluster, a browser, a batch) are built once.
-# CHECK_WORKERS is one more than this machine's two cores: most of a test's time is a child process
-# it waits on (measured: 2 workers 3 min 16 s, 3 workers 2 min 41 s).
+# CHECK_WORKERS is one more than the cores: most of a test's time is a child process it waits on
+# (measured on 2 cores: 2 workers 3 min 16 s, 3 workers 2 min 30-41 s).
 check: install-test
 	$(BIN)/python -m pytest -q -n $(CHECK_WORKERS) --dist loadfile -m "not e2e and not browser and not slow" $(PYTEST_ARGS)
 

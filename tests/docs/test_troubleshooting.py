@@ -35,6 +35,15 @@ def test_every_refusal_name_in_the_catalogue_is_raised_somewhere():
     assert not unused, f"nothing refuses with these; remove them from protocol/refusals.py and the catalogue: {sorted(unused)}"
 
 
+def test_vendor_setting_invalid_names_every_setting_a_vendor_carries():
+    from metaharness.adapters.acp import gemini, opencode, qwen
+    from metaharness.adapters.codex import launch as codex
+
+    carried = {name for module in (codex, opencode, gemini, qwen) for name in module.PASSED_THROUGH}
+    entry = next(t for t in REFUSALS if t.name == "VendorSettingInvalid")
+    assert set(re.findall(r"`(METAHARNESS_[A-Z_]+)`", entry.cause)) == carried, entry.cause
+
+
 def test_every_warning_code_has_a_cause_and_a_fix():
     wire = (DOCS / "reference" / "wire.md").read_text()
     table = wire[wire.index("### Warning codes"):]

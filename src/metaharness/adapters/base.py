@@ -26,8 +26,9 @@ from __future__ import annotations
 import abc
 from dataclasses import dataclass, field
 import os
-from typing import Any, Callable, ClassVar, Mapping, Protocol, Union
+from typing import Any, Callable, ClassVar, Iterable, Mapping, Protocol, Union
 
+from metaharness.adapters.process.child import LaunchError, passed_through
 from metaharness.protocol.descriptor import CapabilityDescriptor
 from metaharness.protocol.events import Event, SessionEnded, SessionStarted
 from metaharness.protocol.failures import ModelFailure, model_failure_warning
@@ -53,6 +54,16 @@ class StartRefusal(Exception):
         super().__init__(sentence)
         self.name = name
         self.sentence = sentence
+
+
+def vendor_settings(names: Iterable[str]) -> dict[str, int]:
+    """The caller's settings (`names`, from metaharness's environment) a vendor carries into its
+    pinned configuration; the start refused `VendorSettingInvalid`, naming the first that is not a
+    whole number of at least 1."""
+    try:
+        return passed_through(tuple(names), dict(os.environ))
+    except LaunchError as exc:
+        raise StartRefusal(RefusalName.VendorSettingInvalid, str(exc)) from None
 
 
 class ControlRefused(Exception):

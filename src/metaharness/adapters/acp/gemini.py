@@ -24,11 +24,10 @@ What Gemini CLI cannot give over ACP, and the refusals that follow (`vendor_plan
 from __future__ import annotations
 
 import json
-import os
 from functools import partial
 from typing import Any, ClassVar
 
-from metaharness.adapters.base import StartRefusal, Tool, rendering_of
+from metaharness.adapters.base import StartRefusal, Tool, rendering_of, vendor_settings
 from metaharness.protocol.descriptor import CapabilityDescriptor
 from metaharness.protocol.harnesses import harness
 from metaharness.protocol.refusals import RefusalName
@@ -128,10 +127,7 @@ class GeminiAdapter(AcpAdapter):
         ]
 
     def vendor_plan(self) -> None:
-        try:
-            self.passed = launch.passed_through(tuple(PASSED_THROUGH), dict(os.environ))
-        except launch.LaunchError as exc:
-            raise StartRefusal(RefusalName.VendorSettingInvalid, str(exc)) from None
+        self.passed = vendor_settings(PASSED_THROUGH)
         frame = frame_of(self.spec)
         ops = frame_operation_names(frame)
         if "subagent.spawn" in ops:

@@ -42,7 +42,7 @@ import secrets
 from pathlib import Path
 from typing import Any, ClassVar
 
-from metaharness.adapters.base import StartRefusal, Tool, path_at, rendering_of
+from metaharness.adapters.base import StartRefusal, Tool, path_at, rendering_of, vendor_settings
 from metaharness.protocol.descriptor import CapabilityDescriptor
 from metaharness.protocol.harnesses import harness
 from metaharness.protocol.refusals import RefusalName
@@ -184,10 +184,7 @@ class OpencodeAdapter(AcpAdapter):
         ]
 
     def vendor_plan(self) -> None:
-        try:
-            self.passed = launch.passed_through(tuple(PASSED_THROUGH), dict(os.environ))
-        except launch.LaunchError as exc:
-            raise StartRefusal(RefusalName.VendorSettingInvalid, str(exc)) from None
+        self.passed = vendor_settings(PASSED_THROUGH)
         frame = frame_of(self.spec)
         if "subagent.spawn" in frame_operation_names(frame):
             raise StartRefusal(RefusalName.SubagentUnavailable, (

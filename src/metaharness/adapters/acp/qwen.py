@@ -37,10 +37,9 @@ What Qwen Code does over ACP, and what follows:
 from __future__ import annotations
 
 import json
-import os
 from typing import Any, ClassVar
 
-from metaharness.adapters.base import StartRefusal, Tool, path_at, rendering_of
+from metaharness.adapters.base import StartRefusal, Tool, path_at, rendering_of, vendor_settings
 from metaharness.protocol.descriptor import CapabilityDescriptor
 from metaharness.protocol.harnesses import harness
 from metaharness.protocol.refusals import RefusalName
@@ -112,10 +111,7 @@ class QwenAdapter(AcpAdapter):
         ]
 
     def vendor_plan(self) -> None:
-        try:
-            self.passed = launch.passed_through(tuple(PASSED_THROUGH), dict(os.environ))
-        except launch.LaunchError as exc:
-            raise StartRefusal(RefusalName.VendorSettingInvalid, str(exc)) from None
+        self.passed = vendor_settings(PASSED_THROUGH)
         if "subagent.spawn" in frame_operation_names(frame_of(self.spec)):
             raise StartRefusal(RefusalName.SubagentUnavailable, (
                 "the frame admits subagent.spawn, and Qwen Code's subagent calls are not asked over ACP, so they "

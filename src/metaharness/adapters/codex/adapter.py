@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from metaharness.adapters.base import (Adapter, ControlRefused, OpKey, Resolution, RunContext, StartRefusal, Tool,
-                                      TurnInput, own_version, plan_loopback_script, rendering_of, stop_services)
+                                      TurnInput, own_version, plan_loopback_script, rendering_of, stop_services, vendor_settings)
 from metaharness.adapters.process import (binary_version, descendant_groups, is_gone, kill_groups,
                                          remove_scratch, spawn_on_channel, stderr_file_tail, wait_or_kill)
 from metaharness.protocol.descriptor import CapabilityDescriptor, harness_descriptor
@@ -198,10 +198,7 @@ class CodexAdapter(Adapter):
         if spec.cwd is not None and not os.path.isdir(spec.cwd):
             raise StartRefusal(RefusalName.WorkingDirectory, f"the working directory {spec.cwd} does not exist")
         self._plan_credentials()
-        try:
-            self.passed = launch.passed_through(tuple(launch.PASSED_THROUGH), dict(os.environ))
-        except launch.LaunchError as exc:
-            raise StartRefusal(RefusalName.VendorSettingInvalid, str(exc)) from None
+        self.passed = vendor_settings(launch.PASSED_THROUGH)
         path = launch.child_path(spec.vendor_dir or launch.default_vendor_dir())
         try:
             self.binary = launch.resolve_binary(path)
