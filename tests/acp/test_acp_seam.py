@@ -143,9 +143,9 @@ def killed_and_gone(adapter, _event) -> None:
     the end yet, so the run has not noticed when the decision comes."""
     from metaharness.adapters.process.tree import has_exited
 
-    os.killpg(adapter.proc.pid, signal.SIGKILL)
+    os.killpg(adapter.child.proc.pid, signal.SIGKILL)
     give_up = time.monotonic() + 10
-    while not has_exited(adapter.proc) and time.monotonic() < give_up:
+    while not has_exited(adapter.child.proc) and time.monotonic() < give_up:
         time.sleep(0.005)
 
 

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from metaharness.adapters.acp.launch import Scratch
+from metaharness.adapters.process import Scratch
 from metaharness.adapters.acp.opencode import GUARD_PLUGIN, OpencodeAdapter
 from metaharness.adapters.base import StartRefusal
 

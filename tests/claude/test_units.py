@@ -10,6 +10,7 @@ import pytest
 
 from metaharness.adapters.claude import launch
 from metaharness.adapters.base import resolve_tool
+from metaharness.adapters.process import Child
 from metaharness.adapters.claude.adapter import TOOLS, ClaudeAdapter
 from metaharness.adapters.claude.doctor import conformance_checks
 from metaharness.adapters.claude.seam import CallSeam, ControlChannel, hook_output
@@ -497,7 +498,8 @@ async def test_an_interrupt_that_reaches_nobody_is_never_ok(how):
 
     adapter, wire = _adapter_with_a_pending_callback()
     if how == "output ended":
-        adapter._output_ended = True
+        adapter.child = Child()
+        adapter.child.output_ended = True
     elif how == "stdin closed":
         adapter.channel.closed = True
     interrupting = asyncio.ensure_future(adapter.interrupt())

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from metaharness.adapters.base import ControlRefused, StartRefusal
-from metaharness.adapters.codex import CodexAdapter
+from metaharness.adapters.codex import CodexAdapter, launch
 from metaharness.protocol.frame import seal
 from metaharness.protocol.values import Abstain, Allow, Deny, Exited, Replace
 
@@ -77,7 +77,7 @@ async def test_handshake_session_started_and_held_warning(tmp_path, stub_vendor)
     start = next(m for m in sent if m.get("method") == "thread/start")
     assert start["params"]["approvalPolicy"] == "untrusted"
     # the config is the loopback-safe one
-    config = (adapter.scratch.codex_home / "config.toml").read_text()
+    config = (adapter.child.scratch / launch.CODEX_HOME / "config.toml").read_text()
     assert 'wire_api = "responses"' in config and "plugins = false" in config
     assert "enabled = false" in config and "check_for_update_on_startup = false" in config
 
@@ -92,7 +92,7 @@ async def test_other_approval_policy_is_refused_by_name(tmp_path, stub_vendor):
         await adapter.start(FakeContext(str(work)))
     assert "untrusted" in refusal.value.sentence and refusal.value.name == "VendorCapability"
     assert not any(m.get("method") == "turn/start" for m in wire_log(vendor))
-    assert adapter.proc.returncode is not None
+    assert adapter.child.proc.returncode is not None
 
 
 async def test_allow_accepts_and_command_runs(tmp_path, stub_vendor):
@@ -273,12 +273,12 @@ async def test_an_interrupt_after_codex_died_reaches_nobody_and_says_so(tmp_path
     vendor = stub_vendor({"turns": [[{"command": "echo x > x.txt"}]]})
     adapter, _ctx, work = await with_a_pending_call(tmp_path, vendor)
     assert adapter.alive()
-    os.kill(adapter.proc.pid, signal.SIGKILL)
+    os.kill(adapter.child.proc.pid, signal.SIGKILL)
     for _ in range(500):  # no await: the loop has not seen the death (a watcher thread may have reaped it)
-        if not pc.running(adapter.proc.pid):
+        if not pc.running(adapter.child.proc.pid):
             break
         time.sleep(0.01)
-    assert adapter.proc.returncode is None and not adapter.alive()
+    assert adapter.child.proc.returncode is None and not adapter.alive()
     with pytest.raises(BrokenPipeError):
         await adapter.interrupt()
     await asyncio.wait_for(adapter.wait(), 10)
@@ -290,7 +290,7 @@ async def test_halt_ends_the_process(tmp_path, stub_vendor):
     adapter, _ctx, work = await with_a_pending_call(tmp_path, vendor)
     await adapter.halt()
     termination = await asyncio.wait_for(adapter.wait(), 10)
-    assert termination is not None and adapter.proc.returncode is not None
+    assert termination is not None and adapter.child.proc.returncode is not None
     assert not (work / "x.txt").exists()
     assert any(m.get("result") == {"decision": "decline"} for m in wire_log(vendor))
 

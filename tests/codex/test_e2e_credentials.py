@@ -259,7 +259,7 @@ async def _launch(tmp_path: Path, vendor: Path, **fields) -> tuple[CodexAdapter,
     await adapter.start(FakeContext(str(work)))
     try:
         recorded = json.loads((vendor / "child-env.json").read_text())
-        config = (adapter.scratch.codex_home / "config.toml").read_text()
+        config = (adapter.child.scratch / launch.CODEX_HOME / "config.toml").read_text()
     finally:
         await adapter.finish()
         await adapter.halt()

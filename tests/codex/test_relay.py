@@ -373,5 +373,5 @@ async def test_a_relay_socket_that_cannot_open_refuses_the_start(tmp_path, monke
     with pytest.raises(StartRefusal) as refused:
         await adapter.start(FakeContext(str(work)))
     assert refused.value.name == "ReplaceRelayUnavailable" and "Permission denied" in refused.value.sentence
-    assert adapter.proc is None  # refused before Codex was started
+    assert adapter.child.proc is None  # refused before Codex was started
     adapter.cleanup()

@@ -10,6 +10,7 @@ import httpx
 
 from metaharness.adapters.claude.adapter import ClaudeAdapter
 from metaharness.adapters.codex import CodexAdapter
+from metaharness.adapters.process import Child, Scratch
 from metaharness.run.spec import RunSpec
 
 BODY = {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}
@@ -35,11 +36,12 @@ async def test_claude_scripted_loopback_needs_the_per_run_key(tmp_path):
     for _ in range(2):
         adapter = ClaudeAdapter(RunSpec(kind="claude", script=_script(tmp_path), prompt="go"))
         adapter._script = None
+        adapter.child = Child()
         url, key, placeholder, _how = await adapter._credentials(str(tmp_path))
         try:
             assert await _probe(url, key, "/v1/messages", BODY) == (401, 401, 200)
         finally:
-            await adapter.loopback.stop()
+            await adapter.child.release()
         keys.append(key)
     assert keys[0] != keys[1]
 
@@ -51,12 +53,12 @@ async def test_codex_scripted_loopback_needs_the_per_run_key(tmp_path):
     adapter = CodexAdapter(spec)
     adapter._plan_credentials()
     adapter.work = str(tmp_path)
-    adapter.scratch = type("S", (), {"root": Path(tmp_path)})()
+    adapter.child = Child(Scratch(Path(tmp_path)))
     await adapter._start_endpoint()
     try:
-        url = adapter.loopback.url
+        url = adapter._base_url.removesuffix("/v1")
         key = adapter._key[1]
         assert key.startswith("mh-placeholder-")
         assert await _probe(url, key, "/v1/responses", {"model": "m", "input": "hi"}) == (401, 401, 200)
     finally:
-        await adapter._stop_services()
+        await adapter.child.release()

@@ -16,6 +16,12 @@ the frame in force over as a value (`set_frame(frame)`); rendering it for the ve
 the adapter's. When the loop is done with turns it calls `finish()` (graceful) or
 `halt()` (stop now), then `wait()` for the child's termination.
 
+The child's life itself — spawn, reading, halt, kill, wait, the services and files of the
+run, retain, clean-up — is `adapters/process/lifecycle.py`'s `Child`, held as `self.child`;
+`alive`, `wait`, `stderr_tail`, `retain` and `cleanup` are its answers here, and an adapter says
+only what is its own: the session's end once the child was reaped (`exited`) and the files a
+`--retain-dir` keeps (`kept`).
+
 Every hook the loop may call is declared here with its default; the loop probes for
 nothing. Options that belong to one vendor are RunSpec fields the adapter's descriptor
 lists in `options`; the loop reads none of them.
@@ -29,6 +35,7 @@ import os
 from typing import Any, Callable, ClassVar, Iterable, Mapping, Protocol, Union
 
 from metaharness.adapters.process.child import LaunchError, passed_through
+from metaharness.adapters.process.lifecycle import Child
 from metaharness.protocol.descriptor import CapabilityDescriptor
 from metaharness.protocol.events import Event, SessionEnded, SessionStarted
 from metaharness.protocol.failures import ModelFailure, model_failure_warning
@@ -36,7 +43,7 @@ from metaharness.protocol.frame import OPERATION_TYPES, Frame
 from metaharness.protocol.refusals import CommandCode, RefusalName
 from metaharness.protocol.spec import RunSpec
 from metaharness.protocol.subjects import file_subject
-from metaharness.protocol.values import Decision, ProcessTermination
+from metaharness.protocol.values import Decision, ProcessTermination, UnknownTermination
 
 # The neutral operations, as the frame's vocabulary names them.
 OPERATION_NAMES: tuple[str, ...] = tuple(t.__struct_config__.tag for t in OPERATION_TYPES)
@@ -209,6 +216,7 @@ class Adapter(abc.ABC):
 
     def __init__(self, spec: RunSpec) -> None:
         self.spec = spec
+        self.child: Child | None = None  # from `start` on
 
     # --- static facts -------------------------------------------------------------
     @classmethod
@@ -305,7 +313,7 @@ class Adapter(abc.ABC):
 
     def alive(self) -> bool:
         """False once the child is known to have exited (nothing can be delivered to it)."""
-        return True
+        return self.child is None or self.child.alive()
 
     @abc.abstractmethod
     async def finish(self) -> None:
@@ -315,13 +323,17 @@ class Adapter(abc.ABC):
     async def halt(self) -> None:
         """Stop the child now (interrupt, close stdin, kill the process group)."""
 
-    @abc.abstractmethod
     async def wait(self) -> ProcessTermination:
-        """Wait until the child's output has been read to the end and it exited."""
+        """Wait until the child's output has been read to the end and it exited (`Child.wait`)."""
+        return await self.child.wait(self.exited) if self.child is not None else UnknownTermination()
+
+    async def exited(self) -> None:
+        """The child was reaped and its output read: what the adapter still writes for the session
+        (a `session.ended` assembled from what it saw). Default: nothing."""
 
     def stderr_tail(self) -> str:
         """The last of the child's stderr, for a run that ended without a terminal record."""
-        return ""
+        return self.child.stderr_tail() if self.child is not None else ""
 
     def model_failed(self, failure: ModelFailure) -> None:
         """A failed model request the loopback or the credential proxy served this harness (their
@@ -332,22 +344,16 @@ class Adapter(abc.ABC):
 
     def cleanup(self) -> None:
         """After the stream closed (and retain ran): remove the run's scratch files."""
+        if self.child is not None:
+            self.child.cleanup()
 
-    def retain(self, directory: str) -> list[str]:
-        """Copy the raw transcript (and vendor files) into `directory`; return one
-        message per failure."""
+    def kept(self) -> list[tuple[Any, str]]:
+        """What `--retain-dir` keeps: (source, name in the directory) pairs. Default: nothing."""
         return []
 
-
-async def stop_services(services: Any) -> None:
-    """Stop each loopback service a run started (model server, credential proxy, relay); the
-    rest still stop when one fails, since the run is ending either way."""
-    for service in services:
-        if service is not None:
-            try:
-                await service.stop()
-            except Exception:
-                pass
+    def retain(self, directory: str) -> list[str]:
+        """Copy the raw transcript (and vendor files) into `directory`; one message per failure."""
+        return self.child.retain(directory, self.kept()) if self.child is not None else []
 
 
 def own_version() -> str:

@@ -26,31 +26,19 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
 from typing import Any, ClassVar
 
 from msgspec import UNSET, UnsetType
 
 from metaharness.adapters.base import (Adapter, ControlRefused, RunContext, StartRefusal, own_version,
-                                      plan_loopback_script, stop_services)
-from metaharness.adapters.process import (ScratchRefused, is_gone, remove_scratch, spawn_on_channel,
-                                         stderr_file_tail, wait_or_kill)
+                                      plan_loopback_script)
+from metaharness.adapters.process import Child, Scratch, ScratchRefused
 from metaharness.protocol.descriptor import CapabilityDescriptor, DenyReason, harness_descriptor
 from metaharness.protocol.events import SessionStarted
 from metaharness.protocol.failures import ModelFailure, bounded
 from metaharness.protocol.refusals import CommandCode, RefusalName, Sentence
 from metaharness.protocol.spec import RunSpec
-from metaharness.protocol.values import (
-    Decision,
-    Exited,
-    HermeticAttestation,
-    ImposedRow,
-    ProcessTermination,
-    Signaled,
-    TranscriptRef,
-    UnavailableRow,
-    UnknownTermination,
-)
+from metaharness.protocol.values import Decision, HermeticAttestation, ImposedRow, TranscriptRef, UnavailableRow
 
 from . import launch, reach
 from .rpc import RpcChannel, RpcClosed, RpcError
@@ -78,7 +66,7 @@ class AcpAdapter(Adapter):
     def vendor_argv(self, binary: str) -> list[str]:
         raise NotImplementedError
 
-    def vendor_env(self, scratch: launch.Scratch, base_url: str) -> dict[str, str]:
+    def vendor_env(self, scratch: Scratch, base_url: str) -> dict[str, str]:
         """Write the pinning files into the scratch home; the child's own environment keys."""
         raise NotImplementedError
 
@@ -113,9 +101,7 @@ class AcpAdapter(Adapter):
     def __init__(self, spec: RunSpec) -> None:
         super().__init__(spec)
         self.ctx: RunContext | None = None
-        self.scratch: launch.Scratch | None = None
         self.work: str | None = None
-        self.proc: asyncio.subprocess.Process | None = None
         self.rpc: RpcChannel | None = None
         self.seam: Seam | None = None
         self.translator: Translator | None = None
@@ -123,16 +109,17 @@ class AcpAdapter(Adapter):
         self.initial_mode: str | None = None
         self.agent_info: dict = {}
         self.wire: list[dict] = []  # every line we wrote, in order
-        self._reader: asyncio.Task | None = None
         self._prompt: asyncio.Task | None = None
-        self._services: list[Any] = []
-        self._files: list[Any] = []
         self._scenario = None
         self._base_url: str | None = None
         self._end_error: str | None = None
         self._cancel_sent = False  # interrupting() sent the turn's cancel ahead of its denies
-        self._termination: ProcessTermination | None = None
-        self._ended = False
+        self._ended = False  # no session.ended to write (written, or a refused start)
+        self._died = False  # the output ended while the agent's stdin was still open
+
+    @property
+    def scratch(self) -> Scratch | None:
+        return self.child.scratch if self.child is not None else None
 
     def plan(self) -> None:
         spec = self.spec
@@ -172,33 +159,26 @@ class AcpAdapter(Adapter):
         # Every harness works in --cwd, else in the current directory.
         self.work = os.path.abspath(spec.cwd or os.getcwd())
         try:
-            self.scratch = launch.make_scratch(self.kind, self.work)
+            self.child = child = Child(launch.make_scratch(self.kind, self.work))
         except (launch.LaunchError, ScratchRefused) as exc:
             raise StartRefusal(RefusalName.ScratchRefused, str(exc)) from None
+        scratch = child.scratch
         await self._start_endpoint()
-        env = {"PATH": self.child_path, "HOME": str(self.scratch.home), "TMPDIR": str(self.scratch.tmp),
-               "LANG": "C.UTF-8", "NO_COLOR": "1", "TERM": "dumb",
-               "XDG_CONFIG_HOME": str(self.scratch.config), "XDG_DATA_HOME": str(self.scratch.data),
-               "XDG_CACHE_HOME": str(self.scratch.cache), "XDG_STATE_HOME": str(self.scratch.state)}
-        env.update(self.vendor_env(self.scratch, self._base_url or ""))
-        transcript = open(self.scratch.transcript, "wb")
-        stderr = open(self.scratch.stderr, "wb")
-        self._files += [transcript, stderr]
+        env = {**launch.child_env(scratch, self.child_path), **self.vendor_env(scratch, self._base_url or "")}
         # The ACP channel is a socketpair (the agent's shell cannot reopen it through /proc) and
         # the agent runs confined where the platform allows, with a parent-death signal.
-        self.proc, agent_out, agent_in = await spawn_on_channel(self.vendor_argv(self.binary), cwd=self.work,
-                                                                env=env, stderr=stderr)
+        agent_out, agent_in = await child.spawn(self.vendor_argv(self.binary), env=env, cwd=self.work)
         self.translator = Translator(ctx, on_arguments=lambda call_id: self.seam.arguments_arrived(call_id),
                                      on_mode=self._mode_changed, name_of=self.tool_name_of,
                                      takes_cost=self.prices_its_model)
-        self.rpc = RpcChannel(agent_out, agent_in, transcript,
+        self.rpc = RpcChannel(agent_out, agent_in, child.open(scratch.transcript),
                               on_request=lambda m, raw, n: self.seam.on_request(m, raw, n),
                               on_notification=self.translator.notification,
                               on_unreadable=self._unreadable, on_wire=self._record_sent)
         self.seam = Seam(self.rpc, ctx, self.kind, self.vendor_timeout_ms(spec.decision_timeout_ms),
                          call_of=self._call_of, settled=self._settled, cancel_turn=self._cancel_turn,
                          hold_s=self.hold_s, takeup_s=self.takeup_s)
-        self._reader = asyncio.get_running_loop().create_task(self.rpc.read_forever())
+        child.read(self.rpc.read_forever())
         try:
             await self._handshake()
         except StartRefusal:
@@ -210,16 +190,11 @@ class AcpAdapter(Adapter):
                                                    f"{exc or type(exc).__name__}{self._stderr_tail()}") from None
 
     async def _start_endpoint(self) -> None:
+        assert self.child is not None
         if self._scenario is not None:
-            from metaharness.loopback.server import LoopbackServer
-
-            assert self.scratch is not None
-            server = LoopbackServer(self._scenario, workdir=self.work, stderr=None, on_failure=self.model_failed,
-                                    log_path=str(self.scratch.root / "loopback.jsonl"),
-                                    meter=getattr(getattr(self, "ctx", None), "meter", None))
-            self._services.append(server)
-            self.loopback = server
-            self._base_url = (await server.start()).rstrip("/")
+            url = await self.child.loopback(self._scenario, workdir=self.work, on_failure=self.model_failed,
+                                            meter=getattr(self.ctx, "meter", None))
+            self._base_url = url.rstrip("/")
         else:
             self._base_url = self.spec.model_endpoint.rstrip("/")
 
@@ -306,8 +281,8 @@ class AcpAdapter(Adapter):
         if self.seam is not None:
             self.seam.cancel_all()
         self._close_stdin()
-        if self.proc is not None and self.proc.returncode is None:
-            launch.kill_group(self.proc.pid)
+        if self.child is not None and self.child.running():
+            launch.kill_group(self.child.proc.pid)
 
     # --- turns ----------------------------------------------------------------------------
     async def begin_turn(self, text: str) -> None:
@@ -374,8 +349,8 @@ class AcpAdapter(Adapter):
             raise BrokenPipeError("the agent has exited, so the cancel reached nothing")
 
     def alive(self) -> bool:
-        return self.proc is not None and not is_gone(self.proc) and self.rpc is not None \
-            and self.rpc.reaches_the_peer()
+        return self.child is not None and self.child.proc is not None and super().alive() \
+            and self.rpc is not None and self.rpc.reaches_the_peer()
 
     async def finish(self) -> None:
         if self._prompt is not None and not self._prompt.done():
@@ -403,73 +378,43 @@ class AcpAdapter(Adapter):
         if self.rpc is not None:
             await self.rpc.drain()
         self._close_stdin()
-        if self.proc is not None and self.proc.returncode is None:
-            await wait_or_kill(self.proc, 2)
+        if self.child is not None:
+            await self.child.halt(2)
 
     async def _kill_now(self) -> None:
         self._ended = True
         self._close_stdin()
-        if self.proc is not None and self.proc.returncode is None:
-            launch.kill_group(self.proc.pid)
-            await self.proc.wait()
-        if self._reader is not None:
-            await asyncio.gather(self._reader, return_exceptions=True)
-        await self._stop_services()
-
-    async def _stop_services(self) -> None:
         if self.seam is not None:
             self.seam.stop_timers()
-        services, self._services = self._services, []
-        await stop_services(services)
+        await self.child.kill()
 
-    async def wait(self) -> ProcessTermination:
-        if self._termination is not None:
-            return self._termination
-        if self.proc is None:
-            return UnknownTermination()
-        if self._reader is not None:
-            await asyncio.gather(self._reader, return_exceptions=True)
-        # stdout ended: either we closed stdin (finish, halt, a mode change, the seam's
-        # escalation — the agent exits at once) or it died.
-        died = self.rpc is None or not self.rpc.stdin_closed
-        if died and self.proc.returncode is None:
-            launch.kill_group(self.proc.pid)
-        code = await self.proc.wait()
-        launch.kill_group(self.proc.pid)  # anything it left in its group
+    async def wait(self):
+        if self.child is not None and self.child.termination is None:
+            await self.child.output()
+            # stdout ended: either we closed stdin (finish, halt, a mode change, the seam's
+            # escalation — the agent exits at once) or it died.
+            self._died = self.rpc is None or not self.rpc.stdin_closed
+            if self._died and self.child.running():
+                launch.kill_group(self.child.proc.pid)
+        return await super().wait()
+
+    async def exited(self) -> None:
         if self._prompt is not None and not self._prompt.done():
             await asyncio.gather(self._prompt, return_exceptions=True)
-        if self.translator is not None and not self._ended and not died:
+        if self.translator is not None and not self._ended and not self._died:
             self._ended = True
             self.ctx.session_ended(self.translator.session_ended(error=self._end_error))
-        for handle in self._files:
-            handle.close()
-        await self._stop_services()
-        self._termination = Signaled(signal=-code) if code < 0 else Exited(code=code)
-        return self._termination
-
-    def stderr_tail(self) -> str:
-        return stderr_file_tail(self.scratch.stderr) if self.scratch is not None else ""
+        if self.seam is not None:
+            self.seam.stop_timers()
 
     def _stderr_tail(self) -> str:
         tail = self.stderr_tail()
         return f"; stderr: {tail}" if tail else ""
 
-    def cleanup(self) -> None:
-        remove_scratch(self.scratch.root if self.scratch is not None else None)
-
-    def retain(self, directory: str) -> list[str]:
-        failures: list[str] = []
+    def kept(self) -> list[tuple[Any, str]]:
         if self.scratch is None:
-            return failures
-        os.makedirs(directory, exist_ok=True)
-        for source in (self.scratch.transcript, self.scratch.sent):
-            if not source.exists():
-                continue
-            try:
-                shutil.copy2(source, os.path.join(directory, f"{self.kind}-{source.name}"))
-            except OSError as exc:
-                failures.append(f"could not copy {source} into {directory}: {exc.strerror or exc}")
-        return failures
+            return []
+        return [(source, f"{self.kind}-{source.name}") for source in (self.scratch.transcript, self.scratch.sent)]
 
 
 def acp_descriptor(kind: str, pin: str, rendering: dict[str, str | None], fixed_refusal: str,

@@ -28,12 +28,12 @@ from functools import partial
 from typing import Any, ClassVar
 
 from metaharness.adapters.base import StartRefusal, Tool, rendering_of, vendor_settings
+from metaharness.adapters.process import Scratch
 from metaharness.protocol.descriptor import CapabilityDescriptor
 from metaharness.protocol.harnesses import harness
 from metaharness.protocol.refusals import RefusalName
 from metaharness.protocol.values import ImposedRow
 
-from . import launch
 from .adapter import (PLACEHOLDER_KEY, AcpAdapter, acp_descriptor, frame_has_subject_rules, frame_of,
                    frame_operation_names)
 
@@ -145,7 +145,7 @@ class GeminiAdapter(AcpAdapter):
         assert self.scratch is not None
         return [binary, "--acp", "--approval-mode", MODE, "--policy", str(self.scratch.root / "ask-all.toml")]
 
-    def vendor_env(self, scratch: launch.Scratch, base_url: str) -> dict[str, str]:
+    def vendor_env(self, scratch: Scratch, base_url: str) -> dict[str, str]:
         gemini_home = scratch.home / ".gemini"
         gemini_home.mkdir(parents=True, exist_ok=True)
         (gemini_home / "settings.json").write_text(json.dumps(settings(getattr(self, "passed", None)), indent=2))

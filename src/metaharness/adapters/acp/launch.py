@@ -1,4 +1,5 @@
-"""Hermetic launch pieces every ACP agent shares: the scratch layout and its making.
+"""Hermetic launch pieces every ACP agent shares: the scratch layout, its making and the base
+environment.
 
 The scratch base, the child's PATH, binary resolution and version, and the process-group kill are
 the shared kit's (adapters/process/), re-exported here for the ACP core and doctor.
@@ -13,36 +14,28 @@ Rules kept:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from pathlib import Path
-
 # The kit's, reached by the ACP core and doctor through this module.
 from metaharness.adapters.process import LaunchError, binary_version, child_path, default_vendor_dir, kill_group  # noqa: F401
-from metaharness.adapters.process import new_scratch, passed_through, resolve_binary as resolve_on_path  # noqa: F401
+from metaharness.adapters.process import Scratch, passed_through, resolve_binary as resolve_on_path  # noqa: F401
+from metaharness.adapters.process import make_scratch as new_scratch_root
 
 
-@dataclass
-class Scratch:
-    root: Path
-
-    home = property(lambda self: self.root / "home")
-    tmp = property(lambda self: self.root / "tmp")
-    config = property(lambda self: self.root / "home" / ".config")
-    data = property(lambda self: self.root / "home" / ".local" / "share")
-    cache = property(lambda self: self.root / "home" / ".cache")
-    state = property(lambda self: self.root / "home" / ".local" / "state")
-    transcript = property(lambda self: self.root / "transcript.jsonl")
-    sent = property(lambda self: self.root / "sent.jsonl")
-    stderr = property(lambda self: self.root / "stderr.log")
+# The agent's XDG directories, below the scratch root (its HOME is `home`).
+XDG_DIRS = {"XDG_CONFIG_HOME": "home/.config", "XDG_DATA_HOME": "home/.local/share",
+            "XDG_CACHE_HOME": "home/.cache", "XDG_STATE_HOME": "home/.local/state"}
+CONFIG = XDG_DIRS["XDG_CONFIG_HOME"]
 
 
 def make_scratch(kind: str, cwd: str) -> Scratch:
     """A fresh scratch home for one run in the kit's scratch base (ScratchRefused, by name, for a
     base that is not private to this user), never inside the working directory `cwd`."""
-    scratch = Scratch(Path(new_scratch(f"{kind}-", cwd=cwd)))
-    for directory in (scratch.home, scratch.tmp, scratch.config, scratch.data, scratch.cache, scratch.state):
-        directory.mkdir(parents=True, exist_ok=True)
-    return scratch
+    return new_scratch_root(kind, cwd=cwd, dirs=tuple(XDG_DIRS.values()))
+
+
+def child_env(scratch: Scratch, path: str) -> dict[str, str]:
+    """The environment every ACP agent starts from (each vendor adds its pinning keys)."""
+    return {"PATH": path, "HOME": str(scratch.home), "TMPDIR": str(scratch.tmp), "LANG": "C.UTF-8",
+            "NO_COLOR": "1", "TERM": "dumb", **{name: str(scratch / below) for name, below in XDG_DIRS.items()}}
 
 
 def resolve_binary(name: str, path: str, package: str, pin: str) -> str:

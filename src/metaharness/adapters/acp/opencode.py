@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from metaharness.adapters.base import StartRefusal, Tool, path_at, rendering_of, vendor_settings
+from metaharness.adapters.process import Scratch
 from metaharness.protocol.descriptor import CapabilityDescriptor
 from metaharness.protocol.harnesses import harness
 from metaharness.protocol.refusals import RefusalName
@@ -194,8 +195,8 @@ class OpencodeAdapter(AcpAdapter):
     def vendor_argv(self, binary: str) -> list[str]:
         return [binary, "acp"]
 
-    def vendor_env(self, scratch: launch.Scratch, base_url: str) -> dict[str, str]:
-        home = scratch.config / "opencode"
+    def vendor_env(self, scratch: Scratch, base_url: str) -> dict[str, str]:
+        home = scratch / launch.CONFIG / "opencode"
         home.mkdir(parents=True, exist_ok=True)
         (home / "opencode.json").write_text(json.dumps(config(base_url, self.spec.model or MODEL, getattr(self, "passed", None)), indent=2))
         self._link_plugin_package(home)

@@ -40,6 +40,7 @@ import json
 from typing import Any, ClassVar
 
 from metaharness.adapters.base import StartRefusal, Tool, path_at, rendering_of, vendor_settings
+from metaharness.adapters.process import Scratch
 from metaharness.protocol.descriptor import CapabilityDescriptor
 from metaharness.protocol.harnesses import harness
 from metaharness.protocol.refusals import RefusalName
@@ -120,7 +121,7 @@ class QwenAdapter(AcpAdapter):
     def vendor_argv(self, binary: str) -> list[str]:
         return [binary, "--acp", "--approval-mode", MODE, "--auth-type", "openai"]
 
-    def vendor_env(self, scratch: launch.Scratch, base_url: str) -> dict[str, str]:
+    def vendor_env(self, scratch: Scratch, base_url: str) -> dict[str, str]:
         home = scratch.home / ".qwen"
         home.mkdir(parents=True, exist_ok=True)
         text = json.dumps(settings(getattr(self, "passed", None)), indent=2)

@@ -17,27 +17,16 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import time
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar
 
 from metaharness.adapters.base import (Adapter, ControlRefused, RunContext, StartRefusal, Tool, TurnInput, path_at,
-                                      plan_loopback_script, rendering_of, stop_services)
-from metaharness.adapters.process import (ScratchRefused, binary_version, is_gone, kill_tree, remove_scratch,
-                                         spawn_on_channel, wait_or_kill)
+                                      plan_loopback_script, rendering_of)
+from metaharness.adapters.process import Child, ScratchRefused, binary_version
 from metaharness.protocol.descriptor import CapabilityDescriptor, harness_descriptor
 from metaharness.protocol.refusals import CommandCode, RefusalName, Sentence
 from metaharness.protocol.spec import RunSpec
-from metaharness.protocol.values import (
-    Decision,
-    Exited,
-    HermeticAttestation,
-    ImposedRow,
-    ProcessTermination,
-    Signaled,
-    UnavailableRow,
-    UnknownTermination,
-)
+from metaharness.protocol.values import Decision
 
 from . import launch
 from .seam import CallSeam, ChannelClosed, ControlChannel, user_line
@@ -52,7 +41,6 @@ TOOLS: dict[str, Tool] = {
 RENDERING = rendering_of(TOOLS)
 INITIALIZE_TIMEOUT_S = 30.0
 CONTROL_TIMEOUT_S = 10.0
-STDERR_KEEP = 16384
 
 
 class ClaudeAdapter(Adapter):
@@ -66,27 +54,16 @@ class ClaudeAdapter(Adapter):
         super().__init__(spec)
         self.ctx: RunContext | None = None
         self.plan_: launch.LaunchPlan | None = None
-        self.process: asyncio.subprocess.Process | None = None
-        self._stdout: asyncio.StreamReader | None = None  # the control channel, our end
-        self._stdin: Any = None
         self.channel: ControlChannel | None = None
         self.seam: CallSeam | None = None
         self.translator: Translator | None = None
         self.init_reply: dict[str, Any] | None = None
-        self.loopback: Any = None  # LoopbackServer when --script is used
         self.proxy: Any = None  # CredentialProxy in credential mode loopback
-        self._reader: asyncio.Task | None = None
-        self._stderr_task: asyncio.Task | None = None
-        self._stderr = bytearray()
-        self._transcript: Any = None
-        self._line_no = 0
         self._closing = False
         self._interrupting = False
         self._held_end: list[tuple] = []
         self._result_seen = asyncio.Event()
         self._interrupt_sent: tuple[str, asyncio.Future] | None = None  # sent ahead of its denies, reply awaited later
-        self._output_ended = False  # Claude Code's stdout ended: it has exited, or is about to
-        self._termination: ProcessTermination | None = None
         self._session_end_sent = False
         self._script = None
         self._binary: str | None = None
@@ -100,12 +77,9 @@ class ClaudeAdapter(Adapter):
     def run_cwd(self) -> str:
         return self.ctx.run_cwd if self.ctx is not None else super().run_cwd()
 
-    def stderr_tail(self) -> str:
-        return bytes(self._stderr[-2000:]).decode("utf-8", "replace")
-
     @property
     def transcript_path(self) -> str | None:
-        return self.plan_.scratch.transcript if self.plan_ else None
+        return str(self.plan_.scratch.transcript) if self.plan_ else None
 
     # --- planning (no spawn) -----------------------------------------------------------
     def plan(self) -> None:
@@ -149,6 +123,7 @@ class ClaudeAdapter(Adapter):
             scratch = launch.make_scratch()
         except ScratchRefused as exc:
             raise StartRefusal(RefusalName.ScratchRefused, str(exc)) from None
+        self.child = child = Child(scratch, transcript=scratch.transcript)
         cwd = ctx.run_cwd
         path = launch.child_path(spec.vendor_dir)
         posture = spec.posture or self.default_posture
@@ -157,16 +132,15 @@ class ClaudeAdapter(Adapter):
                                bypass_as_root=posture == "bypassPermissions" and os.getuid() == 0)
         argv = launch.build_argv(self._binary, posture=posture, model=spec.model)  # type: ignore[arg-type]
         self.plan_ = launch.LaunchPlan(argv=argv, env=env, cwd=cwd, scratch=scratch, placeholder=placeholder)
-        self.translator = Translator(transcript_path=scratch.transcript, hermetic=self._attestation(cwd, credential_how),
+        self.translator = Translator(transcript_path=str(scratch.transcript),
+                                     hermetic=launch.attestation(spec, cwd, credential_how),
                                      credential_source=spec.credentials)
-        self._transcript = open(scratch.transcript, "ab", buffering=0)
         # The stdio control channel is a Unix socketpair (adapters/process/): nothing the
         # agent starts can reopen it through /proc to answer a hook or change the mode.
-        self.process, self._stdout, self._stdin = await spawn_on_channel(argv, env=env, cwd=cwd)
-        self.channel = ControlChannel(self._stdin.write)
+        await child.spawn(argv, env=env, cwd=cwd)
+        self.channel = ControlChannel(child.write)
         self.seam = CallSeam(self.channel, ctx.present, cwd=None)
-        self._stderr_task = asyncio.create_task(self._read_stderr())
-        self._reader = asyncio.create_task(self._read_stdout())
+        child.read(self._read_stdout())
         timeout_s = launch.hook_timeout_s(spec.decision_timeout_ms)
         request_id = self.channel.next_request_id()
         request = launch.initialize_request(request_id, timeout_s)["request"]
@@ -188,136 +162,54 @@ class ClaudeAdapter(Adapter):
     async def _credentials(self, cwd: str) -> tuple[str | None, str, str | None, str]:
         """(base URL, key the child sees, placeholder or None, how — for the attestation)."""
         spec = self.spec
+        assert self.child is not None
+        meter = getattr(self.ctx, "meter", None)
         if spec.script:
-            from metaharness.loopback.server import LoopbackServer
-
             if self._script is None:
-                from metaharness.protocol.scenario import load_scenario
-
-                self._script = load_scenario(spec.script)
+                self._script = plan_loopback_script(spec)
             key = launch.per_run_placeholder()  # the loopback answers only this run's key, like the proxy
-            self.loopback = LoopbackServer(self._script, workdir=cwd, stderr=None, on_failure=self.model_failed, expect_key=key,
-                                           meter=getattr(getattr(self, "ctx", None), "meter", None))
-            url = await self.loopback.start()
+            url = await self.child.loopback(self._script, workdir=cwd, on_failure=self.model_failed, meter=meter,
+                                            expect_key=key, log=False)
             return url, key, key, f"scripted loopback model at {url}, per-run placeholder key"
         if spec.credentials == "none":
             return spec.model_endpoint, launch.PLACEHOLDER_KEY, launch.PLACEHOLDER_KEY, \
                 f"endpoint {spec.model_endpoint}, placeholder key"
         real_key = os.environ["ANTHROPIC_API_KEY"]
         if spec.credentials == "loopback":
-            from metaharness.loopback.proxy import CredentialProxy
-
-            upstream = spec.model_endpoint or "https://api.anthropic.com"
-            self.proxy = CredentialProxy(upstream, real_key, placeholder=launch.per_run_placeholder(), wire="anthropic",
-                                         on_refused=self._proxy_refused, on_failure=self.model_failed,
-                                         meter=getattr(getattr(self, "ctx", None), "meter", None))
-            url = await self.proxy.start()
+            self.proxy = await self.child.proxy(spec.model_endpoint or "https://api.anthropic.com", real_key,
+                                                placeholder=launch.per_run_placeholder(), wire="anthropic",
+                                                on_refused=self._proxy_refused, on_failure=self.model_failed,
+                                                meter=meter)
+            url = self.proxy.url
             return url, self.proxy.placeholder, self.proxy.placeholder, \
                 f"per-run proxy on {url} holds the key; the child has a per-run placeholder"
         return spec.model_endpoint, real_key, None, "ANTHROPIC_API_KEY from the caller"
 
-    def _attestation(self, cwd: str, credential_how: str) -> HermeticAttestation:
-        spec = self.spec
-        imposed = [
-            ImposedRow(row="h1a", how="CLAUDE_CONFIG_DIR is an empty per-run directory; no plugins"),
-            ImposedRow(row="h1b", how="an empty config home leaves the default output style"),
-            ImposedRow(row="h2", how='--setting-sources ""'),
-            ImposedRow(row="h3", how="constructed environment: PATH HOME CLAUDE_CONFIG_DIR TMPDIR LANG "
-                                     "ANTHROPIC_BASE_URL ANTHROPIC_API_KEY and the four phone-home switches "
-                                     "(CLAUDE_CODE_MAX_RETRIES and API_TIMEOUT_MS when the caller sets them)"),
-            ImposedRow(row="h5", how="--strict-mcp-config with no --mcp-config"),
-            ImposedRow(row="h6", how=credential_how),
-            ImposedRow(row="h7", how=f"cwd {cwd}"),
-            ImposedRow(row="h8", how="no --bare or --safe-mode; CLAUDE_CODE_SIMPLE unset"),
-        ]
-        if spec.credentials != "api-key":
-            imposed.insert(4, ImposedRow(row="h4", how="the child holds a placeholder, never a real key"))
-        unavailable = []
-        if spec.strict_version:
-            imposed.append(ImposedRow(row="h9", how=f"--version checked against {launch.PINNED_VERSION}"))
-        else:
-            unavailable.append(UnavailableRow(row="h9", why="checked only in the initialize reply (VERSION_OFF_PIN "
-                                                            "warns); pass --strict-version to refuse"))
-        unavailable.append(UnavailableRow(row="h10", why="the claude adapter copies no governing documents"))
-        memory = launch.memory_files_above(cwd)
-        if memory:
-            unavailable.append(UnavailableRow(row="h11", why=f"memory file above the working directory: {memory[0]}"))
-        else:
-            imposed.append(ImposedRow(row="h11", how=f"no memory file above {cwd}"))
-        if spec.credentials == "api-key":
-            unavailable.append(UnavailableRow(row="h4", why="credentials api-key: the child holds the caller's key"))
-        return HermeticAttestation(
-            mode=spec.hermetic, decisions=spec.decisions, imposed=imposed, unavailable=unavailable,
-            ambient_inputs=["Claude Code's environment block (working directory, platform, date, git status) "
-                            "in the first user message"],
-            deny_only=spec.deny_only,
-        )
-
     # --- reading ---------------------------------------------------------------------------
-    async def _read_stderr(self) -> None:
-        assert self.process and self.process.stderr
-        while True:
-            chunk = await self.process.stderr.read(4096)
-            if not chunk:
-                return
-            self._stderr += chunk
-            if len(self._stderr) > STDERR_KEEP:
-                del self._stderr[:-STDERR_KEEP]
-
     async def _read_stdout(self) -> None:
-        assert self._stdout is not None
-        stdout = self._stdout
+        assert self.child is not None and self.translator is not None
         try:
-            while True:
-                try:
-                    raw = await stdout.readline()
-                except ValueError:  # a line above the limit: keep what arrived, as opaque
-                    raw = await stdout.read(64 * 1024 * 1024)
-                except OSError:  # the channel was reset: its output has ended
-                    break
-                if not raw:
-                    break
-                self._on_line(raw, time.perf_counter_ns())
+            async for number, raw in self.child.lines():
+                read_ns = time.perf_counter_ns()
+                for item in self.translator.feed(raw, number):
+                    if self._interrupting and item[0] in ("turn_ended", "result"):
+                        # The interrupt's command.result precedes the turn.ended it causes.
+                        self._held_end.append(item)
+                        continue
+                    self._dispatch(item, read_ns)
         finally:
-            self._output_ended = True
             if self.channel is not None:
                 self.channel.fail_waiting("claude's output ended")
             self._release_held_end()
             self._finish_session()
 
-    def _on_line(self, raw: bytes, read_ns: int) -> None:
-        self._line_no += 1
-        if self._transcript is not None:
-            self._transcript.write(raw if raw.endswith(b"\n") else raw + b"\n")
-        assert self.translator is not None
-        for item in self.translator.feed(raw, self._line_no):
-            if self._interrupting and item[0] in ("turn_ended", "result"):
-                # The interrupt's command.result precedes the turn.ended it causes.
-                self._held_end.append(item)
-                continue
-            self._dispatch(item, read_ns)
-
     def _dispatch(self, item: tuple, read_ns: int) -> None:
-        assert self.seam is not None and self.ctx is not None
-        ctx = self.ctx
-        kind = item[0]
-        if kind == "control":
-            self._on_control(item[1], read_ns)
-        elif kind == "emit":
-            ctx.emit(item[1], at=item[2])
-        elif kind == "call":
-            self.seam.on_tool_use(item[1], item[2], item[3], item[4], read_ns)
-        elif kind == "session_started":
-            ctx.session_started(item[1], at=item[2])
-        elif kind == "turn_started":
-            ctx.turn_started(at=item[1])
-        elif kind == "turn_ended":
-            ctx.turn_ended(item[1], at=item[2])
-        elif kind == "result":
-            self._result_seen.set()
-            self._maybe_close()
-        elif kind == "opaque":
-            ctx.opaque(item[4], vendor_type=item[1], vendor_subtype=item[2], source_line=item[3])
+        """One translated item to where it goes (`DISPATCH`)."""
+        DISPATCH[item[0]](self, item, read_ns)
+
+    def _on_result(self) -> None:
+        self._result_seen.set()
+        self._maybe_close()
 
     def _on_control(self, record: dict[str, Any], read_ns: int) -> None:
         assert self.seam is not None and self.channel is not None
@@ -436,7 +328,8 @@ class ClaudeAdapter(Adapter):
         self._interrupting = True
         try:
             self.seam.deny_unanswered("the run was interrupted before this call was decided, so nothing ran")
-            if not self._output_ended and await self._interrupt_replied(CONTROL_TIMEOUT_S):
+            output_ended = self.child is not None and self.child.output_ended
+            if not output_ended and await self._interrupt_replied(CONTROL_TIMEOUT_S):
                 return
         except asyncio.TimeoutError:
             return  # a child that is ending runs no further turn either
@@ -459,10 +352,6 @@ class ClaudeAdapter(Adapter):
         if self.ctx is not None:
             self.ctx.warn("PROXY_REFUSED", refused_message(method, target))
 
-    def alive(self) -> bool:
-        """False once Claude Code exited or its output ended (before it was reaped)."""
-        return self.process is None or not (self._output_ended or is_gone(self.process))
-
     async def finish(self) -> None:
         self._closing = True
         self._maybe_close()
@@ -478,18 +367,14 @@ class ClaudeAdapter(Adapter):
     def _close_stdin(self) -> None:
         if self.channel is not None and not self.channel.closed:
             self.channel.closed = True
-            if self._stdin is not None:
-                try:
-                    self._stdin.close()
-                except (ConnectionError, BrokenPipeError):
-                    pass
+            if self.child is not None:
+                self.child.close_stdin()
 
     async def halt(self) -> None:
-        process = self.process
-        if process is None:
-            await self._stop_services()
+        child = self.child
+        if child is None:
             return
-        if process.returncode is None and self.channel is not None and not self.channel.closed:
+        if child.running() and self.channel is not None and not self.channel.closed:
             if self.seam is not None:
                 self.seam.deny_unanswered("the run was halted before this call was decided, so nothing ran")
             if self._interrupt_sent is not None or (self.translator is not None and self.translator.in_turn):
@@ -499,44 +384,22 @@ class ClaudeAdapter(Adapter):
                 except (ChannelClosed, asyncio.TimeoutError, ConnectionError, BrokenPipeError):
                     pass
         self._close_stdin()
-        await wait_or_kill(process, 2.0)
+        await child.halt(2.0)
 
-    async def wait(self) -> ProcessTermination:
-        process = self.process
-        if process is None:
-            await self._stop_services()
-            return UnknownTermination()
-        if self._reader is not None:
-            await self._reader
-        code = await process.wait()
-        # Tool commands may run in groups of their own: sweep what the child left behind.
-        kill_tree(process.pid)
-        if self._stderr_task is not None:
-            try:
-                await asyncio.wait_for(self._stderr_task, 2.0)
-            except asyncio.TimeoutError:
-                self._stderr_task.cancel()
-        if self._transcript is not None:
-            self._transcript.close()
-            self._transcript = None
-        await self._stop_services()
-        self._termination = Exited(code=code) if code >= 0 else Signaled(signal=-code)
-        return self._termination
+    def kept(self) -> list[tuple[Any, str]]:
+        return [(self.plan_.scratch.transcript, "claude-transcript.jsonl")] if self.plan_ is not None else []
 
-    async def _stop_services(self) -> None:
-        await stop_services((self.loopback, self.proxy))
 
-    def cleanup(self) -> None:
-        # Scratch homes die with the run (--retain-dir keeps the transcript); a scratch base the
-        # operator chose is kept for inspection (adapters/process/scratch.py).
-        remove_scratch(self.plan_.scratch.root if self.plan_ is not None else None)
-
-    def retain(self, directory: str) -> list[str]:
-        if self.plan_ is None:
-            return []
-        try:
-            os.makedirs(directory, exist_ok=True)
-            shutil.copyfile(self.plan_.scratch.transcript, os.path.join(directory, "claude-transcript.jsonl"))
-        except OSError as exc:
-            return [f"{self.plan_.scratch.transcript} → {directory}: {exc.strerror or exc}"]
-        return []
+# The translator's items (translate.py) → where each goes: the run context, the call seam, the
+# control channel.
+DISPATCH: dict[str, Callable[[ClaudeAdapter, tuple, int], None]] = {
+    "control": lambda adapter, item, read_ns: adapter._on_control(item[1], read_ns),
+    "emit": lambda adapter, item, read_ns: adapter.ctx.emit(item[1], at=item[2]),
+    "call": lambda adapter, item, read_ns: adapter.seam.on_tool_use(item[1], item[2], item[3], item[4], read_ns),
+    "session_started": lambda adapter, item, read_ns: adapter.ctx.session_started(item[1], at=item[2]),
+    "turn_started": lambda adapter, item, read_ns: adapter.ctx.turn_started(at=item[1]),
+    "turn_ended": lambda adapter, item, read_ns: adapter.ctx.turn_ended(item[1], at=item[2]),
+    "result": lambda adapter, item, read_ns: adapter._on_result(),
+    "opaque": lambda adapter, item, read_ns: adapter.ctx.opaque(item[4], vendor_type=item[1], vendor_subtype=item[2],
+                                                                source_line=item[3]),
+}

@@ -64,7 +64,7 @@ def capability_check(binary: str, path: str) -> Check:
     env = launch.build_env(scratch, path, base_url="http://127.0.0.1:9", api_key=launch.PLACEHOLDER_KEY)
     argv = launch.build_argv(binary, posture=None, model=None)
     try:
-        child = subprocess.Popen(argv, cwd=scratch.work, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        child = subprocess.Popen(argv, cwd=scratch / "work", env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                  stderr=subprocess.PIPE, start_new_session=True)
     except OSError as exc:
         remove_scratch(scratch.root, keep_chosen=False)

@@ -1,8 +1,8 @@
 """Hermetic launch of Claude Code (docs/guides/claude-and-codex.md).
 
 Pure planning. What belongs here: the pin, the scratch layout, the constructed
-environment, the argv, the `initialize` request and the check of its reply, and the
-memory-file scan. The scratch base, the child's PATH, binary resolution, the
+environment, the argv, the `initialize` request and the check of its reply, the
+memory-file scan, and the hermetic attestation of the launch. The scratch base, the child's PATH, binary resolution, the
 process-tree kill and the timeout formula are the shared kit's (adapters/process/).
 
 Rules kept: the environment is built from nothing (never inherited); the real API
@@ -19,10 +19,13 @@ from typing import Any
 
 from metaharness.adapters.base import StartRefusal
 # child_path, parse_version and scratch_base are the kit's; the adapter and the doctor reach them here.
-from metaharness.adapters.process import BinaryMissing, child_path, new_scratch, parse_version, private_scratch  # noqa: F401
+from metaharness.adapters.process import BinaryMissing, Scratch, child_path, parse_version  # noqa: F401
+from metaharness.adapters.process import make_scratch as new_scratch_root
 from metaharness.adapters.process import resolve_binary as resolve_on_path, scratch_base, vendor_timeout_ms, whole_seconds  # noqa: F401
 from metaharness.protocol.harnesses import harness
 from metaharness.protocol.refusals import RefusalName
+from metaharness.protocol.spec import RunSpec
+from metaharness.protocol.values import HermeticAttestation, ImposedRow, UnavailableRow
 
 PINNED_VERSION = harness("claude").pin  # the registry's (protocol/harnesses.py)
 BINARY_NAME = "claude"
@@ -59,41 +62,13 @@ PASSED_THROUGH = ("CLAUDE_CODE_MAX_RETRIES", "API_TIMEOUT_MS")
 MEMORY_FILES = ("CLAUDE.md", "CLAUDE.local.md", os.path.join(".claude", "CLAUDE.md"))
 
 
-@dataclass
-class Scratch:
-    """One run's scratch directory (docs/guides/claude-and-codex.md)."""
-
-    root: str
-
-    @property
-    def home(self) -> str:
-        return os.path.join(self.root, "home")
-
-    @property
-    def tmp(self) -> str:
-        return os.path.join(self.root, "tmp")
-
-    @property
-    def config_home(self) -> str:
-        return os.path.join(self.root, "claude-home")
-
-    @property
-    def work(self) -> str:
-        return os.path.join(self.root, "work")
-
-    @property
-    def transcript(self) -> str:
-        return os.path.join(self.root, "transcript.jsonl")
+CONFIG_HOME = "claude-home"  # below the scratch root: CLAUDE_CONFIG_DIR, empty but for Claude's own writes
 
 
 def make_scratch(base: str | None = None) -> Scratch:
-    """A fresh scratch root: mkdtemp inside the shared scratch base (or `base`), private to this
-    user (adapters/process/scratch.py); a base that fails the check raises ScratchRefused naming it."""
-    root = private_scratch(base, "claude-") if base else new_scratch("claude-")
-    scratch = Scratch(root)
-    for path in (scratch.home, scratch.tmp, scratch.config_home, scratch.work):
-        os.makedirs(path, mode=0o700)
-    return scratch
+    """A fresh scratch root (adapters/process/scratch.py; in `base` when given) with Claude's config
+    home and a `work` directory (the doctor's cwd); a base that fails the check raises ScratchRefused."""
+    return new_scratch_root("claude", base=base, dirs=(CONFIG_HOME, "work"))
 
 
 def resolve_binary(path: str) -> str:
@@ -168,9 +143,9 @@ def build_env(
 ) -> dict[str, str]:
     env = {
         "PATH": path,
-        "HOME": scratch.home,
-        "CLAUDE_CONFIG_DIR": scratch.config_home,
-        "TMPDIR": scratch.tmp,
+        "HOME": str(scratch.home),
+        "CLAUDE_CONFIG_DIR": str(scratch / CONFIG_HOME),
+        "TMPDIR": str(scratch.tmp),
         "LANG": "C.UTF-8",
     }
     if base_url is not None:
@@ -228,3 +203,41 @@ def memory_files_above(cwd: str) -> list[str]:
         if parent == current:
             return found
         current = parent
+
+
+def attestation(spec: RunSpec, cwd: str, credential_how: str) -> HermeticAttestation:
+    """metaharness's own claim about this launch (docs/reference/wire.md)."""
+    imposed = [
+        ImposedRow(row="h1a", how="CLAUDE_CONFIG_DIR is an empty per-run directory; no plugins"),
+        ImposedRow(row="h1b", how="an empty config home leaves the default output style"),
+        ImposedRow(row="h2", how='--setting-sources ""'),
+        ImposedRow(row="h3", how="constructed environment: PATH HOME CLAUDE_CONFIG_DIR TMPDIR LANG "
+                                 "ANTHROPIC_BASE_URL ANTHROPIC_API_KEY and the four phone-home switches "
+                                 "(CLAUDE_CODE_MAX_RETRIES and API_TIMEOUT_MS when the caller sets them)"),
+        ImposedRow(row="h5", how="--strict-mcp-config with no --mcp-config"),
+        ImposedRow(row="h6", how=credential_how),
+        ImposedRow(row="h7", how=f"cwd {cwd}"),
+        ImposedRow(row="h8", how="no --bare or --safe-mode; CLAUDE_CODE_SIMPLE unset"),
+    ]
+    if spec.credentials != "api-key":
+        imposed.insert(4, ImposedRow(row="h4", how="the child holds a placeholder, never a real key"))
+    unavailable = []
+    if spec.strict_version:
+        imposed.append(ImposedRow(row="h9", how=f"--version checked against {PINNED_VERSION}"))
+    else:
+        unavailable.append(UnavailableRow(row="h9", why="checked only in the initialize reply (VERSION_OFF_PIN "
+                                                        "warns); pass --strict-version to refuse"))
+    unavailable.append(UnavailableRow(row="h10", why="the claude adapter copies no governing documents"))
+    memory = memory_files_above(cwd)
+    if memory:
+        unavailable.append(UnavailableRow(row="h11", why=f"memory file above the working directory: {memory[0]}"))
+    else:
+        imposed.append(ImposedRow(row="h11", how=f"no memory file above {cwd}"))
+    if spec.credentials == "api-key":
+        unavailable.append(UnavailableRow(row="h4", why="credentials api-key: the child holds the caller's key"))
+    return HermeticAttestation(
+        mode=spec.hermetic, decisions=spec.decisions, imposed=imposed, unavailable=unavailable,
+        ambient_inputs=["Claude Code's environment block (working directory, platform, date, git status) "
+                        "in the first user message"],
+        deny_only=spec.deny_only,
+    )

@@ -29,19 +29,26 @@ from .launch import HOOK_CALLBACK_ID
 MUTATED_REASON = Sentence.REQUEST_MUTATED
 
 
+def _pre_tool_use(**fields: Any) -> dict[str, Any]:
+    return {"hookSpecificOutput": {"hookEventName": "PreToolUse", **fields}}
+
+
+# Each decision as the PreToolUse hook's output; an abstain is no output (Claude Code's own
+# permission pipeline decides the call).
+HOOK_OUTPUT: dict[type, Callable[[Any], dict[str, Any]]] = {
+    Allow: lambda decision: _pre_tool_use(permissionDecision="allow"),
+    Deny: lambda decision: _pre_tool_use(permissionDecision="deny", permissionDecisionReason=decision.reason),
+    Replace: lambda decision: _pre_tool_use(permissionDecision="allow", updatedInput=decision.input),
+    Abstain: lambda decision: {},
+}
+
+
 def hook_output(decision: Decision) -> dict[str, Any]:
     """The PreToolUse hook output object for one metaharness decision."""
-    if isinstance(decision, Allow):
-        return {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "allow"}}
-    if isinstance(decision, Deny):
-        return {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
-                                       "permissionDecisionReason": decision.reason}}
-    if isinstance(decision, Replace):
-        return {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "allow",
-                                       "updatedInput": decision.input}}
-    if isinstance(decision, Abstain):
-        return {}
-    raise TypeError(f"not a decision: {decision!r}")
+    answer = HOOK_OUTPUT.get(type(decision))
+    if answer is None:
+        raise TypeError(f"not a decision: {decision!r}")
+    return answer(decision)
 
 
 def success_response(request_id: str, response: dict[str, Any]) -> dict[str, Any]:

@@ -31,23 +31,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from metaharness.adapters.base import (Adapter, ControlRefused, OpKey, Resolution, RunContext, StartRefusal, Tool,
-                                      TurnInput, own_version, plan_loopback_script, rendering_of, stop_services, vendor_settings)
-from metaharness.adapters.process import (binary_version, descendant_groups, is_gone, kill_groups,
-                                         remove_scratch, spawn_on_channel, stderr_file_tail, wait_or_kill)
+                                      TurnInput, own_version, plan_loopback_script, rendering_of, vendor_settings)
+from metaharness.adapters.process import Child, Scratch, binary_version, kill_groups
 from metaharness.protocol.descriptor import CapabilityDescriptor, harness_descriptor
 from metaharness.protocol.frame import Frame
 from metaharness.protocol.refusals import CommandCode, RefusalName, Sentence
 from metaharness.protocol.spec import LibraryFrame, RunSpec
-from metaharness.protocol.values import (
-    Decision,
-    Exited,
-    HermeticAttestation,
-    ImposedRow,
-    ProcessTermination,
-    Signaled,
-    UnavailableRow,
-    UnknownTermination,
-)
+from metaharness.protocol.values import Decision
 from metaharness.protocol.subjects import file_subject
 
 from . import launch
@@ -141,11 +131,10 @@ class CodexAdapter(Adapter):
 
     def __init__(self, spec: RunSpec) -> None:
         super().__init__(spec)
+        self.ctx: RunContext | None = None
         self.options = CodexOptions.of(spec)
         self.posture = spec.posture or self.default_posture
         self.frame_ops: set[str] | None = None
-        self.scratch: launch.Scratch | None = None
-        self.proc: asyncio.subprocess.Process | None = None
         self.rpc: RpcChannel | None = None
         self.translator: Translator | None = None
         self.seam: Seam | None = None
@@ -165,14 +154,9 @@ class CodexAdapter(Adapter):
         self._stopping = False  # interrupt or halt: nothing is carried past the turn
         self._halted = False
         self.wire: list[tuple[str, dict]] = []  # every line written to the app-server
-        self._reader: asyncio.Task | None = None
-        self._transcript = None
-        self._stderr = None
-        self._sent = None
-        self._services: list[Any] = []
+        self._sent: Any = None
         self._stubs_before: set[str] = set()
-        self._termination: ProcessTermination | None = None
-        self._ended = False
+        self._ended = False  # session.ended written (or a refused start, which writes none)
         self._key: tuple[str, str] | None = None
         self._base_url: str | None = None
 
@@ -184,6 +168,10 @@ class CodexAdapter(Adapter):
 
     def run_cwd(self) -> str:
         return self.work or self.spec.cwd or os.getcwd()
+
+    @property
+    def scratch(self) -> Scratch | None:
+        return self.child.scratch if self.child is not None else None
 
     # --- planning -----------------------------------------------------------------------
     def plan(self) -> None:
@@ -266,48 +254,45 @@ class CodexAdapter(Adapter):
         # One rule for every harness: the run works in --cwd, else in the current directory.
         work = os.path.abspath(spec.cwd or os.getcwd())
         try:
-            self.scratch = launch.make_scratch(work)
+            self.child = child = Child(launch.make_scratch(work))
         except launch.LaunchError as exc:
             raise StartRefusal(RefusalName.ScratchRefused, str(exc)) from None
+        scratch = child.scratch
         self.work = work
         self._stubs_before = launch.existing_stubs(self.work)
         await self._start_endpoint()
-        model = spec.model
-        config = launch.config_toml(self._base_url, model=model, passed=getattr(self, "passed", None))
+        config = launch.config_toml(self._base_url, model=spec.model, passed=getattr(self, "passed", None))
         if self.options.replace_relay:
-            self.relay = RelayServer(self.scratch.root, lambda payload, reply: self.seam.on_hook(payload, reply))
+            self.relay = RelayServer(scratch.root, lambda payload, reply: self.seam.on_hook(payload, reply))
             try:
                 await self.relay.start()
             except OSError as exc:
-                await self._stop_services()
+                await child.release()
                 raise StartRefusal(RefusalName.ReplaceRelayUnavailable,
                                    f"the replace relay's socket could not be opened: {exc.strerror or exc}") from None
-            self._services.append(self.relay)
+            child.serve(self.relay)
             budget = spec.decision_timeout_ms
-            config += hook_toml(self.scratch.root, *hook_timing(budget, self.vendor_timeout_ms(budget)))
-        (self.scratch.codex_home / "config.toml").write_text(config)
+            config += hook_toml(scratch.root, *hook_timing(budget, self.vendor_timeout_ms(budget)))
+        (scratch / launch.CODEX_HOME / "config.toml").write_text(config)
         assert self._key is not None
-        env = launch.child_env(self.scratch, self.child_path, *self._key)
+        env = launch.child_env(scratch, self.child_path, *self._key)
         if self.options.replace_relay:
             from .relay import SECRET_ENV
 
             env[SECRET_ENV] = self.relay.secret  # for the hook only: never argv, never config.toml
-        self._transcript = open(self.scratch.transcript, "wb")
-        self._stderr = open(self.scratch.stderr, "wb")
         # JSON-RPC over a Unix socketpair (adapters/process/): nothing the agent starts can
         # reopen it through /proc to answer an approval; the app-server confined like every child.
-        self.proc, rpc_in, rpc_out = await spawn_on_channel(launch.argv(self.binary), cwd=self.work, env=env,
-                                                            stderr=self._stderr)
+        rpc_in, rpc_out = await child.spawn(launch.argv(self.binary), env=env, cwd=self.work)
         self.translator = Translator(ctx, on_turn_started=self._on_turn_started, on_turn_completed=self._on_turn_completed)
         ceiling = self.vendor_timeout_ms(spec.decision_timeout_ms)
         self.rpc = RpcChannel(
-            rpc_in, rpc_out, self._transcript,
+            rpc_in, rpc_out, child.open(scratch.transcript),
             on_request=lambda m, raw, n: self.seam.on_request(m, raw, n),
             on_notification=self.translator.notification,
             on_wire=self._record_sent,
         )
         self.seam = Seam(self.rpc, self.translator, ctx, lambda: self.thread_id, ceiling, resolve=self.resolve)
-        self._reader = asyncio.get_running_loop().create_task(self.rpc.read_forever())
+        child.read(self.rpc.read_forever())
         try:
             await self._handshake()
         except StartRefusal:
@@ -327,8 +312,8 @@ class CodexAdapter(Adapter):
         # Every line written to the app-server, kept beside the transcript (sent.jsonl):
         # the transcript is the server's stdout only, and the answers we sent are evidence too.
         self.wire.append((direction, message))
-        if self._sent is None and self.scratch is not None:
-            self._sent = open(self.scratch.root / "sent.jsonl", "w")
+        if self._sent is None and self.child is not None:
+            self._sent = self.child.open(self.child.scratch.sent, "w")
         if self._sent is not None:
             import json
 
@@ -337,26 +322,19 @@ class CodexAdapter(Adapter):
 
     async def _start_endpoint(self) -> None:
         spec = self.spec
+        assert self.child is not None
+        meter = getattr(self.ctx, "meter", None)
         if self._scenario is not None:
-            from metaharness.loopback.server import LoopbackServer
-
-            self.loopback = LoopbackServer(self._scenario, workdir=self.work, stderr=None, on_failure=self.model_failed, expect_key=self._key[1],
-                                           log_path=str(self.scratch.root / "loopback.jsonl"),
-                                           meter=getattr(getattr(self, "ctx", None), "meter", None))
-            self._services.append(self.loopback)
-            self._base_url = launch.provider_base_url(await self.loopback.start())
-            return
-        if spec.credentials == "none":
+            url = await self.child.loopback(self._scenario, workdir=self.work, on_failure=self.model_failed,
+                                            meter=meter, expect_key=self._key[1])
+            self._base_url = launch.provider_base_url(url)
+        elif spec.credentials == "none":
             self._base_url = launch.provider_base_url(spec.model_endpoint)
         elif spec.credentials == "loopback":
-            from metaharness.loopback.proxy import CredentialProxy
-
-            upstream = spec.model_endpoint or "https://api.openai.com"
-            self.proxy = CredentialProxy(upstream, self._real_key, placeholder=self._key[1], wire="responses",
-                                         on_refused=self._proxy_refused, on_failure=self.model_failed,
-                                         meter=getattr(getattr(self, "ctx", None), "meter", None))
-            self._services.append(self.proxy)
-            self._base_url = launch.provider_base_url(await self.proxy.start())
+            proxy = await self.child.proxy(spec.model_endpoint or "https://api.openai.com", self._real_key,
+                                           placeholder=self._key[1], wire="responses", on_refused=self._proxy_refused,
+                                           on_failure=self.model_failed, meter=meter)
+            self._base_url = launch.provider_base_url(proxy.url)
         else:
             # api-key: the default provider, unless the caller names an endpoint.
             self._base_url = launch.provider_base_url(spec.model_endpoint) if spec.model_endpoint else None
@@ -390,34 +368,12 @@ class CodexAdapter(Adapter):
         thread = result.get("thread") or {}
         self.thread_id = thread.get("id")
         self.thread_path = thread.get("path")
-        self.translator.session_started(result, str(self.scratch.transcript), self._attestation(result))
+        self.translator.session_started(result, str(self.scratch.transcript), launch.attestation(
+            self.spec, thread.get("cliVersion"), base_url=self._base_url, key_variable=self._key[0] if self._key else None,
+            work=self.work, relay=self.options.replace_relay))
         version = thread.get("cliVersion")
         if version != launch.PIN:
             self.ctx.warn("VERSION_OFF_PIN", f"codex reports version {version}, outside the pin {launch.PIN}")
-
-    def _attestation(self, result: dict) -> HermeticAttestation:
-        """metaharness's own claim about the launch (docs/reference/wire.md); the loop fills
-        mode/decisions/deny_only and clears the rows under --hermetic off."""
-        version = ((result.get("thread") or {}).get("cliVersion"))
-        imposed = [
-            ImposedRow(row="h1a", how="CODEX_HOME is a per-run directory holding only config.toml; features.plugins = false"),
-            ImposedRow(row="h3", how="constructed environment: PATH HOME CODEX_HOME TMPDIR LANG and the provider key variable"),
-            ImposedRow(row="h4", how=f"credentials {self.spec.credentials}: the child sees "
-                                     + ("the caller's key" if self.spec.credentials == "api-key" else "a placeholder key")),
-            ImposedRow(row="h5", how="no MCP servers are configured in the per-run config.toml"),
-            ImposedRow(row="h6", how=f"provider base_url {self._base_url or 'default'}, env_key {self._key[0] if self._key else None}"),
-            ImposedRow(row="h7", how=f"cwd {self.work}"),
-            ImposedRow(row="h8", how=(
-                "one PreToolUse command hook, the replace relay to a 0600 socket in the scratch directory; "
-                "hook trust bypassed for this thread only" if self.options.replace_relay
-                else "CODEX_DISABLE_HOOKS unset; no hooks declared")),
-        ]
-        unavailable = []
-        if version == launch.PIN:
-            imposed.append(ImposedRow(row="h9", how=f"thread.cliVersion {version}"))
-        else:
-            unavailable.append(UnavailableRow(row="h9", why=f"codex reports {version}, off the pin {launch.PIN}"))
-        return HermeticAttestation(imposed=imposed, unavailable=unavailable)
 
     # --- turns --------------------------------------------------------------------------
     def _on_turn_started(self, turn_id: str) -> None:
@@ -465,9 +421,7 @@ class CodexAdapter(Adapter):
 
     def alive(self) -> bool:
         """False once Codex exited or its channel is gone (its output ended before it was reaped)."""
-        if self.proc is None:
-            return True
-        return not is_gone(self.proc) and (self.rpc is None or self.rpc.reaches_the_peer())
+        return super().alive() and (self.rpc is None or self.rpc.reaches_the_peer())
 
     def turn_coming(self) -> bool:
         """A steer Codex did not take up will open the next turn (see `_on_turn_completed`)."""
@@ -572,14 +526,12 @@ class CodexAdapter(Adapter):
                 pass
         # turn/interrupt does not stop a running command (docs/guides/claude-and-codex.md): kill its groups.
         groups |= self._descendant_groups()
-        kill_groups(groups, spare={self.proc.pid} if self.proc else set())
+        kill_groups(groups, spare={self.child.proc.pid} if self.child and self.child.proc else set())
         if not self.rpc.reaches_the_peer():  # never `ok` for an interrupt that reached nobody
             raise BrokenPipeError("codex has exited, so the interrupt reached nothing")
 
     def _descendant_groups(self) -> set[int]:
-        if self.proc is None or self.proc.returncode is not None:
-            return set()
-        return descendant_groups(self.proc.pid)
+        return self.child.descendant_groups() if self.child is not None else set()
 
     async def finish(self) -> None:
         if self.seam is not None:
@@ -596,34 +548,15 @@ class CodexAdapter(Adapter):
         if self.rpc is not None:
             await self.rpc.drain()
             self.rpc.close_stdin()
-        if self.proc is not None and self.proc.returncode is None:
-            await wait_or_kill(self.proc, 2, groups=groups)
-        else:
-            kill_groups(groups, spare=set())
+        if self.child is not None:
+            await self.child.halt(2, groups)
 
     async def _kill_now(self) -> None:
         if self.rpc is not None:
             self.rpc.close_stdin()
-        if self.proc is not None and self.proc.returncode is None:
-            groups = self._descendant_groups() | {self.proc.pid}
-            kill_groups(groups, spare=set())
-            await self.proc.wait()
-        if self._reader is not None:
-            await asyncio.gather(self._reader, return_exceptions=True)
-        await self._stop_services()
+        await self.child.kill()
 
-    async def _stop_services(self) -> None:
-        services, self._services = self._services, []
-        await stop_services(services)
-
-    async def wait(self) -> ProcessTermination:
-        if self._termination is not None:
-            return self._termination
-        if self.proc is None:
-            return UnknownTermination()
-        if self._reader is not None:
-            await asyncio.gather(self._reader, return_exceptions=True)
-        code = await self.proc.wait()
+    async def exited(self) -> None:
         # The sandbox leaves empty mount-point stubs after a killed command.
         if self.work:
             launch.remove_new_stubs(self.work, self._stubs_before)
@@ -637,12 +570,6 @@ class CodexAdapter(Adapter):
                 self.ctx.session_ended(ended, at=None)
         self._copy_rollout()
         self._write_timings()
-        for handle in (self._transcript, self._stderr, self._sent):
-            if handle is not None:
-                handle.close()
-        await self._stop_services()
-        self._termination = Signaled(signal=-code) if code < 0 else Exited(code=code)
-        return self._termination
 
     def _write_timings(self) -> None:
         # The seam's own share per call (request read → answer written), for bench/bench_codex.py.
@@ -654,41 +581,27 @@ class CodexAdapter(Adapter):
             for call_id, received, answered in self.seam.timings:
                 handle.write(json.dumps({"call_id": call_id, "seam_ms": (answered - received) / 1e6}) + "\n")
 
+    def _rollout(self) -> str | None:
+        """Where the rollout is kept in the scratch (the thread's file, copied at the end)."""
+        return str(self.scratch.root / os.path.basename(self.thread_path)) if self.thread_path and self.scratch else None
+
     def _copy_rollout(self) -> None:
         if self.thread_path and self.scratch and os.path.isfile(self.thread_path):
             try:
-                shutil.copy2(self.thread_path, self.scratch.root / os.path.basename(self.thread_path))
+                shutil.copy2(self.thread_path, self._rollout())
             except OSError:
                 pass
-
-    def stderr_tail(self) -> str:
-        return stderr_file_tail(self.scratch.stderr) if self.scratch is not None else ""
 
     def _stderr_tail(self) -> str:
         tail = self.stderr_tail()
         return f"; stderr: {tail}" if tail else ""
 
-    def cleanup(self) -> None:
-        # Scratch homes die with the run (--retain-dir keeps transcript and rollout); a scratch
-        # base the operator chose is kept for inspection (adapters/process/scratch.py).
-        scratch = getattr(self, "scratch", None)
-        remove_scratch(scratch.root if scratch is not None else None)
-
-    def retain(self, directory: str) -> list[str]:
-        failures: list[str] = []
+    def kept(self) -> list[tuple[Any, str]]:
+        # The transcript and the rollout (the scratch dies with the run).
         if self.scratch is None:
-            return failures
-        sources = [self.scratch.transcript]
-        if self.thread_path:
-            sources.append(self.scratch.root / os.path.basename(self.thread_path))
-        os.makedirs(directory, exist_ok=True)
-        for source in sources:
-            try:
-                shutil.copy2(source, os.path.join(directory, os.path.basename(source)))
-            except OSError as exc:
-                failures.append(f"could not copy {source} into {directory}: {exc.strerror or exc}")
-        return failures
-
+            return []
+        rollout = self._rollout()
+        return [(self.scratch.transcript, "transcript.jsonl")] + ([(rollout, os.path.basename(rollout))] if rollout else [])
 
 
 __all__ = ["CodexAdapter", "CodexOptions", "apply_patch_resolution"]

@@ -49,7 +49,7 @@ class _Env:
     def __init__(self, vendor_dir: str | None, base_url: str = "http://127.0.0.1:9/v1") -> None:
         self.path = launch.child_path(vendor_dir)
         self.scratch = launch.make_scratch(None)
-        (self.scratch.codex_home / "config.toml").write_text(launch.config_toml(base_url))
+        (self.scratch / launch.CODEX_HOME / "config.toml").write_text(launch.config_toml(base_url))
         self.env = launch.child_env(self.scratch, self.path, launch.KEY_VARIABLE, launch.PLACEHOLDER_KEY)
 
     def cleanup(self) -> None:
@@ -57,7 +57,7 @@ class _Env:
 
 
 def _run(argv: list[str], env: _Env, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run(argv, env=env.env, cwd=str(env.scratch.work), capture_output=True, text=True,
+    return subprocess.run(argv, env=env.env, cwd=str(env.scratch / "work"), capture_output=True, text=True,
                           timeout=timeout, stdin=subprocess.DEVNULL)
 
 
@@ -100,7 +100,7 @@ def check_help(binary: str, env: _Env) -> Check:
 
 async def _handshake(binary: str, env: _Env, sandbox: str = "workspace-write") -> tuple[Any, RpcChannel, dict, dict]:
     proc = await asyncio.create_subprocess_exec(
-        binary, "app-server", cwd=str(env.scratch.work), env=env.env, stdin=asyncio.subprocess.PIPE,
+        binary, "app-server", cwd=str(env.scratch / "work"), env=env.env, stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL, start_new_session=True,
         limit=64 * 1024 * 1024)
     requests: list[dict] = []
@@ -115,7 +115,7 @@ async def _handshake(binary: str, env: _Env, sandbox: str = "workspace-write") -
         "clientInfo": {"name": "metaharness", "title": None, "version": "doctor"},
         "capabilities": {"experimentalApi": False, "requestAttestation": False}}, timeout=60)
     rpc.notify("initialized")
-    thread = await rpc.request("thread/start", {"cwd": str(env.scratch.work), "approvalPolicy": "untrusted",
+    thread = await rpc.request("thread/start", {"cwd": str(env.scratch / "work"), "approvalPolicy": "untrusted",
                                                 "sandbox": sandbox}, timeout=60)
     return proc, rpc, init, thread
 
@@ -177,9 +177,9 @@ def check_smoke(binary: str, vendor_dir: str | None) -> Check:
 
     async def probe() -> Check:
         env = _Env(vendor_dir)
-        server = LoopbackServer(scenario, workdir=str(env.scratch.work), stderr=None)
+        server = LoopbackServer(scenario, workdir=str(env.scratch / "work"), stderr=None)
         url = await server.start()
-        (env.scratch.codex_home / "config.toml").write_text(launch.config_toml(launch.provider_base_url(url)))
+        (env.scratch / launch.CODEX_HOME / "config.toml").write_text(launch.config_toml(launch.provider_base_url(url)))
         try:
             proc, rpc, _init, thread = await _handshake(binary, env)
             await rpc.request("turn/start", {"threadId": thread["thread"]["id"], "input": [

@@ -1,8 +1,8 @@
 """Hermetic launch of `codex app-server` (docs/guides/claude-and-codex.md).
 
 What belongs here: the scratch layout, the constructed child environment, the
-loopback-safe `config.toml`, the argv, and the sandbox word / policy chosen from frame
-and posture. The scratch base, the child's PATH, binary resolution and the process-tree
+loopback-safe `config.toml`, the argv, the sandbox word / policy chosen from frame
+and posture, and the hermetic attestation of the launch. The scratch base, the child's PATH, binary resolution and the process-tree
 kill are the shared kit's (adapters/process/).
 
 Rules kept:
@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import os
 import shutil
-from dataclasses import dataclass
-from pathlib import Path
 
 # LaunchError, child_path and default_vendor_dir are the kit's; the adapter and the doctor reach them here.
-from metaharness.adapters.process import LaunchError, child_path, default_vendor_dir, new_scratch, passed_through  # noqa: F401
+from metaharness.adapters.process import LaunchError, Scratch, child_path, default_vendor_dir, passed_through  # noqa: F401
+from metaharness.adapters.process import make_scratch as new_scratch_root
 from metaharness.adapters.process import resolve_binary as resolve_on_path
 from metaharness.protocol.harnesses import harness
+from metaharness.protocol.spec import RunSpec
+from metaharness.protocol.values import HermeticAttestation, ImposedRow, UnavailableRow
 
 PIN = harness("codex").pin  # the registry's (protocol/harnesses.py)
 PACKAGE = harness("codex").package
@@ -47,43 +48,13 @@ WRITING_OPS = frozenset({"file.write", "file.edit", "shell"})
 SANDBOX_STUBS = (".agents", ".aws", ".codex", ".git")
 
 
-@dataclass
-class Scratch:
-    root: Path
-
-    @property
-    def home(self) -> Path:
-        return self.root / "home"
-
-    @property
-    def tmp(self) -> Path:
-        return self.root / "tmp"
-
-    @property
-    def codex_home(self) -> Path:
-        return self.root / "codex-home"
-
-    @property
-    def work(self) -> Path:
-        return self.root / "work"
-
-    @property
-    def transcript(self) -> Path:
-        return self.root / "transcript.jsonl"
-
-    @property
-    def stderr(self) -> Path:
-        return self.root / "stderr.log"
+CODEX_HOME = "codex-home"  # below the scratch root: CODEX_HOME, holding only config.toml
 
 
 def make_scratch(cwd: str | None) -> Scratch:
-    """A fresh scratch root in the kit's scratch base, never inside `cwd` (LaunchError otherwise)."""
-    scratch = Scratch(Path(new_scratch("codex-", cwd=cwd)))
-    for directory in (scratch.home, scratch.tmp, scratch.codex_home):
-        directory.mkdir()
-    if cwd is None:
-        scratch.work.mkdir()
-    return scratch
+    """A fresh scratch root in the kit's scratch base with Codex's home (and, with no `cwd`, a
+    `work` directory), never inside `cwd` (ScratchInsideCwd otherwise)."""
+    return new_scratch_root("codex", cwd=cwd, dirs=(CODEX_HOME,) if cwd is not None else (CODEX_HOME, "work"))
 
 
 def resolve_binary(path: str) -> str:
@@ -135,7 +106,7 @@ def child_env(scratch: Scratch, path: str, key_variable: str, key_value: str) ->
     return {
         "PATH": path,
         "HOME": str(scratch.home),
-        "CODEX_HOME": str(scratch.codex_home),
+        "CODEX_HOME": str(scratch / CODEX_HOME),
         "TMPDIR": str(scratch.tmp),
         "LANG": "C.UTF-8",
         key_variable: key_value,
@@ -195,3 +166,27 @@ def remove_new_stubs(work: str, before: set[str]) -> None:
                 os.unlink(path)  # a file-shaped bind-mount target
         except OSError:
             pass
+
+
+def attestation(spec: RunSpec, version: str | None, *, base_url: str | None, key_variable: str | None, work: str | None,
+                relay: bool) -> HermeticAttestation:
+    """metaharness's own claim about the launch (docs/reference/wire.md), for the `cliVersion` the
+    thread reports; the loop fills mode/decisions/deny_only and clears the rows under --hermetic off."""
+    imposed = [
+        ImposedRow(row="h1a", how="CODEX_HOME is a per-run directory holding only config.toml; features.plugins = false"),
+        ImposedRow(row="h3", how="constructed environment: PATH HOME CODEX_HOME TMPDIR LANG and the provider key variable"),
+        ImposedRow(row="h4", how=f"credentials {spec.credentials}: the child sees "
+                                 + ("the caller's key" if spec.credentials == "api-key" else "a placeholder key")),
+        ImposedRow(row="h5", how="no MCP servers are configured in the per-run config.toml"),
+        ImposedRow(row="h6", how=f"provider base_url {base_url or 'default'}, env_key {key_variable}"),
+        ImposedRow(row="h7", how=f"cwd {work}"),
+        ImposedRow(row="h8", how=(
+            "one PreToolUse command hook, the replace relay to a 0600 socket in the scratch directory; "
+            "hook trust bypassed for this thread only" if relay else "CODEX_DISABLE_HOOKS unset; no hooks declared")),
+    ]
+    unavailable = []
+    if version == PIN:
+        imposed.append(ImposedRow(row="h9", how=f"thread.cliVersion {version}"))
+    else:
+        unavailable.append(UnavailableRow(row="h9", why=f"codex reports {version}, off the pin {PIN}"))
+    return HermeticAttestation(imposed=imposed, unavailable=unavailable)

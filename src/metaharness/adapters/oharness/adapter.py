@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+from pathlib import Path
 from typing import Any, ClassVar
 
 import msgspec
 
 from metaharness.adapters.base import Adapter, RunContext, StartRefusal, Tool, path_at
-from metaharness.adapters.process import ChildProcess, ScratchRefused, is_gone, new_scratch, remove_scratch
+from metaharness.adapters.process import Child, Scratch, ScratchRefused, new_scratch
 from metaharness.permissions import MODES
 from metaharness.protocol.descriptor import CapabilityDescriptor, harness_descriptor
 from metaharness.protocol.frame import Frame, render
@@ -50,10 +51,7 @@ class OHarnessAdapter(Adapter):
 
     def __init__(self, spec: RunSpec) -> None:
         super().__init__(spec)
-        self.child: ChildProcess | None = None
-        self._pump: asyncio.Task | None = None
         self._ctx = None
-        self._session_dir: str | None = None
         # Set by interrupting(): the abandonment denies carry the interrupt with them, so
         # oharness stops the turn as it reads the deny, before any further model request.
         self._interrupt_with_decisions = False
@@ -88,18 +86,20 @@ class OHarnessAdapter(Adapter):
     async def start(self, ctx: RunContext) -> None:
         self._ctx = ctx
         try:
-            self._session_dir = new_scratch("oharness-session-")
+            session = Scratch(Path(new_scratch("oharness-session-")))  # the child's session directory
         except ScratchRefused as exc:
             raise StartRefusal(RefusalName.ScratchRefused, str(exc)) from None
-        self.child = ChildProcess(launch.argv(self.spec, self._session_dir), cwd=self.spec.cwd or None,
-                                  env=launch.child_env(self.spec))
-        await self.child.spawn()
-        self._pump = asyncio.create_task(self._read())
+        # Its stderr to a pipe: a file there would be kept as part of the session by --retain-dir.
+        self.child = Child(session, stderr_file=False)
+        await self.child.spawn(launch.argv(self.spec, str(session.root)), cwd=self.spec.cwd or None,
+                               env=launch.child_env(self.spec))
+        self.child.read(self._read())
 
     async def _read(self) -> None:
         assert self.child is not None and self._ctx is not None
         ctx = self._ctx
-        async for number, line in self.child.lines():
+        async for number, raw in self.child.lines():
+            line = raw.rstrip(b"\n").removesuffix(b"\r")
             if not line.strip():
                 continue
             try:
@@ -164,9 +164,6 @@ class OHarnessAdapter(Adapter):
     def interrupting(self) -> None:
         self._interrupt_with_decisions = True
 
-    def alive(self) -> bool:
-        return self.child is None or self.child.proc is None or not is_gone(self.child.proc)
-
     def _send(self, obj: dict) -> None:
         assert self.child is not None
         self.child.write(_encode(obj))
@@ -216,36 +213,14 @@ class OHarnessAdapter(Adapter):
                 pass
         await self.child.terminate(grace=1.0)
 
-    async def wait(self):
-        assert self.child is not None
-        if self._pump is not None:
-            await self._pump
-        return await self.child.wait()
-
-    def stderr_tail(self) -> str:
-        return self.child.stderr_tail() if self.child else ""
-
-    def cleanup(self) -> None:
-        # The session (transcript and decision trail) is deleted with the run; --retain-dir keeps a copy.
-        remove_scratch(self._session_dir)
-
     def _kept_transcript(self) -> str | None:
         if not self.spec.retain_dir:
             return None
         return os.path.join(os.path.abspath(self.spec.retain_dir), "oharness-session", "transcript.jsonl")
 
-    def retain(self, directory: str) -> list[str]:
-        import os
-        import shutil
-
-        failures = []
-        if self._session_dir and os.path.isdir(self._session_dir):
-            try:
-                os.makedirs(directory, exist_ok=True)
-                shutil.copytree(self._session_dir, os.path.join(directory, "oharness-session"), dirs_exist_ok=True)
-            except OSError as exc:
-                failures.append(f"could not copy {self._session_dir} to {directory}: {exc}")
-        return failures
+    def kept(self) -> list[tuple[Any, str]]:
+        # The session (transcript and decision trail) is deleted with the run; --retain-dir keeps a copy.
+        return [(self.child.scratch.root, "oharness-session")] if self.child is not None else []
 
 
 def _type_of(line: bytes) -> str | None:

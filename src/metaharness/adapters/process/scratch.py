@@ -14,6 +14,10 @@ Rules kept, the way security tools keep them:
 * a root never lies inside the run's working directory (ScratchInsideCwd);
 * a root dies with the run (`remove_scratch`), unless the operator chose the base — then it is
   kept for inspection.
+
+`Scratch` is the one layout every harness's root has: `home` and `tmp` for the child, and the
+files metaharness keeps beside them (`transcript.jsonl`, `sent.jsonl`, `stderr.log`); a vendor's
+own directories are named below the root (`scratch / "codex-home"`).
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ import os
 import shutil
 import stat
 import tempfile
+from dataclasses import dataclass
+from pathlib import Path
 
 from metaharness.adapters.process.child import LaunchError
 
@@ -111,3 +117,32 @@ def remove_scratch(root: str | os.PathLike | None, *, keep_chosen: bool = True) 
     (`keep_chosen`; a check that keeps nothing passes False)."""
     if root is not None and not (keep_chosen and base_chosen()):
         shutil.rmtree(root, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class Scratch:
+    """One run's scratch root and the names every harness keeps in it."""
+
+    root: Path
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "root", Path(self.root))
+
+    def __truediv__(self, name: str) -> Path:
+        return self.root / name
+
+    home = property(lambda self: self.root / "home")
+    tmp = property(lambda self: self.root / "tmp")
+    transcript = property(lambda self: self.root / "transcript.jsonl")  # the child's stdout, verbatim
+    sent = property(lambda self: self.root / "sent.jsonl")  # every line metaharness wrote to it
+    stderr = property(lambda self: self.root / "stderr.log")
+
+
+def make_scratch(kind: str, *, cwd: str | None = None, base: str | None = None, dirs: tuple[str, ...] = ()) -> Scratch:
+    """A fresh root for one run of `kind` (`new_scratch`; in `base` instead of the scratch base when
+    given) with `home`, `tmp` and the vendor's own `dirs` (paths below the root) made, mode 0700."""
+    root = Path(private_scratch(base, f"{kind}-") if base else new_scratch(f"{kind}-", cwd=cwd))
+    scratch = Scratch(root)
+    for name in ("home", "tmp", *dirs):
+        (root / name).mkdir(mode=0o700, parents=True, exist_ok=True)
+    return scratch

@@ -99,14 +99,15 @@ def descendant_groups(root: int, *, with_root: bool = False) -> set[int]:
     return found
 
 
-def kill_groups(groups: set[int], *, spare: set[int] = frozenset()) -> None:  # type: ignore[assignment]
-    """SIGKILL each group, never our own, init's, or one in `spare`."""
+def kill_groups(groups: set[int], *, spare: set[int] = frozenset(),  # type: ignore[assignment]
+                sig: int = signal.SIGKILL) -> None:
+    """SIGKILL (or `sig`) each group, never our own, init's, or one in `spare`."""
     spare = set(spare) | {os.getpgrp()}
     for group in groups:
         if group in spare or group <= 1:
             continue
         try:
-            os.killpg(group, signal.SIGKILL)
+            os.killpg(group, sig)
         except (ProcessLookupError, PermissionError):
             pass
 
