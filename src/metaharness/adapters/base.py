@@ -3,7 +3,7 @@
 An adapter knows one vendor: how to launch it, how to read its records, how to
 present a call and deliver a decision, and how to carry each control. It knows
 nothing of seq, census, deadlines, frames or command results — those are the run's
-(`metaharness.run`: its core, which reaches an adapter only through `run/harness.py`),
+(`metaharness.run`: its core and its driver, which call the methods here and nothing else),
 the only place they exist.
 
 Flow: the loop calls `plan()` (refusals before anything is spawned), then
@@ -30,6 +30,7 @@ lists in `options`; the loop reads none of them.
 from __future__ import annotations
 
 import abc
+import json
 from dataclasses import dataclass, field
 import os
 from typing import Any, Callable, ClassVar, Iterable, Mapping, Protocol, Union
@@ -354,6 +355,45 @@ class Adapter(abc.ABC):
     def retain(self, directory: str) -> list[str]:
         """Copy the raw transcript (and vendor files) into `directory`; one message per failure."""
         return self.child.retain(directory, self.kept()) if self.child is not None else []
+
+
+# --- the launch frame, as the adapters that set their vendor's sandbox from it read it ---------
+
+
+def frame_of(spec: RunSpec) -> dict | None:
+    """The launch frame as a plain dict (a library frame or the --frame file), or None."""
+    frame = spec.library_frame
+    if frame is None and spec.frame:
+        try:
+            with open(spec.frame, "rb") as handle:
+                frame = json.load(handle)
+        except (OSError, ValueError):
+            return None  # the loop refuses an unreadable frame first
+    if frame is None:
+        return None
+    if not isinstance(frame, dict):
+        import msgspec
+
+        frame = msgspec.to_builtins(frame)
+    return frame if isinstance(frame, dict) else None
+
+
+def frame_operation_names(frame: Frame | dict | None) -> set[str]:
+    """The operation names a frame (a sealed `Frame` or its plain dict) admits."""
+    if frame is not None and not isinstance(frame, dict):
+        import msgspec
+
+        frame = msgspec.to_builtins(frame)
+    names: set[str] = set()
+    for op in (frame or {}).get("operations") or []:
+        if isinstance(op, dict) and isinstance(op.get("op"), str):
+            names.add(op["op"])
+    return names
+
+
+def frame_has_subject_rules(frame: dict | None) -> bool:
+    subjects = (frame or {}).get("subjects")
+    return isinstance(subjects, dict) and bool(subjects.get("rules"))
 
 
 def own_version() -> str:

@@ -82,6 +82,7 @@ class Calls:
                  clock: Callable[[], float], run_cwd: str) -> None:
         self.spec = spec
         self.harness = harness
+        self.adapter = harness.adapter
         self.census = census
         self.emit = emit
         self.warn = warn
@@ -110,7 +111,7 @@ class Calls:
     def present(self, call: PresentedCall) -> None:
         digest = call_digest(call.call_id, call.name, call.input)
         known = self.presented.get(call.call_id)
-        resolution = self.harness.resolve(call.name, call.input, call.cwd)
+        resolution = self.adapter.resolve(call.name, call.input, call.cwd)
         view = _View(call, list(dict.fromkeys(op[0] for op in sorted(resolution.operations))),
                      [s for s, _ in resolution.subjects])
         if known is not None:
@@ -122,7 +123,7 @@ class Calls:
                 pending.waiting.append(call)
             elif call.call_id in self.decided:
                 decision, decided_by = self.decided[call.call_id]
-                self.harness.deliver(call, decision, decided_by)
+                self.adapter.deliver(call.call_id, decision, decided_by)
             return
         self.presented[call.call_id] = digest
         if self.closed is not None:
@@ -200,7 +201,7 @@ class Calls:
             return CommandCode.UNKNOWN_CALL, texts.UNKNOWN_CALL.format(call_id=call_id)
         # A harness that died before the run noticed cannot hear the answer: nothing is claimed
         # for it, and the call stays pending, for the wind-up's deny.
-        if not self.harness.alive():
+        if not self.adapter.alive():
             return CommandCode.TOO_LATE, texts.UNDELIVERED.format(why="it has exited")
         why = self._close(call_id, decision, "embedder", heard_only=True)
         return (CommandCode.TOO_LATE, texts.UNDELIVERED.format(why=why)) if why is not None else None
@@ -211,10 +212,10 @@ class Calls:
     def replace_refusal(self, call_id: str, new_input: Any) -> str | None:
         """Why a replace cannot reach this call (refused UNSUPPORTED_CONTROL), or None."""
         pending = self.pending.get(call_id)
-        if not self.harness.replace_delivered() or (pending is not None and not pending.call.can_replace):
+        if not self.adapter.replace_delivered() or (pending is not None and not pending.call.can_replace):
             return (f"the {self.harness.kind} adapter cannot deliver replace for this call; "
                     "deny with a reason instead")
-        return self.harness.refuse_replacement(call_id, new_input) if pending is not None else None
+        return self.adapter.refuse_replacement(call_id, new_input) if pending is not None else None
 
     def next_deadline(self) -> float | None:
         """When the earliest pending call's deadline falls (clock time), or None. Every call waits
@@ -230,7 +231,7 @@ class Calls:
             call_id, pending = next(iter(self.pending.items()))
             if pending.deadline_at > now:
                 return
-            reason = texts.DEADLINE.format(n=n, m=self.harness.vendor_timeout_ms(n))
+            reason = texts.DEADLINE.format(n=n, m=self.adapter.vendor_timeout_ms(n))
             self._close(call_id, Deny(reason=reason), "deadline")
 
     def abandon_all(self, why: str) -> None:
@@ -304,12 +305,12 @@ class Calls:
             presented = waiting[index]
             index += 1
             try:
-                self.harness.deliver(presented, decision, decided_by)
+                self.adapter.deliver(presented.call_id, decision, decided_by)
             except Exception as exc:  # a child that went away cannot run the call either
                 why = str(exc) or type(exc).__name__
                 if not heard_only:
                     self.stderr(f"metaharness: could not deliver the decision for {presented.call_id}: {why}")
-        if why is None and heard_only and not self.harness.alive():
+        if why is None and heard_only and not self.adapter.alive():
             why = "it exited as the decision was written"
         return why
 

@@ -5,8 +5,8 @@ before it held, a boundary's lines before the turn they open), the `RunContext` 
 adapter reports through, turns and their boundaries (`frame.set`, `message.inject`,
 `--keep-open`, `--max-turns`), halts and interrupts as state, and wind-up ending in
 exactly one `stream.closed`. The calls are `calls.py`'s, the command steps
-`commands.py`'s, the start checks `start.py`'s; the adapter is reached through
-`harness.py` only.
+`commands.py`'s, the start checks `start.py`'s; the adapter's facts are read through
+`harness.py`, its methods called as `self.adapter`.
 
 Pure: no event loop, no timer, no queue. What must wait (the spawn, a control the
 child answers, a deadline, the child's end) is the driver's (`loop.py`): the core
@@ -105,6 +105,7 @@ class RunCore:
         self.spec = spec
         self.run_id = run_id
         self.harness = harness
+        self.adapter = harness.adapter
         self.writer = EventWriter(write, run_id)
         self.run_cwd = os.path.abspath(spec.cwd or os.getcwd())
         self.stderr = stderr
@@ -293,7 +294,7 @@ class RunCore:
         # (in-process on oharness, where no proxy of ours stands between them)
         self.calls.closed = "the spend cap was reached"
         if self.spawned:
-            self.harness.interrupting()
+            self.adapter.interrupting()
         self.on_budget()
 
     def session_ended(self, event: SessionEnded, *, at: str | None = None) -> None:
@@ -364,7 +365,7 @@ class RunCore:
 
     def interrupt_begins(self) -> None:
         self._interrupting = True
-        self.harness.interrupting()
+        self.adapter.interrupting()
         self.calls.abandon_all("the run was interrupted")
 
     def interrupt_ends(self) -> None:
@@ -383,7 +384,7 @@ class RunCore:
     def _abandon_for_stop(self, why: str) -> None:
         """A stop's abandonment denies; the harness hears of the stop before them (`stopping`)."""
         if self.calls.pending and self.spawned:
-            self.harness.stopping()
+            self.adapter.stopping()
         self.calls.abandon_all(why)
 
     def stdin_ended(self) -> None:
@@ -513,7 +514,7 @@ class RunCore:
             for event, at in held:
                 self.writer.write(event, at)
         if self.ended is None:
-            tail = self.harness.stderr_tail()
+            tail = self.adapter.stderr_tail()
             message = "the harness ended without a terminal record"
             if self.unreachable is not None:
                 message += f"; {texts.UNREACHABLE.format(why=self.unreachable)}"
@@ -521,7 +522,7 @@ class RunCore:
                 message += f"; its stderr: {tail.strip()}"
             self.warn("NO_TERMINAL_RECORD", message)
         if self.spec.retain_dir:
-            for failure in self.harness.retain(self.spec.retain_dir):
+            for failure in self.adapter.retain(self.spec.retain_dir):
                 self.warn("RETAIN_FAILED", failure)
         leftover = self.boundary
         for cid in [slot[0] for slot in self._answers if slot[1] is None]:  # owed by a turn never opened

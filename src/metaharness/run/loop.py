@@ -4,8 +4,8 @@ What belongs here: the start checks (on a thread, so a stop cuts them short), th
 and the phases around it, the command queue and its worker, the waits (a turn's end, a
 boundary command, the child's end, a stop), the one deadline timer, stops (halt,
 SIGINT/SIGTERM) and the awaiting of wind-up. Every rule it applies is the core's
-(`core.py`, and below it `calls.py`, `commands.py`, `start.py`); the adapter is reached
-through `harness.py`.
+(`core.py`, and below it `calls.py`, `commands.py`, `start.py`); the adapter's own
+coroutines are awaited here, as `self.adapter`.
 
 Rules it keeps (the timing ones):
 * Phases: a command that must reach the child (steer, permission.set, interrupt)
@@ -238,13 +238,13 @@ class Run:
 
     async def _carry_steer(self, item: Steer) -> None:
         if await self._child_reachable():
-            await self._control(item.id, self.harness.steer(item.text))
+            await self._control(item.id, self.adapter.steer(item.text))
         else:
             commands.unreachable(self.core, item.id)
 
     async def _carry_posture(self, item: PermissionSet) -> None:
         if await self._child_reachable():
-            await self._control(item.id, self.harness.set_posture(item.posture))
+            await self._control(item.id, self.adapter.set_posture(item.posture))
         else:
             commands.unreachable(self.core, item.id)
 
@@ -254,7 +254,7 @@ class Run:
             return
         self.core.interrupt_begins()
         try:
-            await self._control(item.id, self.harness.interrupt())
+            await self._control(item.id, self.adapter.interrupt())
         finally:
             self.core.interrupt_ends()
 
@@ -273,7 +273,7 @@ class Run:
         """Wait until the spawn settled; True when a child can still be reached."""
         if not self._spawn_settled.is_set():
             await self._spawn_settled.wait()
-        return self.core.spawned and not self.core.winding_up and self.harness.alive()
+        return self.core.spawned and not self.core.winding_up and self.adapter.alive()
 
     # --- deadlines --------------------------------------------------------------------------------
     def _arm_deadline(self) -> None:
@@ -307,7 +307,7 @@ class Run:
                 await self._drain_commands()
                 return self._wind_up(UnknownTermination())
             try:
-                await self.harness.start(self.core)
+                await self.adapter.start(self.core)
             except StartRefusal as exc:
                 self.core.winding_up = True
                 self._settle(spawned=False)
@@ -317,7 +317,7 @@ class Run:
             except BaseException:
                 self._settle(spawned=False)
                 raise
-            self._child_done = asyncio.create_task(self.harness.wait())
+            self._child_done = asyncio.create_task(self.adapter.wait())
             self._child_done.add_done_callback(self._child_output_ended)
             self._settle(spawned=True)
             if self._stop.is_set():  # a stop that came while the child was spawning
@@ -331,7 +331,7 @@ class Run:
             worker.cancel()
             if self._timer is not None:
                 self._timer.cancel()
-            self.harness.cleanup()
+            self.adapter.cleanup()
 
     async def _check_start(self) -> None:
         """The start checks (`core.check_start`) on a thread of their own: a vendor's `--version`
@@ -361,22 +361,22 @@ class Run:
         self._spawn_settled.set()
 
     async def _drive(self) -> None:
-        core, harness = self.core, self.harness
+        core, adapter = self.core, self.adapter
         if self._stop.is_set():
             return
         frame, turn_input = core.open_turn(self.spec.prompt or "")
         while True:
-            if frame is not None and not await self._reach(harness.set_frame(frame)):
+            if frame is not None and not await self._reach(adapter.set_frame(frame)):
                 return
             self._turn_done.clear()
-            if not await self._reach(harness.begin_turn(turn_input)):
+            if not await self._reach(adapter.begin_turn(turn_input)):
                 return
             core.turn_delivered()
             while True:  # serve the turn, and any the harness starts by itself
                 if await self._wait_for(self._turn_done) == "child" or self._stop.is_set():
                     return
                 await self._land_queued_commands()
-                step = core.after_turn(harness.turn_coming())
+                step = core.after_turn(adapter.turn_coming())
                 if step != "serve":
                     break
                 self._turn_done.clear()
@@ -391,7 +391,7 @@ class Run:
             frame, turn_input = core.open_turn()
         core.turns_done()
         if not self._stop.is_set():
-            await harness.finish()
+            await adapter.finish()
 
     async def _reach(self, write: Awaitable[Any]) -> bool:
         """Await a write a turn needs (its frame, its input). False when the child can no longer be
@@ -400,7 +400,7 @@ class Run:
         try:
             await write
         except Exception as exc:
-            if not isinstance(exc, (OSError, EOFError)) and self.harness.alive():
+            if not isinstance(exc, (OSError, EOFError)) and self.adapter.alive():
                 raise  # not the channel: a bug, which must not pass for a dead child
             self.core.harness_unreachable(str(exc) or type(exc).__name__)
             await self._stop_harness()
@@ -448,7 +448,7 @@ class Run:
             return
         self._stop_sent = True
         try:
-            await self.harness.halt()
+            await self.adapter.halt()
         except Exception as exc:
             self._stderr(f"metaharness: stopping the harness failed: {exc}")
 
@@ -475,8 +475,8 @@ class Run:
 
     async def _stop_child(self) -> None:
         try:
-            await self.harness.halt()
-            await asyncio.wait_for(self.harness.wait(), 10)
+            await self.adapter.halt()
+            await asyncio.wait_for(self.adapter.wait(), 10)
         except Exception:
             pass
 

@@ -84,7 +84,7 @@ def check_start(spec: RunSpec, harness: Harness, run_cwd: str, *, priced_at_endp
     if spec.posture is not None and not harness.accepts_posture(spec.posture):
         raise RunRefused(
             f"{RefusalName.PostureUnknown}: the {spec.kind} adapter does not accept the posture {spec.posture!r} "
-            f"(it accepts {', '.join(harness.postures)})"
+            f"(it accepts {', '.join(harness.adapter.postures)})"
         )
     if spec.max_cost_usd is not None and not priced_at_endpoint and (sentence := cost_unseen(spec)) is not None:
         raise RunRefused(f"{RefusalName.CostNotSeen}: {sentence}")
@@ -109,17 +109,17 @@ def check_start(spec: RunSpec, harness: Harness, run_cwd: str, *, priced_at_endp
         if (code := harness.command_refusal(name)) is not None:
             results.append((f"start/{name}", code,
                             f"this run's configuration needs {name} and the {spec.kind} adapter refuses it"))
-    if "replace" in spec.required_commands and not harness.replace_delivered():
+    if "replace" in spec.required_commands and not harness.adapter.replace_delivered():
         results.append(("start/replace", CommandCode.UNSUPPORTED_CONTROL,
                         f"this run's configuration needs replace and the {spec.kind} adapter cannot deliver it"))
     if results:
         names = ", ".join(r[0].removeprefix("start/") for r in results)
-        hint = harness.replace_hint if results[-1][0] == "start/replace" else None
+        hint = harness.adapter.replace_hint if results[-1][0] == "start/replace" else None
         raise RunRefused(f"{RefusalName.CommandUnavailable}: the {spec.kind} adapter cannot honour what this run requires: {names}"
                          + (f"; {hint}" if hint else ""), results)
     # step 7: the adapter's own launch planning
     try:
-        harness.plan()
+        harness.adapter.plan()
     except StartRefusal as exc:
         raise RunRefused(f"{exc.name}: {exc.sentence}") from None
     return plan

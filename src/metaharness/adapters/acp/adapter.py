@@ -449,36 +449,4 @@ def session_model(result: dict) -> str | None:
     return None
 
 
-def frame_of(spec: RunSpec) -> dict | None:
-    """The launch frame as a plain dict (a library frame or the --frame file), or None."""
-    frame = spec.library_frame
-    if frame is None and spec.frame:
-        try:
-            with open(spec.frame, "rb") as handle:
-                frame = json.load(handle)
-        except (OSError, ValueError):
-            return None  # the loop refuses an unreadable frame first
-    if frame is None:
-        return None
-    if not isinstance(frame, dict):
-        import msgspec
-
-        frame = msgspec.to_builtins(frame)
-    return frame if isinstance(frame, dict) else None
-
-
-def frame_operation_names(frame: dict | None) -> set[str]:
-    names: set[str] = set()
-    for op in (frame or {}).get("operations") or []:
-        if isinstance(op, dict) and isinstance(op.get("op"), str):
-            names.add(op["op"])
-    return names
-
-
-def frame_has_subject_rules(frame: dict | None) -> bool:
-    subjects = (frame or {}).get("subjects")
-    return isinstance(subjects, dict) and bool(subjects.get("rules"))
-
-
-
-__all__ = ["AcpAdapter", "acp_descriptor", "frame_has_subject_rules", "frame_of", "frame_operation_names"]
+__all__ = ["AcpAdapter", "acp_descriptor"]

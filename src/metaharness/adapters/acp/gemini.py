@@ -27,15 +27,15 @@ import json
 from functools import partial
 from typing import Any, ClassVar
 
-from metaharness.adapters.base import StartRefusal, Tool, rendering_of, vendor_settings
+from metaharness.adapters.base import (StartRefusal, Tool, frame_has_subject_rules, frame_of,
+                                      frame_operation_names, rendering_of, vendor_settings)
 from metaharness.adapters.process import Scratch
 from metaharness.protocol.descriptor import CapabilityDescriptor
 from metaharness.protocol.harnesses import harness
 from metaharness.protocol.refusals import RefusalName
 from metaharness.protocol.values import ImposedRow
 
-from .adapter import (PLACEHOLDER_KEY, AcpAdapter, acp_descriptor, frame_has_subject_rules, frame_of,
-                   frame_operation_names)
+from .adapter import PLACEHOLDER_KEY, AcpAdapter, acp_descriptor
 
 PIN = harness("gemini").pin  # the registry's (protocol/harnesses.py)
 MODE = "default"

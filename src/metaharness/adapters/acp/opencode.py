@@ -42,7 +42,8 @@ import secrets
 from pathlib import Path
 from typing import Any, ClassVar
 
-from metaharness.adapters.base import StartRefusal, Tool, path_at, rendering_of, vendor_settings
+from metaharness.adapters.base import (StartRefusal, Tool, frame_of, frame_operation_names,
+                                      path_at, rendering_of, vendor_settings)
 from metaharness.adapters.process import Scratch
 from metaharness.protocol.descriptor import CapabilityDescriptor
 from metaharness.protocol.harnesses import harness
@@ -50,7 +51,7 @@ from metaharness.protocol.refusals import RefusalName
 from metaharness.protocol.values import ImposedRow
 
 from . import launch
-from .adapter import PLACEHOLDER_KEY, AcpAdapter, acp_descriptor, frame_of, frame_operation_names
+from .adapter import PLACEHOLDER_KEY, AcpAdapter, acp_descriptor
 
 PIN = harness("opencode").pin  # the registry's (protocol/harnesses.py)
 PERMISSION = {"*": "ask", "task": "deny"}

@@ -1,8 +1,10 @@
 """The Codex adapter (docs/guides/claude-and-codex.md): launch (the throwaway CODEX_HOME and the
 app-server's argv), rpc (JSON-RPC over the child's channel), translate (notifications → events),
-seam (approval requests → presented calls → answers), relay (the replace relay's hook and
+seam (approval requests → presented calls → answers), tools (the tool table), steers (where each
+steer is until Codex shows it), relay (the replace relay's hook and
 socket), adapter (the lifecycle and the controls), doctor (the free checks)."""
 
-from .adapter import CodexAdapter, CodexOptions, apply_patch_resolution
+from .adapter import CodexAdapter, CodexOptions
+from .tools import apply_patch_resolution
 
 __all__ = ["CodexAdapter", "CodexOptions", "apply_patch_resolution"]

@@ -30,71 +30,24 @@ import shutil
 from dataclasses import dataclass
 from typing import Any
 
-from metaharness.adapters.base import (Adapter, ControlRefused, OpKey, Resolution, RunContext, StartRefusal, Tool,
-                                      TurnInput, own_version, plan_loopback_script, rendering_of, vendor_settings)
+from metaharness.adapters.base import (Adapter, ControlRefused, RunContext, StartRefusal, TurnInput, frame_of,
+                                      frame_operation_names, own_version, plan_loopback_script, vendor_settings)
 from metaharness.adapters.process import Child, Scratch, binary_version, kill_groups
 from metaharness.protocol.descriptor import CapabilityDescriptor, harness_descriptor
 from metaharness.protocol.frame import Frame
 from metaharness.protocol.refusals import CommandCode, RefusalName, Sentence
-from metaharness.protocol.spec import LibraryFrame, RunSpec
+from metaharness.protocol.spec import RunSpec
 from metaharness.protocol.values import Decision
-from metaharness.protocol.subjects import file_subject
 
 from . import launch
-from .relay import RelayServer, hook_timing, hook_toml, patch_changes
+from .relay import RelayServer, hook_timing, hook_toml
 from .rpc import RpcChannel, RpcClosed, RpcError
 from .seam import Seam
+from .steers import SteerLedger
+from .tools import RENDERING, TOOLS
 from .translate import Translator
 
-FILE_WRITE: OpKey = ("file.write", "", "")
-FILE_EDIT: OpKey = ("file.edit", "", "")
 TOO_LATE_STEER = Sentence.NOTHING_TO_STEER
-
-
-def frame_operations(frame: LibraryFrame | None) -> set[str] | None:
-    """Operation names of a frame value (a dict, a msgspec struct or a dataclass)."""
-    if frame is None:
-        return None
-    raw = frame.get("operations") if isinstance(frame, dict) else getattr(frame, "operations", None)
-    if raw is None:
-        return None
-    names = set()
-    for op in raw:
-        config = getattr(type(op), "__struct_config__", None)  # a typed frame operation
-        name = op.get("op") if isinstance(op, dict) else (config.tag if config is not None else getattr(op, "op", None))
-        if name is None and isinstance(op, (tuple, list)) and op:
-            name = op[0]
-        if isinstance(name, str):
-            names.add(name)
-    return names
-
-
-def apply_patch_resolution(changes: Any, call_cwd: str | None, run_cwd: str) -> Resolution:
-    """apply_patch resolves per file entry (docs/reference/wire.md): add → file.write,
-    update → file.edit, delete → file.write, move → file.write of destination and source."""
-    subjects: list[tuple[str, list[OpKey]]] = []
-    ops: list[OpKey] = []
-    for change in changes if isinstance(changes, list) else []:
-        if not isinstance(change, dict) or not isinstance(change.get("path"), str):
-            return Resolution(operations=[])  # an entry we cannot read: nothing resolves
-        kind = change.get("kind") if isinstance(change.get("kind"), dict) else {}
-        kind_type = kind.get("type")
-        move_path = kind.get("move_path")
-        if kind_type == "update" and isinstance(move_path, str):
-            entry = [(file_subject(move_path, call_cwd, run_cwd), [FILE_WRITE]),
-                     (file_subject(change["path"], call_cwd, run_cwd), [FILE_WRITE])]
-        elif kind_type == "update":
-            entry = [(file_subject(change["path"], call_cwd, run_cwd), [FILE_EDIT])]
-        elif kind_type in ("add", "delete"):
-            entry = [(file_subject(change["path"], call_cwd, run_cwd), [FILE_WRITE])]
-        else:
-            return Resolution(operations=[])
-        for subject, subject_ops in entry:
-            subjects.append((subject, subject_ops))
-            for op in subject_ops:
-                if op not in ops:
-                    ops.append(op)
-    return Resolution(operations=sorted(ops), subjects=subjects)
 
 
 @dataclass(frozen=True)
@@ -106,19 +59,6 @@ class CodexOptions:
     @classmethod
     def of(cls, spec: RunSpec) -> CodexOptions:
         return cls(replace_relay=bool(spec.codex_replace_relay))
-
-
-def patch_resolution(input: Any, call_cwd: str | None, run_cwd: str) -> Resolution:
-    """An apply_patch call: its `changes` (an approval), or the patch text a relay hook shows."""
-    changes = input.get("changes") if isinstance(input, dict) else None
-    if changes is None and isinstance(input, dict):
-        changes = patch_changes(input.get("command"))  # a relay presentation: the patch text
-    return apply_patch_resolution(changes, call_cwd, run_cwd)
-
-
-TOOLS: dict[str, Tool] = {"Bash": Tool("shell"),
-                          "apply_patch": Tool(resolve=patch_resolution, renders=("file.edit", "file.write"))}
-RENDERING = rendering_of(TOOLS)
 
 
 class CodexAdapter(Adapter):
@@ -143,12 +83,7 @@ class CodexAdapter(Adapter):
         self.work: str | None = None
         self.turn_id: str | None = None
         self.turns_started = 0
-        self.steers = 0
-        # Steers of the running turn: client id → text, until Codex shows them delivered.
-        self._steers_in_flight: dict[str, str] = {}
-        self._steers_accepted: dict[str, str] = {}
-        self._steers_refused_idle: dict[str, str] = {}
-        self._carried: set[str] = set()  # client ids that open (or opened) a turn of their own
+        self.steers = SteerLedger()
         self._carry_coming = False
         self._carry_task: asyncio.Task | None = None
         self._stopping = False  # interrupt or halt: nothing is carried past the turn
@@ -201,49 +136,15 @@ class CodexAdapter(Adapter):
         self.frame_ops = self._launch_frame_ops()
 
     def _plan_credentials(self) -> None:
-        spec = self.spec
-        mode = spec.credentials
-        self._scenario = None
-        if spec.script:
-            from metaharness.loopback.proxy import new_placeholder
-
-            self._scenario = plan_loopback_script(spec)
-            self._key = (launch.KEY_VARIABLE, new_placeholder())  # the loopback answers only this key
-            return
-        if mode == "none":
-            if not spec.model_endpoint:
-                raise StartRefusal(RefusalName.NoModelEndpoint, Sentence.NO_MODEL_ENDPOINT)
-            self._key = (launch.KEY_VARIABLE, launch.PLACEHOLDER_KEY)
-            return
-        real = next((os.environ[v] for v in ("OPENAI_API_KEY", "CODEX_API_KEY") if os.environ.get(v)), None)
-        if not real:
-            raise StartRefusal(RefusalName.NoApiKey, f"credentials {mode} needs OPENAI_API_KEY or CODEX_API_KEY in metaharness's environment")
-        if mode == "api-key":
-            variable = "OPENAI_API_KEY" if os.environ.get("OPENAI_API_KEY") else "CODEX_API_KEY"
-            # With an endpoint the provider reads the key from its env_key variable.
-            self._key = (launch.KEY_VARIABLE, real) if spec.model_endpoint else (variable, real)
-            return
-        if mode == "loopback":
-            from metaharness.loopback.proxy import new_placeholder
-
-            self._real_key = real
-            self._key = (launch.KEY_VARIABLE, new_placeholder())
-            return
-        raise StartRefusal(RefusalName.CredentialsUnknown, f"unknown credential mode {mode!r}")
+        self._scenario = plan_loopback_script(self.spec) if self.spec.script else None
+        self._key, self._real_key = launch.credentials(self.spec, os.environ)
 
     def _launch_frame_ops(self) -> set[str] | None:
-        spec = self.spec
-        if spec.library_frame is not None:
-            return frame_operations(spec.library_frame)
-        if spec.frame:
-            import json
-
-            try:
-                with open(spec.frame, "rb") as handle:
-                    return frame_operations(json.load(handle))
-            except (OSError, ValueError):
-                return set()  # the loop refuses an unreadable frame first; fail to read-only here
-        return None
+        """The launch frame's operations (None: no frame, the posture alone sets the sandbox; an
+        unreadable one admits nothing — the loop refuses it first — so the sandbox is read-only)."""
+        if self.spec.library_frame is None and not self.spec.frame:
+            return None
+        return frame_operation_names(frame_of(self.spec))
 
     # --- start --------------------------------------------------------------------------
     async def start(self, ctx: RunContext) -> None:
@@ -387,15 +288,11 @@ class CodexAdapter(Adapter):
         # Steers this turn did not take up become the next turn's input (docs/guides/claude-and-codex.md).
         # Codex 0.171.0 was seen to take every accepted steer into the same turn; what is left
         # here is a steer that reached it after it went idle, or one it accepted and never showed.
-        undelivered = {**self._steers_in_flight, **self._steers_refused_idle}
         assert self.translator is not None
-        undelivered.update({cid: text for cid, text in self._steers_accepted.items()
-                            if cid in self.translator.client_messages})
-        self._steers_accepted.clear()
-        self._steers_refused_idle.clear()
+        undelivered = self.steers.undelivered(self.translator.client_messages)
         if not undelivered or self._stopping or self.rpc is None or self.rpc.stdin_closed:
             return
-        self._carried.update(undelivered)
+        self.steers.carried.update(undelivered)
         self._carry_coming = True
         self._carry_task = asyncio.get_running_loop().create_task(self._start_carried_turn(undelivered))
 
@@ -447,7 +344,7 @@ class CodexAdapter(Adapter):
 
     async def set_frame(self, frame: Frame) -> None:
         """The frame in force from the next turn: its operations set the sandbox (`launch.sandbox_policy`)."""
-        self.frame_ops = frame_operations(frame)
+        self.frame_ops = frame_operation_names(frame)
 
     def deliver(self, call_id: str, decision: Decision, decided_by: str) -> None:
         if self.seam is not None:
@@ -465,10 +362,8 @@ class CodexAdapter(Adapter):
         turn_id = self.translator.active_turn_id or self.turn_id
         if turn_id is None:
             raise ControlRefused(CommandCode.TOO_LATE, TOO_LATE_STEER)
-        self.steers += 1
-        client_id = f"mh-steer-{self.steers}"
+        client_id = self.steers.sent(text)
         self.translator.client_messages[client_id] = ("steer", text)
-        self._steers_in_flight[client_id] = text
         try:
             await self.rpc.request("turn/steer", {
                 "threadId": self.thread_id,
@@ -476,25 +371,15 @@ class CodexAdapter(Adapter):
                 "clientUserMessageId": client_id,
                 "input": [{"type": "text", "text": text, "text_elements": []}],
             }, timeout=10)
-        except RpcError as exc:
-            self._steers_in_flight.pop(client_id, None)
-            if client_id in self._carried:
-                return  # turn/completed came first: the text opens the next turn
-            if "no active turn" in exc.message and self.translator.active_turn_id == turn_id and not self._stopping:
-                # Codex went idle; its turn/completed is still on the way: carry it then.
-                self._steers_refused_idle[client_id] = text
+        except (RpcError, RpcClosed, asyncio.TimeoutError) as exc:
+            # Codex went idle ("no active turn") with its turn/completed still on the way: carried then.
+            ending = isinstance(exc, RpcError) and "no active turn" in exc.message \
+                and self.translator.active_turn_id == turn_id and not self._stopping
+            if self.steers.failed(client_id, turn_ending=ending):
                 return
             self.translator.client_messages.pop(client_id, None)
             raise ControlRefused(CommandCode.TOO_LATE, f"{TOO_LATE_STEER} (codex: {exc})") from None
-        except (RpcClosed, asyncio.TimeoutError) as exc:
-            self._steers_in_flight.pop(client_id, None)
-            if client_id in self._carried:
-                return
-            self.translator.client_messages.pop(client_id, None)
-            raise ControlRefused(CommandCode.TOO_LATE, f"{TOO_LATE_STEER} (codex: {exc})") from None
-        self._steers_in_flight.pop(client_id, None)
-        if client_id not in self._carried:
-            self._steers_accepted[client_id] = text
+        self.steers.answered(client_id)
 
     async def set_posture(self, word: str) -> str | None:
         if word not in self.postures:
@@ -604,4 +489,4 @@ class CodexAdapter(Adapter):
         return [(self.scratch.transcript, "transcript.jsonl")] + ([(rollout, os.path.basename(rollout))] if rollout else [])
 
 
-__all__ = ["CodexAdapter", "CodexOptions", "apply_patch_resolution"]
+__all__ = ["CodexAdapter", "CodexOptions"]

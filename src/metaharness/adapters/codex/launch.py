@@ -21,12 +21,15 @@ from __future__ import annotations
 
 import os
 import shutil
+from typing import Mapping
 
 # LaunchError, child_path and default_vendor_dir are the kit's; the adapter and the doctor reach them here.
 from metaharness.adapters.process import LaunchError, Scratch, child_path, default_vendor_dir, passed_through  # noqa: F401
 from metaharness.adapters.process import make_scratch as new_scratch_root
 from metaharness.adapters.process import resolve_binary as resolve_on_path
+from metaharness.adapters.base import StartRefusal
 from metaharness.protocol.harnesses import harness
+from metaharness.protocol.refusals import RefusalName, Sentence
 from metaharness.protocol.spec import RunSpec
 from metaharness.protocol.values import HermeticAttestation, ImposedRow, UnavailableRow
 
@@ -190,3 +193,28 @@ def attestation(spec: RunSpec, version: str | None, *, base_url: str | None, key
     else:
         unavailable.append(UnavailableRow(row="h9", why=f"codex reports {version}, off the pin {PIN}"))
     return HermeticAttestation(imposed=imposed, unavailable=unavailable)
+
+
+def credentials(spec: RunSpec, environ: Mapping[str, str]) -> tuple[tuple[str, str], str | None]:
+    """(the key variable and value the child sees, the real key a loopback proxy holds or None) for
+    the run's credential mode; StartRefusal by name for a mode that cannot be served."""
+    from metaharness.loopback.proxy import new_placeholder
+
+    mode = spec.credentials
+    if spec.script:
+        return (KEY_VARIABLE, new_placeholder()), None  # the scripted loopback answers only this key
+    if mode == "none":
+        if not spec.model_endpoint:
+            raise StartRefusal(RefusalName.NoModelEndpoint, Sentence.NO_MODEL_ENDPOINT)
+        return (KEY_VARIABLE, PLACEHOLDER_KEY), None
+    variable = next((v for v in ("OPENAI_API_KEY", "CODEX_API_KEY") if environ.get(v)), None)
+    if variable is None:
+        raise StartRefusal(RefusalName.NoApiKey,
+                           f"credentials {mode} needs OPENAI_API_KEY or CODEX_API_KEY in metaharness's environment")
+    real = environ[variable]
+    if mode == "api-key":
+        # With an endpoint the provider reads the key from its env_key variable.
+        return ((KEY_VARIABLE, real) if spec.model_endpoint else (variable, real)), None
+    if mode == "loopback":
+        return (KEY_VARIABLE, new_placeholder()), real
+    raise StartRefusal(RefusalName.CredentialsUnknown, f"unknown credential mode {mode!r}")
