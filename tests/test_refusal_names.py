@@ -1,4 +1,4 @@
-"""Refusal names and command refusal codes come from one place: protocol/refusals.py.
+"""Refusal names, command refusal codes and warning codes come from one place: protocol/refusals.py.
 
 Every module under src/ is parsed with `ast`; a string that is a refusal name or code
 (`"CostNotSeen"`, `"TOO_LATE"`), or a sentence led by one (`"CostNotSeen: …"`, an f-string
@@ -20,15 +20,15 @@ import pathlib
 import re
 import typing
 
-from metaharness.protocol.refusals import CommandCode, RefusalName, Sentence, constants
-from metaharness.protocol.troubleshooting import COMMAND_REFUSALS, REFUSALS
+from metaharness.protocol.refusals import CommandCode, RefusalName, Sentence, WarningCode, constants
+from metaharness.protocol.troubleshooting import COMMAND_REFUSALS, REFUSALS, WARNINGS
 from metaharness.protocol.values import RefusalCode
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 SRC = REPO / "src"
 PROTOCOL = SRC / "metaharness" / "protocol"
 THE_PLACES = (PROTOCOL / "refusals.py", PROTOCOL / "troubleshooting.py")
-NAMES = set(constants(RefusalName).values()) | set(constants(CommandCode).values())
+NAMES = set(constants(RefusalName).values()) | set(constants(CommandCode).values()) | set(constants(WarningCode).values())
 LEAD = re.compile(r"([A-Za-z_]+): ")
 SENTENCES = set(constants(Sentence).values())
 
@@ -109,3 +109,9 @@ def test_each_command_code_is_a_constant_on_the_wire_and_in_the_catalogue():
     by_attribute = constants(CommandCode)
     assert all(key == value for key, value in by_attribute.items())
     assert set(by_attribute.values()) == set(typing.get_args(RefusalCode)) == {t.name for t in COMMAND_REFUSALS}
+
+
+def test_each_warning_code_is_a_constant_and_in_the_catalogue():
+    by_attribute = constants(WarningCode)
+    assert all(key == value for key, value in by_attribute.items())
+    assert set(by_attribute.values()) == {t.name for t in WARNINGS}

@@ -32,11 +32,11 @@ from metaharness.loopback.cassette import (CassetteError, Recording, first_works
                                            read_recording, workspace_manifest)
 from metaharness.loopback.recorder import RecordingProxy
 from metaharness.loopback.replayer import ReplayServer
-from metaharness.protocol.refusals import RefusalName
+from metaharness.protocol.refusals import RefusalName, WarningCode
 from metaharness.protocol.spec import RunSpec
 from metaharness.run.spec import cost_unseen
 
-DIVERGED = "REPLAY_DIVERGED"
+DIVERGED = WarningCode.REPLAY_DIVERGED
 DIVERGED_EXIT = 1
 # Where a harness's model requests go when no --model-endpoint is given (by provider for oharness).
 DEFAULT_UPSTREAM = {"claude": "https://api.anthropic.com", "codex": "https://api.openai.com",

@@ -21,7 +21,7 @@ from typing import Any, Literal
 import msgspec
 from msgspec import Struct
 
-from metaharness.protocol.refusals import RefusalName
+from metaharness.protocol.refusals import RefusalName, WarningCode
 
 RESULT_FORMAT = "metaharness.batch-result/1"
 
@@ -150,11 +150,11 @@ def summarise_stream(data: bytes) -> dict[str, Any]:
             usage_in = _add(usage_in, usage.get("input_tokens"))
             usage_out = _add(usage_out, usage.get("output_tokens"))
         elif name == "warning":
-            if line.get("code") == "VENDOR_PERMISSION_DENIED":
+            if line.get("code") == WarningCode.VENDOR_PERMISSION_DENIED:
                 harness_refused += 1
-            elif line.get("code") == "MODEL_REQUEST_FAILED" and model_failure is None:
+            elif line.get("code") == WarningCode.MODEL_REQUEST_FAILED and model_failure is None:
                 model_failure = _model_failure_line(line)
-            elif line.get("code") == "BUDGET_REACHED" and budget is None:
+            elif line.get("code") == WarningCode.BUDGET_REACHED and budget is None:
                 budget, budget_cost = line.get("message"), line.get("metered_cost_usd")
         elif name == "session.ended":
             ended = line
@@ -293,7 +293,7 @@ class LiveSpend:
                 model = model.split(":", 1)[1]
             self.priced += self.prices.cost(model, usage) or usage.get("cost_usd") or 0.0
         elif name in ("warning", "session.ended") and line.get("metered_cost_usd") is not None and (
-                name == "session.ended" or line.get("code") == "BUDGET_REACHED"):
+                name == "session.ended" or line.get("code") == WarningCode.BUDGET_REACHED):
             self.final = float(line["metered_cost_usd"])
 
 

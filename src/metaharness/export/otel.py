@@ -42,6 +42,7 @@ from metaharness.protocol.events import event_name
 from metaharness.protocol.trace import TRACE_ENV
 from metaharness.protocol.harnesses import REGISTRY
 from metaharness.view.stream import decision_word
+from metaharness.protocol.refusals import WarningCode
 
 from .otlp import endpoint_of  # noqa: F401 (the CLI's one import for both)
 from .source import ExportError, Stream
@@ -435,7 +436,7 @@ class LiveTap:
             return []
         message = dropped_message(ended, lost, self.pipeline.endpoint)
         self.stderr(f"metaharness: {message}")
-        return [WarningEvent(code="OTEL_SPANS_DROPPED", message=message)]
+        return [WarningEvent(code=WarningCode.OTEL_SPANS_DROPPED, message=message)]
 
 
 class ParentSpan:

@@ -13,9 +13,9 @@ from typing import Any, Literal
 
 from msgspec import Struct
 
+from .refusals import WarningCode
 from .values import U32
 
-MODEL_REQUEST_FAILED = "MODEL_REQUEST_FAILED"
 MESSAGE_LIMIT = 500
 
 FailureKind = Literal[
@@ -141,4 +141,4 @@ def model_failure_warning(failure: ModelFailure):
     """The `warning` event every harness writes for a failed model request."""
     from .events import WarningEvent  # events imports this module for the field's type
 
-    return WarningEvent(code=MODEL_REQUEST_FAILED, message=describe(failure), model_failure=failure)
+    return WarningEvent(code=WarningCode.MODEL_REQUEST_FAILED, message=describe(failure), model_failure=failure)

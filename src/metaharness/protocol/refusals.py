@@ -1,6 +1,6 @@
 """The names a refusal is given by, one constant each: the refused-start names
 (`metaharness: <Name>: <sentence>` on stderr, `StartRefusal.name`, a workflow's, a batch's or a
-replay's refusal) and the `command.result` refusal codes.
+replay's refusal) and the `command.result` refusal codes — and the codes of the `warning` lines.
 
 What belongs here: one constant per name, spelled as the name itself, and nothing else. Code that
 refuses names its refusal from here, never as a bare string (tests/test_refusal_names.py fails on one
@@ -107,6 +107,35 @@ class Sentence:
     REQUEST_MUTATED: Final = "this call id was already presented with a different input"
 
 
+class WarningCode:
+    """A `warning` line's code (the wire's open set; each one metaharness writes is here)."""
+
+    AMBIENT_INPUT: Final = "AMBIENT_INPUT"
+    BUDGET_REACHED: Final = "BUDGET_REACHED"
+    COMMAND_NOT_APPLIED: Final = "COMMAND_NOT_APPLIED"
+    COST_DISAGREES: Final = "COST_DISAGREES"
+    COVERAGE_GAP: Final = "COVERAGE_GAP"
+    MODEL_REQUEST_FAILED: Final = "MODEL_REQUEST_FAILED"
+    NO_FRAME_IN_FORCE: Final = "NO_FRAME_IN_FORCE"
+    NO_TERMINAL_RECORD: Final = "NO_TERMINAL_RECORD"
+    OTEL_SPANS_DROPPED: Final = "OTEL_SPANS_DROPPED"
+    PENDING_CALL_ABANDONED: Final = "PENDING_CALL_ABANDONED"
+    PRICE_UNKNOWN: Final = "PRICE_UNKNOWN"
+    PROXY_REFUSED: Final = "PROXY_REFUSED"
+    REPLAY_DIVERGED: Final = "REPLAY_DIVERGED"
+    REQUEST_MUTATED: Final = "REQUEST_MUTATED"
+    RETAIN_FAILED: Final = "RETAIN_FAILED"
+    UNCOVERED_TOOL: Final = "UNCOVERED_TOOL"
+    UNDECIDED_CALL_RAN: Final = "UNDECIDED_CALL_RAN"
+    VENDOR_API_RETRY: Final = "VENDOR_API_RETRY"
+    VENDOR_BACKGROUND_TASKS: Final = "VENDOR_BACKGROUND_TASKS"
+    VENDOR_ERROR: Final = "VENDOR_ERROR"
+    VENDOR_NOTICE: Final = "VENDOR_NOTICE"
+    VENDOR_PERMISSION_DENIED: Final = "VENDOR_PERMISSION_DENIED"
+    VENDOR_WARNING: Final = "VENDOR_WARNING"
+    VERSION_OFF_PIN: Final = "VERSION_OFF_PIN"
+
+
 def constants(namespace: type) -> dict[str, str]:
-    """The constants of `RefusalName`, `CommandCode` or `Sentence`, by attribute name."""
+    """The constants of `RefusalName`, `CommandCode`, `WarningCode` or `Sentence`, by attribute name."""
     return {key: value for key, value in vars(namespace).items() if not key.startswith("_") and isinstance(value, str)}

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
+from metaharness.protocol.refusals import WarningCode
+
 BLANK = "<normalised>"
 TIMES = frozenset({"at", "duration_ms", "duration_api_ms", "ttft_ms", "time_to_request_ms", "latency_ms",
                    "startedAtMs", "completedAtMs", "durationMs"})
@@ -60,7 +62,7 @@ def normalise(event: dict[str, Any]) -> dict[str, Any]:
 def _split(events: Iterable[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     own, opaque = [], []
     for event in events:
-        if event.get("event") == "warning" and event.get("code") == "COST_DISAGREES":
+        if event.get("event") == "warning" and event.get("code") == WarningCode.COST_DISAGREES:
             continue
         normal = normalise(event)
         if normal.get("event") == "opaque":

@@ -36,7 +36,7 @@ from metaharness.adapters.base import PresentedCall, Resolution
 from metaharness.protocol.census import Census
 from metaharness.protocol.events import Event, ToolDecided, ToolRequested, WarningEvent
 from metaharness.protocol.frame import Frame
-from metaharness.protocol.refusals import CommandCode
+from metaharness.protocol.refusals import CommandCode, WarningCode
 from metaharness.protocol.spec import RunSpec
 from metaharness.protocol.values import Abstain, Allow, Decision, Deny
 
@@ -117,7 +117,7 @@ class Calls:
         if known is not None:
             self._requested(view, False, call.seam)
             if known != digest:
-                self.warn("REQUEST_MUTATED", f"{call.call_id} was presented again with a different input")
+                self.warn(WarningCode.REQUEST_MUTATED, f"{call.call_id} was presented again with a different input")
                 self._decide(call, [call], Deny(reason=texts.MUTATED), "adapter", call.seam, None)
             elif (pending := self.pending.get(call.call_id)) is not None:
                 pending.waiting.append(call)
@@ -147,7 +147,7 @@ class Calls:
         if self.frame is None:
             if not self._no_frame_warned:
                 self._no_frame_warned = True
-                self.warn("NO_FRAME_IN_FORCE", texts.NO_FRAME_WARNING)
+                self.warn(WarningCode.NO_FRAME_IN_FORCE, texts.NO_FRAME_WARNING)
             self._requested(view, False, "none")
             self._decide(call, [call], Abstain(), "adapter", "none", None)
             return
@@ -188,7 +188,7 @@ class Calls:
         decision, uncovered = texts.frame_verdict(self.admitted, self.scope, call.name,
                                                   resolution.operations, resolution.subjects)
         if uncovered:
-            self.warn("UNCOVERED_TOOL", f"{call.name} renders to no operation, so no frame can admit it")
+            self.warn(WarningCode.UNCOVERED_TOOL, f"{call.name} renders to no operation, so no frame can admit it")
         return decision
 
     # --- answering pending calls -------------------------------------------------------
@@ -237,7 +237,7 @@ class Calls:
     def abandon_all(self, why: str) -> None:
         for call_id in list(self.pending):
             self._close(call_id, Deny(reason=texts.ABANDONED.format(why=why)), "adapter")
-            self.warn("PENDING_CALL_ABANDONED", f"{call_id} was never decided by the embedder")
+            self.warn(WarningCode.PENDING_CALL_ABANDONED, f"{call_id} was never decided by the embedder")
 
     def ran_without_decision(self, call_id: str) -> bool:
         """A result came for `call_id`: True when it was presented and never decided (nor already reported)."""
@@ -249,7 +249,7 @@ class Calls:
         later claims that it did not run."""
         self.pending.pop(call_id, None)
         self.ran_undecided.add(call_id)
-        self.emit(WarningEvent(code="UNDECIDED_CALL_RAN", message=(
+        self.emit(WarningEvent(code=WarningCode.UNDECIDED_CALL_RAN, message=(
             f"{call_id} produced a result though metaharness never decided it: "
             "something other than this run's embedder let it run")))
 

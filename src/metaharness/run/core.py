@@ -49,7 +49,6 @@ from metaharness.loopback.pricing import Charge, Meter, disagrees, shipped_price
 from metaharness.protocol import frame as frames
 from metaharness.protocol.frame import Frame
 from metaharness.protocol.census import Census
-from metaharness.protocol.failures import MODEL_REQUEST_FAILED
 from metaharness.protocol.commands import Halt
 from metaharness.protocol.decode import CommandLine
 from metaharness.protocol.events import (
@@ -66,7 +65,7 @@ from metaharness.protocol.events import (
     TurnStarted,
     WarningEvent,
 )
-from metaharness.protocol.refusals import CommandCode
+from metaharness.protocol.refusals import CommandCode, WarningCode
 from metaharness.protocol.spec import RunSpec
 from metaharness.protocol.stream import EventWriter
 from metaharness.protocol.values import HermeticAttestation, Ok, ProcessTermination, UnknownTermination, refused
@@ -206,7 +205,7 @@ class RunCore:
     # --- the RunContext (what the adapter reports) ----------------------------------------------
     def session_started(self, event: SessionStarted, *, at: str | None = None) -> None:
         if self._session_started:
-            self.warn("VENDOR_NOTICE", "the harness reported a second opening record; it was not written again")
+            self.warn(WarningCode.VENDOR_NOTICE, "the harness reported a second opening record; it was not written again")
             return
         event.hermetic = self._attestation(event.hermetic)
         if event.available_operations is msgspec.UNSET and event.offered_tools:
@@ -230,7 +229,7 @@ class RunCore:
         return given
 
     def emit(self, event: Event, *, at: str | None = None) -> None:
-        if type(event) is WarningEvent and event.code == MODEL_REQUEST_FAILED:
+        if type(event) is WarningEvent and event.code == WarningCode.MODEL_REQUEST_FAILED:
             self.model_failure = event
         if type(event) is ToolResult and self.calls.ran_without_decision(event.call_id):
             self.calls.undecided_result(event.call_id)
@@ -281,13 +280,13 @@ class RunCore:
             return
         self.budget_stop = True
         if charge.cost_usd is None:
-            self.emit(WarningEvent(code="PRICE_UNKNOWN", message=(
+            self.emit(WarningEvent(code=WarningCode.PRICE_UNKNOWN, message=(
                 f"model {charge.model!r} is not in the price table (prices taken {meter.prices.taken}), so "
                 f"--max-cost-usd cannot be kept past this response; add it with --prices")))
         message = (f"--max-cost-usd {meter.cap_usd:g} reached: spent {meter.summary()}; "
                    f"no further model request is forwarded and the run stops")
         spent = msgspec.UNSET if meter.unpriced else round(meter.spent_usd, 6)  # unknown, as in session.ended
-        self.emit(WarningEvent(code="BUDGET_REACHED", message=message, metered_cost_usd=spent))
+        self.emit(WarningEvent(code=WarningCode.BUDGET_REACHED, message=message, metered_cost_usd=spent))
         self.stderr(f"metaharness: {message}")
         # the harness may present the call its last answer asked for before the stop lands: it
         # must not run, and its deny must stop the turn before the harness asks its model again
@@ -304,7 +303,7 @@ class RunCore:
             event.metered_cost_usd = None if self.meter.unpriced else round(self.meter.spent_usd, 6)
             reported, metered = event.total_cost_usd, event.metered_cost_usd
             if reported is not None and metered is not None and disagrees(metered, reported):
-                self.emit(WarningEvent(code="COST_DISAGREES", message=(
+                self.emit(WarningEvent(code=WarningCode.COST_DISAGREES, message=(
                     f"the harness reports ${reported:.4f}, metaharness priced ${metered:.4f} from the traffic it "
                     f"saw (prices taken {self.meter.prices.taken})")))
         # Decisions still open cannot be counted after the census is written.
@@ -420,12 +419,12 @@ class RunCore:
         if boundary.frame_command is not None:
             self._boundary_lines = [line for line in self._boundary_lines if type(line) is not StepEntered]
             self.calls.enforce(boundary.previous)
-            self.warn("COMMAND_NOT_APPLIED", f"frame.set {boundary.frame_command} never took effect: {why}")
+            self.warn(WarningCode.COMMAND_NOT_APPLIED, f"frame.set {boundary.frame_command} never took effect: {why}")
         for cid in boundary.owed:
             self._settle(cid, refused(CommandCode.TOO_LATE, why))
         for cid, _text in boundary.injects:
             if cid not in boundary.owed:
-                self.warn("COMMAND_NOT_APPLIED", f"message.inject {cid} never took effect: {why}")
+                self.warn(WarningCode.COMMAND_NOT_APPLIED, f"message.inject {cid} never took effect: {why}")
         boundary.injects.clear()
 
     def child_output_ended(self) -> None:
@@ -482,7 +481,7 @@ class RunCore:
         lines: list[Any] = []
         pieces: list[str] = []
         for superseded in boundary.superseded:
-            self.warn("COMMAND_NOT_APPLIED", f"frame.set {superseded} was superseded by a later frame.set before its boundary")
+            self.warn(WarningCode.COMMAND_NOT_APPLIED, f"frame.set {superseded} was superseded by a later frame.set before its boundary")
         if boundary.frame is not None:
             new = boundary.frame
             boundary.previous = self.calls.frame
@@ -520,20 +519,20 @@ class RunCore:
                 message += f"; {texts.UNREACHABLE.format(why=self.unreachable)}"
             if tail and tail.strip():
                 message += f"; its stderr: {tail.strip()}"
-            self.warn("NO_TERMINAL_RECORD", message)
+            self.warn(WarningCode.NO_TERMINAL_RECORD, message)
         if self.spec.retain_dir:
             for failure in self.adapter.retain(self.spec.retain_dir):
-                self.warn("RETAIN_FAILED", failure)
+                self.warn(WarningCode.RETAIN_FAILED, failure)
         leftover = self.boundary
         for cid in [slot[0] for slot in self._answers if slot[1] is None]:  # owed by a turn never opened
             self._settle(cid, refused(CommandCode.TOO_LATE, texts.ENDING))
         leftover.injects = [(cid, text) for cid, text in leftover.injects if cid not in leftover.owed]
         for superseded in leftover.superseded:
-            self.warn("COMMAND_NOT_APPLIED", f"frame.set {superseded} never took effect: the run wound up first")
+            self.warn(WarningCode.COMMAND_NOT_APPLIED, f"frame.set {superseded} never took effect: the run wound up first")
         if leftover.frame_command is not None:
-            self.warn("COMMAND_NOT_APPLIED", f"frame.set {leftover.frame_command} never took effect: the run wound up first")
+            self.warn(WarningCode.COMMAND_NOT_APPLIED, f"frame.set {leftover.frame_command} never took effect: the run wound up first")
         for cid, _text in leftover.injects:
-            self.warn("COMMAND_NOT_APPLIED", f"message.inject {cid} never took effect: the run wound up first")
+            self.warn(WarningCode.COMMAND_NOT_APPLIED, f"message.inject {cid} never took effect: the run wound up first")
         # Lines still queued (read before this point) are answered before the marker.
         self.answer_leftovers(queued)
         if self.halt_id is not None:

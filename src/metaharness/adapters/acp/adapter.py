@@ -36,7 +36,7 @@ from metaharness.adapters.process import Child, Scratch, ScratchRefused
 from metaharness.protocol.descriptor import CapabilityDescriptor, DenyReason, harness_descriptor
 from metaharness.protocol.events import SessionStarted
 from metaharness.protocol.failures import ModelFailure, bounded
-from metaharness.protocol.refusals import CommandCode, RefusalName, Sentence
+from metaharness.protocol.refusals import CommandCode, RefusalName, Sentence, WarningCode
 from metaharness.protocol.spec import RunSpec
 from metaharness.protocol.values import Decision, HermeticAttestation, ImposedRow, TranscriptRef, UnavailableRow
 
@@ -219,7 +219,7 @@ class AcpAdapter(Adapter):
             transcript=TranscriptRef(path=str(self.scratch.transcript)), hermetic=self._attestation(version),
         ))
         if version != self.pin:
-            self.ctx.warn("VERSION_OFF_PIN", f"{self.binary_name} reports version {version}, outside the pin {self.pin}")
+            self.ctx.warn(WarningCode.VERSION_OFF_PIN, f"{self.binary_name} reports version {version}, outside the pin {self.pin}")
 
     def _attestation(self, version: str | None) -> HermeticAttestation:
         rows = [
@@ -277,7 +277,7 @@ class AcpAdapter(Adapter):
         if self.mode_allowed(mode):
             return
         self._end_error = f"{self.binary_name} switched to mode {mode!r}; the pinned mode is {self.initial_mode!r}"
-        self.ctx.warn("VENDOR_ERROR", f"{self._end_error}, which may stop it asking, so the run ends")
+        self.ctx.warn(WarningCode.VENDOR_ERROR, f"{self._end_error}, which may stop it asking, so the run ends")
         if self.seam is not None:
             self.seam.cancel_all()
         self._close_stdin()
@@ -301,7 +301,7 @@ class AcpAdapter(Adapter):
             self.translator.flush()
             self.translator.last_error = f"{self.binary_name} failed the prompt: {failure_text(exc)}"
             await self._unreachable_endpoint(self.translator.last_error)
-            self.ctx.warn("VENDOR_ERROR", self.translator.last_error)
+            self.ctx.warn(WarningCode.VENDOR_ERROR, self.translator.last_error)
             self.ctx.turn_ended("error")
             return
         except RpcClosed:

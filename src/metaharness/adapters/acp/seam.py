@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from metaharness.adapters.base import ControlRefused, PresentedCall, RunContext
-from metaharness.protocol.refusals import CommandCode
+from metaharness.protocol.refusals import CommandCode, WarningCode
 from metaharness.protocol.values import Abstain, Allow, Decision, Deny, Replace
 
 from .rpc import RpcChannel
@@ -85,7 +85,7 @@ class Seam:
         if not isinstance(call_id, str) or not call_id or options is None or call_id in self.pending:
             # Unreadable, or a second open request for one call: refused, never guessed.
             self.ctx.opaque(raw, vendor_type=method, vendor_subtype="unreadable", source_line=line)
-            self.ctx.warn("VENDOR_NOTICE", f"an unreadable permission request (line {line}) was rejected")
+            self.ctx.warn(WarningCode.VENDOR_NOTICE, f"an unreadable permission request (line {line}) was rejected")
             self._write(request_id, None, options or {}, "reject_once")
             return
         pending = Pending(request_id, call_id, options, tool_call, time.monotonic_ns())
@@ -123,7 +123,7 @@ class Seam:
         call = self.call_of(pending.tool_call, True)
         name, call_input = (call[0], call[1]) if call else (str(pending.tool_call.get("title") or "unknown"), pending.tool_call)
         self.ctx.record_call(call_id, name, call_input)
-        self.ctx.warn("PENDING_CALL_ABANDONED", f"{call_id}: the {self.kind} agent asked permission but never sent the "
+        self.ctx.warn(WarningCode.PENDING_CALL_ABANDONED, f"{call_id}: the {self.kind} agent asked permission but never sent the "
                                                 f"call's arguments within {self.hold_s:g}s, so it was rejected")
         self._answer(pending, "reject_once")
 
@@ -180,7 +180,7 @@ class Seam:
         pending = self.pending.get(call_id)
         if pending is None or pending.answered is not None:
             return
-        self.ctx.warn("PENDING_CALL_ABANDONED", f"{call_id} reached the {self.kind} adapter's {self.ceiling_ms}ms "
+        self.ctx.warn(WarningCode.PENDING_CALL_ABANDONED, f"{call_id} reached the {self.kind} adapter's {self.ceiling_ms}ms "
                                                 "ceiling undecided and was rejected")
         self._answer(pending, "reject_once")
 
@@ -192,14 +192,14 @@ class Seam:
 
         def second() -> None:
             if not self.settled(call_id) and not self.rpc.stdin_closed:
-                self.ctx.warn("VENDOR_NOTICE", f"the {self.kind} agent did not act on the refusal of {call_id} "
+                self.ctx.warn(WarningCode.VENDOR_NOTICE, f"the {self.kind} agent did not act on the refusal of {call_id} "
                                                "or on the cancel; its stdin was closed")
                 self.rpc.close_stdin()
 
         def first() -> None:
             if taken_up() or self.rpc.stdin_closed:
                 return
-            self.ctx.warn("VENDOR_NOTICE", f"the {self.kind} agent did not act on the refusal of {call_id} within "
+            self.ctx.warn(WarningCode.VENDOR_NOTICE, f"the {self.kind} agent did not act on the refusal of {call_id} within "
                                            f"{self.takeup_s:g}s; the turn was cancelled")
             self.cancel_turn()
             self._escalations.append(loop.call_later(self.takeup_s, second))

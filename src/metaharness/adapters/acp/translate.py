@@ -26,6 +26,7 @@ from typing import Any, Callable
 
 from metaharness.protocol.events import SessionEnded, Text, Thinking, ToolResult, UsageReport
 from metaharness.protocol.values import DecisionCensus, FinalAnswer, Usage
+from metaharness.protocol.refusals import WarningCode
 
 TERMINAL = ("completed", "failed")
 # Updates that carry nothing a reader of events needs (the agent's menu, its plan list).
@@ -138,9 +139,9 @@ class Translator:
         name = self.name_of(update) if call.title is None else call.title
         self.ctx.record_call(call.call_id, name, call.raw_input or _shown(update))
         if what.startswith("refused"):
-            self.ctx.warn("VENDOR_PERMISSION_DENIED", f"{call.call_id} ({name}): the agent {what}")
+            self.ctx.warn(WarningCode.VENDOR_PERMISSION_DENIED, f"{call.call_id} ({name}): the agent {what}")
         else:
-            self.ctx.warn("VENDOR_NOTICE", f"{call.call_id} ({name}): the agent {what}")
+            self.ctx.warn(WarningCode.VENDOR_NOTICE, f"{call.call_id} ({name}): the agent {what}")
 
     def _result(self, call: ToolCall, update: dict) -> None:
         if call.result_written:

@@ -24,7 +24,7 @@ from metaharness.adapters.base import (Adapter, ControlRefused, RunContext, Star
                                       plan_loopback_script, rendering_of)
 from metaharness.adapters.process import Child, ScratchRefused, binary_version
 from metaharness.protocol.descriptor import CapabilityDescriptor, harness_descriptor
-from metaharness.protocol.refusals import CommandCode, RefusalName, Sentence
+from metaharness.protocol.refusals import CommandCode, RefusalName, Sentence, WarningCode
 from metaharness.protocol.spec import RunSpec
 from metaharness.protocol.values import Decision
 
@@ -156,7 +156,7 @@ class ClaudeAdapter(Adapter):
             if spec.strict_version:
                 raise StartRefusal(RefusalName.VersionOffPin, f"claude reports version {version}, off its pin "
                                                      f"{launch.PINNED_VERSION} (--strict-version)")
-            ctx.warn("VERSION_OFF_PIN", f"claude reports version {version}; the adapter is pinned to "
+            ctx.warn(WarningCode.VERSION_OFF_PIN, f"claude reports version {version}; the adapter is pinned to "
                                         f"{launch.PINNED_VERSION}")
 
     async def _credentials(self, cwd: str) -> tuple[str | None, str, str | None, str]:
@@ -350,7 +350,7 @@ class ClaudeAdapter(Adapter):
         from metaharness.loopback.proxy import refused_message
 
         if self.ctx is not None:
-            self.ctx.warn("PROXY_REFUSED", refused_message(method, target))
+            self.ctx.warn(WarningCode.PROXY_REFUSED, refused_message(method, target))
 
     async def finish(self) -> None:
         self._closing = True

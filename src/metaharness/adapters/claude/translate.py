@@ -39,6 +39,7 @@ from metaharness.protocol.events import (
     UsageReport,
     WarningEvent,
 )
+from metaharness.protocol.refusals import WarningCode
 from metaharness.protocol.values import (
     DecisionCensus,
     FinalAnswer,
@@ -264,21 +265,21 @@ class Translator:
             message = _str(record.get("message")) or _str(record.get("content"))
             if message is None:
                 raise Unreadable
-            return [("emit", WarningEvent(code="VENDOR_PERMISSION_DENIED", message=message), at)]
+            return [("emit", WarningEvent(code=WarningCode.VENDOR_PERMISSION_DENIED, message=message), at)]
         if subtype == "informational":
             message = _str(record.get("content")) or _str(record.get("message"))
             if message is None:
                 raise Unreadable
-            return [("emit", WarningEvent(code="VENDOR_NOTICE", message=message), at)]
+            return [("emit", WarningEvent(code=WarningCode.VENDOR_NOTICE, message=message), at)]
         if subtype == "api_retry":
             parts = [f"{k}={record[k]}" for k in ("attempt", "max_retries", "retry_delay_ms", "error_status", "error")
                      if k in record and record[k] is not None]
             message = "the vendor retried an API request" + (f" ({', '.join(parts)})" if parts else "")
-            return [("emit", WarningEvent(code="VENDOR_API_RETRY", message=message), at)]
+            return [("emit", WarningEvent(code=WarningCode.VENDOR_API_RETRY, message=message), at)]
         if subtype == "background_tasks_changed":
             tasks = record.get("tasks")
             if isinstance(tasks, list) and tasks:
-                return [("emit", WarningEvent(code="VENDOR_BACKGROUND_TASKS",
+                return [("emit", WarningEvent(code=WarningCode.VENDOR_BACKGROUND_TASKS,
                                                message=f"{len(tasks)} background task(s) running"), at)]
             return [("opaque", "system", subtype, line_no)]
         if subtype == "thinking_tokens":

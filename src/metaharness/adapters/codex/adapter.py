@@ -35,7 +35,7 @@ from metaharness.adapters.base import (Adapter, ControlRefused, RunContext, Star
 from metaharness.adapters.process import Child, Scratch, binary_version, kill_groups
 from metaharness.protocol.descriptor import CapabilityDescriptor, harness_descriptor
 from metaharness.protocol.frame import Frame
-from metaharness.protocol.refusals import CommandCode, RefusalName, Sentence
+from metaharness.protocol.refusals import CommandCode, RefusalName, Sentence, WarningCode
 from metaharness.protocol.spec import RunSpec
 from metaharness.protocol.values import Decision
 
@@ -274,7 +274,7 @@ class CodexAdapter(Adapter):
             work=self.work, relay=self.options.replace_relay))
         version = thread.get("cliVersion")
         if version != launch.PIN:
-            self.ctx.warn("VERSION_OFF_PIN", f"codex reports version {version}, outside the pin {launch.PIN}")
+            self.ctx.warn(WarningCode.VERSION_OFF_PIN, f"codex reports version {version}, outside the pin {launch.PIN}")
 
     # --- turns --------------------------------------------------------------------------
     def _on_turn_started(self, turn_id: str) -> None:
@@ -307,14 +307,14 @@ class CodexAdapter(Adapter):
         except (RpcError, RpcClosed) as exc:
             # The turn cannot start: say so, and end the session rather than wait for it.
             self._carry_coming = False
-            self.ctx.warn("COMMAND_NOT_APPLIED", f"a steer could not be delivered as the next turn's input: {exc}")
+            self.ctx.warn(WarningCode.COMMAND_NOT_APPLIED, f"a steer could not be delivered as the next turn's input: {exc}")
             if self.rpc is not None:
                 self.rpc.close_stdin()
 
     def _proxy_refused(self, method: str, target: str) -> None:
         from metaharness.loopback.proxy import refused_message
 
-        self.ctx.warn("PROXY_REFUSED", refused_message(method, target))
+        self.ctx.warn(WarningCode.PROXY_REFUSED, refused_message(method, target))
 
     def alive(self) -> bool:
         """False once Codex exited or its channel is gone (its output ended before it was reaped)."""

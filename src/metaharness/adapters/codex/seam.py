@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from metaharness.adapters.base import ControlRefused, PresentedCall, RunContext
-from metaharness.protocol.refusals import CommandCode
+from metaharness.protocol.refusals import CommandCode, WarningCode
 from metaharness.protocol.values import Abstain, Allow, Decision, Deny, Replace
 
 from .relay import deny_output, rewrite_output, unwrap_shell
@@ -327,7 +327,7 @@ class Seam:
         pending = self.pending.get(call_id)
         if pending is None or pending.answered or pending.deny_task is not None:
             return
-        self.ctx.warn("PENDING_CALL_ABANDONED", f"{call_id} reached the codex adapter's {self.ceiling_ms}ms ceiling undecided and was declined")
+        self.ctx.warn(WarningCode.PENDING_CALL_ABANDONED, f"{call_id} reached the codex adapter's {self.ceiling_ms}ms ceiling undecided and was declined")
         self._deny_with_reason(pending, f"no decision arrived within the codex adapter's {self.ceiling_ms}ms ceiling")
 
     def decline_all(self) -> list[str]:

@@ -30,6 +30,7 @@ from metaharness.protocol.events import (
     UsageReport,
     RateLimit,
 )
+from metaharness.protocol.refusals import WarningCode
 from metaharness.protocol.values import (
     DecisionCensus,
     FinalAnswer,
@@ -208,7 +209,7 @@ class Translator:
             deltas = self.deltas.pop(call_id, None)
             if call_id not in self.presented:
                 # The seam never covered this call: record it, then its result.
-                self.warn("COVERAGE_GAP", f"{kind} {call_id} ran without an approval request; the seam did not cover it")
+                self.warn(WarningCode.COVERAGE_GAP, f"{kind} {call_id} ran without an approval request; the seam did not cover it")
                 name = {"commandExecution": "Bash", "fileChange": "apply_patch"}.get(kind, kind)
                 self._out(lambda: self.ctx.record_call(call_id, name, item, at=at))
             self.emit(self._tool_result(item, deltas), at)
@@ -294,7 +295,7 @@ class Translator:
 
     def _error(self, params: dict, raw: bytes, line: int, at: str | None) -> bool:
         error = params.get("error") or {}
-        code = "VENDOR_API_RETRY" if params.get("willRetry") else "VENDOR_ERROR"
+        code = WarningCode.VENDOR_API_RETRY if params.get("willRetry") else WarningCode.VENDOR_ERROR
         self.warn(code, str(error.get("message") if isinstance(error, dict) else error))
         return True
 
@@ -305,7 +306,7 @@ class Translator:
             return False
         if isinstance(details, str) and details:
             text = f"{text} ({details})"
-        self.warn("VENDOR_WARNING", text)
+        self.warn(WarningCode.VENDOR_WARNING, text)
         return True
 
     def _hook_completed(self, params: dict, raw: bytes, line: int, at: str | None) -> bool:
@@ -323,7 +324,7 @@ class Translator:
         if run.get("status") != "failed":
             return False
         entries = "; ".join(e.get("text", "") for e in run.get("entries") or [] if isinstance(e, dict))
-        self.warn("VENDOR_WARNING", f"hook {run.get('id')} failed" + (f": {entries}" if entries else ""))
+        self.warn(WarningCode.VENDOR_WARNING, f"hook {run.get('id')} failed" + (f": {entries}" if entries else ""))
         return True
 
     # --- the terminal record ----------------------------------------------------------

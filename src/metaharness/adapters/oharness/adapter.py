@@ -21,7 +21,7 @@ from metaharness.adapters.process import Child, Scratch, ScratchRefused, new_scr
 from metaharness.permissions import MODES
 from metaharness.protocol.descriptor import CapabilityDescriptor, harness_descriptor
 from metaharness.protocol.frame import Frame, render
-from metaharness.protocol.refusals import RefusalName
+from metaharness.protocol.refusals import RefusalName, WarningCode
 from metaharness.protocol.spec import RunSpec
 from metaharness.protocol.values import Decision
 
@@ -139,7 +139,7 @@ class OHarnessAdapter(Adapter):
             event = translate.model_failure(record)
             return lambda ctx: ctx.emit(event)
         if kind == "error":
-            event = _warning("VENDOR_ERROR", str(record.get("message")))
+            event = _warning(WarningCode.VENDOR_ERROR, str(record.get("message")))
             return lambda ctx: ctx.emit(event)
         event = translate.simple_event(record)
         if event is None:
@@ -147,7 +147,7 @@ class OHarnessAdapter(Adapter):
         if kind == "tool_result" and record.get("refused") is True:
             # oharness's own permission gate refused the call (its manual mode with nobody to ask, a
             # deny rule): said as the vendors' own refusals are, so it is counted apart from metaharness's
-            refusal = _warning("VENDOR_PERMISSION_DENIED",
+            refusal = _warning(WarningCode.VENDOR_PERMISSION_DENIED,
                                f"{record.get('call_id')}: oharness refused the call: {record.get('content')}")
             return lambda ctx: (ctx.emit(event), ctx.emit(refusal))
         if kind == "usage":  # oharness reports every response's usage in-process: the run prices it
