@@ -203,11 +203,15 @@ class CoreRun:
         self.frames_set: list[Any] = []
         self.wakes = 0
         self.core = RunCore(spec, self.lines.append, run_id="test-run", harness=Harness(self.adapter, spec),
-                            stderr=self.stderr.append, clock=self.clock)
-        self.core.on_wake = self._woken
+                            stderr=self.stderr.append, clock=self.clock, driver=self)
 
-    def _woken(self) -> None:
+    # --- what the core tells its driver (the test is the driver) ---
+    def wake(self) -> None:
         self.wakes += 1
+
+    def turn_done(self) -> None: ...
+    def budget_spent(self) -> None: ...
+    def deadline_pending(self) -> None: ...
 
     @property
     def events(self) -> list[dict]:

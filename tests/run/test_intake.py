@@ -25,6 +25,7 @@ import pytest
 from metaharness.protocol.decode import CommandRefusal
 from metaharness.run import host
 from metaharness.run.host import TOO_LONG, Intake, make_writer
+from metaharness.run.loop import NoIntake
 from metaharness.run.spec import RunSpec
 
 from .fake import FakeAdapter, Turn, cmd, drive
@@ -36,7 +37,10 @@ class _Sink:
     def __init__(self) -> None:
         self.bursts: list[list] = []
         self.ended = asyncio.Event()
-        self.on_command_taken = lambda n: None
+        self.intake = None
+
+    def attach(self, intake) -> None:  # as Run.attach: the intake it is told of taken bursts through
+        self.intake = intake
 
     def feed_lines(self, lines: list) -> None:
         self.bursts.append(lines)
@@ -69,7 +73,7 @@ async def _intake(pieces: list[bytes], *, chunk: int, free: bool = True) -> _Sin
 
         def take(lines: list) -> None:
             feed(lines)
-            sink.on_command_taken(len(lines))
+            sink.intake.taken(len(lines))
 
         sink.feed_lines = take  # type: ignore[method-assign]
     intake.start()
@@ -121,14 +125,14 @@ async def test_a_full_backlog_stops_the_reading_until_the_worker_takes_lines():
     await asyncio.sleep(0.1)  # had it gone on reading, it would have by now
     assert _unread(read_fd) == len(payload) - 16
     assert sink.lines == [b"x"] * 4
-    sink.on_command_taken(4)  # the worker takes the burst: reading resumes
+    sink.intake.taken(4)  # the worker takes the burst: reading resumes
     for _ in range(2000):
         await asyncio.sleep(0.005)
         if len(sink.lines) == 8:
             break
     assert sink.lines == [b"x"] * 8
     os.close(write_fd)
-    sink.on_command_taken(10**6)
+    sink.intake.taken(10**6)
     await asyncio.wait_for(sink.ended.wait(), 20)
     os.close(read_fd)
     assert sink.lines == [b"x"] * 400
@@ -245,9 +249,13 @@ async def test_the_worker_frees_a_bursts_slots_when_it_takes_it():
     spec = RunSpec(kind="oharness", prompt="go", decisions="ask", keep_open=True)
     freed: list[int] = []
 
+    class Counting(NoIntake):
+        def taken(self, lines: int) -> None:
+            freed.append(lines)
+
     def embedder(run, event):
         if event["event"] == "session.started":
-            run.on_command_taken = freed.append
+            run.attach(Counting())
             run.feed_lines([b"{1", b"{2", b""])
             run.feed_lines([cmd("halt", id="h", reason="done")])
 
@@ -290,14 +298,21 @@ class _SlowIntake(Intake):
     """An intake whose thread is slow to its first read (a busy machine's scheduling): the
     run may meet its end before the thread has read what stdin holds."""
 
-    async def _nothing(self) -> None:
-        return None
-
     def _read_once(self) -> bool:
         if not getattr(self, "_slowed", False):
             self._slowed = True
             time.sleep(1.0)
         return super()._read_once()
+
+
+class _NoCatchUp(NoIntake):
+    """The intake's slots freed as bursts are taken, but never asked to catch up."""
+
+    def __init__(self, intake: Intake) -> None:
+        self.intake = intake
+
+    def taken(self, lines: int) -> None:
+        self.intake.taken(lines)
 
 
 @pytest.mark.parametrize("catch_up", [True, False])
@@ -315,7 +330,7 @@ async def test_a_line_in_stdin_when_the_run_ends_is_answered(catch_up):
         if event["event"] == "session.started":
             intake = _SlowIntake(asyncio.get_running_loop(), run, read_fd)
             if not catch_up:
-                run.catch_up_input = intake._nothing
+                run.attach(_NoCatchUp(intake))
             intakes.append(intake)
             intake.start()
 

@@ -79,8 +79,9 @@ class Calls:
 
     def __init__(self, spec: RunSpec, harness: Harness, census: Census, *, emit: Callable[[Event], None],
                  warn: Callable[[str, str], None], stderr: Callable[[str], None],
-                 clock: Callable[[], float], run_cwd: str) -> None:
+                 clock: Callable[[], float], run_cwd: str, on_pending: Callable[[], None] = lambda: None) -> None:
         self.spec = spec
+        self.on_pending = on_pending
         self.harness = harness
         self.adapter = harness.adapter
         self.census = census
@@ -98,7 +99,6 @@ class Calls:
         self.scope: list = []
         self.policy: PolicyDecider | None = None  # the PolicyDecider of a policy-mode run
         self.closed: str | None = None  # why a call presented from now on is abandoned at once (a halt, the spend cap)
-        self.on_pending: Callable[[], None] = lambda: None  # a call began to wait (the driver arms its timer)
         self._no_frame_warned = False
         self._decider = DECIDERS[spec.decisions]
 
@@ -162,7 +162,7 @@ class Calls:
         now = self.clock()
         self.pending[call.call_id] = Pending(call=call, requested_at=now, deadline_at=now + deadline / 1000,
                                              waiting=[call], policy=policy)
-        self.on_pending()
+        self.on_pending()  # a call began to wait: the driver arms its timer
 
     def _observe(self, call: PresentedCall, resolution: Resolution, view: _View) -> None:
         self._requested(view, False, call.seam)

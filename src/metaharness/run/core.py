@@ -9,10 +9,10 @@ exactly one `stream.closed`. The calls are `calls.py`'s, the command steps
 `harness.py`, its methods called as `self.adapter`.
 
 Pure: no event loop, no timer, no queue. What must wait (the spawn, a control the
-child answers, a deadline, the child's end) is the driver's (`loop.py`): the core
-tells it through three hooks — `on_wake` (a boundary command came, a turn ended,
-stdin ended), `on_turn_done`, and `Calls.on_pending` (a deadline to arm) — and the
-driver calls back `take`, `expire`, `wind_up`. So every rule can be driven in a test
+child answers, a deadline, the child's end) is the driver's (`loop.py`): the core is
+given it as a value at construction (`Driver`: `wake` — a boundary command came, a turn
+ended, stdin ended —, `turn_done`, `budget_spent`, `deadline_pending`), and the driver
+calls back `take`, `expire`, `wind_up`. Nothing is set on the core from outside. So every rule can be driven in a test
 by plain calls with a fake clock (tests/run/test_core.py).
 
 Rules it keeps:
@@ -40,7 +40,7 @@ import hashlib
 import os
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol
 
 import msgspec
 
@@ -80,6 +80,31 @@ if TYPE_CHECKING:  # the policy engine is imported only by a policy-mode run
     from .policy import PolicyDecider
 
 
+class Driver(Protocol):
+    """What the core tells the one that does the waiting (`loop.py`'s `Run`; a test's fake)."""
+
+    def wake(self) -> None:
+        """A boundary command came, a turn ended, stdin ended: a wait of the driver may be over."""
+
+    def turn_done(self) -> None:
+        """The running turn ended."""
+
+    def budget_spent(self) -> None:
+        """--max-cost-usd was reached: stop the harness now."""
+
+    def deadline_pending(self) -> None:
+        """A call began to wait: arm the timer for `next_deadline`."""
+
+
+class Idle:
+    """A driver with nothing waiting: the core driven by plain calls alone."""
+
+    def wake(self) -> None: ...
+    def turn_done(self) -> None: ...
+    def budget_spent(self) -> None: ...
+    def deadline_pending(self) -> None: ...
+
+
 @dataclass
 class Boundary:
     """What takes effect at the next turn boundary."""
@@ -100,7 +125,8 @@ class RunCore:
     """One run's rules. `harness` is the adapter as the run sees it; `clock` gives seconds."""
 
     def __init__(self, spec: RunSpec, write: Callable[[bytes], None], *, run_id: str, harness: Harness,
-                 stderr: Callable[[str], None], clock: Callable[[], float] = time.monotonic) -> None:
+                 stderr: Callable[[str], None], clock: Callable[[], float] = time.monotonic,
+                 driver: Driver = Idle()) -> None:
         self.spec = spec
         self.run_id = run_id
         self.harness = harness
@@ -110,8 +136,9 @@ class RunCore:
         self.stderr = stderr
         self.refusal: RunRefused | None = None  # set when the start was refused
         self.census = Census()
+        self.driver = driver
         self.calls = Calls(spec, harness, self.census, emit=self.emit, warn=self.call_warn, stderr=stderr,
-                           clock=clock, run_cwd=self.run_cwd)
+                           clock=clock, run_cwd=self.run_cwd, on_pending=driver.deadline_pending)
         self.boundary = Boundary()
         self._boundary_lines: list[Any] = []
         self._answers: list[list[Any]] = []  # [command id, outcome or None while owed], in order taken
@@ -136,9 +163,6 @@ class RunCore:
         # The command being processed, so its answer is known to have been written.
         self.inflight: CommandLine | None = None  # the command being processed
         self.inflight_answered = False
-        self.on_wake: Callable[[], None] = lambda: None
-        self.on_turn_done: Callable[[], None] = lambda: None
-        self.on_budget: Callable[[], None] = lambda: None  # the driver stops the harness
         # Every model response metaharness sees is priced here (adapters reach it as ctx.meter).
         self.meter = Meter(shipped_prices(), spec.max_cost_usd, on_charge=self._charged)
         self.priced_at_endpoint = False  # a service in front of the model prices it (the recorder)
@@ -270,8 +294,8 @@ class RunCore:
         self.emit(TurnEnded(turn=self.turn, stop_reason=stop_reason), at=at)
         self.turn_running = False
         self.calls.abandon_all("the turn ended")
-        self.on_turn_done()
-        self.on_wake()
+        self.driver.turn_done()
+        self.driver.wake()
 
     def _charged(self, charge: Charge) -> None:
         """The meter priced a response: past the cap, say so once and stop the run at once."""
@@ -294,7 +318,7 @@ class RunCore:
         self.calls.closed = "the spend cap was reached"
         if self.spawned:
             self.adapter.interrupting()
-        self.on_budget()
+        self.driver.budget_spent()
 
     def session_ended(self, event: SessionEnded, *, at: str | None = None) -> None:
         if self.ended is not None:
@@ -341,7 +365,7 @@ class RunCore:
         self.boundary.frame = new_frame
         self.boundary.frame_command = cid
         self.result(cid, Ok(applies_at="next turn" if same_step else "next step"))
-        self.on_wake()
+        self.driver.wake()
 
     def inject_at_boundary(self, cid: str, text: str) -> None:
         """Read while a turn runs: accepted at once (its turn is a boundary away; an answer held
@@ -354,7 +378,7 @@ class RunCore:
         else:
             self.boundary.owed.append(cid)
             self._owe(cid)
-        self.on_wake()
+        self.driver.wake()
 
     def halt_taken(self, cid: str) -> None:
         self._abandon_for_stop("the run was halted")
@@ -388,7 +412,7 @@ class RunCore:
 
     def stdin_ended(self) -> None:
         self.stdin_done = True
-        self.on_wake()
+        self.driver.wake()
 
     def harness_unreachable(self, why: str) -> None:
         """A write a turn needs (its frame, its input) found the child gone: the run stops it and
@@ -430,7 +454,7 @@ class RunCore:
     def child_output_ended(self) -> None:
         # Wind-up begins when the child's output ends; a command read from here on is TOO_LATE.
         self.winding_up = True
-        self.on_wake()
+        self.driver.wake()
 
     # --- deadlines (the driver arms a timer for next_deadline and calls expire then) ----------------
     def next_deadline(self) -> float | None:

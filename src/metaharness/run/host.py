@@ -95,11 +95,11 @@ class Intake:
     hands each chunk's lines to the loop as one burst (`Run.feed_lines`); the command worker
     decodes each line as it takes it, in time slices that yield to the loop
     (`Run._command_worker`). The lines of a burst hold backlog slots until the worker takes
-    the burst (`Run.on_command_taken`); with BACKLOG lines held the thread stops reading, so
+    the burst (`Intake.taken`); with BACKLOG lines held the thread stops reading, so
     the OS pipe fills and the embedder's writes block. Memory is bounded by BACKLOG lines
     plus one chunk's, each at most LINE_LIMIT.
 
-    Before the run winds up it asks the thread to catch up (`Run.catch_up_input`): a line
+    Before the run winds up it asks the thread to catch up (`Intake.catch_up`): a line
     the embedder wrote before the end is answered, even when the run meets the end (the
     child's death, a signal) before the thread was scheduled to read it. The thread reads
     whatever stdin holds right then (bounded by CATCH_UP_BOUND_S: a writer that never
@@ -115,8 +115,11 @@ class Intake:
         self._wake_r, self._wake_w = os.pipe()
         self._asked: list[asyncio.Future] = []  # catch-ups not answered yet, oldest first
         self._gone = False  # the thread ended or was told to: nothing more to catch up
-        run.on_command_taken = self._slots.free
-        run.catch_up_input = self.catch_up
+        run.attach(self)
+
+    def taken(self, lines: int) -> None:
+        """The worker took a burst: its backlog slots are free (reading resumes at the bound)."""
+        self._slots.free(lines)
 
     def start(self) -> None:
         self.thread = threading.Thread(target=self._pump, daemon=True, name="metaharness-stdin")

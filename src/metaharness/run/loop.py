@@ -20,7 +20,7 @@ Rules it keeps (the timing ones):
   inject and a frame.set sent together open the same turn however the worker's
   slices fall.
 * At the end every line already written to stdin is answered: before the wind-up the
-  intake reads what stdin holds right then (`catch_up_input`), then the commands already
+  intake reads what stdin holds right then (`IntakeLink.catch_up`), then the commands already
   queued may take DRAIN_BOUND_S.
 * After a stop the child's output may take STOP_BOUND_S to end; then the run winds up
   without it.
@@ -34,7 +34,7 @@ import asyncio
 import contextvars
 import os
 import time
-from typing import Any, Awaitable, Callable, Iterator
+from typing import Any, Awaitable, Callable, Iterator, Protocol
 
 from metaharness.adapters.base import Adapter, ControlRefused, StartRefusal
 from metaharness.protocol.commands import Command, Halt, Interrupt, PermissionSet, Steer
@@ -53,6 +53,24 @@ WORKER_SLICE_S = 0.002  # the command worker yields to the loop at least this of
 WORKER_YIELD_PASSES = 4  # loop passes the worker gives the rest of the run at each yield
 DRAIN_BOUND_S = 5.0  # at the end, how long the commands already queued may take
 BOUNDARY_BOUND_S = 5.0  # at a turn's end, how long the commands already queued may take to land
+
+
+class IntakeLink(Protocol):
+    """What the run tells the intake feeding it (run/host.py's `Intake`)."""
+
+    def taken(self, lines: int) -> None:
+        """The worker took a burst of `lines`: their backlog slots are free."""
+
+    async def catch_up(self) -> None:
+        """Return once what stdin holds right now was handed to the run (bounded)."""
+
+
+class NoIntake:
+    """No intake: the run is fed by the library API alone."""
+
+    def taken(self, lines: int) -> None: ...
+
+    async def catch_up(self) -> None: ...
 
 
 class Run:
@@ -76,7 +94,7 @@ class Run:
         self._stderr = stderr or (lambda text: None)
         self._clock = time.monotonic  # the loop's own clock, so timers and deadlines agree
         self.core = core = RunCore(spec, write, run_id=self.run_id, harness=self.harness,
-                                   stderr=self._stderr, clock=self._clock)
+                                   stderr=self._stderr, clock=self._clock, driver=self)
         self._wake = asyncio.Event()  # a turn ended, a boundary command came, stdin ended, halt
         self._turn_done = asyncio.Event()
         self._spawn_settled = asyncio.Event()  # the adapter's start() returned or failed
@@ -85,12 +103,7 @@ class Run:
         self._child_done: asyncio.Task | None = None
         self._commands: asyncio.Queue = asyncio.Queue()
         self._timer: asyncio.TimerHandle | None = None
-        core.on_wake = self._wake.set
-        core.on_turn_done = self._turn_done.set
-        core.on_budget = self._budget_spent
-        core.calls.on_pending = self._arm_deadline
-        self.on_command_taken: Callable[[int], None] = lambda n: None  # frees n intake slots (host.py)
-        self.catch_up_input: Callable[[], Awaitable[None]] = _nothing_to_read  # stdin's intake (host.py)
+        self._intake: IntakeLink = NoIntake()  # stdin's intake, when one feeds this run (`attach`)
         self._batch: list | None = None  # the queue item the worker is in; its rest from _batch_next
         self._batch_next = 0
         self._fed = self._taken = 0  # queue items put and taken, so the worker knows which were
@@ -115,6 +128,11 @@ class Run:
         return self.core.frame
 
     # --- intake ----------------------------------------------------------------------------
+    def attach(self, intake: IntakeLink) -> None:
+        """The intake that feeds this run (run/host.py's, reading stdin): told when the worker takes
+        a burst, asked to catch up before the wind-up."""
+        self._intake = intake
+
     # The queue holds lists: each item is one burst of stdin lines (run/host.py's Intake hands
     # a chunk's lines at once) or one command, so a flood costs one queue operation per burst.
     def feed_line(self, raw: bytes) -> None:
@@ -150,7 +168,7 @@ class Run:
                 slice_end = clock() + WORKER_SLICE_S
             else:
                 batch = self._commands.get_nowait()
-            self.on_command_taken(len(batch))
+            self._intake.taken(len(batch))
             self._taken += 1
             core.read_before_spawn = self._fed_before_spawn is None or self._taken <= self._fed_before_spawn
             self._batch = batch
@@ -213,7 +231,7 @@ class Run:
             del self._batch[self._batch_next:]
         while not self._commands.empty():
             batch = self._commands.get_nowait()
-            self.on_command_taken(len(batch))
+            self._intake.taken(len(batch))
             self._taken += 1
             rest.extend(batch)
             self._batch_done()
@@ -225,7 +243,7 @@ class Run:
             yield item
 
     async def _drain_commands(self) -> None:
-        await self.catch_up_input()  # a line written before the end is answered, whenever it was read
+        await self._intake.catch_up()  # a line written before the end is answered, whenever it was read
         await asyncio.sleep(0)
         try:
             await asyncio.wait_for(self._commands.join(), DRAIN_BOUND_S)
@@ -431,7 +449,17 @@ class Run:
         self.core.stop_requested()
         await self._stop_harness()
 
-    def _budget_spent(self) -> None:
+    # --- what the core tells its driver (core.Driver) --------------------------------------
+    def wake(self) -> None:
+        self._wake.set()
+
+    def turn_done(self) -> None:
+        self._turn_done.set()
+
+    def deadline_pending(self) -> None:
+        self._arm_deadline()
+
+    def budget_spent(self) -> None:
         """--max-cost-usd reached (the meter, on this loop): stop the harness now, as a signal would."""
         if not self._stop.is_set():
             self.core.stop_requested()
@@ -485,10 +513,6 @@ class Run:
 
     def _wind_up(self, termination: ProcessTermination) -> int:
         return self.core.wind_up(termination, self._queued())
-
-
-async def _nothing_to_read() -> None:
-    return None
 
 
 # What the driver does with each command the core hands it to carry to the child.
