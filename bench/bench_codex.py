@@ -80,12 +80,12 @@ def run_bare(calls: int) -> list[float]:
 
     async def go() -> list[float]:
         env = codex_doctor._Env(VENDOR)
-        server = LoopbackServer(parse_scenario(json.dumps(scenario(calls))), workdir=str(env.scratch.work), stderr=None)
+        server = LoopbackServer(parse_scenario(json.dumps(scenario(calls))), workdir=str(env.scratch / "work"), stderr=None)
         url = await server.start()
-        (env.scratch.codex_home / "config.toml").write_text(launch.config_toml(launch.provider_base_url(url)))
+        (env.scratch / launch.CODEX_HOME / "config.toml").write_text(launch.config_toml(launch.provider_base_url(url)))
         binary = launch.resolve_binary(env.path)
         proc = await asyncio.create_subprocess_exec(
-            binary, "app-server", cwd=str(env.scratch.work), env=env.env, stdin=asyncio.subprocess.PIPE,
+            binary, "app-server", cwd=str(env.scratch / "work"), env=env.env, stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL, start_new_session=True, limit=1 << 26)
         notes: list[dict] = []
         rpc = codex_doctor.RpcChannel(proc.stdout, proc.stdin, open(env.scratch.transcript, "wb"),
@@ -95,7 +95,7 @@ def run_bare(calls: int) -> list[float]:
         await rpc.request("initialize", {"clientInfo": {"name": "metaharness", "title": None, "version": "bench"},
                                          "capabilities": {"experimentalApi": False, "requestAttestation": False}})
         rpc.notify("initialized")
-        thread = await rpc.request("thread/start", {"cwd": str(env.scratch.work), "approvalPolicy": "never",
+        thread = await rpc.request("thread/start", {"cwd": str(env.scratch / "work"), "approvalPolicy": "never",
                                                     "sandbox": "workspace-write"})
         await rpc.request("turn/start", {"threadId": thread["thread"]["id"],
                                          "input": [{"type": "text", "text": "go", "text_elements": []}]})

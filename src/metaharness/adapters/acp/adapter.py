@@ -117,10 +117,6 @@ class AcpAdapter(Adapter):
         self._ended = False  # no session.ended to write (written, or a refused start)
         self._died = False  # the output ended while the agent's stdin was still open
 
-    @property
-    def scratch(self) -> Scratch | None:
-        return self.child.scratch if self.child is not None else None
-
     def plan(self) -> None:
         spec = self.spec
         if not spec.prompt and not spec.keep_open:
@@ -187,7 +183,7 @@ class AcpAdapter(Adapter):
         except (RpcClosed, RpcError, asyncio.TimeoutError) as exc:
             await self._kill_now()
             raise StartRefusal(RefusalName.VendorCapability, f"{self.binary_name} did not complete the ACP handshake: "
-                                                   f"{exc or type(exc).__name__}{self._stderr_tail()}") from None
+                                                   f"{exc or type(exc).__name__}{self.stderr_detail()}") from None
 
     async def _start_endpoint(self) -> None:
         assert self.child is not None
@@ -406,10 +402,6 @@ class AcpAdapter(Adapter):
             self.ctx.session_ended(self.translator.session_ended(error=self._end_error))
         if self.seam is not None:
             self.seam.stop_timers()
-
-    def _stderr_tail(self) -> str:
-        tail = self.stderr_tail()
-        return f"; stderr: {tail}" if tail else ""
 
     def kept(self) -> list[tuple[Any, str]]:
         if self.scratch is None:

@@ -178,7 +178,7 @@ class ClaudeAdapter(Adapter):
         if spec.credentials == "loopback":
             self.proxy = await self.child.proxy(spec.model_endpoint or "https://api.anthropic.com", real_key,
                                                 placeholder=launch.per_run_placeholder(), wire="anthropic",
-                                                on_refused=self._proxy_refused, on_failure=self.model_failed,
+                                                on_refused=self.proxy_refused, on_failure=self.model_failed,
                                                 meter=meter)
             url = self.proxy.url
             return url, self.proxy.placeholder, self.proxy.placeholder, \
@@ -346,12 +346,6 @@ class ClaudeAdapter(Adapter):
         for item in held:
             self._dispatch(item, 0)
 
-    def _proxy_refused(self, method: str, target: str) -> None:
-        from metaharness.loopback.proxy import refused_message
-
-        if self.ctx is not None:
-            self.ctx.warn(WarningCode.PROXY_REFUSED, refused_message(method, target))
-
     async def finish(self) -> None:
         self._closing = True
         self._maybe_close()
@@ -387,7 +381,7 @@ class ClaudeAdapter(Adapter):
         await child.halt(2.0)
 
     def kept(self) -> list[tuple[Any, str]]:
-        return [(self.plan_.scratch.transcript, "claude-transcript.jsonl")] if self.plan_ is not None else []
+        return [(self.scratch.transcript, "claude-transcript.jsonl")] if self.scratch is not None else []
 
 
 # The translator's items (translate.py) → where each goes: the run context, the call seam, the

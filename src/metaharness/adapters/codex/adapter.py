@@ -32,7 +32,7 @@ from typing import Any
 
 from metaharness.adapters.base import (Adapter, ControlRefused, RunContext, StartRefusal, TurnInput, frame_of,
                                       frame_operation_names, own_version, plan_loopback_script, vendor_settings)
-from metaharness.adapters.process import Child, Scratch, binary_version, kill_groups
+from metaharness.adapters.process import Child, binary_version, kill_groups
 from metaharness.protocol.descriptor import CapabilityDescriptor, harness_descriptor
 from metaharness.protocol.frame import Frame
 from metaharness.protocol.refusals import CommandCode, RefusalName, Sentence, WarningCode
@@ -103,10 +103,6 @@ class CodexAdapter(Adapter):
 
     def run_cwd(self) -> str:
         return self.work or self.spec.cwd or os.getcwd()
-
-    @property
-    def scratch(self) -> Scratch | None:
-        return self.child.scratch if self.child is not None else None
 
     # --- planning -----------------------------------------------------------------------
     def plan(self) -> None:
@@ -206,7 +202,7 @@ class CodexAdapter(Adapter):
             self.translator.held.clear()
             self._ended = True
             await self._kill_now()
-            detail = self._stderr_tail()
+            detail = self.stderr_detail()
             raise StartRefusal(RefusalName.VendorCapability, f"codex app-server did not complete its handshake: {exc}{detail}") from None
 
     def _record_sent(self, direction: str, message: dict) -> None:
@@ -233,7 +229,7 @@ class CodexAdapter(Adapter):
             self._base_url = launch.provider_base_url(spec.model_endpoint)
         elif spec.credentials == "loopback":
             proxy = await self.child.proxy(spec.model_endpoint or "https://api.openai.com", self._real_key,
-                                           placeholder=self._key[1], wire="responses", on_refused=self._proxy_refused,
+                                           placeholder=self._key[1], wire="responses", on_refused=self.proxy_refused,
                                            on_failure=self.model_failed, meter=meter)
             self._base_url = launch.provider_base_url(proxy.url)
         else:
@@ -310,11 +306,6 @@ class CodexAdapter(Adapter):
             self.ctx.warn(WarningCode.COMMAND_NOT_APPLIED, f"a steer could not be delivered as the next turn's input: {exc}")
             if self.rpc is not None:
                 self.rpc.close_stdin()
-
-    def _proxy_refused(self, method: str, target: str) -> None:
-        from metaharness.loopback.proxy import refused_message
-
-        self.ctx.warn(WarningCode.PROXY_REFUSED, refused_message(method, target))
 
     def alive(self) -> bool:
         """False once Codex exited or its channel is gone (its output ended before it was reaped)."""
@@ -476,10 +467,6 @@ class CodexAdapter(Adapter):
                 shutil.copy2(self.thread_path, self._rollout())
             except OSError:
                 pass
-
-    def _stderr_tail(self) -> str:
-        tail = self.stderr_tail()
-        return f"; stderr: {tail}" if tail else ""
 
     def kept(self) -> list[tuple[Any, str]]:
         # The transcript and the rollout (the scratch dies with the run).

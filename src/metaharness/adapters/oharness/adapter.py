@@ -220,7 +220,7 @@ class OHarnessAdapter(Adapter):
 
     def kept(self) -> list[tuple[Any, str]]:
         # The session (transcript and decision trail) is deleted with the run; --retain-dir keeps a copy.
-        return [(self.child.scratch.root, "oharness-session")] if self.child is not None else []
+        return [(self.scratch.root, "oharness-session")] if self.scratch is not None else []
 
 
 def _type_of(line: bytes) -> str | None:
