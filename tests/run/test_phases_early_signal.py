@@ -45,6 +45,36 @@ def _left_on_disk(tmpdir: str) -> list[str]:
     return left
 
 
+# CPython's own start-up catches a SIGINT that lands while it checks whether argv[0] is an import
+# path entry: it prints this and the KeyboardInterrupt, and goes on to run the script, so the signal
+# never reaches metaharness (nothing of it runs yet to see it).
+SWALLOWED = b"Failed checking if argv[0] is an import path entry"
+
+
+def _ended(proc: subprocess.Popen, sig: int, delay_ms: int) -> tuple[bytes, bytes]:
+    """(stdout, stderr) once the signalled run ended, within BOUND_S. A SIGINT the interpreter
+    swallowed (SWALLOWED) is sent again, once, now that metaharness's handlers are in place;
+    the interpreter's report is cut from stderr then."""
+    give_up = time.monotonic() + BOUND_S
+    resent = False
+    while True:
+        try:
+            out, err = proc.communicate(timeout=1)
+            break
+        except subprocess.TimeoutExpired as exc:
+            if not resent and SWALLOWED in (exc.stderr or b"") and catches_sigterm(proc.pid):
+                resent = True
+                proc.send_signal(sig)
+            elif time.monotonic() > give_up:
+                proc.kill()
+                proc.communicate()
+                pytest.fail(f"metaharness did not end within {BOUND_S} s of a signal {delay_ms} ms after its start")
+    if resent:
+        report_end = err.index(b"KeyboardInterrupt\n", err.index(SWALLOWED)) + len(b"KeyboardInterrupt\n")
+        err = err[:err.index(SWALLOWED)] + err[report_end:]
+    return out, err
+
+
 def _signal_after(tmp_path, argv0: list[str], sig: int, delay_ms: int) -> tuple[int, list[dict], str, bool]:
     tmpdir, work = tmp_path / "tmp", tmp_path / "work"
     tmpdir.mkdir()
@@ -59,12 +89,7 @@ def _signal_after(tmp_path, argv0: list[str], sig: int, delay_ms: int) -> tuple[
     time.sleep(delay_ms / 1000)
     caught = catches_sigterm(proc.pid)
     proc.send_signal(sig)
-    try:
-        out, err = proc.communicate(timeout=BOUND_S)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate()
-        pytest.fail(f"metaharness did not end within {BOUND_S} s of a signal {delay_ms} ms after its start")
+    out, err = _ended(proc, sig, delay_ms)
     events = [json.loads(line) for line in out.splitlines() if line.strip()]
     assert _left_on_disk(str(tmpdir)) == [], "a scratch directory was left behind"
     assert os.listdir(work) == [], "the run left files in --cwd"
