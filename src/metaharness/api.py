@@ -242,7 +242,7 @@ class _InProcessRun(RunHandle):
 
     async def _started(self) -> None:
         """Return once the harness was spawned; raise RunRefused when the start was refused."""
-        settled = asyncio.ensure_future(self._run._spawn_settled.wait())
+        settled = asyncio.ensure_future(self._run.spawn_settled())
         try:
             await asyncio.wait([self._task, settled], return_when=asyncio.FIRST_COMPLETED)
             if not self._task.done() and not self._run.core.spawned:

@@ -287,6 +287,10 @@ class Run:
             return
         commands.control_answered(self.core, cid, applies_at)
 
+    async def spawn_settled(self) -> None:
+        """Return once the adapter's start returned or failed (or nothing will be spawned)."""
+        await self._spawn_settled.wait()
+
     async def _child_reachable(self) -> bool:
         """Wait until the spawn settled; True when a child can still be reached."""
         if not self._spawn_settled.is_set():
