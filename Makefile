@@ -105,7 +105,7 @@ check: install-test
 # The whole suite: the tests that drive no real vendor binary in parallel, then the end-to-end
 # tests on the real binaries, two workers with a module on one worker (`--dist loadfile`): they
 # measure deadlines and signal timing, so they get no more workers than cores (on 2 cores: 24 min
-# serially, 11 min with two workers; three trials with the machine loaded besides passed, 15–19 min).
+# serially, 14 min with two workers on a fresh clone; three trials with the machine loaded besides, 15–19 min).
 test: install-test vendor browser sandbox shells phoenix
 	METAHARNESS_REQUIRE_VENDOR=1 $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not e2e" $(PYTEST_ARGS)
 	METAHARNESS_REQUIRE_VENDOR=1 $(BIN)/python -m pytest -n $(E2E_WORKERS) --dist loadfile -m e2e $(PYTEST_ARGS)
