@@ -77,6 +77,16 @@ async def test_lines_are_read_and_kept_then_the_end_runs_in_its_order(scratch):
     assert await child.wait() is termination and service.stopped == 1  # once
 
 
+async def test_the_lines_sent_are_kept_until_the_release(scratch):
+    child = Child(scratch)
+    child.record_sent({"id": 1, "result": {"outcome": "é"}})
+    child.record_sent({"method": "session/cancel"})
+    assert scratch.sent.read_text(encoding="utf-8") == '{"id":1,"result":{"outcome":"é"}}\n{"method":"session/cancel"}\n'
+    await child.release()
+    child.record_sent({"method": "late"})  # the run's files are closed: not kept, not raised
+    assert "late" not in scratch.sent.read_text()
+
+
 async def test_a_child_without_a_scratch_keeps_its_stderr_tail_in_memory():
     child = Child()
     await child.spawn(ECHO, env={"PATH": "/usr/bin:/bin"}, cwd=None)

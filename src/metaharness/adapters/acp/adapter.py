@@ -24,7 +24,6 @@ Rules kept:
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 from typing import Any, ClassVar
 
@@ -238,9 +237,8 @@ class AcpAdapter(Adapter):
 
     def _record_sent(self, message: dict) -> None:
         self.wire.append(message)
-        if self.scratch is not None:
-            with open(self.scratch.sent, "a") as handle:
-                handle.write(json.dumps(message, ensure_ascii=False, separators=(",", ":")) + "\n")
+        if self.child is not None:
+            self.child.record_sent(message)
 
     def _unreadable(self, raw: bytes, line: int) -> None:
         self.ctx.opaque(raw, vendor_type=None, vendor_subtype=None, source_line=line)

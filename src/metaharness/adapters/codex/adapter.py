@@ -89,7 +89,6 @@ class CodexAdapter(Adapter):
         self._stopping = False  # interrupt or halt: nothing is carried past the turn
         self._halted = False
         self.wire: list[tuple[str, dict]] = []  # every line written to the app-server
-        self._sent: Any = None
         self._stubs_before: set[str] = set()
         self._ended = False  # session.ended written (or a refused start, which writes none)
         self._key: tuple[str, str] | None = None
@@ -206,16 +205,9 @@ class CodexAdapter(Adapter):
             raise StartRefusal(RefusalName.VendorCapability, f"codex app-server did not complete its handshake: {exc}{detail}") from None
 
     def _record_sent(self, direction: str, message: dict) -> None:
-        # Every line written to the app-server, kept beside the transcript (sent.jsonl):
-        # the transcript is the server's stdout only, and the answers we sent are evidence too.
         self.wire.append((direction, message))
-        if self._sent is None and self.child is not None:
-            self._sent = self.child.open(self.child.scratch.sent, "w")
-        if self._sent is not None:
-            import json
-
-            self._sent.write(json.dumps(message, ensure_ascii=False, separators=(",", ":")) + "\n")
-            self._sent.flush()
+        if self.child is not None:
+            self.child.record_sent(message)
 
     async def _start_endpoint(self) -> None:
         spec = self.spec

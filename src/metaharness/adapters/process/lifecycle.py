@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import json
 import os
 import shutil
 import signal
@@ -50,6 +51,8 @@ class Child:
         self.termination: ProcessTermination | None = None
         self._files: list[IO[Any]] = []
         self._services: list[Any] = []
+        self._sent: IO[Any] | None = None  # the scratch's sent.jsonl, opened at the first line sent
+        self._released = False
         self._reader: asyncio.Task | None = None
         self._stderr_file = stderr_file and scratch is not None
         self._stderr_task: asyncio.Task | None = None
@@ -63,6 +66,17 @@ class Child:
         handle = open(path, mode, **options)
         self._files.append(handle)
         return handle
+
+    def record_sent(self, message: dict) -> None:
+        """Keep one line metaharness wrote to the child (compact JSON) in the scratch's `sent.jsonl`,
+        beside the transcript of what the child wrote: the answers sent are evidence too. A line
+        written after the release is not kept (the run's files are closed)."""
+        if self.scratch is None or self._released:
+            return
+        if self._sent is None:
+            self._sent = self.open(self.scratch.sent, "w")
+        self._sent.write(json.dumps(message, ensure_ascii=False, separators=(",", ":")) + "\n")
+        self._sent.flush()
 
     def serve(self, service: Any) -> Any:
         """A loopback service (model server, credential proxy, relay) stopped at the end."""
@@ -238,6 +252,7 @@ class Child:
 
     async def release(self) -> None:
         """Close the run's files and stop its services, once; the rest even when one fails."""
+        self._released = True
         files, self._files = self._files, []
         for handle in files:
             try:
