@@ -201,15 +201,14 @@ class CoreRun:
         self.delivered = self.adapter.delivered  # (call_id, decision, decided_by), as the run delivered them
         self.turn_inputs: list[Any] = []
         self.frames_set: list[Any] = []
-        self.wakes = 0
+        self.changes = 0
         self.core = RunCore(spec, self.lines.append, run_id="test-run", harness=Harness(self.adapter, spec),
                             stderr=self.stderr.append, clock=self.clock, driver=self)
 
     # --- what the core tells its driver (the test is the driver) ---
-    def wake(self) -> None:
-        self.wakes += 1
+    def changed(self) -> None:
+        self.changes += 1
 
-    def turn_done(self) -> None: ...
     def budget_spent(self) -> None: ...
     def deadline_pending(self) -> None: ...
 
@@ -225,7 +224,8 @@ class CoreRun:
 
     def start(self, *, session: bool = True) -> None:
         self.core.check_start()
-        self.core.spawn_settled = self.core.spawned = True
+        self.core.spawn_begins()
+        self.core.spawn_settles(spawned=True)
         if session:
             self.core.session_started(SessionStarted(adapter="oharness", offered_tools=["read", "write", "bash"],
                                                      transcript=TranscriptRef(), hermetic=HermeticAttestation()))

@@ -344,7 +344,8 @@ def test_an_interrupt_before_the_spawn_is_ok_and_after_it_is_carried():
     run.core.check_start()
     assert run.send(cmd("interrupt", id="i0", reason="x")) is False
     assert run.result("i0") == {"result": "ok", "applies_at": None}
-    run.core.spawn_settled = run.core.spawned = True
+    run.core.spawn_begins()
+    run.core.spawn_settles(spawned=True)
     assert run.send(cmd("interrupt", id="i1", reason="x")) is True
 
 
@@ -370,7 +371,7 @@ def test_a_control_the_adapter_refuses_or_cannot_reach():
     commands.control_failed(run.core, "a", ControlRefused("UNSUPPORTED_CONTROL", "not now"))
     commands.control_failed(run.core, "b", BrokenPipeError("the pipe closed"))
     commands.unreachable(run.core, "c")
-    run.core.spawned = False
+    run.core.child = False  # as if the spawn had failed
     commands.unreachable(run.core, "d")
     assert run.result("a")["refused"] == {"code": "UNSUPPORTED_CONTROL", "reason": "not now"}
     assert run.result("b")["refused"] == {"code": "TOO_LATE",
@@ -404,8 +405,9 @@ def test_a_halt_answers_right_before_stream_closed_and_later_commands_are_too_la
 def test_frame_set_takes_effect_at_the_next_step_boundary(frame_file):
     run = started(frame=frame_file([{"op": "file.read"}]))
     new = make_frame([{"op": "shell"}], state="s2", index=2)
+    before = run.changes
     run.send(cmd("frame.set", id="f1", frame=new))
-    assert run.result("f1") == {"result": "ok", "applies_at": "next step"} and run.wakes == 1
+    assert run.result("f1") == {"result": "ok", "applies_at": "next step"} and run.changes == before + 1
     run.call("bash", {"command": "x"}, "c1")
     run.core.turn_ended("end_turn")
     assert run.core.after_turn(False) == "turn"  # a boundary waits: it opens the next turn

@@ -8,12 +8,13 @@ exactly one `stream.closed`. The calls are `calls.py`'s, the command steps
 `commands.py`'s, the start checks `start.py`'s; the adapter's facts are read through
 `harness.py`, its methods called as `self.adapter`.
 
-Pure: no event loop, no timer, no queue. What must wait (the spawn, a control the
-child answers, a deadline, the child's end) is the driver's (`loop.py`): the core is
-given it as a value at construction (`Driver`: `wake` — a boundary command came, a turn
-ended, stdin ended —, `turn_done`, `budget_spent`, `deadline_pending`), and the driver
-calls back `take`, `expire`, `wind_up`. Nothing is set on the core from outside. So every rule can be driven in a test
-by plain calls with a fake clock (tests/run/test_core.py).
+Pure: no event loop, no timer, no queue. The run's phase and its turn's are `phase.py`'s
+machines, moved here only (`_move`). What must wait (the spawn, a control the child answers,
+a deadline, the child's end) is the driver's (`loop.py`): the core is given it as a value at
+construction (`Driver`: `changed` — a phase moved, a turn ended, a boundary command came,
+stdin ended —, `budget_spent`, `deadline_pending`), and the driver calls back `take`,
+`expire`, `wind_up`. Nothing is set on the core from outside. So every rule can be driven in
+a test by plain calls with a fake clock (tests/run/test_core.py).
 
 Rules it keeps:
 * Every line goes through one `EventWriter` (so one `seq`); a line about the run
@@ -74,6 +75,7 @@ from . import commands
 from . import decide as texts
 from .calls import Calls
 from .harness import Harness
+from .phase import Input, Phase, Phases
 from .start import RunRefused, check_start
 
 if TYPE_CHECKING:  # the policy engine is imported only by a policy-mode run
@@ -83,11 +85,8 @@ if TYPE_CHECKING:  # the policy engine is imported only by a policy-mode run
 class Driver(Protocol):
     """What the core tells the one that does the waiting (`loop.py`'s `Run`; a test's fake)."""
 
-    def wake(self) -> None:
-        """A boundary command came, a turn ended, stdin ended: a wait of the driver may be over."""
-
-    def turn_done(self) -> None:
-        """The running turn ended."""
+    def changed(self) -> None:
+        """A phase moved, a turn ended, a boundary command came, stdin ended: a wait may be over."""
 
     def budget_spent(self) -> None:
         """--max-cost-usd was reached: stop the harness now."""
@@ -99,8 +98,7 @@ class Driver(Protocol):
 class Idle:
     """A driver with nothing waiting: the core driven by plain calls alone."""
 
-    def wake(self) -> None: ...
-    def turn_done(self) -> None: ...
+    def changed(self) -> None: ...
     def budget_spent(self) -> None: ...
     def deadline_pending(self) -> None: ...
 
@@ -146,26 +144,58 @@ class RunCore:
         self._held: list[tuple[Any, str | None]] = []
         self._session_started = False
         self.ended: SessionEnded | None = None  # the harness's terminal record
+        self.phases = Phases()
         self.turn = 0
-        self.turn_running = False
-        self.winding_up = False  # from here on a command is TOO_LATE
+        self.turns_ended = 0  # `turn.ended` lines written (the driver waits for the next)
         self.halt_id: str | None = None
         self.budget_stop = False
         self.model_failure: WarningEvent | None = None  # the last MODEL_REQUEST_FAILED written
         self.unreachable: str | None = None  # why the run could not write what a turn needed to the child
         self.stdin_done = False
-        self._interrupting = False
-        self._deferred_turn_end: tuple[str | None, str | None] | None = None
-        # Phases, set by the driver: the adapter's start() returned or failed; a child exists.
-        self.spawn_settled = False
+        self._deferred_turn_end: tuple[str | None, str | None] | None = None  # ENDED_IN_INTERRUPT's line
+        self.child: bool | None = None  # whether a child was spawned; None until the spawn settled
         self.read_before_spawn = False  # the command being taken was read before the spawn settled
-        self.spawned = False
         # The command being processed, so its answer is known to have been written.
         self.inflight: CommandLine | None = None  # the command being processed
         self.inflight_answered = False
         # Every model response metaharness sees is priced here (adapters reach it as ctx.meter).
         self.meter = Meter(shipped_prices(), spec.max_cost_usd, on_charge=self._charged)
         self.priced_at_endpoint = False  # a service in front of the model prices it (the recorder)
+
+    # --- phases (phase.py holds the table) -------------------------------------------------------
+    def _move(self, given: Input) -> Phase:
+        after = self.phases.move(given)
+        self.driver.changed()
+        return after
+
+    @property
+    def winding_up(self) -> bool:
+        """From here on a command is TOO_LATE."""
+        return self.phases.winding_up
+
+    @property
+    def stopping(self) -> bool:
+        return self.phases.stopping
+
+    @property
+    def turn_running(self) -> bool:
+        return self.phases.turn_running
+
+    @property
+    def spawn_settled(self) -> bool:
+        """The adapter's start() returned or failed, or will never be called."""
+        return self.child is not None
+
+    @property
+    def spawned(self) -> bool:
+        return self.child is True
+
+    def spawn_begins(self) -> None:
+        self._move(Input.SPAWN)
+
+    def spawn_settles(self, *, spawned: bool) -> None:
+        self.child = spawned
+        self._move(Input.SPAWNED if spawned else Input.NOT_SPAWNED)
 
     @property
     def frame(self) -> Frame | None:
@@ -219,7 +249,7 @@ class RunCore:
     def refuse_start(self, refusal: RunRefused, queued: Iterable[CommandLine] = ()) -> int:
         self.refusal = refusal  # the library API raises it (metaharness.api.RunRefused)
         self.stderr(f"metaharness: {refusal.sentence}")
-        self.winding_up = True
+        self._move(Input.CLOSE)
         for command_id, code, reason in refusal.results:
             self.result(command_id, refused(code, reason))
         self.answer_leftovers(queued)  # every line read before stream.closed is answered
@@ -278,7 +308,7 @@ class RunCore:
 
     def turn_started(self, *, at: str | None = None) -> None:
         self.turn += 1
-        self.turn_running = True
+        self._move(Input.TURN_STARTED)
         frame = self.calls.frame
         event = TurnStarted(turn=self.turn, frame_digest=frame.digest if frame is not None else None)
         if self._session_started:
@@ -286,16 +316,18 @@ class RunCore:
         self.emit(event, at=at)
 
     def turn_ended(self, stop_reason: str | None, *, at: str | None = None) -> None:
-        if self._interrupting:
+        if self._move(Input.TURN_ENDED) is Phase.ENDED_IN_INTERRUPT:
             # The interrupt's command.result precedes the turn.ended it causes,
             # whichever the harness reports first.
             self._deferred_turn_end = (stop_reason, at)
             return
+        self._write_turn_end(stop_reason, at)
+
+    def _write_turn_end(self, stop_reason: str | None, at: str | None) -> None:
         self.emit(TurnEnded(turn=self.turn, stop_reason=stop_reason), at=at)
-        self.turn_running = False
         self.calls.abandon_all("the turn ended")
-        self.driver.turn_done()
-        self.driver.wake()
+        self.turns_ended += 1
+        self.driver.changed()
 
     def _charged(self, charge: Charge) -> None:
         """The meter priced a response: past the cap, say so once and stop the run at once."""
@@ -365,7 +397,7 @@ class RunCore:
         self.boundary.frame = new_frame
         self.boundary.frame_command = cid
         self.result(cid, Ok(applies_at="next turn" if same_step else "next step"))
-        self.driver.wake()
+        self.driver.changed()
 
     def inject_at_boundary(self, cid: str, text: str) -> None:
         """Read while a turn runs: accepted at once (its turn is a boundary away; an answer held
@@ -378,31 +410,33 @@ class RunCore:
         else:
             self.boundary.owed.append(cid)
             self._owe(cid)
-        self.driver.wake()
+        self.driver.changed()
 
     def halt_taken(self, cid: str) -> None:
         self._abandon_for_stop("the run was halted")
         self.halt_id = cid
         self.calls.closed = "the run was halted"
-        self.winding_up = True
+        self._move(Input.STOP)
 
     def interrupt_begins(self) -> None:
-        self._interrupting = True
+        self._move(Input.INTERRUPT)
         self.adapter.interrupting()
         self.calls.abandon_all("the run was interrupted")
 
     def interrupt_ends(self) -> None:
-        self._interrupting = False
-        if self._deferred_turn_end is not None:
+        before = self.phases.turn
+        self._move(Input.INTERRUPT_ANSWERED)
+        if before is Phase.ENDED_IN_INTERRUPT and self._deferred_turn_end is not None:
             stop_reason, at = self._deferred_turn_end
             self._deferred_turn_end = None
-            self.turn_ended(stop_reason, at=at)
+            self._write_turn_end(stop_reason, at)
 
     def stop_requested(self) -> None:
-        """SIGINT/SIGTERM: wind up (no halt command was processed)."""
+        """A stop with no halt command (SIGINT/SIGTERM, the spend cap, a child out of reach): wind up.
+        The calls still pending are abandoned the first time the run begins to wind up."""
         if not self.winding_up:
-            self.winding_up = True
             self._abandon_for_stop(self.calls.closed or "the stream ended")
+        self._move(Input.STOP)
 
     def _abandon_for_stop(self, why: str) -> None:
         """A stop's abandonment denies; the harness hears of the stop before them (`stopping`)."""
@@ -412,17 +446,18 @@ class RunCore:
 
     def stdin_ended(self) -> None:
         self.stdin_done = True
-        self.driver.wake()
+        self.driver.changed()
 
     def harness_unreachable(self, why: str) -> None:
-        """A write a turn needs (its frame, its input) found the child gone: the run stops it and
-        winds up; stderr says so now, the wind-up's NO_TERMINAL_RECORD names it. The turn's
+        """A write a turn needs (its frame, its input) found the child gone: the run stops (the
+        driver stops the child) and winds up; stderr says so now, the wind-up's NO_TERMINAL_RECORD names it. The turn's
         injects reached no one: no `injection` line claims them, an inject still owed its answer is
         refused TOO_LATE, one already accepted gets COMMAND_NOT_APPLIED."""
         self._undelivered(texts.UNREACHABLE.format(why=why))
         if self.unreachable is None:
             self.unreachable = why
             self.stderr(f"metaharness: {texts.UNREACHABLE.format(why=why)}; the run ends")
+        self._move(Input.STOP)
 
     def turn_delivered(self) -> None:
         """The turn opened by `open_turn` was written to the child: its owed answers, then its lines."""
@@ -453,8 +488,7 @@ class RunCore:
 
     def child_output_ended(self) -> None:
         # Wind-up begins when the child's output ends; a command read from here on is TOO_LATE.
-        self.winding_up = True
-        self.driver.wake()
+        self._move(Input.OUTPUT_ENDED)
 
     # --- deadlines (the driver arms a timer for next_deadline and calls expire then) ----------------
     def next_deadline(self) -> float | None:
@@ -495,7 +529,7 @@ class RunCore:
         return "end" if self.stdin_done else "wait"
 
     def turns_done(self) -> None:
-        self.winding_up = True
+        self._move(Input.TURNS_DONE)
 
     def _take_boundary(self) -> list[str]:
         """Apply what waits for this boundary; return the text blocks that open the turn
@@ -529,7 +563,7 @@ class RunCore:
     # --- wind-up -----------------------------------------------------------------------------------
     def wind_up(self, termination: ProcessTermination, queued: Iterable[CommandLine] = ()) -> int:
         """Write the end of the stream; return the exit code. `queued`: commands read and not taken."""
-        self.winding_up = True
+        self._move(Input.CLOSE)
         self.calls.abandon_all(self.calls.closed or "the stream ended")
         self._undelivered(texts.ENDING)  # a turn taken and never written to the child
         if not self._session_started:

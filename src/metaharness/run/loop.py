@@ -8,9 +8,11 @@ SIGINT/SIGTERM) and the awaiting of wind-up. Every rule it applies is the core's
 coroutines are awaited here, as `self.adapter`.
 
 Rules it keeps (the timing ones):
-* Phases: a command that must reach the child (steer, permission.set, interrupt)
-  waits until the spawn settled, and is refused TOO_LATE once the child is gone; every
-  stop goes through `_stop_harness` and wakes every wait of the run, whatever its phase.
+* Phases are the core's (`phase.py`): every wait here is for a phase, or for what the core
+  counts (turns ended, the boundary, stdin's end), re-asked whenever the core says it changed
+  (`_until`). A command that must reach the child (steer, permission.set, interrupt) waits
+  until the spawn settled, and is refused TOO_LATE once the child is gone; a stop (the core's
+  STOPPING) ends every wait of the run, whatever its phase, and `_stop_harness` stops the child.
 * The command worker decodes stdin lines as it takes them and yields to the loop
   every WORKER_SLICE_S, so a burst of commands never delays a deadline or the child's
   records.
@@ -95,10 +97,7 @@ class Run:
         self._clock = time.monotonic  # the loop's own clock, so timers and deadlines agree
         self.core = core = RunCore(spec, write, run_id=self.run_id, harness=self.harness,
                                    stderr=self._stderr, clock=self._clock, driver=self)
-        self._wake = asyncio.Event()  # a turn ended, a boundary command came, stdin ended, halt
-        self._turn_done = asyncio.Event()
-        self._spawn_settled = asyncio.Event()  # the adapter's start() returned or failed
-        self._stop = asyncio.Event()  # a stop was asked for: every wait ends
+        self._changed = asyncio.Event()  # the core or the queue changed: each wait asks again (`_until`)
         self._stop_sent = False  # adapter.halt() was called after the spawn settled
         self._child_done: asyncio.Task | None = None
         self._commands: asyncio.Queue = asyncio.Queue()
@@ -108,7 +107,6 @@ class Run:
         self._batch_next = 0
         self._fed = self._taken = 0  # queue items put and taken, so the worker knows which were
         self._finished = 0  # queue items done with (a boundary waits for every one fed before it)
-        self._batch_finished = asyncio.Event()
         self._fed_before_spawn: int | None = None  # read before the spawn settled (None: not yet)
         # What layers above reach (api.py, replay, tests): the core's own, under the old names.
         self.writer, self.census, self.run_cwd = core.writer, core.census, core.run_cwd
@@ -209,18 +207,27 @@ class Run:
     def _batch_done(self) -> None:
         self._commands.task_done()
         self._finished += 1
-        self._batch_finished.set()
+        self._changed.set()
 
     async def _land_queued_commands(self) -> None:
         """Wait until every command queued so far was taken (bounded; a stop cuts it short)."""
         target = self._fed
-        give_up = self._clock() + BOUNDARY_BOUND_S
-        while self._finished < target and not self._stop.is_set():
-            self._batch_finished.clear()
+        await self._until(lambda: self._finished >= target or self.core.stopping, BOUNDARY_BOUND_S)
+
+    async def _until(self, ready: Callable[[], bool], timeout: float | None = None) -> bool:
+        """Wait until `ready()`, asked again whenever the core or the queue changed; False when
+        `timeout` seconds passed first."""
+        give_up = None if timeout is None else self._clock() + timeout
+        while not ready():
+            self._changed.clear()
+            if give_up is None:
+                await self._changed.wait()
+                continue
             try:
-                await asyncio.wait_for(self._batch_finished.wait(), max(0.0, give_up - self._clock()))
+                await asyncio.wait_for(self._changed.wait(), give_up - self._clock())
             except asyncio.TimeoutError:
-                return
+                return ready()
+        return True
 
     def _queued(self) -> Iterator[CommandLine]:
         """The commands not yet taken — the rest of the burst the worker is in, then every
@@ -289,12 +296,11 @@ class Run:
 
     async def spawn_settled(self) -> None:
         """Return once the adapter's start returned or failed (or nothing will be spawned)."""
-        await self._spawn_settled.wait()
+        await self._until(lambda: self.core.spawn_settled)
 
     async def _child_reachable(self) -> bool:
         """Wait until the spawn settled; True when a child can still be reached."""
-        if not self._spawn_settled.is_set():
-            await self._spawn_settled.wait()
+        await self.spawn_settled()
         return self.core.spawned and not self.core.winding_up and self.adapter.alive()
 
     # --- deadlines --------------------------------------------------------------------------------
@@ -319,19 +325,19 @@ class Run:
         try:
             await self._check_start()
         except RunRefused as refusal:
-            if not self._stop.is_set():  # a stop that came during the checks is the answer
+            if not self.core.stopping:  # a stop that came during the checks is the answer
                 return self.refuse_start(refusal)
         worker = asyncio.create_task(self._command_worker())
         try:
             await asyncio.sleep(0)  # commands already read go first: a halt before the spawn spawns nothing
-            if self._stop.is_set():
+            if self.core.stopping:
                 self._settle(spawned=False)
                 await self._drain_commands()
                 return self._wind_up(UnknownTermination())
+            self.core.spawn_begins()
             try:
                 await self.adapter.start(self.core)
             except StartRefusal as exc:
-                self.core.winding_up = True
                 self._settle(spawned=False)
                 await self._stop_child()
                 await self._drain_commands()
@@ -342,7 +348,7 @@ class Run:
             self._child_done = asyncio.create_task(self.adapter.wait())
             self._child_done.add_done_callback(self._child_output_ended)
             self._settle(spawned=True)
-            if self._stop.is_set():  # a stop that came while the child was spawning
+            if self.core.stopping:  # a stop that came while the child was spawning
                 await self._stop_harness()
             else:
                 await self._drive()
@@ -361,13 +367,13 @@ class Run:
         waiting for it. A stop that came first skips them: nothing will be spawned."""
         from metaharness.adapters.process import VERSION_PROBES, VersionProbes
 
-        if self._stop.is_set():
+        if self.core.stopping:
             return
         probes = VersionProbes()
         context = contextvars.copy_context()
         context.run(VERSION_PROBES.set, probes)
         checking = asyncio.get_running_loop().run_in_executor(None, context.run, self.core.check_start)
-        stopping = asyncio.ensure_future(self._stop.wait())
+        stopping = asyncio.ensure_future(self._until(lambda: self.core.stopping))
         try:
             await asyncio.wait({checking, stopping}, return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -377,42 +383,39 @@ class Run:
         await checking
 
     def _settle(self, *, spawned: bool) -> None:
-        self.core.spawned = spawned
-        self.core.spawn_settled = True
         self._fed_before_spawn = self._fed
-        self._spawn_settled.set()
+        self.core.spawn_settles(spawned=spawned)
 
     async def _drive(self) -> None:
         core, adapter = self.core, self.adapter
-        if self._stop.is_set():
+        if core.stopping:
             return
         frame, turn_input = core.open_turn(self.spec.prompt or "")
         while True:
             if frame is not None and not await self._reach(adapter.set_frame(frame)):
                 return
-            self._turn_done.clear()
+            ended = core.turns_ended
             if not await self._reach(adapter.begin_turn(turn_input)):
                 return
             core.turn_delivered()
             while True:  # serve the turn, and any the harness starts by itself
-                if await self._wait_for(self._turn_done) == "child" or self._stop.is_set():
+                if await self._wait_for(lambda: core.turns_ended > ended) == "child":
                     return
                 await self._land_queued_commands()
                 step = core.after_turn(adapter.turn_coming())
                 if step != "serve":
                     break
-                self._turn_done.clear()
+                ended = core.turns_ended
             while step == "wait":  # --keep-open: idle at the boundary until a command or stdin's end
-                self._wake.clear()
-                if await self._wait_for(self._wake) == "child":
+                if await self._wait_for(lambda: bool(core.boundary) or core.stdin_done) == "child":
                     return
                 await self._land_queued_commands()
                 step = core.after_wait()
-            if step == "end" or self._stop.is_set():
+            if step == "end" or core.stopping:
                 break
             frame, turn_input = core.open_turn()
         core.turns_done()
-        if not self._stop.is_set():
+        if not core.stopping:
             await adapter.finish()
 
     async def _reach(self, write: Awaitable[Any]) -> bool:
@@ -429,18 +432,11 @@ class Run:
             return False
         return True
 
-    async def _wait_for(self, event: asyncio.Event) -> str:
-        """Wait for `event`; "child" when the child's output ended or a stop came first."""
-        if self._stop.is_set():
-            return "child"
-        waiter = asyncio.create_task(event.wait())
-        stop_waiter = asyncio.create_task(self._stop.wait())
-        done, _ = await asyncio.wait({waiter, stop_waiter, self._child_done}, return_when=asyncio.FIRST_COMPLETED)
-        stop_waiter.cancel()
-        if waiter in done and not self._stop.is_set():
-            return "event"
-        waiter.cancel()
-        return "child"
+    async def _wait_for(self, ready: Callable[[], bool]) -> str:
+        """Wait until `ready()`; "child" when the child's output ended or a stop came first."""
+        core = self.core
+        await self._until(lambda: ready() or core.winding_up)
+        return "event" if ready() and not core.stopping else "child"
 
     # --- stops and the end ------------------------------------------------------------------------
     def _child_output_ended(self, _task: asyncio.Task) -> None:
@@ -454,27 +450,21 @@ class Run:
         await self._stop_harness()
 
     # --- what the core tells its driver (core.Driver) --------------------------------------
-    def wake(self) -> None:
-        self._wake.set()
-
-    def turn_done(self) -> None:
-        self._turn_done.set()
+    def changed(self) -> None:
+        self._changed.set()
 
     def deadline_pending(self) -> None:
         self._arm_deadline()
 
     def budget_spent(self) -> None:
         """--max-cost-usd reached (the meter, on this loop): stop the harness now, as a signal would."""
-        if not self._stop.is_set():
+        if not self.core.stopping:
             self.core.stop_requested()
             self._budget_stop = asyncio.ensure_future(self._stop_harness())
 
     async def _stop_harness(self) -> None:
-        """Stop the child once it exists; every stop (halt, signal) comes through here."""
-        self._stop.set()
-        self._wake.set()
-        self._batch_finished.set()  # a boundary waiting for queued commands stops waiting
-        if not self._spawn_settled.is_set():
+        """Stop the child once it exists (the core is STOPPING: halt, signal, spend cap, out of reach)."""
+        if not self.core.spawn_settled:
             return  # execute() stops it as soon as the spawn settles
         if not self.core.spawned:
             return
@@ -489,7 +479,7 @@ class Run:
         whose output a stray descendant keeps open cannot hold the run)."""
         assert self._child_done is not None
         while True:
-            stop_waiter = asyncio.ensure_future(self._stop.wait())
+            stop_waiter = asyncio.ensure_future(self._until(lambda: self.core.stopping))
             done, _ = await asyncio.wait({self._child_done, stop_waiter}, return_when=asyncio.FIRST_COMPLETED)
             stop_waiter.cancel()
             if self._child_done in done:
@@ -502,7 +492,6 @@ class Run:
             self._stderr("metaharness: the harness's output did not end after it was stopped; winding up without it")
             self._child_done.remove_done_callback(self._child_output_ended)
             self._child_done.cancel()
-            self.core.winding_up = True
             return UnknownTermination()
 
     async def _stop_child(self) -> None:
