@@ -128,7 +128,7 @@ def in_process(lines: list[bytes]) -> float:
         cpu = time.process_time()
         for offset in range(0, len(lines), 600):
             run.feed_lines(lines[offset:offset + 600])
-        await run._commands.join()
+        await run.queue.join()
         spent = time.process_time() - cpu
         run.feed_command(decode_command_line(b'{"format":"metaharness.command/1","id":"end","command":"halt",'
                                              b'"reason":"bench over"}'))

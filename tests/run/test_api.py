@@ -81,14 +81,14 @@ async def test_commands_sent_together_open_one_turn(tmp_path, subprocess, monkey
     """`send_together`: an inject and a frame.set reach the run as one unit, so the turn the
     inject opens is already under the new frame — even with the command worker made to yield
     to the loop before every command (in process)."""
-    import metaharness.run.loop as loop
+    import metaharness.run.queue as queue
     from metaharness.protocol.commands import FrameSet, MessageInject
     from metaharness.protocol.events import TurnEnded, TurnStarted
 
     from .conftest import make_frame
 
-    monkeypatch.setattr(loop, "WORKER_SLICE_S", 0.0)
-    monkeypatch.setattr(loop, "WORKER_YIELD_PASSES", 50)
+    monkeypatch.setattr(queue, "WORKER_SLICE_S", 0.0)
+    monkeypatch.setattr(queue, "WORKER_YIELD_PASSES", 50)
     script = tmp_path / "s.json"
     script.write_text(json.dumps({"format": "metaharness.scenario/1", "turns": [
         {"text": "one"}, {"calls": [{"op": "shell", "input": {"command": "echo b > b.txt"}}]}, {"text": "two"}]}))

@@ -25,7 +25,7 @@ import pytest
 from metaharness.protocol.decode import CommandRefusal
 from metaharness.run import host
 from metaharness.run.host import TOO_LONG, Intake, make_writer
-from metaharness.run.loop import NoIntake
+from metaharness.run.queue import NoIntake
 from metaharness.run.spec import RunSpec
 
 from .fake import FakeAdapter, Turn, cmd, drive

@@ -314,11 +314,11 @@ async def test_an_inject_and_a_frame_set_sent_together_open_the_same_turn_howeve
     boundary. The worker is made to yield to the loop before every command it takes (a slice of
     zero, and many passes at each yield): the wake from the inject must not open the next turn
     before the frame.set behind it has landed."""
-    import metaharness.run.loop as loop
+    import metaharness.run.queue as queue
     from .conftest import make_frame
 
-    monkeypatch.setattr(loop, "WORKER_SLICE_S", 0.0)
-    monkeypatch.setattr(loop, "WORKER_YIELD_PASSES", 50)
+    monkeypatch.setattr(queue, "WORKER_SLICE_S", 0.0)
+    monkeypatch.setattr(queue, "WORKER_YIELD_PASSES", 50)
     step_two = make_frame([{"op": "shell"}], state="s2", index=2)
     state = {"turns": 0}
 

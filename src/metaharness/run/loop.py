@@ -1,11 +1,12 @@
 """The run driver: the asyncio around the run core — it moves records and timers, nothing else.
 
-What belongs here: the start checks (on a thread, so a stop cuts them short), the spawn
-and the phases around it, the command queue and its worker, the waits (a turn's end, a
-boundary command, the child's end, a stop), the one deadline timer, stops (halt,
+What belongs here: the start checks (on a thread, so a stop cuts them short), the spawn,
+the turns' drive and its waits (a turn's end, a boundary command, the child's end, a stop),
+carrying a command to the child, the one deadline timer, stopping the child (halt,
 SIGINT/SIGTERM) and the awaiting of wind-up. Every rule it applies is the core's
-(`core.py`, and below it `calls.py`, `commands.py`, `start.py`); the adapter's own
-coroutines are awaited here, as `self.adapter`.
+(`core.py`, and below it `phase.py`, `calls.py`, `commands.py`, `start.py`); the commands are
+taken by the queue's worker (`queue.py`); the adapter's own coroutines are awaited here, as
+`self.adapter`.
 
 Rules it keeps (the timing ones):
 * Phases are the core's (`phase.py`): every wait here is for a phase, or for what the core
@@ -13,17 +14,12 @@ Rules it keeps (the timing ones):
   (`_until`). A command that must reach the child (steer, permission.set, interrupt) waits
   until the spawn settled, and is refused TOO_LATE once the child is gone; a stop (the core's
   STOPPING) ends every wait of the run, whatever its phase, and `_stop_harness` stops the child.
-* The command worker decodes stdin lines as it takes them and yields to the loop
-  every WORKER_SLICE_S, so a burst of commands never delays a deadline or the child's
-  records.
 * A boundary sees every command queued before it: at a turn's end, and when a
   `--keep-open` run is woken at its boundary, the driver waits (at most
   BOUNDARY_BOUND_S) until the worker has taken every command already queued, so an
   inject and a frame.set sent together open the same turn however the worker's
   slices fall.
-* At the end every line already written to stdin is answered: before the wind-up the
-  intake reads what stdin holds right then (`IntakeLink.catch_up`), then the commands already
-  queued may take DRAIN_BOUND_S.
+* At the end every line already written to stdin is answered (`CommandQueue.drain`).
 * After a stop the child's output may take STOP_BOUND_S to end; then the run winds up
   without it.
 * One timer at a time, armed for the core's next deadline; when it fires the core
@@ -36,11 +32,10 @@ import asyncio
 import contextvars
 import os
 import time
-from typing import Any, Awaitable, Callable, Iterator, Protocol
+from typing import Any, Awaitable, Callable
 
 from metaharness.adapters.base import Adapter, ControlRefused, StartRefusal
 from metaharness.protocol.commands import Command, Halt, Interrupt, PermissionSet, Steer
-from metaharness.protocol.decode import CommandLine, decode_command_line
 from metaharness.protocol.frame import Frame
 from metaharness.protocol.spec import RunSpec
 from metaharness.protocol.values import ProcessTermination, UnknownTermination
@@ -48,31 +43,11 @@ from metaharness.protocol.values import ProcessTermination, UnknownTermination
 from . import commands
 from .core import RunCore
 from .harness import Harness
+from .queue import CommandQueue, IntakeLink
 from .start import RunRefused  # noqa: F401  (re-exported: api.py and replay refuse starts through it)
 
 STOP_BOUND_S = 15.0  # after a stop, how long the child's output may take to end
-WORKER_SLICE_S = 0.002  # the command worker yields to the loop at least this often
-WORKER_YIELD_PASSES = 4  # loop passes the worker gives the rest of the run at each yield
-DRAIN_BOUND_S = 5.0  # at the end, how long the commands already queued may take
 BOUNDARY_BOUND_S = 5.0  # at a turn's end, how long the commands already queued may take to land
-
-
-class IntakeLink(Protocol):
-    """What the run tells the intake feeding it (run/host.py's `Intake`)."""
-
-    def taken(self, lines: int) -> None:
-        """The worker took a burst of `lines`: their backlog slots are free."""
-
-    async def catch_up(self) -> None:
-        """Return once what stdin holds right now was handed to the run (bounded)."""
-
-
-class NoIntake:
-    """No intake: the run is fed by the library API alone."""
-
-    def taken(self, lines: int) -> None: ...
-
-    async def catch_up(self) -> None: ...
 
 
 class Run:
@@ -100,14 +75,10 @@ class Run:
         self._changed = asyncio.Event()  # the core or the queue changed: each wait asks again (`_until`)
         self._stop_sent = False  # adapter.halt() was called after the spawn settled
         self._child_done: asyncio.Task | None = None
-        self._commands: asyncio.Queue = asyncio.Queue()
         self._timer: asyncio.TimerHandle | None = None
-        self._intake: IntakeLink = NoIntake()  # stdin's intake, when one feeds this run (`attach`)
-        self._batch: list | None = None  # the queue item the worker is in; its rest from _batch_next
-        self._batch_next = 0
-        self._fed = self._taken = 0  # queue items put and taken, so the worker knows which were
-        self._finished = 0  # queue items done with (a boundary waits for every one fed before it)
-        self._fed_before_spawn: int | None = None  # read before the spawn settled (None: not yet)
+        self.queue = CommandQueue(core, carry=self._carry, changed=self._changed.set, stderr=self._stderr)
+        self.feed_line, self.feed_lines, self.feed_command = (self.queue.feed_line, self.queue.feed_lines,
+                                                              self.queue.feed_command)
         # What layers above reach (api.py, replay, tests): the core's own, under the old names.
         self.writer, self.census, self.run_cwd = core.writer, core.census, core.run_cwd
         self.descriptor = self.harness.descriptor
@@ -129,90 +100,15 @@ class Run:
     def attach(self, intake: IntakeLink) -> None:
         """The intake that feeds this run (run/host.py's, reading stdin): told when the worker takes
         a burst, asked to catch up before the wind-up."""
-        self._intake = intake
-
-    # The queue holds lists: each item is one burst of stdin lines (run/host.py's Intake hands
-    # a chunk's lines at once) or one command, so a flood costs one queue operation per burst.
-    def feed_line(self, raw: bytes) -> None:
-        """One stdin line (without its newline), in arrival order."""
-        decoded = decode_command_line(raw)
-        if decoded is not None:
-            self._put([decoded])
-
-    def feed_lines(self, items: list) -> None:
-        """stdin lines (bytes, decoded as the worker takes them) or refusals, in arrival
-        order (run/host.py's Intake). The list is the run's from here on."""
-        if items:
-            self._put(items)
-
-    def feed_command(self, command: Command) -> None:
-        """A command from the library API (already typed)."""
-        self._put([command])
-
-    def _put(self, batch: list) -> None:
-        self._fed += 1
-        self._commands.put_nowait(batch)
+        self.queue.intake = intake
 
     def stdin_ended(self) -> None:
         self.core.stdin_ended()
 
-    async def _command_worker(self) -> None:
-        core = self.core
-        clock = time.perf_counter
-        slice_end = clock() + WORKER_SLICE_S
-        while True:
-            if self._commands.empty():  # waiting for work yields too: a fresh slice once it comes
-                batch = await self._commands.get()
-                slice_end = clock() + WORKER_SLICE_S
-            else:
-                batch = self._commands.get_nowait()
-            self._intake.taken(len(batch))
-            self._taken += 1
-            core.read_before_spawn = self._fed_before_spawn is None or self._taken <= self._fed_before_spawn
-            self._batch = batch
-            index = 0
-            try:
-                while index < len(batch):  # answering the leftovers may cut the batch short
-                    item = batch[index]
-                    index += 1
-                    self._batch_next = index
-                    if type(item) is bytes:
-                        item = decode_command_line(item)  # None: a blank line, no command, no answer
-                    if item is not None and not core.writer.closed:
-                        core.inflight, core.inflight_answered = item, False
-                        try:
-                            if core.take(item):  # synchronous, but for the commands the child must hear
-                                await self._carry(item)
-                        except Exception as exc:  # a bug must not leave a command unanswered
-                            if not core.writer.closed and isinstance(getattr(item, "id", None), str):
-                                self._stderr(f"metaharness: internal error on command {item.id}: {exc!r}")
-                                commands.unanswered(core, item, f"metaharness could not carry it: {type(exc).__name__}")
-                        else:
-                            if not core.inflight_answered:
-                                commands.unanswered(core, item, "metaharness could not carry it")
-                        finally:
-                            core.inflight = None
-                    if clock() >= slice_end:
-                        # A burst never holds the loop: timers, the child's records and signals
-                        # run between slices, however long the backlog is. Several passes, since
-                        # reading one record takes a few (readable → the adapter's task → the
-                        # flush of its line). A command is taken in every slice, however short.
-                        for _pass in range(WORKER_YIELD_PASSES):
-                            await asyncio.sleep(0)
-                        slice_end = clock() + WORKER_SLICE_S
-            finally:
-                self._batch = None
-                self._batch_done()
-
-    def _batch_done(self) -> None:
-        self._commands.task_done()
-        self._finished += 1
-        self._changed.set()
-
     async def _land_queued_commands(self) -> None:
         """Wait until every command queued so far was taken (bounded; a stop cuts it short)."""
-        target = self._fed
-        await self._until(lambda: self._finished >= target or self.core.stopping, BOUNDARY_BOUND_S)
+        queue, target = self.queue, self.queue.fed
+        await self._until(lambda: queue.finished >= target or self.core.stopping, BOUNDARY_BOUND_S)
 
     async def _until(self, ready: Callable[[], bool], timeout: float | None = None) -> bool:
         """Wait until `ready()`, asked again whenever the core or the queue changed; False when
@@ -228,34 +124,6 @@ class Run:
             except asyncio.TimeoutError:
                 return ready()
         return True
-
-    def _queued(self) -> Iterator[CommandLine]:
-        """The commands not yet taken — the rest of the burst the worker is in, then every
-        queued burst — one by one (blank lines skipped)."""
-        rest: list = []
-        if self._batch is not None:
-            rest = self._batch[self._batch_next:]
-            del self._batch[self._batch_next:]
-        while not self._commands.empty():
-            batch = self._commands.get_nowait()
-            self._intake.taken(len(batch))
-            self._taken += 1
-            rest.extend(batch)
-            self._batch_done()
-        for item in rest:
-            if type(item) is bytes:
-                item = decode_command_line(item)
-                if item is None:
-                    continue
-            yield item
-
-    async def _drain_commands(self) -> None:
-        await self._intake.catch_up()  # a line written before the end is answered, whenever it was read
-        await asyncio.sleep(0)
-        try:
-            await asyncio.wait_for(self._commands.join(), DRAIN_BOUND_S)
-        except asyncio.TimeoutError:
-            pass
 
     # --- carrying a command to the child ------------------------------------------------------
     async def _carry(self, item: Command) -> None:
@@ -327,12 +195,12 @@ class Run:
         except RunRefused as refusal:
             if not self.core.stopping:  # a stop that came during the checks is the answer
                 return self.refuse_start(refusal)
-        worker = asyncio.create_task(self._command_worker())
+        worker = asyncio.create_task(self.queue.work())
         try:
             await asyncio.sleep(0)  # commands already read go first: a halt before the spawn spawns nothing
             if self.core.stopping:
                 self._settle(spawned=False)
-                await self._drain_commands()
+                await self.queue.drain()
                 return self._wind_up(UnknownTermination())
             self.core.spawn_begins()
             try:
@@ -340,7 +208,7 @@ class Run:
             except StartRefusal as exc:
                 self._settle(spawned=False)
                 await self._stop_child()
-                await self._drain_commands()
+                await self.queue.drain()
                 return self.refuse_start(RunRefused(f"{exc.name}: {exc.sentence}"))
             except BaseException:
                 self._settle(spawned=False)
@@ -353,7 +221,7 @@ class Run:
             else:
                 await self._drive()
             termination = await self._child_termination()
-            await self._drain_commands()
+            await self.queue.drain()
             return self._wind_up(termination)
         finally:
             worker.cancel()
@@ -383,7 +251,7 @@ class Run:
         await checking
 
     def _settle(self, *, spawned: bool) -> None:
-        self._fed_before_spawn = self._fed
+        self.queue.spawn_settled()
         self.core.spawn_settles(spawned=spawned)
 
     async def _drive(self) -> None:
@@ -502,10 +370,10 @@ class Run:
             pass
 
     def refuse_start(self, refusal: RunRefused) -> int:
-        return self.core.refuse_start(refusal, self._queued())
+        return self.core.refuse_start(refusal, self.queue.leftovers())
 
     def _wind_up(self, termination: ProcessTermination) -> int:
-        return self.core.wind_up(termination, self._queued())
+        return self.core.wind_up(termination, self.queue.leftovers())
 
 
 # What the driver does with each command the core hands it to carry to the child.

@@ -1,8 +1,9 @@
 """A harness child process speaking one JSON object per line on its control channel.
 
-What belongs here: the channel itself — the socketpair, its writing half, and the spawn of a
-child on it in its own process group. The child's life after the spawn (reading, stopping,
-waiting) is `lifecycle.py`'s.
+What belongs here: the channel itself — the socketpair, its writing half, the reading of its
+lines (`read_lines`, the one loop every reader of a child's output runs), and the spawn of a
+child on it in its own process group. The child's life after the spawn (stopping, waiting) is
+`lifecycle.py`'s.
 
 Rule kept: the control channel (the child's stdin and stdout) is one end of a Unix socketpair,
 never a pipe: a socket cannot be reopened through `/proc/<pid>/fd/N` (open fails with ENXIO), so
@@ -14,12 +15,35 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from typing import Any
+from typing import IO, Any, AsyncIterator
 
 from metaharness.adapters.process.confine import prctl_function, confined_argv, parent_death_signal
 from metaharness.protocol.trace import with_trace
 
 STDOUT_LIMIT = 64 * 1024 * 1024  # vendors write large single records (file contents)
+
+
+async def read_lines(reader: asyncio.StreamReader, transcript: IO[bytes] | None = None, *,
+                     flush: bool = False) -> AsyncIterator[tuple[int, bytes]]:
+    """(1-based line number, the raw line as read) until the output ends, each kept in
+    `transcript` first. A line above STDOUT_LIMIT is cut to what arrived, never fatal; a reset
+    channel is the end of the output, as an end of file is."""
+    number = 0
+    while True:
+        try:
+            raw = await reader.readline()
+        except (asyncio.LimitOverrunError, ValueError):
+            raw = await reader.read(STDOUT_LIMIT)
+        except OSError:
+            return
+        if not raw:
+            return
+        number += 1
+        if transcript is not None:
+            transcript.write(raw if raw.endswith(b"\n") else raw + b"\n")
+            if flush:
+                transcript.flush()
+        yield number, raw
 
 
 def control_socketpair() -> tuple[socket.socket, socket.socket]:

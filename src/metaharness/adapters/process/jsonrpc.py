@@ -31,7 +31,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Callable
 
-from metaharness.adapters.process.channel import STDOUT_LIMIT
+from metaharness.adapters.process.channel import read_lines
 
 
 class RpcError(Exception):
@@ -161,20 +161,9 @@ class RpcChannel:
     # --- reading ----------------------------------------------------------------------
     async def read_forever(self) -> None:
         try:
-            while True:
-                try:
-                    raw = await self._reader.readline()
-                except (asyncio.LimitOverrunError, ValueError):
-                    raw = await self._reader.read(STDOUT_LIMIT)
-                except OSError:  # the channel was reset: the peer's output has ended
-                    break
-                if not raw:
-                    break
-                if self._transcript is not None:
-                    self._transcript.write(raw if raw.endswith(b"\n") else raw + b"\n")
-                    self._transcript.flush()
-                self.line_count += 1
-                self._dispatch(raw.rstrip(b"\r\n"), self.line_count)
+            async for number, raw in read_lines(self._reader, self._transcript, flush=True):
+                self.line_count = number
+                self._dispatch(raw.rstrip(b"\r\n"), number)
         finally:
             self.closed = True
             for future in self._pending.values():

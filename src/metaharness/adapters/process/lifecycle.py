@@ -30,7 +30,7 @@ import signal
 from pathlib import Path
 from typing import IO, Any, AsyncIterator, Awaitable, Callable, Coroutine
 
-from metaharness.adapters.process.channel import STDOUT_LIMIT, ChannelWriter, spawn_on_channel
+from metaharness.adapters.process.channel import ChannelWriter, read_lines, spawn_on_channel
 from metaharness.adapters.process.child import stderr_file_tail
 from metaharness.adapters.process.confine import confinement
 from metaharness.adapters.process.scratch import Scratch, remove_scratch
@@ -128,21 +128,9 @@ class Child:
         """(1-based line number, the raw line as read) until the child's output ends; each line is
         kept in the transcript first. `output_ended` is set before the loop over them ends."""
         assert self.out is not None
-        number = 0
         try:
-            while True:
-                try:
-                    raw = await self.out.readline()
-                except ValueError:  # a line above the limit: keep what arrived
-                    raw = await self.out.read(STDOUT_LIMIT)
-                except OSError:  # the channel was reset: the output has ended
-                    break
-                if not raw:
-                    break
-                number += 1
-                if self._transcript is not None:
-                    self._transcript.write(raw if raw.endswith(b"\n") else raw + b"\n")
-                yield number, raw
+            async for numbered in read_lines(self.out, self._transcript):
+                yield numbered
         finally:
             self.output_ended = True
 
