@@ -9,9 +9,18 @@ TURN_PHASES = [Phase.IDLE, Phase.RUNNING, Phase.INTERRUPTING, Phase.INTERRUPTING
 RUN_INPUTS = [given for given in Input if given not in TURN_INPUTS]
 
 
+ROUTES = {Phase.CHECKING: [], Phase.SPAWNING: [Input.SPAWN], Phase.LIVE: [Input.SPAWN, Input.SPAWNED],
+          Phase.ENDING: [Input.SPAWN, Input.SPAWNED, Input.TURNS_DONE], Phase.STOPPING: [Input.STOP],
+          Phase.CLOSED: [Input.CLOSE], Phase.IDLE: [], Phase.RUNNING: [Input.TURN_STARTED],
+          Phase.INTERRUPTING: [Input.TURN_STARTED, Input.INTERRUPT]}
+
+
 def at(run: Phase = Phase.CHECKING, turn: Phase = Phase.IDLE) -> Phases:
+    """A run's machines brought to `run` and `turn` by moves of the table."""
     phases = Phases()
-    phases.run, phases.turn = run, turn
+    for given in ROUTES[run] + ROUTES[turn]:
+        phases.move(given)
+    assert (phases.run, phases.turn) == (run, turn)
     return phases
 
 

@@ -79,7 +79,7 @@ def take(core: "RunCore", item: CommandLine) -> bool:
     if route.check is not None and (refusal := route.check(core, item)) is not None:
         core.result(cid, refused(*refusal))
         return False
-    if core.winding_up:
+    if core.phases.winding_up:
         core.result(cid, refused(*late_refusal(core, item)))
         return False
     return route.handle(core, item, frame)

@@ -6,8 +6,8 @@ server's do in h11: the run's (checking → spawning → live → ending or stop
 its turn's (idle, running, an interrupt in flight). An input the table does not list for the
 phase a machine is in is a bug of the caller, raised as `PhaseError`, never guessed at.
 
-What a phase means to the rest of the run is read off it here once (`Phases.winding_up`,
-`stopping`, `turn_running`); the core (`core.py`) moves the machines and does what each move
+What a phase means to the rest of the run is read off it here once (`winding_up`, `stopping`,
+`turn_running`); the core (`core.py`) moves the machines and does what each move
 asks, the driver (`loop.py`) waits for a phase instead of keeping flags of its own.
 """
 
@@ -106,6 +106,8 @@ class Phases:
     def __init__(self) -> None:
         self.run = Phase.CHECKING
         self.turn = Phase.IDLE
+        # Read once for every command a flood brings, so kept as a plain value (an Enum's hash is Python).
+        self.winding_up = False  # from here on a command is too late: no further turn will take it
 
     def move(self, given: Input) -> Phase:
         """Apply one input to its machine; return the phase it led to."""
@@ -118,12 +120,8 @@ class Phases:
             self.turn = after
         else:
             self.run = after
+            self.winding_up = after in _WINDING_UP
         return after
-
-    @property
-    def winding_up(self) -> bool:
-        """From here on a command is too late: no further turn will take it."""
-        return self.run in _WINDING_UP
 
     @property
     def stopping(self) -> bool:
