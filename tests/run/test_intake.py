@@ -1,9 +1,11 @@
-"""Intake (run/host.py) and the command worker's bursts (run/loop.py), without timing:
+"""Intake (run/host.py) and the command worker's bursts (run/queue.py), without timing:
 
 * stdin is split into lines however the reads cut it (a line split across reads, a burst
   ending mid-line, a last line without its newline), a line over LINE_LIMIT is refused
-  under `-` and its bytes skipped up to its newline;
-* with the backlog full the reader stops reading, so the pipe keeps the rest;
+  under `-` and its bytes skipped up to its newline — from a pipe and from a regular file
+  (which the loop cannot watch);
+* with the backlog full the intake stops reading, so the pipe keeps the rest;
+* a pipe is non-blocking while the run reads it and blocking again after;
 * the event writer joins one loop pass's lines into one write and one flush, and no line
   is held while the loop waits;
 * a burst cut short by a halt still has every line answered once, before `stream.closed`.
@@ -18,7 +20,6 @@ import os
 import struct
 import termios
 import threading
-import time
 
 import pytest
 
@@ -118,12 +119,12 @@ async def test_a_full_backlog_stops_the_reading_until_the_worker_takes_lines():
     payload = b"x\n" * 400
     os.write(write_fd, payload)
     intake.start()
-    for _ in range(2000):  # the thread reads one burst, hands it, reads a second and waits
+    for _ in range(2000):  # the intake reads one burst, hands it, and stops reading
         await asyncio.sleep(0.005)
-        if _unread(read_fd) == len(payload) - 16 and sink.bursts:
+        if _unread(read_fd) == len(payload) - 8 and sink.bursts:
             break
     await asyncio.sleep(0.1)  # had it gone on reading, it would have by now
-    assert _unread(read_fd) == len(payload) - 16
+    assert _unread(read_fd) == len(payload) - 8
     assert sink.lines == [b"x"] * 4
     sink.intake.taken(4)  # the worker takes the burst: reading resumes
     for _ in range(2000):
@@ -295,14 +296,11 @@ async def test_the_rest_of_a_burst_the_worker_is_stuck_in_is_answered_at_wind_up
 
 
 class _SlowIntake(Intake):
-    """An intake whose thread is slow to its first read (a busy machine's scheduling): the
-    run may meet its end before the thread has read what stdin holds."""
+    """An intake slow to its first read (a busy loop's scheduling): the run may meet its end
+    before the intake has read what stdin holds."""
 
-    def _read_once(self) -> bool:
-        if not getattr(self, "_slowed", False):
-            self._slowed = True
-            time.sleep(1.0)
-        return super()._read_once()
+    def start(self) -> None:
+        self._loop.call_later(1.0, super().start)
 
 
 class _NoCatchUp(NoIntake):
@@ -318,7 +316,7 @@ class _NoCatchUp(NoIntake):
 @pytest.mark.parametrize("catch_up", [True, False])
 async def test_a_line_in_stdin_when_the_run_ends_is_answered(catch_up):
     # The lines are in the pipe before the run starts; the run ends at once (one empty turn)
-    # while the thread sleeps before its first read. The wind-up asks the intake to catch up,
+    # while the intake waits to begin reading. The wind-up asks the intake to catch up,
     # so each line is answered before `stream.closed`; without the catch-up none would be.
     read_fd, write_fd = os.pipe()
     os.write(write_fd, cmd("message.inject", id="m1", text="x") + b"\n" + cmd(
@@ -347,6 +345,39 @@ async def test_a_line_in_stdin_when_the_run_ends_is_answered(catch_up):
         assert [r["outcome"]["refused"]["code"] for r in events if r["event"] == "command.result"] == ["TOO_LATE"] * 2
     else:  # the race the catch-up closes, shown to be real
         assert answered == []
-    intakes[0].thread.join(5)  # close() ends the thread, which was waiting for stdin
-    assert not intakes[0].thread.is_alive()
+    assert asyncio.get_running_loop().remove_reader(read_fd) is False  # close() stopped the reading
+    os.close(read_fd)
+
+
+async def test_a_regular_file_is_read_to_its_end(tmp_path):
+    # epoll cannot watch a regular file: it is read a chunk per loop pass instead.
+    path = tmp_path / "commands.jsonl"
+    path.write_bytes(b"".join(b'{"id":"%d"}\n' % i for i in range(500)) + b'{"id":"last"}')
+    sink = _Sink()
+    with open(path, "rb") as handle:
+        intake = Intake(asyncio.get_running_loop(), sink, handle.fileno(), chunk=100)  # type: ignore[arg-type]
+        sink_feed = sink.feed_lines
+        sink.feed_lines = lambda lines: (sink_feed(lines), intake.taken(len(lines)))  # type: ignore[method-assign]
+        intake.start()
+        await asyncio.wait_for(sink.ended.wait(), 20)
+        intake.close()
+    assert sink.lines == [b'{"id":"%d"}' % i for i in range(500)] + [b'{"id":"last"}']
+    assert len(sink.bursts) > 1  # a chunk per pass, not the whole file at once
+
+
+async def test_a_pipe_is_non_blocking_while_read_and_blocking_again_after():
+    read_fd, write_fd = os.pipe()
+    sink = _Sink()
+    intake = Intake(asyncio.get_running_loop(), sink, read_fd)  # type: ignore[arg-type]
+    intake.start()
+    assert os.get_blocking(read_fd) is False
+    os.write(write_fd, b"a\n")
+    for _ in range(400):
+        await asyncio.sleep(0.005)
+        if sink.lines:
+            break
+    assert sink.lines == [b"a"]
+    intake.close()
+    assert os.get_blocking(read_fd) is True
+    os.close(write_fd)
     os.close(read_fd)

@@ -1,9 +1,9 @@
 """Hosting a run in this process: stdin lines in, event lines out, signals.
 
 `run_blocking(spec)` is what `metaharness run` does: it reads command lines from
-stdin on a thread (`Intake`: off the loop, bounded, so a flood neither starves the run
-nor grows its memory; caught up before the wind-up, so a line written before the end is
-answered; works for pipes, sockets, files, ttys and a closed stdin alike), writes every
+stdin on the run's loop (`Intake`: a chunk per readiness, bounded, so a flood neither starves
+the run nor grows its memory; caught up before the wind-up, so a line written before the end
+is answered; works for pipes, sockets, files, ttys and a closed stdin alike), writes every
 event line to stdout (and to `--events FILE`), turns SIGINT/SIGTERM into a wind-up that
 still writes `stream.closed`, and returns the exit code.
 """
@@ -15,8 +15,8 @@ import contextlib
 import os
 import select
 import signal
+import stat
 import sys
-import threading
 import time
 from typing import Awaitable, BinaryIO, Callable
 
@@ -31,27 +31,6 @@ BACKLOG = 1024  # lines handed to the worker and not yet taken; at the bound std
 READ_CHUNK = 64 * 1024
 CATCH_UP_BOUND_S = 2.0  # at the end, how long reading what stdin already holds may take
 TOO_LONG = f"the line is longer than {LINE_LIMIT} bytes; it was not read"
-
-
-class _Slots:
-    """A count of lines in the backlog, taken and freed a burst at a time (one lock round
-    per burst, not per line). `take` waits while the count is at or over the bound, so the
-    backlog holds at most `bound` lines plus one burst."""
-
-    def __init__(self, bound: int) -> None:
-        self._bound, self._held = bound, 0
-        self._cond = threading.Condition(threading.Lock())
-
-    def take(self, n: int) -> None:
-        with self._cond:
-            while self._held >= self._bound:
-                self._cond.wait()
-            self._held += n
-
-    def free(self, n: int) -> None:
-        with self._cond:
-            self._held -= n
-            self._cond.notify()
 
 
 class _Lines:
@@ -89,110 +68,107 @@ class _Lines:
 
 
 class Intake:
-    """stdin → command lines for the run, with back-pressure.
+    """stdin → command lines for the run, with back-pressure, read on the run's own loop.
 
-    A thread reads stdin in chunks (the read releases the GIL), splits the lines, and
-    hands each chunk's lines to the loop as one burst (`Run.feed_lines`); the command worker
-    decodes each line as it takes it, in time slices that yield to the loop
-    (`Run._command_worker`). The lines of a burst hold backlog slots until the worker takes
-    the burst (`Intake.taken`); with BACKLOG lines held the thread stops reading, so
-    the OS pipe fills and the embedder's writes block. Memory is bounded by BACKLOG lines
-    plus one chunk's, each at most LINE_LIMIT.
+    Each time stdin is readable one chunk is read, split into lines and handed to the run as
+    one burst (`Run.feed_lines`); the command worker decodes each line as it takes it, in
+    time slices that yield to the loop (`CommandQueue.work`). No thread: a flood costs no
+    hand-off between threads, and a read never waits, since it follows readiness — a pipe
+    or a socket is also made non-blocking for the run (restored at `close`). A stdin the
+    loop cannot watch (a regular file, /dev/null: their reads never wait) is read a chunk per
+    loop pass instead. The lines of a burst hold backlog slots until the worker takes the
+    burst (`Intake.taken`); with BACKLOG lines held reading stops, so the OS pipe fills and
+    the embedder's writes block. Memory is bounded by BACKLOG lines plus one chunk's, each
+    at most LINE_LIMIT.
 
-    Before the run winds up it asks the thread to catch up (`Intake.catch_up`): a line
-    the embedder wrote before the end is answered, even when the run meets the end (the
-    child's death, a signal) before the thread was scheduled to read it. The thread reads
-    whatever stdin holds right then (bounded by CATCH_UP_BOUND_S: a writer that never
-    stops cannot hold the end), hands it, and answers; the answer comes after the bursts,
-    the loop's callbacks keeping their order. A byte on a pipe of its own wakes the thread
-    from its wait for stdin; closing that pipe (`close`) ends the thread."""
+    Before the run winds up it asks the intake to catch up (`Intake.catch_up`): a line the
+    embedder wrote before the end is answered, even when the run meets the end (the child's
+    death, a signal) before the loop came round to reading it. It reads whatever stdin holds
+    right then (bounded by CATCH_UP_BOUND_S: a writer that never stops cannot hold the end),
+    waiting for the worker whenever the backlog is full."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, run: Run, fd: int, backlog: int = BACKLOG,
                  chunk: int = READ_CHUNK) -> None:
-        self._loop, self._run, self._fd, self._chunk = loop, run, fd, chunk
-        self._slots = _Slots(backlog)
+        self._loop, self._run, self._fd, self._chunk, self._bound = loop, run, fd, chunk, backlog
         self._lines = _Lines()
-        self._wake_r, self._wake_w = os.pipe()
-        self._asked: list[asyncio.Future] = []  # catch-ups not answered yet, oldest first
-        self._gone = False  # the thread ended or was told to: nothing more to catch up
+        self._held = 0  # lines handed and not yet taken by the worker
+        self._watching = False  # the loop calls `_readable` when stdin is
+        self._pollable = True  # False: the loop cannot watch this stdin; it is read a chunk a pass
+        self._ended = False  # stdin's end was read, or the run is over
+        self._was_blocking: bool | None = None  # a pipe's or socket's mode before the run made it non-blocking
         run.attach(self)
 
-    def taken(self, lines: int) -> None:
-        """The worker took a burst: its backlog slots are free (reading resumes at the bound)."""
-        self._slots.free(lines)
-
     def start(self) -> None:
-        self.thread = threading.Thread(target=self._pump, daemon=True, name="metaharness-stdin")
-        self.thread.start()
+        mode = os.fstat(self._fd).st_mode
+        if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
+            self._was_blocking = os.get_blocking(self._fd)
+            os.set_blocking(self._fd, False)
+        self._watch()
+
+    def taken(self, lines: int) -> None:
+        """The worker took a burst: its backlog slots are free (reading resumes below the bound)."""
+        self._held -= lines
+        if not self._ended and self._held < self._bound:
+            self._watch()
 
     async def catch_up(self) -> None:
-        """Return once every line stdin held when asked was handed to the run (bounded)."""
-        if self._gone:
-            return
-        asked = self._loop.create_future()
-        self._asked.append(asked)
-        try:
-            os.write(self._wake_w, b"?")
-            await asyncio.wait_for(asyncio.shield(asked), CATCH_UP_BOUND_S + 1.0)
-        except (OSError, asyncio.TimeoutError):
-            pass
-
-    def close(self) -> None:
-        """End the thread (it may be waiting for stdin); once the run is over."""
-        self._gone = True
-        self._answered(len(self._asked))
-        with contextlib.suppress(OSError):
-            os.close(self._wake_w)
-
-    def _answered(self, count: int) -> None:
-        done, self._asked = self._asked[:count], self._asked[count:]
-        for asked in done:
-            if not asked.done():
-                asked.set_result(None)
-
-    def _pump(self) -> None:
+        """Return once what stdin holds right now was handed to the run (bounded)."""
+        give_up = time.monotonic() + CATCH_UP_BOUND_S
         poller = select.poll()
         poller.register(self._fd, select.POLLIN)
-        poller.register(self._wake_r, select.POLLIN)
-        try:
-            while True:
-                ready = {fd for fd, _mask in poller.poll()}
-                if self._wake_r in ready:
-                    asked = len(os.read(self._wake_r, 4096))
-                    if not asked:  # close(): the run is over
-                        return
-                    going = self._read_what_is_there(poller)
-                    self._loop.call_soon_threadsafe(self._answered, asked)
-                    if not going:
-                        return
-                elif self._fd in ready and not self._read_once():
+        while not self._ended and time.monotonic() < give_up:
+            if self._held >= self._bound:  # the worker must take some first
+                await asyncio.sleep(0)
+                continue
+            try:
+                if not poller.poll(0):
                     return
-        except RuntimeError:  # the loop is gone: the run already ended
+            except OSError:
+                return
+            self._read_once()
+            await asyncio.sleep(0)
+
+    def close(self) -> None:
+        """The run is over: stop reading (and give stdin back its blocking mode)."""
+        self._ended = True
+        self._unwatch()
+        if self._was_blocking is not None:
+            with contextlib.suppress(OSError):
+                os.set_blocking(self._fd, self._was_blocking)
+            self._was_blocking = None
+
+    # --- reading ---------------------------------------------------------------------------
+    def _watch(self) -> None:
+        if self._watching:
             return
-        finally:
-            with contextlib.suppress(RuntimeError):
-                self._loop.call_soon_threadsafe(self._thread_ended)
-            os.close(self._wake_r)
+        self._watching = True
+        if self._pollable:
+            try:
+                self._loop.add_reader(self._fd, self._readable)
+                return
+            except PermissionError:  # epoll refuses a regular file: its reads never wait
+                self._pollable = False
+        self._loop.call_soon(self._readable)
 
-    def _thread_ended(self) -> None:
-        self._gone = True
-        self._answered(len(self._asked))
+    def _unwatch(self) -> None:
+        if self._watching:
+            self._watching = False
+            if self._pollable:
+                self._loop.remove_reader(self._fd)
 
-    def _read_what_is_there(self, poller: select.poll) -> bool:
-        """A catch-up: read while stdin has bytes (or its end) ready. False: stdin ended."""
-        give_up = time.monotonic() + CATCH_UP_BOUND_S
-        while time.monotonic() < give_up:
-            if not any(fd == self._fd for fd, _mask in poller.poll(0)):
-                return True
-            if not self._read_once():
-                return False
-        return True
+    def _readable(self) -> None:
+        if not self._watching:  # a pass scheduled before reading stopped
+            return
+        if not self._read_once() or self._held >= self._bound:
+            self._unwatch()
+        elif not self._pollable:
+            self._loop.call_soon(self._readable)
 
     def _read_once(self) -> bool:
         """One read and its hand-off. False: stdin ended (the end handed too)."""
         try:
             chunk = os.read(self._fd, self._chunk)
-        except InterruptedError:
+        except (BlockingIOError, InterruptedError):
             return True
         except OSError:
             chunk = b""
@@ -204,17 +180,13 @@ class Intake:
         last = self._lines.end()  # a final line without "\n" is still a line
         if last:
             self._hand(last)
-        self._hand(None)
+        self._ended = True
+        self._run.stdin_ended()
         return False
 
-    def _hand(self, lines: list | None) -> None:
-        """Give the loop one burst (None: stdin ended), after waiting for backlog room.
-        RuntimeError: the loop is gone."""
-        if lines is None:
-            self._loop.call_soon_threadsafe(self._run.stdin_ended)
-        else:
-            self._slots.take(len(lines))
-            self._loop.call_soon_threadsafe(self._run.feed_lines, lines)
+    def _hand(self, lines: list) -> None:
+        self._held += len(lines)
+        self._run.feed_lines(lines)
 
 
 def make_writer(out: BinaryIO, tee_path: str | None, *, loop: asyncio.AbstractEventLoop | None = None
@@ -297,6 +269,6 @@ def run_blocking(spec: RunSpec, hoster: Callable[..., Awaitable[int]] | None = N
     stdin = sys.stdin.buffer if sys.stdin is not None and not sys.stdin.closed else None
     code = asyncio.run((hoster or host)(spec, stdin=stdin, stdout=sys.stdout.buffer, stderr=to_stderr))
     sys.stdout.flush()
-    # The stdin thread may still block in readline; do not wait for it.
+    # Exit at once: stdout is flushed, and a thread a library left behind must not hold the exit.
     os._exit(code) if os.environ.get("METAHARNESS_HARD_EXIT", "1") == "1" else None
     return code
