@@ -23,6 +23,7 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -130,7 +131,14 @@ async def main() -> None:
     parser.add_argument("--calls", type=int, default=20)
     args = parser.parse_args()
     base = tempfile.mkdtemp(prefix="bench-claude-", dir="/var/tmp")
-    # Keep each run's scratch (the transcript the gaps are read from) instead of deleting it.
+    try:
+        await measure(args, base)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)  # the runs' scratch and work, read and done with
+
+
+async def measure(args: argparse.Namespace, base: str) -> None:
+    # Keep each run's scratch (the transcript the gaps are read from) until the figures are printed.
     os.environ["METAHARNESS_SCRATCH_DIR"] = os.path.join(base, "scratch")
     gaps = {m: [] for m in ("observe", "frame", "ask")}
     shares = {m: [] for m in gaps}

@@ -174,6 +174,13 @@ def run_flood(lines: list[bytes], calls: int, deadline_ms: int, *, kind: str) ->
     """One flooded run; `kind` is "deadlines", "oharness-records" or "codex-records" (see the
     module docstring)."""
     work = tempfile.mkdtemp(prefix="bench-intake-")
+    try:
+        return _flood(work, lines, calls, deadline_ms, kind=kind)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _flood(work: str, lines: list[bytes], calls: int, deadline_ms: int, *, kind: str) -> dict:
     records = kind != "deadlines"
     if kind == "codex-records":
         harness = ["codex", "--vendor-dir", stub_codex(work, calls), "--model-endpoint", "http://127.0.0.1:9",
