@@ -407,12 +407,13 @@ async def test_api_key_mode_child_gets_the_callers_key_and_no_base_url(tmp_path,
     finally:
         await adapter.halt()
         await asyncio.wait_for(adapter.wait(), 10)
+        adapter.cleanup()
     seen = json.loads((vendor / "child-env.json").read_text())
     for env in (planned, seen):
         assert env["ANTHROPIC_API_KEY"] == REAL_ANTHROPIC_KEY
         assert "ANTHROPIC_BASE_URL" not in env  # the default endpoint
         # the vendor rule “Claude Code environment (exact)” without the base URL: nothing else of the caller's environment.
-        assert set(env) == {"PATH", "HOME", "CLAUDE_CONFIG_DIR", "TMPDIR", "LANG", "ANTHROPIC_API_KEY",
+        assert set(env) == {"PATH", "HOME", "CLAUDE_CONFIG_DIR", "TMPDIR", "XDG_RUNTIME_DIR", "LANG", "ANTHROPIC_API_KEY",
                             *launch.PHONE_HOME_SWITCHES} | ({"IS_SANDBOX"} if "IS_SANDBOX" in env else set())
     assert REAL_ANTHROPIC_KEY not in " ".join(adapter.plan_.argv)
 

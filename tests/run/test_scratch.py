@@ -90,6 +90,7 @@ def test_claude_and_codex_scratch_refuse_a_hostile_base(tmp_path, monkeypatch):
     good = tmp_path / "good"
     scratch = claude_launch.make_scratch(str(good))
     assert mode(good) == 0o700 and mode(scratch.root) == 0o700
+    process.remove_scratch(scratch.root, keep_chosen=False)
 
 
 async def test_an_oharness_run_with_a_hostile_base_is_refused_before_spawning(tmp_path, monkeypatch):
@@ -128,6 +129,8 @@ def test_one_base_for_every_adapter(tmp_path, monkeypatch):
              str(acp_launch.make_scratch("opencode", str(work)).root), process.new_scratch("oharness-session-")]
     assert {os.path.dirname(root) for root in roots} == {str(base)}
     assert all(mode(root) == 0o700 for root in roots) and mode(base) == 0o700
+    for root in roots:
+        process.remove_scratch(root)
     chosen = tmp_path / "chosen"
     monkeypatch.setenv("METAHARNESS_SCRATCH_DIR", str(chosen))
     assert process.scratch_base() == str(chosen)
@@ -170,3 +173,69 @@ def test_every_adapter_removes_its_scratch_through_the_one_function():
         assert adapter_class(kind).cleanup is Adapter.cleanup, kind
     source = inspect.getsource(process.Child.cleanup)
     assert "remove_scratch(" in source and "rmtree" not in source
+
+# --- the child's runtime directory: where its sockets go ---------------------------------------
+
+def _bind_where_a_vendor_would(runtime) -> str:
+    """Bind a socket at the longest name a vendor gives its inbox below XDG_RUNTIME_DIR (Qwen
+    Code's `qwen-socks/<pid>-<8 hex>.sock`, the largest pid there can be): it must fit."""
+    import socket
+
+    folder = runtime / "qwen-socks"
+    folder.mkdir(mode=0o700)
+    path = str(folder / "4194304-0123abcd.sock")
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(path)  # OSError "AF_UNIX path too long" when it does not fit
+    return path
+
+
+@pytest.fixture
+def short_dir():
+    """A directory with a short path (pytest's own are too deep for a socket below a root)."""
+    import shutil
+    import tempfile
+
+    path = tempfile.mkdtemp(prefix="rt-", dir="/tmp")
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_a_shallow_root_keeps_the_runtime_directory_inside_it(short_dir, monkeypatch):
+    monkeypatch.setenv("METAHARNESS_SCRATCH_DIR", os.path.join(short_dir, "b"))
+    scratch = process.make_scratch("k", runtime=True)
+    assert scratch.runtime == scratch.root / "run" and not (scratch.root / "run").is_symlink()
+    assert mode(scratch.runtime) == 0o700
+    _bind_where_a_vendor_would(scratch.runtime)
+    process.remove_scratch(scratch.root, keep_chosen=False)
+    assert not scratch.root.exists()
+
+
+def test_a_deep_root_gets_a_private_short_runtime_directory_removed_with_it(tmp_path, short_dir, monkeypatch):
+    monkeypatch.setenv("XDG_RUNTIME_DIR", short_dir)  # stands for the user's own /run/user/<uid>
+    monkeypatch.setenv("METAHARNESS_SCRATCH_DIR", str(tmp_path / "scratch"))  # chosen: the root is kept
+    scratch = process.make_scratch("k", runtime=True)
+    runtime = scratch.runtime
+    assert (scratch.root / "run").is_symlink() and str(runtime.parent) == short_dir
+    assert runtime.name.startswith("metaharness-run-") and mode(runtime) == 0o700
+    socket_path = _bind_where_a_vendor_would(runtime)
+    with pytest.raises(OSError):  # what the vendor met below the root itself: too long
+        _bind_where_a_vendor_would(scratch.tmp)
+    process.remove_scratch(scratch.root)
+    assert scratch.root.is_dir() and not (scratch.root / "run").exists()  # the root kept for inspection
+    assert not os.path.exists(socket_path) and os.listdir(short_dir) == []  # its sockets went, wherever they were
+
+
+def test_claude_and_the_acp_agents_are_given_the_runtime_directory(tmp_path, monkeypatch):
+    from metaharness.adapters.acp import launch as acp_launch
+    from metaharness.adapters.claude import launch as claude_launch
+
+    monkeypatch.setenv("METAHARNESS_SCRATCH_DIR", str(tmp_path / "b"))
+    claude = claude_launch.make_scratch()
+    env = claude_launch.build_env(claude, "/usr/bin", base_url=None, api_key="k")
+    assert env["XDG_RUNTIME_DIR"] == str(claude.runtime) and claude.runtime.is_dir()
+    agent = acp_launch.make_scratch("qwen", str(tmp_path / "work"))
+    assert acp_launch.child_env(agent, "/usr/bin")["XDG_RUNTIME_DIR"] == str(agent.runtime)
+    assert agent.runtime.is_dir()
+    for scratch in (claude, agent):
+        process.remove_scratch(scratch.root, keep_chosen=False)
+        assert not scratch.runtime.exists()

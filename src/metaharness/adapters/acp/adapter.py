@@ -220,7 +220,7 @@ class AcpAdapter(Adapter):
         rows = [
             ImposedRow(row="h1a", how=f"HOME and XDG_* are a per-run scratch directory; {self.binary_name} is pinned "
                                       "by files written there"),
-            ImposedRow(row="h3", how="constructed environment: PATH HOME TMPDIR LANG NO_COLOR TERM XDG_* and the "
+            ImposedRow(row="h3", how="constructed environment: PATH HOME TMPDIR LANG NO_COLOR TERM XDG_* (XDG_RUNTIME_DIR too) and the "
                                      "vendor's pinning variables"),
             ImposedRow(row="h4", how="the child sees a placeholder key"),
             ImposedRow(row="h5", how="session/new carries no MCP servers"),

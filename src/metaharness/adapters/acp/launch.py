@@ -29,12 +29,13 @@ CONFIG = XDG_DIRS["XDG_CONFIG_HOME"]
 def make_scratch(kind: str, cwd: str) -> Scratch:
     """A fresh scratch home for one run in the kit's scratch base (ScratchRefused, by name, for a
     base that is not private to this user), never inside the working directory `cwd`."""
-    return new_scratch_root(kind, cwd=cwd, dirs=tuple(XDG_DIRS.values()))
+    return new_scratch_root(kind, cwd=cwd, dirs=tuple(XDG_DIRS.values()), runtime=True)
 
 
 def child_env(scratch: Scratch, path: str) -> dict[str, str]:
     """The environment every ACP agent starts from (each vendor adds its pinning keys)."""
-    return {"PATH": path, "HOME": str(scratch.home), "TMPDIR": str(scratch.tmp), "LANG": "C.UTF-8",
+    return {"PATH": path, "HOME": str(scratch.home), "TMPDIR": str(scratch.tmp), "XDG_RUNTIME_DIR": str(scratch.runtime),
+            "LANG": "C.UTF-8",
             "NO_COLOR": "1", "TERM": "dumb", **{name: str(scratch / below) for name, below in XDG_DIRS.items()}}
 
 

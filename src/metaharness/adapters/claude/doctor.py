@@ -156,7 +156,7 @@ def launch_plan_checks() -> Iterator[Check]:
     scratch = launch.Scratch("/scratch")
     env = launch.build_env(scratch, "/vendor:/usr/local/bin:/usr/bin:/bin", base_url="http://127.0.0.1:1234",
                            api_key=launch.PLACEHOLDER_KEY)
-    expected_keys = {"PATH", "HOME", "CLAUDE_CONFIG_DIR", "TMPDIR", "LANG", "ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY",
+    expected_keys = {"PATH", "HOME", "CLAUDE_CONFIG_DIR", "TMPDIR", "XDG_RUNTIME_DIR", "LANG", "ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY",
                      *launch.PHONE_HOME_SWITCHES}
     yield ("environment is exactly the allowlist", set(env) == expected_keys, ", ".join(sorted(env)))
     yield ("phone-home switches set", all(env[s] == "1" for s in launch.PHONE_HOME_SWITCHES), "four switches = 1")

@@ -68,7 +68,7 @@ CONFIG_HOME = "claude-home"  # below the scratch root: CLAUDE_CONFIG_DIR, empty 
 def make_scratch(base: str | None = None) -> Scratch:
     """A fresh scratch root (adapters/process/scratch.py; in `base` when given) with Claude's config
     home and a `work` directory (the doctor's cwd); a base that fails the check raises ScratchRefused."""
-    return new_scratch_root("claude", base=base, dirs=(CONFIG_HOME, "work"))
+    return new_scratch_root("claude", base=base, dirs=(CONFIG_HOME, "work"), runtime=True)
 
 
 def resolve_binary(path: str) -> str:
@@ -146,6 +146,7 @@ def build_env(
         "HOME": str(scratch.home),
         "CLAUDE_CONFIG_DIR": str(scratch / CONFIG_HOME),
         "TMPDIR": str(scratch.tmp),
+        "XDG_RUNTIME_DIR": str(scratch.runtime),  # its inbox socket: in /tmp, shared, when TMPDIR is too deep
         "LANG": "C.UTF-8",
     }
     if base_url is not None:
@@ -211,7 +212,7 @@ def attestation(spec: RunSpec, cwd: str, credential_how: str) -> HermeticAttesta
         ImposedRow(row="h1a", how="CLAUDE_CONFIG_DIR is an empty per-run directory; no plugins"),
         ImposedRow(row="h1b", how="an empty config home leaves the default output style"),
         ImposedRow(row="h2", how='--setting-sources ""'),
-        ImposedRow(row="h3", how="constructed environment: PATH HOME CLAUDE_CONFIG_DIR TMPDIR LANG "
+        ImposedRow(row="h3", how="constructed environment: PATH HOME CLAUDE_CONFIG_DIR TMPDIR XDG_RUNTIME_DIR LANG "
                                  "ANTHROPIC_BASE_URL ANTHROPIC_API_KEY and the four phone-home switches "
                                  "(CLAUDE_CODE_MAX_RETRIES and API_TIMEOUT_MS when the caller sets them)"),
         ImposedRow(row="h5", how="--strict-mcp-config with no --mcp-config"),

@@ -18,6 +18,13 @@ Rules kept, the way security tools keep them:
 `Scratch` is the one layout every harness's root has: `home` and `tmp` for the child, and the
 files metaharness keeps beside them (`transcript.jsonl`, `sent.jsonl`, `stderr.log`); a vendor's
 own directories are named below the root (`scratch / "codex-home"`).
+
+A child that binds a Unix socket (Claude Code's and Qwen Code's cross-session inbox) binds it in
+`XDG_RUNTIME_DIR`, else `TMPDIR`, and falls back to a directory in `/tmp` shared by every run and
+left there, when the path would pass a socket's 103 bytes (a deep scratch base does). So a root
+can have a `run` directory for it (`make_scratch(runtime=True)`, `Scratch.runtime`): below the
+root when a socket path fits there, else a private `mkdtemp` in a short temporary directory,
+linked from the root as `run` and removed with it — also when the root itself is kept.
 """
 
 from __future__ import annotations
@@ -32,6 +39,10 @@ from pathlib import Path
 from metaharness.adapters.process.child import LaunchError
 
 SCRATCH_ENV = "METAHARNESS_SCRATCH_DIR"
+SOCKET_PATH_MAX = 103  # bytes of a Unix socket's path, as the vendors count them (sun_path less its NUL)
+SOCKET_ROOM = 40  # the longest name a child puts below its runtime directory: "/qwen-socks/<pid>-<8 hex>.sock"
+RUNTIME = "run"
+RUNTIME_PREFIX = "metaharness-run-"
 
 
 class ScratchRefused(LaunchError):
@@ -114,9 +125,38 @@ def new_scratch(prefix: str, *, cwd: str | None = None) -> str:
 
 def remove_scratch(root: str | os.PathLike | None, *, keep_chosen: bool = True) -> None:
     """The end of a run's scratch root: removed, unless the operator chose the base
-    (`keep_chosen`; a check that keeps nothing passes False)."""
-    if root is not None and not (keep_chosen and base_chosen()):
+    (`keep_chosen`; a check that keeps nothing passes False). A runtime directory outside the
+    root goes in either case: it holds only the child's sockets."""
+    if root is None:
+        return
+    link = Path(root) / RUNTIME
+    if link.is_symlink():
+        target = os.readlink(link)
+        if os.path.basename(target).startswith(RUNTIME_PREFIX):
+            shutil.rmtree(target, ignore_errors=True)
+        link.unlink(missing_ok=True)
+    if not (keep_chosen and base_chosen()):
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _fits(directory: str | os.PathLike, below: int = 0) -> bool:
+    """A child's socket fits below `directory` (with `below` bytes of names between them)."""
+    return len(os.fsencode(directory)) + below + SOCKET_ROOM <= SOCKET_PATH_MAX
+
+
+def _make_runtime(root: Path) -> None:
+    run = root / RUNTIME
+    if _fits(run):
+        run.mkdir(mode=0o700)
+        return
+    # Short places this user already owns first: the user's own runtime directory, the temp directory.
+    below = len(RUNTIME_PREFIX) + 9  # "/" and mkdtemp's eight characters
+    bases = [b for b in (os.environ.get("XDG_RUNTIME_DIR"), tempfile.gettempdir(), "/tmp")
+             if b and os.path.isabs(b) and os.path.isdir(b) and _fits(b, below)]
+    if not bases:
+        run.mkdir(mode=0o700)  # nowhere shorter: the vendor's own fallback it is
+        return
+    os.symlink(tempfile.mkdtemp(prefix=RUNTIME_PREFIX, dir=bases[0]), run)
 
 
 @dataclass(frozen=True)
@@ -137,12 +177,22 @@ class Scratch:
     sent = property(lambda self: self.root / "sent.jsonl")  # every line metaharness wrote to it
     stderr = property(lambda self: self.root / "stderr.log")
 
+    @property
+    def runtime(self) -> Path:
+        """The child's XDG_RUNTIME_DIR (`make_scratch(runtime=True)`): `run`, or where it links to."""
+        run = self.root / RUNTIME
+        return Path(os.readlink(run)) if run.is_symlink() else run
 
-def make_scratch(kind: str, *, cwd: str | None = None, base: str | None = None, dirs: tuple[str, ...] = ()) -> Scratch:
+
+def make_scratch(kind: str, *, cwd: str | None = None, base: str | None = None, dirs: tuple[str, ...] = (),
+                 runtime: bool = False) -> Scratch:
     """A fresh root for one run of `kind` (`new_scratch`; in `base` instead of the scratch base when
-    given) with `home`, `tmp` and the vendor's own `dirs` (paths below the root) made, mode 0700."""
+    given) with `home`, `tmp` and the vendor's own `dirs` (paths below the root) made, mode 0700;
+    with `runtime`, the child's runtime directory too (`Scratch.runtime`)."""
     root = Path(private_scratch(base, f"{kind}-") if base else new_scratch(f"{kind}-", cwd=cwd))
     scratch = Scratch(root)
     for name in ("home", "tmp", *dirs):
         (root / name).mkdir(mode=0o700, parents=True, exist_ok=True)
+    if runtime:
+        _make_runtime(root)
     return scratch
