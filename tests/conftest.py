@@ -9,6 +9,9 @@ file, so a new test file cannot forget one (tests/test_tiers.py holds this to it
 - `slow`: a Ray cluster or the long bash-oracle fuzzing session: minutes of CPU, no npm or apt;
   and a real Arize Phoenix server (its own venv, `make phoenix`): any test using the `phoenix`
   fixture below is one.
+- `waits`: an end-to-end case (so `e2e` too) that spends a minute or more asleep in a vendor's
+  own retry back-off, using next to no CPU: `make test` runs these beside the CPU-bound tier
+  instead of after it.
 
 `make check` runs everything else in parallel; `make test` (CI) runs all of it.
 """
@@ -66,6 +69,14 @@ TIERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "tests/workflow/test_resume_property.py",
         # a real `inspect eval` per test (Inspect, its bridge and oharness: 10-35 s each)
         "tests/inspect/test_inspect_oharness.py",
+    )),
+    ("waits", (
+        # a failed request the vendor retries for a minute or more before it gives up (measured
+        # 66-95 s each, a few seconds of CPU): an unresolvable host, a refused connection, a held
+        # request, a 429 Qwen Code asks again 27 times
+        *(f"tests/run/test_e2e_model_failures.py::test_a_failed_request_is_an_event[[]{case}]"
+          for case in ("qwen-dns", "qwen-429", "gemini-dns", "gemini-refused", "gemini-timeout",
+                       "opencode-refused", "opencode-dns")),
     )),
 )
 # Fixtures that put a test in a tier wherever it is.

@@ -18,7 +18,7 @@ FIXTURE_TIERS, ROOT, TIERS, tiers_of = _tiers.FIXTURE_TIERS, _tiers.ROOT, _tiers
 
 TESTS = ROOT / "tests"
 SOURCES = sorted(p for p in TESTS.rglob("*.py") if "fixtures" not in p.relative_to(TESTS).parts)
-HAND_MARK = re.compile(r"pytest\.mark\.(e2e|browser|slow)\b")
+HAND_MARK = re.compile(r"pytest\.mark\.(e2e|browser|slow|waits)\b")
 
 
 def test_no_test_file_marks_its_own_tier():
@@ -35,8 +35,12 @@ def test_every_rule_names_an_existing_test():
             hits = fnmatch.filter(files, path)
             assert hits, f"{tier} rule {pattern!r} matches no file"
             if name:
-                function = name.split("[")[0].rstrip("*")
+                function, _, case = name.partition("[")
+                function = function.rstrip("*")
                 assert any(f"def {function}" in (ROOT / hit).read_text() for hit in hits), pattern
+                case = case.removeprefix("[]").removesuffix("]")
+                if case and "*" not in case:  # one named case: its id is in the file
+                    assert any(f'"{case}"' in (ROOT / hit).read_text() for hit in hits), pattern
 
 
 def test_a_new_end_to_end_file_and_a_browser_test_get_their_tier_without_a_mark():
@@ -46,6 +50,9 @@ def test_a_new_end_to_end_file_and_a_browser_test_get_their_tier_without_a_mark(
     assert tiers_of("tests/workflow/test_steps.py::test_checks[oharness]") == set()
     assert tiers_of("tests/permissions/test_fuzz_bash_oracle.py::test_no_bypass_against_real_bash") == {"slow"}
     assert tiers_of("tests/run/test_core.py::test_anything") == set()
+    assert tiers_of("tests/run/test_e2e_model_failures.py::test_a_failed_request_is_an_event[qwen-dns]") == {
+        "e2e", "waits"}
+    assert tiers_of("tests/run/test_e2e_model_failures.py::test_a_failed_request_is_an_event[qwen-401]") == {"e2e"}
     assert tiers_of("tests/run/test_live_otel.py::test_spans", ("tmp_path", "phoenix")) == {"slow"}
     assert tiers_of("tests/export/test_phoenix.py::test_ui", ("phoenix", "chromium")) == {"slow", "browser"}
 
