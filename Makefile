@@ -124,7 +124,7 @@ TEST_WORKERS ?= 2
 test-deps:
 	@$(MAKE) --no-print-directory -j4 install-test vendor phoenix debian
 debian:
-	@$(MAKE) --no-print-directory -j1 browser sandbox shells
+	@$(MAKE) --no-print-directory browser && $(MAKE) --no-print-directory sandbox && $(MAKE) --no-print-directory shells
 E2E_WORKERS ?= 2
 WAITS_WORKERS ?= 2
 CHECK_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
