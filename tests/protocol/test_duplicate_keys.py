@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import example, given, settings, strategies as st
 
 from metaharness.protocol.decode import LineError, decode_command_line, decode_event_line
 from metaharness.protocol.commands import Halt, ToolDecide
@@ -88,6 +88,9 @@ def test_a_command_with_repeated_keys_decodes_as_its_last_occurrences(data):
 @given(st.lists(st.tuples(st.sampled_from(["format", "id", "command", "reason", "call_id", "decision", "text"]),
                           st.one_of(junk, st.sampled_from([FORMAT, "halt", "tool.decide", "x"]))),
                 min_size=1, max_size=8))
+# Found by this property: two faults (the decision, the id) and the decision repeated around the
+# id. The answer names the fault the object of last occurrences has first, the id's.
+@example([("format", FORMAT), ("command", "tool.decide"), ("decision", FORMAT), ("id", None), ("decision", FORMAT)])
 def test_any_object_with_repeats_is_answered_as_its_last_occurrences(pairs):
     """Valid or not, the answer (command, or refusal with id and reason) is the same."""
     line = render(pairs).encode()

@@ -160,14 +160,24 @@ def _no_repeats(pairs: list) -> None:
     return None
 
 
+def _last_position(pairs: list) -> dict:
+    out: dict = {}
+    for key, value in pairs:
+        out.pop(key, None)  # the last occurrence wins, and stands where it stood
+        out[key] = value
+    return out
+
+
 _REPEATS_READER: Any = None  # json.JSONDecoder(object_pairs_hook=_no_repeats), built on first use
+_LAST_READER: Any = None  # json.JSONDecoder(object_pairs_hook=_last_position)
 
 
 def _last_wins(raw: bytes, obj: Any) -> bytes:
-    """Duplicate keys: the last one wins — at every level, for every key. `obj`
-    (msgspec's untyped parse) already holds the last occurrences; when `raw` repeats a
-    key, the typed decode reads `obj` re-encoded instead of `raw`."""
-    global _REPEATS_READER
+    """Duplicate keys: the last one wins — at every level, for every key. When `raw` repeats
+    a key, the typed decode reads instead the object that holds only each key's last
+    occurrence, in the place it had: with two faults in a line the one named first is then the
+    same as for that object (msgspec's own parse, `obj`, keeps a key where it first stood)."""
+    global _REPEATS_READER, _LAST_READER
     if _REPEATS_READER is None:
         # One reader for every line: json.loads(..., object_pairs_hook=) builds a new decoder
         # and scanner per call, which cost more than the rest of a refused line's slow path;
@@ -175,10 +185,15 @@ def _last_wins(raw: bytes, obj: Any) -> bytes:
         import json
 
         _REPEATS_READER = json.JSONDecoder(object_pairs_hook=_no_repeats)
+        _LAST_READER = json.JSONDecoder(object_pairs_hook=_last_position)
+    text = raw.decode("utf-8", "surrogatepass")  # as json.loads reads bytes
     try:
-        _REPEATS_READER.decode(raw.decode("utf-8", "surrogatepass"))  # as json.loads reads bytes
+        _REPEATS_READER.decode(text)
     except _Repeated:
-        return msgspec.json.encode(obj)
+        try:
+            return msgspec.json.encode(_LAST_READER.decode(text))
+        except (ValueError, RecursionError, TypeError, OverflowError):
+            return msgspec.json.encode(obj)
     except (ValueError, RecursionError):  # msgspec parsed it; a stricter reader cannot see repeats
         pass
     return raw
