@@ -1,7 +1,8 @@
 """The engine-backed gate: every tool call of a session goes through `metaharness.permissions.decide`.
 
-What belongs here: turning a loop `ToolCall` and metaharness's external decision into the
-engine's `Call` and `ExternalDecision` (docs/reference/permissions.md), settling the verdict,
+What belongs here: turning a loop `ToolCall` into the engine's `Call` and handing the engine
+metaharness's decision as stdio read it (the one `ExternalDecision`, unchanged; the engine's own
+rules say how a replacement is decided — docs/reference/permissions.md), settling the verdict,
 asking a person through an injected `Asker` when someone can answer, "always allow", the
 decision trail, `set_mode`, and the two tool hooks the engine expects: `hidden` for glob/grep
 and `admit_url` for fetch redirects.
@@ -153,16 +154,15 @@ class EngineGate:
     # -- the check ---------------------------------------------------------------------------
 
     async def check(self, call: ToolCall, external: ExternalDecision | None) -> GateResult:
-        engine_external = _engine_external(external)
         try:
             engine_call = oharness_call(call.name, call.input if isinstance(call.input, dict) else {},
                                         call.cwd or self.ctx.cwd, read_only_hint=self._hints.get(call.name, False))
-            verdict = decide(engine_call, self.ctx, engine_external)
+            verdict = decide(engine_call, self.ctx, external)
         except Exception as exc:  # noqa: BLE001 - a seam that fails must fail closed
             return GateResult(False, f"the permission engine could not decide this call ({type(exc).__name__}: "
                                      f"{exc}); refused fail-closed", call.input)
         run_input = external.replacement if external is not None and external.decision == "replace" else call.input
-        settlement = settle(verdict, can_ask=self.can_ask, external=engine_external)
+        settlement = settle(verdict, can_ask=self.can_ask, external=external)
         decided_by = external.decided_by if external is not None else None
         if settlement is not None:
             self.trail.record(verdict, settlement=settlement, call_id=call.id, agent=call.agent, decided_by=decided_by)
@@ -230,18 +230,6 @@ class EngineGate:
 
     def close(self) -> None:
         self.trail.close()
-
-
-def _engine_external(external: ExternalDecision | None) -> ExternalDecision | None:
-    """metaharness's decision as the engine re-decides it: a replacement that is not an object
-    is wrapped so that the engine sees a mapping, and an unnamed decider is `unknown`."""
-    if external is None:
-        return None
-    replacement = None
-    if external.decision == "replace":
-        replacement = external.replacement if isinstance(external.replacement, dict) else {"__not_an_object__": external.replacement}
-    return ExternalDecision(external.decision, decided_by=external.decided_by or "unknown", reason=external.reason,
-                            replacement=replacement)
 
 
 # -- building it -----------------------------------------------------------------------------

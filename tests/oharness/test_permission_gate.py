@@ -438,3 +438,13 @@ async def test_an_engine_failure_refuses_the_call(monkeypatch, tmp_path):
     monkeypatch.setattr(pg, "decide", broken)
     result = await gate.check(ToolCall(id="c1", name="bash", input={"command": "ls"}), None)
     assert result.allowed is False and "refused fail-closed" in result.reason
+
+
+@pytest.mark.parametrize("replacement", [None, "rm -rf build", ["rm", "-rf", "build"]])
+async def test_a_replacement_that_is_not_an_object_is_never_the_original_call(project, replacement):
+    """The engine decides the replacement, never the call it replaced: one that is not an
+    object names no command, and the tool is handed it as delivered (and refuses it)."""
+    gate = make_gate(project, mode="bypassPermissions")
+    result = await gate.check(bash("ls"), ExternalDecision("replace", decided_by="embedder", replacement=replacement))
+    assert not result.allowed and result.input == replacement
+    assert result.reason.startswith("`Bash()` needs approval (opaque)"), result.reason

@@ -107,8 +107,12 @@ def oharness_call(tool: str, input: Mapping[str, Any], cwd: str | None = None, *
     return Call(tool, tool, fields, cwd=cwd)
 
 
-def replace_input(call: Call, new_input: Mapping[str, Any]) -> Call:
-    """The same tool called with an embedder's replacement input (mapped by the call's own mapper)."""
+def replace_input(call: Call, new_input: Any) -> Call:
+    """The same tool called with an embedder's replacement input (mapped by the call's own mapper).
+    A replacement that is not an object (null, a string, a list) is decided as an input that
+    names none of the tool's fields: the call the tool would refuse, never the original one."""
+    if not isinstance(new_input, Mapping):
+        new_input = {"__not_an_object__": new_input}
     if call.origin == "vendor":
         from .vendor import vendor_call
 

@@ -195,7 +195,7 @@ def forget_decisions(ctx: Context) -> None:
 
 def decide(call: Call, ctx: Context, external: ExternalDecision | None = None) -> Verdict:
     """Decide one call. Pure: writes nothing, prompts nobody."""
-    if external is not None and external.decision == "replace" and external.replacement is not None:
+    if external is not None and external.decision == "replace":
         verdict = decide(replace_input(call, external.replacement), ctx, None)
         verdict.replaced = True
         return verdict
