@@ -254,7 +254,7 @@ class Agent:
         label = f"{kind or 'general'}-{next(self._subagents)}"
         child_ctx = ToolContext(
             cwd=self.ctx.cwd, skills_dirs=self.ctx.skills_dirs, hidden=self.ctx.hidden, admit_url=self.ctx.admit_url,
-            decided_path=self.ctx.decided_path,
+            decided_path=self.ctx.decided_path, scratch_dir=self.ctx.scratch_dir,
         )
         child_tools = [tool for name, tool in self.tools.items() if name != "agent"]
         child = Agent(

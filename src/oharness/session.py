@@ -117,7 +117,7 @@ async def open_session(
         if hub is not None:
             await hub.close()
         raise StartError(str(exc)) from None
-    ctx = ToolContext(cwd=workdir, skills_dirs=config.skills_dirs)
+    ctx = ToolContext(cwd=workdir, skills_dirs=config.skills_dirs, scratch_dir=session_dir)
     attach = getattr(gate, "attach", None)
     if attach is not None:
         attach(ctx, tools)  # glob/grep skip unreadable paths; fetch vets redirects

@@ -128,6 +128,21 @@ async def test_bash_reports_where_it_ended_and_starts_there_next(ctx, tmp_path):
     assert out.content == f"{tmp_path / 'sub'}\n" and out.cwd == str(tmp_path / "sub")
 
 
+async def test_bash_keeps_its_directory_report_in_the_session_directory(ctx, tmp_path, monkeypatch):
+    """Under metaharness the session directory is the run's own, removed at its end: an oharness
+    killed mid-command leaves its report file there, never in the temp directory."""
+    session, temp = tmp_path / "session", tmp_path / "temp"
+    session.mkdir()
+    temp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temp))
+    monkeypatch.setattr("tempfile.tempdir", None)  # read TMPDIR again
+    ctx.scratch_dir = str(session)
+    (tmp_path / "sub").mkdir()
+    out = await BashTool().call({"command": f"ls {session}; ls -A {temp}; cd sub"}, ctx)
+    assert out.content.startswith("oharness-cwd-") and out.cwd == str(tmp_path / "sub"), out.content
+    assert os.listdir(session) == [] and os.listdir(temp) == []
+
+
 @pytest.mark.parametrize("command", ["cd sub; trap 'echo own' EXIT", "cd sub; exec true", "cd sub; kill -9 $$"])
 async def test_bash_reports_no_directory_when_its_exit_trap_cannot_run(ctx, tmp_path, command):
     (tmp_path / "sub").mkdir()

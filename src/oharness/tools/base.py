@@ -56,6 +56,10 @@ class ToolContext:
     # each call reports and decides the next call with it, so the analysis and the shell agree on
     # where relative paths point.
     shell_cwd: str | None = None
+    # Where a tool keeps its own scratch files (the bash tool's directory report): the session
+    # directory when there is one — under metaharness, a directory the run removes, so an oharness
+    # killed mid-command leaves nothing in the temp directory. None: the temp directory.
+    scratch_dir: str | None = None
 
     def resolve(self, path: str) -> str:
         return os.path.normpath(os.path.join(self.cwd, os.path.expanduser(path)))

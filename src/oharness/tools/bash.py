@@ -103,7 +103,8 @@ class BashTool(Tool):
         env = {key: value for key, value in os.environ.items() if key not in SCRUBBED_ENV}
         start_cwd = ctx.shell_cwd or ctx.cwd
         env["PWD"] = start_cwd  # bash keeps it as the logical directory, so `pwd` names it as the analysis does
-        fd, cwd_file = tempfile.mkstemp(prefix="oharness-cwd-")
+        scratch = ctx.scratch_dir if ctx.scratch_dir and os.path.isdir(ctx.scratch_dir) else None
+        fd, cwd_file = tempfile.mkstemp(prefix="oharness-cwd-", dir=scratch)
         os.close(fd)
         try:
             return await self._run(command, timeout_ms, env, start_cwd, cwd_file)
