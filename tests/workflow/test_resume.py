@@ -70,6 +70,12 @@ def test_resume_after_the_host_is_killed_mid_step(tmp_path, kind):
     finally:
         os.killpg(host.pid, signal.SIGKILL)  # the host and every child it started
         host.wait(30)
+        # what the killed run could not remove: its scratch roots and any runtime directory
+        # one links to outside tmp_path (Claude Code's, when the root is too deep for a socket)
+        from metaharness.adapters.process import remove_scratch
+
+        for root in (tmp_path / "scratch").glob("*"):
+            remove_scratch(root, keep_chosen=False)
     before = case.ledger()
     assert [r["record"] for r in before] == ["workflow.started", "step.entered", "step.verdict", "step.ended",
                                              "step.entered"]

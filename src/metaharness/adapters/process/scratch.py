@@ -24,7 +24,8 @@ A child that binds a Unix socket (Claude Code's and Qwen Code's cross-session in
 left there, when the path would pass a socket's 103 bytes (a deep scratch base does). So a root
 can have a `run` directory for it (`make_scratch(runtime=True)`, `Scratch.runtime`): below the
 root when a socket path fits there, else a private `mkdtemp` in a short temporary directory,
-linked from the root as `run` and removed with it — also when the root itself is kept.
+linked from the root as `run` and removed with it — also when the root itself is kept. (A
+metaharness killed outright, SIGKILL, removes neither: nothing can run at that point.)
 """
 
 from __future__ import annotations
