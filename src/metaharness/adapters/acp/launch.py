@@ -34,9 +34,9 @@ def make_scratch(kind: str, cwd: str) -> Scratch:
 
 def child_env(scratch: Scratch, path: str) -> dict[str, str]:
     """The environment every ACP agent starts from (each vendor adds its pinning keys)."""
-    return {"PATH": path, "HOME": str(scratch.home), "TMPDIR": str(scratch.tmp), "XDG_RUNTIME_DIR": str(scratch.runtime),
-            "LANG": "C.UTF-8",
-            "NO_COLOR": "1", "TERM": "dumb", **{name: str(scratch / below) for name, below in XDG_DIRS.items()}}
+    return {"PATH": path, "HOME": str(scratch.home), "TMPDIR": str(scratch.tmp), "LANG": "C.UTF-8",
+            "NO_COLOR": "1", "TERM": "dumb", "XDG_RUNTIME_DIR": str(scratch.runtime),
+            **{name: str(scratch / below) for name, below in XDG_DIRS.items()}}
 
 
 def resolve_binary(name: str, path: str, package: str, pin: str) -> str:
