@@ -9,7 +9,8 @@ against the rules below. The floors, from the ground up:
 * `oharness` — our own harness; of metaharness it imports only those two floors;
 * `metaharness.loopback`, `metaharness.adapters` — an adapter imports neither the run, the CLI
   nor another adapter (the contract `adapters/base.py`, the child-process kit
-  `adapters/process/` and a shared ACP core `adapters/acp/` are there for all of them);
+  `adapters/process/`, the vendor CLIs' shared start `adapters/vendor.py` and a shared ACP core
+  `adapters/acp/` are there for all of them);
 * `metaharness.run` — the run; imports no adapter package (only the registry and the contract);
 * workflow, batch, replay — above the run: of it they import only `metaharness.run.spec`, and
   reach the rest through the library API `metaharness.api`, as an embedder would;
@@ -32,7 +33,8 @@ SRC = pathlib.Path(__file__).resolve().parent.parent / "src"
 OURS = ("metaharness", "oharness")
 
 # Modules adapters share; every other `metaharness.adapters.<name>` is one adapter's own.
-ADAPTER_SHARED = ("metaharness.adapters.base", "metaharness.adapters.process", "metaharness.adapters.acp")
+ADAPTER_SHARED = ("metaharness.adapters.base", "metaharness.adapters.process", "metaharness.adapters.vendor",
+                  "metaharness.adapters.acp")
 # What an adapter may import of ours besides its own package and ADAPTER_SHARED.
 ADAPTER_FLOORS = ("metaharness.protocol", "metaharness.permissions", "metaharness.loopback")
 ABOVE_RUN = ("metaharness.workflow", "metaharness.batch", "metaharness.replay", "metaharness.export",

@@ -11,6 +11,7 @@ import httpx
 from metaharness.adapters.claude.adapter import ClaudeAdapter
 from metaharness.adapters.codex import CodexAdapter
 from metaharness.adapters.process import Child, Scratch
+from metaharness.adapters.vendor import plan_model
 from metaharness.run.spec import RunSpec
 
 BODY = {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}
@@ -34,10 +35,11 @@ async def _probe(url: str, key: str, path: str, body: dict) -> tuple[int, int, i
 async def test_claude_scripted_loopback_needs_the_per_run_key(tmp_path):
     keys = []
     for _ in range(2):
-        adapter = ClaudeAdapter(RunSpec(kind="claude", script=_script(tmp_path), prompt="go"))
-        adapter._script = None
+        spec = RunSpec(kind="claude", script=_script(tmp_path), prompt="go")
+        adapter = ClaudeAdapter(spec)
+        adapter.access = plan_model(spec, ("ANTHROPIC_API_KEY",), None)
         adapter.child = Child()
-        url, key, placeholder, _how = await adapter._credentials(str(tmp_path))
+        url, key = await adapter.serve_model(), adapter.access.key
         try:
             assert await _probe(url, key, "/v1/messages", BODY) == (401, 401, 200)
         finally:
@@ -51,13 +53,11 @@ async def test_codex_scripted_loopback_needs_the_per_run_key(tmp_path):
 
     spec = RunSpec(kind="codex", script=_script(tmp_path), prompt="go", cwd=str(tmp_path))
     adapter = CodexAdapter(spec)
-    adapter._plan_credentials()
-    adapter.work = str(tmp_path)
+    adapter.access = plan_model(spec, ("OPENAI_API_KEY",), None)
     adapter.child = Child(Scratch(Path(tmp_path)))
-    await adapter._start_endpoint()
+    url = await adapter.serve_model()
     try:
-        url = adapter._base_url.removesuffix("/v1")
-        key = adapter._key[1]
+        key = adapter.access.key
         assert key.startswith("mh-placeholder-")
         assert await _probe(url, key, "/v1/responses", {"model": "m", "input": "hi"}) == (401, 401, 200)
     finally:

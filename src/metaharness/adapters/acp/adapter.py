@@ -29,31 +29,30 @@ from typing import Any, ClassVar
 
 from msgspec import UNSET, UnsetType
 
-from metaharness.adapters.base import (Adapter, ControlRefused, RunContext, StartRefusal, own_version,
-                                      plan_loopback_script)
-from metaharness.adapters.process import Child, Scratch, ScratchRefused
+from metaharness.adapters.base import ControlRefused, StartRefusal, own_version
+from metaharness.adapters.process import Scratch
+from metaharness.adapters.vendor import VendorAdapter, plan_model
 from metaharness.protocol.descriptor import CapabilityDescriptor, DenyReason, harness_descriptor
 from metaharness.protocol.events import SessionStarted
 from metaharness.protocol.failures import ModelFailure, bounded
-from metaharness.protocol.refusals import CommandCode, RefusalName, Sentence, WarningCode
+from metaharness.protocol.refusals import CommandCode, RefusalName, WarningCode
 from metaharness.protocol.spec import RunSpec
-from metaharness.protocol.values import Decision, HermeticAttestation, ImposedRow, TranscriptRef, UnavailableRow
+from metaharness.protocol.values import Decision, ImposedRow, TranscriptRef
 
 from . import launch, reach
 from .rpc import RpcChannel, RpcClosed, RpcError
 from .seam import Seam
-from .translate import Translator
+from .translate import Translator, failure_text, session_model
 
 HANDSHAKE_TIMEOUT_S = 120.0  # opencode's session/new takes seconds; a loaded machine more
 PROTOCOL_VERSION = 1
 PLACEHOLDER_KEY = "metaharness-placeholder-key"
 
 
-class AcpAdapter(Adapter):
+class AcpAdapter(VendorAdapter):
+    handshake_errors = (RpcClosed, RpcError, asyncio.TimeoutError)
+
     # --- what each vendor says ----------------------------------------------------------
-    binary_name: ClassVar[str]
-    package: ClassVar[str]
-    pin: ClassVar[str]
     fixed_refusal: ClassVar[str]  # the text the model sees for a refused call
     model_provider: ClassVar[str]  # the provider a failed model request names (the wire it speaks)
     hold_s: ClassVar[float] = 5.0
@@ -99,7 +98,6 @@ class AcpAdapter(Adapter):
     # --- shared -------------------------------------------------------------------------
     def __init__(self, spec: RunSpec) -> None:
         super().__init__(spec)
-        self.ctx: RunContext | None = None
         self.work: str | None = None
         self.rpc: RpcChannel | None = None
         self.seam: Seam | None = None
@@ -107,93 +105,55 @@ class AcpAdapter(Adapter):
         self.session_id: str | None = None
         self.initial_mode: str | None = None
         self.agent_info: dict = {}
-        self.wire: list[dict] = []  # every line we wrote, in order
         self._prompt: asyncio.Task | None = None
-        self._scenario = None
-        self._base_url: str | None = None
         self._end_error: str | None = None
         self._cancel_sent = False  # interrupting() sent the turn's cancel ahead of its denies
         self._ended = False  # no session.ended to write (written, or a refused start)
         self._died = False  # the output ended while the agent's stdin was still open
 
     def plan(self) -> None:
-        spec = self.spec
-        if not spec.prompt and not spec.keep_open:
-            raise StartRefusal(RefusalName.NoPrompt, f"the {self.kind} adapter needs a prompt (-p) to start its first turn")
-        if spec.cwd is not None and not os.path.isdir(spec.cwd):
-            raise StartRefusal(RefusalName.WorkingDirectory, f"the working directory {spec.cwd} does not exist")
-        if spec.deny_only:
+        self.plan_work()
+        if self.spec.deny_only:
             raise StartRefusal(RefusalName.DenyOnlyUnavailable, (
                 f"--deny-only needs a harness permission pipeline that decides an abstained call, and {self.kind} is "
                 "pinned to ask metaharness about every call, so an abstain would grant"))
-        if spec.script:
-            self._scenario = plan_loopback_script(spec)
-        elif spec.credentials != "none":
-            raise StartRefusal(RefusalName.CredentialsUnsupported, (
-                f"the {self.kind} adapter runs against a local model server only: use --script FILE, or "
-                "--credentials none with --model-endpoint URL"))
-        elif not spec.model_endpoint:
-            raise StartRefusal(RefusalName.NoModelEndpoint, Sentence.NO_MODEL_ENDPOINT)
+        self.access = plan_model(self.spec, (), None)
         self.vendor_plan()
-        self.child_path = launch.child_path(spec.vendor_dir or launch.default_vendor_dir())
-        try:
-            self.binary = launch.resolve_binary(self.binary_name, self.child_path, self.package, self.pin)
-        except launch.LaunchError as exc:
-            raise StartRefusal(RefusalName.VendorMissing, str(exc)) from None
-        self.version = launch.binary_version(self.binary, self.child_path)
-        if spec.strict_version and self.version != self.pin:
-            raise StartRefusal(RefusalName.VersionOffPin, f"{self.binary_name} at {self.binary} is version "
-                                                f"{self.version or 'unknown'}, not the pin {self.pin}")
+        self.plan_binary()
 
     # --- start --------------------------------------------------------------------------
-    async def start(self, ctx: RunContext) -> None:
-        if not hasattr(self, "binary"):
-            self.plan()
-        self.ctx = ctx
-        spec = self.spec
-        # Every harness works in --cwd, else in the current directory.
-        self.work = os.path.abspath(spec.cwd or os.getcwd())
-        try:
-            self.child = child = Child(launch.make_scratch(self.kind, self.work))
-        except (launch.LaunchError, ScratchRefused) as exc:
-            raise StartRefusal(RefusalName.ScratchRefused, str(exc)) from None
+    def make_scratch(self) -> Scratch:
+        self.work = os.path.abspath(self.spec.cwd or os.getcwd())  # every harness works in --cwd, else here
+        return launch.make_scratch(self.kind, self.work)
+
+    async def launch(self) -> None:
+        child = self.child
+        assert child is not None and child.scratch is not None and self.binary is not None
         scratch = child.scratch
-        await self._start_endpoint()
-        env = {**launch.child_env(scratch, self.child_path), **self.vendor_env(scratch, self._base_url or "")}
+        base_url = (self.model_url or "").rstrip("/")
+        env = {**launch.child_env(scratch, self.child_path), **self.vendor_env(scratch, base_url)}
         # The ACP channel is a socketpair (the agent's shell cannot reopen it through /proc) and
         # the agent runs confined where the platform allows, with a parent-death signal.
         agent_out, agent_in = await child.spawn(self.vendor_argv(self.binary), env=env, cwd=self.work)
-        self.translator = Translator(ctx, on_arguments=lambda call_id: self.seam.arguments_arrived(call_id),
+        self.translator = Translator(self.ctx, on_arguments=lambda call_id: self.seam.arguments_arrived(call_id),
                                      on_mode=self._mode_changed, name_of=self.tool_name_of,
                                      takes_cost=self.prices_its_model)
         self.rpc = RpcChannel(agent_out, agent_in, child.open(scratch.transcript),
                               on_request=lambda m, raw, n: self.seam.on_request(m, raw, n),
                               on_notification=self.translator.notification,
-                              on_unreadable=self._unreadable, on_wire=self._record_sent)
-        self.seam = Seam(self.rpc, ctx, self.kind, self.vendor_timeout_ms(spec.decision_timeout_ms),
+                              on_unreadable=self._unreadable, on_wire=self.record_sent)
+        self.seam = Seam(self.rpc, self.ctx, self.kind, self.vendor_timeout_ms(self.spec.decision_timeout_ms),
                          call_of=self._call_of, settled=self._settled, cancel_turn=self._cancel_turn,
                          hold_s=self.hold_s, takeup_s=self.takeup_s)
         child.read(self.rpc.read_forever())
-        try:
-            await self._handshake()
-        except StartRefusal:
-            await self._kill_now()
-            raise
-        except (RpcClosed, RpcError, asyncio.TimeoutError) as exc:
-            await self._kill_now()
-            raise StartRefusal(RefusalName.VendorCapability, f"{self.binary_name} did not complete the ACP handshake: "
-                                                   f"{exc or type(exc).__name__}{self.stderr_detail()}") from None
 
-    async def _start_endpoint(self) -> None:
-        assert self.child is not None
-        if self._scenario is not None:
-            url = await self.child.loopback(self._scenario, workdir=self.work, on_failure=self.model_failed,
-                                            meter=getattr(self.ctx, "meter", None))
-            self._base_url = url.rstrip("/")
-        else:
-            self._base_url = self.spec.model_endpoint.rstrip("/")
+    def start_refused(self) -> None:
+        self._ended = True
+        self._close_stdin()
+        if self.seam is not None:
+            self.seam.stop_timers()
 
-    async def _handshake(self) -> None:
+    async def handshake(self) -> None:
         assert self.rpc is not None and self.translator is not None and self.scratch is not None
         init = await self.rpc.request("initialize", {
             "protocolVersion": PROTOCOL_VERSION,
@@ -211,34 +171,12 @@ class AcpAdapter(Adapter):
         self.ctx.session_started(SessionStarted(
             adapter=self.kind, harness_version=version, session_id=self.session_id,
             model=self.spec.model or session_model(result), permission_mode=self.initial_mode, cwd=self.work,
-            transcript=TranscriptRef(path=str(self.scratch.transcript)), hermetic=self._attestation(version),
+            transcript=TranscriptRef(path=str(self.scratch.transcript)),
+            hermetic=launch.attestation(self.binary_name, self.pin, version, (self.model_url or "").rstrip("/"),
+                                        self.work, self.vendor_rows()),
         ))
         if version != self.pin:
             self.ctx.warn(WarningCode.VERSION_OFF_PIN, f"{self.binary_name} reports version {version}, outside the pin {self.pin}")
-
-    def _attestation(self, version: str | None) -> HermeticAttestation:
-        rows = [
-            ImposedRow(row="h1a", how=f"HOME and XDG_* are a per-run scratch directory; {self.binary_name} is pinned "
-                                      "by files written there"),
-            ImposedRow(row="h3", how="constructed environment: PATH HOME TMPDIR LANG NO_COLOR TERM XDG_* (XDG_RUNTIME_DIR too) and the "
-                                     "vendor's pinning variables"),
-            ImposedRow(row="h4", how="the child sees a placeholder key"),
-            ImposedRow(row="h5", how="session/new carries no MCP servers"),
-            ImposedRow(row="h6", how=f"model endpoint {self._base_url}"),
-            ImposedRow(row="h7", how=f"cwd {self.work}"),
-            *self.vendor_rows(),
-        ]
-        unavailable = []
-        if version == self.pin:
-            rows.append(ImposedRow(row="h9", how=f"{self.binary_name} {version}"))
-        else:
-            unavailable.append(UnavailableRow(row="h9", why=f"{self.binary_name} reports {version}, off the pin {self.pin}"))
-        return HermeticAttestation(imposed=rows, unavailable=unavailable)
-
-    def _record_sent(self, message: dict) -> None:
-        self.wire.append(message)
-        if self.child is not None:
-            self.child.record_sent(message)
 
     def _unreadable(self, raw: bytes, line: int) -> None:
         self.ctx.opaque(raw, vendor_type=None, vendor_subtype=None, source_line=line)
@@ -305,9 +243,9 @@ class AcpAdapter(Adapter):
     async def _unreachable_endpoint(self, sentence: str) -> None:
         """A direct endpoint (no loopback in between to see the request): when the agent failed a
         prompt and the endpoint cannot be reached now, that is the model failure, named by kind."""
-        if self._scenario is not None or not self._base_url:
+        if self.access.scenario is not None or not self.model_url:
             return
-        kind = await reach.probe(self._base_url)
+        kind = await reach.probe(self.model_url.rstrip("/"))
         if kind is not None:
             self.model_failed(ModelFailure(provider=self.model_provider, kind=kind, provider_message=bounded(sentence)))
 
@@ -375,13 +313,6 @@ class AcpAdapter(Adapter):
         if self.child is not None:
             await self.child.halt(2)
 
-    async def _kill_now(self) -> None:
-        self._ended = True
-        self._close_stdin()
-        if self.seam is not None:
-            self.seam.stop_timers()
-        await self.child.kill()
-
     async def wait(self):
         if self.child is not None and self.child.termination is None:
             await self.child.output()
@@ -416,27 +347,6 @@ def acp_descriptor(kind: str, pin: str, rendering: dict[str, str | None], fixed_
                               refused=("permission.set", "steer"),
                               deny_reason=DenyReason(reaches_model=False, model_sees=fixed_refusal),
                               subjectless=subjectless)
-
-
-def failure_text(exc: RpcError) -> str:
-    """An agent's error answer as one sentence: its message, and the `data.details` the ACP SDK puts
-    an uncaught error's own message in (Qwen Code answers a failed model request `Internal error`
-    with the failure there)."""
-    details = exc.data.get("details") if isinstance(exc.data, dict) else None
-    return f"{exc.message}: {details}" if isinstance(details, str) and details and details not in exc.message \
-        else exc.message
-
-
-def session_model(result: dict) -> str | None:
-    """The model a new session reports: Gemini CLI's `models.currentModelId`, or opencode's
-    `model` config option."""
-    models = result.get("models") if isinstance(result.get("models"), dict) else {}
-    if isinstance(models.get("currentModelId"), str):
-        return models["currentModelId"]
-    for option in result.get("configOptions") or []:
-        if isinstance(option, dict) and option.get("id") == "model" and isinstance(option.get("currentValue"), str):
-            return option["currentValue"]
-    return None
 
 
 __all__ = ["AcpAdapter", "acp_descriptor"]

@@ -106,9 +106,6 @@ RENDERING = rendering_of(TABLE, unrendered=("subagent.spawn", "task.todo"))
 
 class GeminiAdapter(AcpAdapter):
     kind: ClassVar[str] = "gemini"
-    binary_name = "gemini"
-    package = harness("gemini").package
-    pin = PIN
     model_provider = "gemini"
     tools = TABLE
     fixed_refusal = FIXED_REFUSAL

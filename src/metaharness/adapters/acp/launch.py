@@ -1,5 +1,5 @@
-"""Hermetic launch pieces every ACP agent shares: the scratch layout, its making and the base
-environment.
+"""Hermetic launch pieces every ACP agent shares: the scratch layout, its making, the base
+environment and the attestation of what a launch imposed.
 
 The scratch base, the child's PATH, binary resolution and version, and the process-group kill are
 the shared kit's (adapters/process/), re-exported here for the ACP core and doctor.
@@ -18,6 +18,7 @@ from __future__ import annotations
 from metaharness.adapters.process import LaunchError, binary_version, child_path, default_vendor_dir, kill_group  # noqa: F401
 from metaharness.adapters.process import Scratch, passed_through, resolve_binary as resolve_on_path  # noqa: F401
 from metaharness.adapters.process import make_scratch as new_scratch_root
+from metaharness.protocol.values import HermeticAttestation, ImposedRow, UnavailableRow
 
 
 # The agent's XDG directories, below the scratch root (its HOME is `home`).
@@ -42,3 +43,25 @@ def child_env(scratch: Scratch, path: str) -> dict[str, str]:
 def resolve_binary(name: str, path: str, package: str, pin: str) -> str:
     """The agent's launcher on the child's PATH (LaunchError, naming the pin, when it or node is absent)."""
     return resolve_on_path(name, path, package=package, pin=pin)
+
+
+def attestation(name: str, pin: str, version: str | None, base_url: str, work: str | None,
+                vendor_rows: list[ImposedRow]) -> HermeticAttestation:
+    """metaharness's own claim about an ACP agent's launch (docs/reference/wire.md)."""
+    rows = [
+        ImposedRow(row="h1a", how=f"HOME and XDG_* are a per-run scratch directory; {name} is pinned by files "
+                                  "written there"),
+        ImposedRow(row="h3", how="constructed environment: PATH HOME TMPDIR LANG NO_COLOR TERM XDG_* (XDG_RUNTIME_DIR "
+                                 "too) and the vendor's pinning variables"),
+        ImposedRow(row="h4", how="the child sees a placeholder key"),
+        ImposedRow(row="h5", how="session/new carries no MCP servers"),
+        ImposedRow(row="h6", how=f"model endpoint {base_url}"),
+        ImposedRow(row="h7", how=f"cwd {work}"),
+        *vendor_rows,
+    ]
+    unavailable = []
+    if version == pin:
+        rows.append(ImposedRow(row="h9", how=f"{name} {version}"))
+    else:
+        unavailable.append(UnavailableRow(row="h9", why=f"{name} reports {version}, off the pin {pin}"))
+    return HermeticAttestation(imposed=rows, unavailable=unavailable)

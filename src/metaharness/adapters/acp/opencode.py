@@ -158,9 +158,6 @@ def config(base_url: str, model: str, passed: dict[str, int] | None = None) -> d
 
 class OpencodeAdapter(AcpAdapter):
     kind: ClassVar[str] = "opencode"
-    binary_name = "opencode"
-    package = harness("opencode").package
-    pin = PIN
     model_provider = "openai"
     fixed_refusal = FIXED_REFUSAL
     tools = TOOLS

@@ -92,9 +92,6 @@ def tool_name(tool_call: dict) -> str:
 
 class QwenAdapter(AcpAdapter):
     kind: ClassVar[str] = ENTRY.name
-    binary_name = ENTRY.binary
-    package = ENTRY.package
-    pin = ENTRY.pin
     model_provider = "openai"  # its OpenAI-compatible endpoint (Chat Completions)
     tools = TOOLS
     fixed_refusal = FIXED_REFUSAL

@@ -268,3 +268,24 @@ HANDLERS: dict[str, Callable[[Translator, dict], bool]] = {
     "config_option_update": Translator._config_update,
     "user_message_chunk": lambda self, update: True,  # our own prompt echoed (session replay)
 }
+
+
+def failure_text(exc: Any) -> str:
+    """An agent's error answer (an `RpcError`) as one sentence: its message, and the `data.details`
+    the ACP SDK puts an uncaught error's own message in (Qwen Code answers a failed model request
+    `Internal error` with the failure there)."""
+    details = exc.data.get("details") if isinstance(exc.data, dict) else None
+    return f"{exc.message}: {details}" if isinstance(details, str) and details and details not in exc.message \
+        else exc.message
+
+
+def session_model(result: dict) -> str | None:
+    """The model a new session reports: Gemini CLI's `models.currentModelId`, or opencode's
+    `model` config option."""
+    models = result.get("models") if isinstance(result.get("models"), dict) else {}
+    if isinstance(models.get("currentModelId"), str):
+        return models["currentModelId"]
+    for option in result.get("configOptions") or []:
+        if isinstance(option, dict) and option.get("id") == "model" and isinstance(option.get("currentValue"), str):
+            return option["currentValue"]
+    return None

@@ -20,9 +20,9 @@ import os
 import time
 from typing import Any, Callable, ClassVar
 
-from metaharness.adapters.base import (Adapter, ControlRefused, RunContext, StartRefusal, Tool, TurnInput, path_at,
-                                      plan_loopback_script, rendering_of)
-from metaharness.adapters.process import Child, ScratchRefused, binary_version
+from metaharness.adapters.base import ControlRefused, StartRefusal, Tool, TurnInput, path_at, rendering_of
+from metaharness.adapters.process import Scratch
+from metaharness.adapters.vendor import VendorAdapter, plan_model
 from metaharness.protocol.descriptor import CapabilityDescriptor, harness_descriptor
 from metaharness.protocol.refusals import CommandCode, RefusalName, Sentence, WarningCode
 from metaharness.protocol.spec import RunSpec
@@ -43,30 +43,29 @@ INITIALIZE_TIMEOUT_S = 30.0
 CONTROL_TIMEOUT_S = 10.0
 
 
-class ClaudeAdapter(Adapter):
+class ClaudeAdapter(VendorAdapter):
     kind: ClassVar[str] = "claude"
     postures: ClassVar[tuple[str, ...]] = launch.SET_POSTURES
     default_posture: ClassVar[str | None] = "default"
     turn_blocks: ClassVar[bool] = True  # one text block per frame rendering / inject / prompt
     tools = TOOLS
+    model_wire = "anthropic"
+    upstream = "https://api.anthropic.com"
+    reads_lines = True
+    handshake_errors = (asyncio.TimeoutError, ChannelClosed, ConnectionError, BrokenPipeError)
 
     def __init__(self, spec: RunSpec) -> None:
         super().__init__(spec)
-        self.ctx: RunContext | None = None
-        self.plan_: launch.LaunchPlan | None = None
         self.channel: ControlChannel | None = None
         self.seam: CallSeam | None = None
         self.translator: Translator | None = None
         self.init_reply: dict[str, Any] | None = None
-        self.proxy: Any = None  # CredentialProxy in credential mode loopback
         self._closing = False
         self._interrupting = False
         self._held_end: list[tuple] = []
         self._result_seen = asyncio.Event()
         self._interrupt_sent: tuple[str, asyncio.Future] | None = None  # sent ahead of its denies, reply awaited later
         self._session_end_sent = False
-        self._script = None
-        self._binary: str | None = None
 
     # --- static facts ------------------------------------------------------------------
     @classmethod
@@ -77,32 +76,15 @@ class ClaudeAdapter(Adapter):
     def run_cwd(self) -> str:
         return self.ctx.run_cwd if self.ctx is not None else super().run_cwd()
 
-    @property
-    def transcript_path(self) -> str | None:
-        return str(self.plan_.scratch.transcript) if self.plan_ else None
-
     # --- planning (no spawn) -----------------------------------------------------------
     def plan(self) -> None:
         spec = self.spec
         posture = spec.posture or self.default_posture
         if posture not in launch.LAUNCH_POSTURES:
             raise StartRefusal(RefusalName.PostureUnknown, f"claude does not accept the posture {posture!r}")
-        path = launch.child_path(spec.vendor_dir)
-        binary = launch.resolve_binary(path)  # StartRefusal VendorMissing when absent
-        self._binary = binary
-        if spec.strict_version:
-            version = binary_version(binary, path, timeout=30,
-                                     env={"HOME": "/nonexistent", **{s: "1" for s in launch.PHONE_HOME_SWITCHES}})
-            if version != launch.PINNED_VERSION:
-                raise StartRefusal(RefusalName.VersionOffPin, f"claude at {binary} is {version or 'of unknown version'}, "
-                                                     f"off its pin {launch.PINNED_VERSION} (--strict-version)")
-        mode = spec.credentials
-        if spec.script:
-            self._script = plan_loopback_script(spec)
-        elif mode == "none" and not spec.model_endpoint:
-            raise StartRefusal(RefusalName.NoModelEndpoint, Sentence.NO_MODEL_ENDPOINT)
-        elif mode in ("api-key", "loopback") and not os.environ.get("ANTHROPIC_API_KEY"):
-            raise StartRefusal(RefusalName.NoApiKey, f"credentials {mode} needs ANTHROPIC_API_KEY in metaharness's environment")
+        self.plan_binary(probe=False, needs_node=False,
+                         probe_env={"HOME": "/nonexistent", **{s: "1" for s in launch.PHONE_HOME_SWITCHES}})
+        self.access = plan_model(spec, ("ANTHROPIC_API_KEY",), launch.PLACEHOLDER_KEY, launch.per_run_placeholder)
         cwd = os.path.abspath(spec.cwd or os.getcwd())
         base = launch.scratch_base()
         if os.path.commonpath([cwd, base]) == cwd:
@@ -114,26 +96,19 @@ class ClaudeAdapter(Adapter):
                                                   f"model: {memory[0]}")
 
     # --- start ---------------------------------------------------------------------------
-    async def start(self, ctx: RunContext) -> None:
-        self.ctx = ctx
-        spec = self.spec
-        if self._binary is None:
-            self.plan()
-        try:
-            scratch = launch.make_scratch()
-        except ScratchRefused as exc:
-            raise StartRefusal(RefusalName.ScratchRefused, str(exc)) from None
-        self.child = child = Child(scratch, transcript=scratch.transcript)
-        cwd = ctx.run_cwd
-        path = launch.child_path(spec.vendor_dir)
+    def make_scratch(self) -> Scratch:
+        return launch.make_scratch()
+
+    async def launch(self) -> None:
+        spec, child, ctx = self.spec, self.child, self.ctx
+        assert child is not None and child.scratch is not None and ctx is not None and self.binary is not None
+        scratch, cwd = child.scratch, ctx.run_cwd
         posture = spec.posture or self.default_posture
-        base_url, key, placeholder, credential_how = await self._credentials(cwd)
-        env = launch.build_env(scratch, path, base_url=base_url, api_key=key,
+        env = launch.build_env(scratch, self.child_path, base_url=self.model_url, api_key=self.access.key,
                                bypass_as_root=posture == "bypassPermissions" and os.getuid() == 0)
-        argv = launch.build_argv(self._binary, posture=posture, model=spec.model)  # type: ignore[arg-type]
-        self.plan_ = launch.LaunchPlan(argv=argv, env=env, cwd=cwd, scratch=scratch, placeholder=placeholder)
+        argv = launch.build_argv(self.binary, posture=posture, model=spec.model)  # type: ignore[arg-type]
         self.translator = Translator(transcript_path=str(scratch.transcript),
-                                     hermetic=launch.attestation(spec, cwd, credential_how),
+                                     hermetic=launch.attestation(spec, cwd, self.model_url),
                                      credential_source=spec.credentials)
         # The stdio control channel is a Unix socketpair (adapters/process/): nothing the
         # agent starts can reopen it through /proc to answer a hook or change the mode.
@@ -141,49 +116,26 @@ class ClaudeAdapter(Adapter):
         self.channel = ControlChannel(child.write)
         self.seam = CallSeam(self.channel, ctx.present, cwd=None)
         child.read(self._read_stdout())
-        timeout_s = launch.hook_timeout_s(spec.decision_timeout_ms)
+
+    def start_refused(self) -> None:
+        self._session_end_sent = True
+        self._close_stdin()
+
+    async def handshake(self) -> None:
+        """The `initialize` request registers the per-call hook; its reply must confirm it."""
+        assert self.channel is not None and self.ctx is not None
         request_id = self.channel.next_request_id()
-        request = launch.initialize_request(request_id, timeout_s)["request"]
-        try:
-            _, future = self.channel.send_request(request, request_id)
-            reply = await asyncio.wait_for(asyncio.shield(future), INITIALIZE_TIMEOUT_S)
-        except (asyncio.TimeoutError, ChannelClosed, ConnectionError, BrokenPipeError) as exc:
-            detail = self.stderr_tail().strip() or str(exc) or type(exc).__name__
-            raise StartRefusal(RefusalName.VendorCapability, f"claude did not answer the initialize request: {detail}") from None
+        request = launch.initialize_request(request_id, launch.hook_timeout_s(self.spec.decision_timeout_ms))
+        _, future = self.channel.send_request(request["request"], request_id)
+        reply = await asyncio.wait_for(asyncio.shield(future), INITIALIZE_TIMEOUT_S)
         self.init_reply = launch.check_initialize_reply(reply)
         version = self.init_reply.get("claude_code_version")
         if version != launch.PINNED_VERSION:
-            if spec.strict_version:
+            if self.spec.strict_version:
                 raise StartRefusal(RefusalName.VersionOffPin, f"claude reports version {version}, off its pin "
                                                      f"{launch.PINNED_VERSION} (--strict-version)")
-            ctx.warn(WarningCode.VERSION_OFF_PIN, f"claude reports version {version}; the adapter is pinned to "
+            self.ctx.warn(WarningCode.VERSION_OFF_PIN, f"claude reports version {version}; the adapter is pinned to "
                                         f"{launch.PINNED_VERSION}")
-
-    async def _credentials(self, cwd: str) -> tuple[str | None, str, str | None, str]:
-        """(base URL, key the child sees, placeholder or None, how — for the attestation)."""
-        spec = self.spec
-        assert self.child is not None
-        meter = getattr(self.ctx, "meter", None)
-        if spec.script:
-            if self._script is None:
-                self._script = plan_loopback_script(spec)
-            key = launch.per_run_placeholder()  # the loopback answers only this run's key, like the proxy
-            url = await self.child.loopback(self._script, workdir=cwd, on_failure=self.model_failed, meter=meter,
-                                            expect_key=key, log=False)
-            return url, key, key, f"scripted loopback model at {url}, per-run placeholder key"
-        if spec.credentials == "none":
-            return spec.model_endpoint, launch.PLACEHOLDER_KEY, launch.PLACEHOLDER_KEY, \
-                f"endpoint {spec.model_endpoint}, placeholder key"
-        real_key = os.environ["ANTHROPIC_API_KEY"]
-        if spec.credentials == "loopback":
-            self.proxy = await self.child.proxy(spec.model_endpoint or "https://api.anthropic.com", real_key,
-                                                placeholder=launch.per_run_placeholder(), wire="anthropic",
-                                                on_refused=self.proxy_refused, on_failure=self.model_failed,
-                                                meter=meter)
-            url = self.proxy.url
-            return url, self.proxy.placeholder, self.proxy.placeholder, \
-                f"per-run proxy on {url} holds the key; the child has a per-run placeholder"
-        return spec.model_endpoint, real_key, None, "ANTHROPIC_API_KEY from the caller"
 
     # --- reading ---------------------------------------------------------------------------
     async def _read_stdout(self) -> None:
@@ -210,27 +162,6 @@ class ClaudeAdapter(Adapter):
     def _on_result(self) -> None:
         self._result_seen.set()
         self._maybe_close()
-
-    def _on_control(self, record: dict[str, Any], read_ns: int) -> None:
-        assert self.seam is not None and self.channel is not None
-        rtype = record.get("type")
-        if rtype == "control_response":
-            self.channel.on_control_response(record)
-        elif rtype == "control_cancel_request":
-            self.seam.on_cancel(record)
-        elif rtype == "control_request":
-            request = record.get("request") if isinstance(record.get("request"), dict) else {}
-            if request.get("subtype") == "hook_callback":
-                self.seam.on_callback(record, read_ns)
-            elif isinstance(record.get("request_id"), str):
-                # Nothing else was registered; refuse rather than guess (fail-closed).
-                try:
-                    from .seam import error_response
-
-                    self.channel.write(error_response(record["request_id"],
-                                                      f"metaharness does not serve {request.get('subtype')!r}"))
-                except ChannelClosed:
-                    pass
 
     def _finish_session(self) -> None:
         """End of the child's output: the last `result` is the session's terminal record."""
@@ -387,7 +318,7 @@ class ClaudeAdapter(Adapter):
 # The translator's items (translate.py) → where each goes: the run context, the call seam, the
 # control channel.
 DISPATCH: dict[str, Callable[[ClaudeAdapter, tuple, int], None]] = {
-    "control": lambda adapter, item, read_ns: adapter._on_control(item[1], read_ns),
+    "control": lambda adapter, item, read_ns: adapter.seam.on_control(item[1], read_ns),
     "emit": lambda adapter, item, read_ns: adapter.ctx.emit(item[1], at=item[2]),
     "call": lambda adapter, item, read_ns: adapter.seam.on_tool_use(item[1], item[2], item[3], item[4], read_ns),
     "session_started": lambda adapter, item, read_ns: adapter.ctx.session_started(item[1], at=item[2]),

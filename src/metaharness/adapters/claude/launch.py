@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import secrets
-from dataclasses import dataclass, field
 from typing import Any
 
 from metaharness.adapters.base import StartRefusal
@@ -123,16 +122,6 @@ def check_initialize_reply(response: dict[str, Any]) -> dict[str, Any]:
     return inner
 
 
-@dataclass
-class LaunchPlan:
-    argv: list[str]
-    env: dict[str, str]
-    cwd: str
-    scratch: Scratch
-    placeholder: str | None  # the key the child sees in none/loopback modes
-    imposed: list[tuple[str, str]] = field(default_factory=list)  # hermetic rows (row, how)
-
-
 def build_env(
     scratch: Scratch,
     path: str,
@@ -206,8 +195,19 @@ def memory_files_above(cwd: str) -> list[str]:
         current = parent
 
 
-def attestation(spec: RunSpec, cwd: str, credential_how: str) -> HermeticAttestation:
-    """metaharness's own claim about this launch (docs/reference/wire.md)."""
+def credential_how(spec: RunSpec, url: str | None) -> str:
+    """How the child reaches its model, as the attestation's row h6 says it (`url`: where it is pointed)."""
+    if spec.script:
+        return f"scripted loopback model at {url}, per-run placeholder key"
+    if spec.credentials == "none":
+        return f"endpoint {spec.model_endpoint}, placeholder key"
+    if spec.credentials == "loopback":
+        return f"per-run proxy on {url} holds the key; the child has a per-run placeholder"
+    return "ANTHROPIC_API_KEY from the caller"
+
+
+def attestation(spec: RunSpec, cwd: str, url: str | None) -> HermeticAttestation:
+    """metaharness's own claim about this launch (docs/reference/wire.md), its child pointed at `url`."""
     imposed = [
         ImposedRow(row="h1a", how="CLAUDE_CONFIG_DIR is an empty per-run directory; no plugins"),
         ImposedRow(row="h1b", how="an empty config home leaves the default output style"),
@@ -216,7 +216,7 @@ def attestation(spec: RunSpec, cwd: str, credential_how: str) -> HermeticAttesta
                                  "ANTHROPIC_BASE_URL ANTHROPIC_API_KEY and the four phone-home switches "
                                  "(CLAUDE_CODE_MAX_RETRIES and API_TIMEOUT_MS when the caller sets them)"),
         ImposedRow(row="h5", how="--strict-mcp-config with no --mcp-config"),
-        ImposedRow(row="h6", how=credential_how),
+        ImposedRow(row="h6", how=credential_how(spec, url)),
         ImposedRow(row="h7", how=f"cwd {cwd}"),
         ImposedRow(row="h8", how="no --bare or --safe-mode; CLAUDE_CODE_SIMPLE unset"),
     ]

@@ -215,6 +215,25 @@ class CallSeam:
         if call_id is not None:
             self.calls[call_id].cancelled = True
 
+    def on_control(self, record: dict[str, Any], read_ns: int | None = None) -> None:
+        """One control record from Claude: a reply to our request, a cancellation, or a request —
+        of which only our hook's callback is served; any other is refused (fail-closed)."""
+        rtype = record.get("type")
+        if rtype == "control_response":
+            self.channel.on_control_response(record)
+        elif rtype == "control_cancel_request":
+            self.on_cancel(record)
+        elif rtype == "control_request":
+            request = record.get("request") if isinstance(record.get("request"), dict) else {}
+            if request.get("subtype") == "hook_callback":
+                self.on_callback(record, read_ns)
+            elif isinstance(record.get("request_id"), str):
+                try:
+                    self.channel.write(error_response(record["request_id"],
+                                                      f"metaharness does not serve {request.get('subtype')!r}"))
+                except ChannelClosed:
+                    pass
+
     # --- from the loop ------------------------------------------------------------------
     def _present_call(self, call_id: str, name: str, input: Any, at: str | None) -> None:
         self._present(PresentedCall(call_id=call_id, name=name, input=input, seam="hook",

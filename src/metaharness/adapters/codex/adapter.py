@@ -26,13 +26,13 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 from dataclasses import dataclass
 from typing import Any
 
-from metaharness.adapters.base import (Adapter, ControlRefused, RunContext, StartRefusal, TurnInput, frame_of,
-                                      frame_operation_names, own_version, plan_loopback_script, vendor_settings)
-from metaharness.adapters.process import Child, binary_version, kill_groups
+from metaharness.adapters.base import (ControlRefused, StartRefusal, TurnInput, frame_of, frame_operation_names,
+                                      own_version, vendor_settings)
+from metaharness.adapters.process import Scratch, kill_groups
+from metaharness.adapters.vendor import VendorAdapter, plan_model
 from metaharness.protocol.descriptor import CapabilityDescriptor, harness_descriptor
 from metaharness.protocol.frame import Frame
 from metaharness.protocol.refusals import CommandCode, RefusalName, Sentence, WarningCode
@@ -40,7 +40,7 @@ from metaharness.protocol.spec import RunSpec
 from metaharness.protocol.values import Decision
 
 from . import launch
-from .relay import RelayServer, hook_timing, hook_toml
+from .relay import SECRET_ENV, RelayServer, hook_timing, hook_toml
 from .rpc import RpcChannel, RpcClosed, RpcError
 from .seam import Seam
 from .steers import SteerLedger
@@ -61,17 +61,19 @@ class CodexOptions:
         return cls(replace_relay=bool(spec.codex_replace_relay))
 
 
-class CodexAdapter(Adapter):
+class CodexAdapter(VendorAdapter):
     kind = "codex"
     postures = launch.SANDBOX_WORDS
     default_posture = "workspace-write"
     replace_hint = "start the run with --codex-replace-relay to deliver replace for shell calls"
     turn_blocks = True  # frame rendering, injects and prompt: separate text entries
     tools = TOOLS
+    model_wire = "responses"
+    upstream = "https://api.openai.com"
+    handshake_errors = (RpcClosed, RpcError, asyncio.TimeoutError)
 
     def __init__(self, spec: RunSpec) -> None:
         super().__init__(spec)
-        self.ctx: RunContext | None = None
         self.options = CodexOptions.of(spec)
         self.posture = spec.posture or self.default_posture
         self.frame_ops: set[str] | None = None
@@ -88,11 +90,10 @@ class CodexAdapter(Adapter):
         self._carry_task: asyncio.Task | None = None
         self._stopping = False  # interrupt or halt: nothing is carried past the turn
         self._halted = False
-        self.wire: list[tuple[str, dict]] = []  # every line written to the app-server
         self._stubs_before: set[str] = set()
         self._ended = False  # session.ended written (or a refused start, which writes none)
-        self._key: tuple[str, str] | None = None
         self._base_url: str | None = None
+        self._rollout: str | None = None
 
     # --- static facts -------------------------------------------------------------------
     @classmethod
@@ -105,58 +106,32 @@ class CodexAdapter(Adapter):
 
     # --- planning -----------------------------------------------------------------------
     def plan(self) -> None:
-        spec = self.spec
         if self.posture not in self.postures:
             raise StartRefusal(
                 RefusalName.PostureRefused,
                 f"the codex adapter accepts the postures read-only, workspace-write and danger-full-access, not {self.posture!r}",
             )
-        if not spec.prompt and not spec.keep_open:
-            raise StartRefusal(RefusalName.NoPrompt, "the codex adapter needs a prompt (-p) to start its first turn")
-        if spec.cwd is not None and not os.path.isdir(spec.cwd):
-            raise StartRefusal(RefusalName.WorkingDirectory, f"the working directory {spec.cwd} does not exist")
-        self._plan_credentials()
+        self.plan_work()
+        self.access = plan_model(self.spec, ("OPENAI_API_KEY", "CODEX_API_KEY"), launch.PLACEHOLDER_KEY)
         self.passed = vendor_settings(launch.PASSED_THROUGH)
-        path = launch.child_path(spec.vendor_dir or launch.default_vendor_dir())
-        try:
-            self.binary = launch.resolve_binary(path)
-        except launch.LaunchError as exc:
-            raise StartRefusal(RefusalName.VendorMissing, str(exc)) from None
-        self.child_path = path
-        self.version = binary_version(self.binary, self.child_path, timeout=30)
-        if spec.strict_version and self.version != launch.PIN:
-            raise StartRefusal(
-                RefusalName.VersionOffPin, f"codex at {self.binary} is version {self.version or 'unknown'}, not the pin {launch.PIN}"
-            )
-        self.frame_ops = self._launch_frame_ops()
-
-    def _plan_credentials(self) -> None:
-        self._scenario = plan_loopback_script(self.spec) if self.spec.script else None
-        self._key, self._real_key = launch.credentials(self.spec, os.environ)
-
-    def _launch_frame_ops(self) -> set[str] | None:
-        """The launch frame's operations (None: no frame, the posture alone sets the sandbox; an
-        unreadable one admits nothing — the loop refuses it first — so the sandbox is read-only)."""
-        if self.spec.library_frame is None and not self.spec.frame:
-            return None
-        return frame_operation_names(frame_of(self.spec))
+        self.plan_binary()
+        # The launch frame's operations (None: no frame, the posture alone sets the sandbox; an
+        # unreadable one admits nothing — the loop refuses it first — so the sandbox is read-only).
+        if self.spec.library_frame is not None or self.spec.frame:
+            self.frame_ops = frame_operation_names(frame_of(self.spec))
 
     # --- start --------------------------------------------------------------------------
-    async def start(self, ctx: RunContext) -> None:
-        if not hasattr(self, "binary"):
-            self.plan()
-        self.ctx = ctx
-        spec = self.spec
+    def make_scratch(self) -> Scratch:
         # One rule for every harness: the run works in --cwd, else in the current directory.
-        work = os.path.abspath(spec.cwd or os.getcwd())
-        try:
-            self.child = child = Child(launch.make_scratch(work))
-        except launch.LaunchError as exc:
-            raise StartRefusal(RefusalName.ScratchRefused, str(exc)) from None
-        scratch = child.scratch
-        self.work = work
+        self.work = os.path.abspath(self.spec.cwd or os.getcwd())
         self._stubs_before = launch.existing_stubs(self.work)
-        await self._start_endpoint()
+        return launch.make_scratch(self.work)
+
+    async def launch(self) -> None:
+        spec, child = self.spec, self.child
+        assert child is not None and child.scratch is not None and self.binary is not None
+        scratch = child.scratch
+        self._base_url = launch.provider_base_url(self.model_url) if self.model_url else None
         config = launch.config_toml(self._base_url, model=spec.model, passed=getattr(self, "passed", None))
         if self.options.replace_relay:
             self.relay = RelayServer(scratch.root, lambda payload, reply: self.seam.on_hook(payload, reply))
@@ -170,65 +145,33 @@ class CodexAdapter(Adapter):
             budget = spec.decision_timeout_ms
             config += hook_toml(scratch.root, *hook_timing(budget, self.vendor_timeout_ms(budget)))
         (scratch / launch.CODEX_HOME / "config.toml").write_text(config)
-        assert self._key is not None
-        env = launch.child_env(scratch, self.child_path, *self._key)
+        env = launch.child_env(scratch, self.child_path, self.key_variable, self.access.key)
         if self.options.replace_relay:
-            from .relay import SECRET_ENV
-
             env[SECRET_ENV] = self.relay.secret  # for the hook only: never argv, never config.toml
         # JSON-RPC over a Unix socketpair (adapters/process/): nothing the agent starts can
         # reopen it through /proc to answer an approval; the app-server confined like every child.
         rpc_in, rpc_out = await child.spawn(launch.argv(self.binary), env=env, cwd=self.work)
-        self.translator = Translator(ctx, on_turn_started=self._on_turn_started, on_turn_completed=self._on_turn_completed)
-        ceiling = self.vendor_timeout_ms(spec.decision_timeout_ms)
-        self.rpc = RpcChannel(
-            rpc_in, rpc_out, child.open(scratch.transcript),
-            on_request=lambda m, raw, n: self.seam.on_request(m, raw, n),
-            on_notification=self.translator.notification,
-            on_wire=self._record_sent,
-        )
-        self.seam = Seam(self.rpc, self.translator, ctx, lambda: self.thread_id, ceiling, resolve=self.resolve)
+        self.translator = Translator(self.ctx, on_turn_started=self._on_turn_started,
+                                     on_turn_completed=self._on_turn_completed)
+        self.rpc = RpcChannel(rpc_in, rpc_out, child.open(scratch.transcript),
+                              on_request=lambda m, raw, n: self.seam.on_request(m, raw, n),
+                              on_notification=self.translator.notification, on_wire=self.record_sent)
+        self.seam = Seam(self.rpc, self.translator, self.ctx, lambda: self.thread_id,
+                         self.vendor_timeout_ms(spec.decision_timeout_ms), resolve=self.resolve)
         child.read(self.rpc.read_forever())
-        try:
-            await self._handshake()
-        except StartRefusal:
-            # A refused start writes only the refusal (docs/reference/wire.md): drop held vendor lines.
+
+    @property
+    def key_variable(self) -> str:
+        return launch.key_variable(self.spec, self.access.key_name)
+
+    def start_refused(self) -> None:
+        if self.translator is not None:
             self.translator.held.clear()
-            self._ended = True
-            await self._kill_now()
-            raise
-        except (RpcClosed, RpcError, asyncio.TimeoutError) as exc:
-            self.translator.held.clear()
-            self._ended = True
-            await self._kill_now()
-            detail = self.stderr_detail()
-            raise StartRefusal(RefusalName.VendorCapability, f"codex app-server did not complete its handshake: {exc}{detail}") from None
+        self._ended = True
+        if self.rpc is not None:
+            self.rpc.close_stdin()
 
-    def _record_sent(self, direction: str, message: dict) -> None:
-        self.wire.append((direction, message))
-        if self.child is not None:
-            self.child.record_sent(message)
-
-    async def _start_endpoint(self) -> None:
-        spec = self.spec
-        assert self.child is not None
-        meter = getattr(self.ctx, "meter", None)
-        if self._scenario is not None:
-            url = await self.child.loopback(self._scenario, workdir=self.work, on_failure=self.model_failed,
-                                            meter=meter, expect_key=self._key[1])
-            self._base_url = launch.provider_base_url(url)
-        elif spec.credentials == "none":
-            self._base_url = launch.provider_base_url(spec.model_endpoint)
-        elif spec.credentials == "loopback":
-            proxy = await self.child.proxy(spec.model_endpoint or "https://api.openai.com", self._real_key,
-                                           placeholder=self._key[1], wire="responses", on_refused=self.proxy_refused,
-                                           on_failure=self.model_failed, meter=meter)
-            self._base_url = launch.provider_base_url(proxy.url)
-        else:
-            # api-key: the default provider, unless the caller names an endpoint.
-            self._base_url = launch.provider_base_url(spec.model_endpoint) if spec.model_endpoint else None
-
-    async def _handshake(self) -> None:
+    async def handshake(self) -> None:
         assert self.rpc is not None and self.translator is not None and self.scratch is not None
         init = await self.rpc.request("initialize", {
             "clientInfo": {"name": "metaharness", "title": None, "version": own_version()},
@@ -236,17 +179,9 @@ class CodexAdapter(Adapter):
         }, timeout=60)
         self.user_agent = init.get("userAgent") if isinstance(init, dict) else None
         self.rpc.notify("initialized")
-        params: dict[str, Any] = {
-            "cwd": self.work,
-            "approvalPolicy": "untrusted",
-            "sandbox": launch.sandbox_word(self.frame_ops, self.posture),
-        }
-        if self.spec.model:
-            params["model"] = self.spec.model
-        if self.options.replace_relay:
-            # Hooks run only when trusted; app-server takes the bypass per thread.
-            params["config"] = {"bypass_hook_trust": True}
-        result = await self.rpc.request("thread/start", params, timeout=60)
+        relay = self.options.replace_relay
+        result = await self.rpc.request("thread/start", launch.thread_start(
+            self.work, launch.sandbox_word(self.frame_ops, self.posture), self.spec.model, relay), timeout=60)
         if not isinstance(result, dict) or result.get("approvalPolicy") != "untrusted":
             got = result.get("approvalPolicy") if isinstance(result, dict) else None
             raise StartRefusal(
@@ -257,10 +192,9 @@ class CodexAdapter(Adapter):
         thread = result.get("thread") or {}
         self.thread_id = thread.get("id")
         self.thread_path = thread.get("path")
-        self.translator.session_started(result, str(self.scratch.transcript), launch.attestation(
-            self.spec, thread.get("cliVersion"), base_url=self._base_url, key_variable=self._key[0] if self._key else None,
-            work=self.work, relay=self.options.replace_relay))
         version = thread.get("cliVersion")
+        self.translator.session_started(result, str(self.scratch.transcript), launch.attestation(
+            self.spec, version, base_url=self._base_url, key_variable=self.key_variable, work=self.work, relay=relay))
         if version != launch.PIN:
             self.ctx.warn(WarningCode.VERSION_OFF_PIN, f"codex reports version {version}, outside the pin {launch.PIN}")
 
@@ -419,11 +353,6 @@ class CodexAdapter(Adapter):
         if self.child is not None:
             await self.child.halt(2, groups)
 
-    async def _kill_now(self) -> None:
-        if self.rpc is not None:
-            self.rpc.close_stdin()
-        await self.child.kill()
-
     async def exited(self) -> None:
         # The sandbox leaves empty mount-point stubs after a killed command.
         if self.work:
@@ -436,35 +365,16 @@ class CodexAdapter(Adapter):
             ended = self.translator.session_ended()
             if ended is not None:
                 self.ctx.session_ended(ended, at=None)
-        self._copy_rollout()
-        self._write_timings()
-
-    def _write_timings(self) -> None:
-        # The seam's own share per call (request read → answer written), for bench/bench_codex.py.
-        if self.seam is None or self.scratch is None or not self.seam.timings:
-            return
-        import json
-
-        with open(self.scratch.root / "seam-timings.jsonl", "w") as handle:
-            for call_id, received, answered in self.seam.timings:
-                handle.write(json.dumps({"call_id": call_id, "seam_ms": (answered - received) / 1e6}) + "\n")
-
-    def _rollout(self) -> str | None:
-        """Where the rollout is kept in the scratch (the thread's file, copied at the end)."""
-        return str(self.scratch.root / os.path.basename(self.thread_path)) if self.thread_path and self.scratch else None
-
-    def _copy_rollout(self) -> None:
-        if self.thread_path and self.scratch and os.path.isfile(self.thread_path):
-            try:
-                shutil.copy2(self.thread_path, self._rollout())
-            except OSError:
-                pass
+        if self.scratch is not None:
+            self._rollout = launch.keep_rollout(self.thread_path, self.scratch)
+            if self.seam is not None:
+                launch.write_seam_timings(self.scratch, self.seam.timings)
 
     def kept(self) -> list[tuple[Any, str]]:
         # The transcript and the rollout (the scratch dies with the run).
         if self.scratch is None:
             return []
-        rollout = self._rollout()
+        rollout = self._rollout
         return [(self.scratch.transcript, "transcript.jsonl")] + ([(rollout, os.path.basename(rollout))] if rollout else [])
 
 

@@ -19,17 +19,15 @@ Rules kept:
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
-from typing import Mapping
 
 # LaunchError, child_path and default_vendor_dir are the kit's; the adapter and the doctor reach them here.
 from metaharness.adapters.process import LaunchError, Scratch, child_path, default_vendor_dir, passed_through  # noqa: F401
 from metaharness.adapters.process import make_scratch as new_scratch_root
 from metaharness.adapters.process import resolve_binary as resolve_on_path
-from metaharness.adapters.base import StartRefusal
 from metaharness.protocol.harnesses import harness
-from metaharness.protocol.refusals import RefusalName, Sentence
 from metaharness.protocol.spec import RunSpec
 from metaharness.protocol.values import HermeticAttestation, ImposedRow, UnavailableRow
 
@@ -195,26 +193,38 @@ def attestation(spec: RunSpec, version: str | None, *, base_url: str | None, key
     return HermeticAttestation(imposed=imposed, unavailable=unavailable)
 
 
-def credentials(spec: RunSpec, environ: Mapping[str, str]) -> tuple[tuple[str, str], str | None]:
-    """(the key variable and value the child sees, the real key a loopback proxy holds or None) for
-    the run's credential mode; StartRefusal by name for a mode that cannot be served."""
-    from metaharness.loopback.proxy import new_placeholder
+def key_variable(spec: RunSpec, key_name: str | None) -> str:
+    """The variable the child reads its key from: the provider's env_key (`KEY_VARIABLE`), but under
+    credentials `api-key` with no endpoint the caller's own variable, which the default provider reads."""
+    return key_name if spec.credentials == "api-key" and not spec.model_endpoint and key_name else KEY_VARIABLE
 
-    mode = spec.credentials
-    if spec.script:
-        return (KEY_VARIABLE, new_placeholder()), None  # the scripted loopback answers only this key
-    if mode == "none":
-        if not spec.model_endpoint:
-            raise StartRefusal(RefusalName.NoModelEndpoint, Sentence.NO_MODEL_ENDPOINT)
-        return (KEY_VARIABLE, PLACEHOLDER_KEY), None
-    variable = next((v for v in ("OPENAI_API_KEY", "CODEX_API_KEY") if environ.get(v)), None)
-    if variable is None:
-        raise StartRefusal(RefusalName.NoApiKey,
-                           f"credentials {mode} needs OPENAI_API_KEY or CODEX_API_KEY in metaharness's environment")
-    real = environ[variable]
-    if mode == "api-key":
-        # With an endpoint the provider reads the key from its env_key variable.
-        return ((KEY_VARIABLE, real) if spec.model_endpoint else (variable, real)), None
-    if mode == "loopback":
-        return (KEY_VARIABLE, new_placeholder()), real
-    raise StartRefusal(RefusalName.CredentialsUnknown, f"unknown credential mode {mode!r}")
+
+def thread_start(work: str, sandbox: str, model: str | None, relay: bool) -> dict:
+    """`thread/start`'s parameters: approval policy `untrusted` for the whole run."""
+    params: dict = {"cwd": work, "approvalPolicy": "untrusted", "sandbox": sandbox}
+    if model:
+        params["model"] = model
+    if relay:
+        params["config"] = {"bypass_hook_trust": True}  # hooks run only when trusted; taken per thread
+    return params
+
+
+def keep_rollout(thread_path: str | None, scratch: Scratch) -> str | None:
+    """Copy the thread's rollout into the scratch (the file stays where Codex wrote it); its copy's path."""
+    if not thread_path or not os.path.isfile(thread_path):
+        return None
+    kept = str(scratch.root / os.path.basename(thread_path))
+    try:
+        shutil.copy2(thread_path, kept)
+    except OSError:
+        return None
+    return kept
+
+
+def write_seam_timings(scratch: Scratch, timings: list[tuple[str, int, int]]) -> None:
+    """The seam's own share per call (request read → answer written), for bench/bench_codex.py."""
+    if not timings:
+        return
+    with open(scratch.root / "seam-timings.jsonl", "w") as handle:
+        for call_id, received, answered in timings:
+            handle.write(json.dumps({"call_id": call_id, "seam_ms": (answered - received) / 1e6}) + "\n")

@@ -4,8 +4,7 @@
 What belongs here: only how the app-server's JSON-RPC differs — our request ids start at 1, our
 answers carry no `jsonrpc` header, any line with a `method` is a request or a notification, an
 answer to nothing we asked is dropped, and an unreadable line reaches the notification handler
-marked `_unreadable` (the translator makes it opaque). `on_wire` observes every line we write as
-("out", message). Nothing about approvals or events.
+marked `_unreadable` (the translator makes it opaque). Nothing about approvals or events.
 """
 
 from __future__ import annotations
@@ -22,9 +21,9 @@ class RpcChannel(_RpcChannel):
                       stray_answer_unreadable=False)
 
     def __init__(self, reader: Any, writer: Any, transcript: BinaryIO, on_request: Handler,
-                 on_notification: Handler, on_wire: Callable[[str, dict], None] | None = None) -> None:
+                 on_notification: Handler, on_wire: Callable[[dict], None] | None = None) -> None:
         super().__init__(
             reader, writer, transcript, on_request=on_request, on_notification=on_notification,
             on_unreadable=lambda body, number: on_notification({"method": None, "_unreadable": True}, body, number),
-            on_wire=None if on_wire is None else (lambda message: on_wire("out", message)),
+            on_wire=on_wire,
         )
