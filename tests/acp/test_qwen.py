@@ -17,7 +17,7 @@ import subprocess
 import pytest
 
 from metaharness.adapters import adapter_class
-from metaharness.adapters.acp.adapter import failure_text
+from metaharness.adapters.acp.translate import failure_text
 from metaharness.adapters.acp.qwen import RENDERING, SETTINGS, TOOLS, QwenAdapter
 from metaharness.adapters.acp.rpc import RpcError
 from metaharness.adapters.base import StartRefusal

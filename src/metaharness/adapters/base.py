@@ -40,9 +40,8 @@ from metaharness.adapters.process.lifecycle import Child
 from metaharness.adapters.process.scratch import Scratch
 from metaharness.protocol.descriptor import CapabilityDescriptor
 from metaharness.protocol.events import Event, SessionEnded, SessionStarted
-from metaharness.protocol.failures import ModelFailure, model_failure_warning
 from metaharness.protocol.frame import OPERATION_TYPES, Frame
-from metaharness.protocol.refusals import CommandCode, RefusalName, WarningCode
+from metaharness.protocol.refusals import CommandCode, RefusalName
 from metaharness.protocol.spec import RunSpec
 from metaharness.protocol.subjects import file_subject
 from metaharness.protocol.values import Decision, ProcessTermination, UnknownTermination
@@ -337,30 +336,10 @@ class Adapter(abc.ABC):
         """The last of the child's stderr, for a run that ended without a terminal record."""
         return self.child.stderr_tail() if self.child is not None else ""
 
-    def stderr_detail(self) -> str:
-        """`; stderr: <tail>` for a refusal's sentence, or "" when the child said nothing."""
-        tail = self.stderr_tail()
-        return f"; stderr: {tail}" if tail else ""
-
     @property
     def scratch(self) -> Scratch | None:
         """The run's scratch root (from `start` on)."""
         return self.child.scratch if self.child is not None else None
-
-    def model_failed(self, failure: ModelFailure) -> None:
-        """A failed model request the loopback or the credential proxy served this harness (their
-        `on_failure`): written as a MODEL_REQUEST_FAILED warning through the run context."""
-        ctx = getattr(self, "ctx", None)
-        if ctx is not None:
-            ctx.emit(model_failure_warning(failure))
-
-    def proxy_refused(self, method: str, target: str) -> None:
-        """A request the credential proxy would not forward (its `on_refused`): a PROXY_REFUSED warning."""
-        from metaharness.loopback.proxy import refused_message
-
-        ctx = getattr(self, "ctx", None)
-        if ctx is not None:
-            ctx.warn(WarningCode.PROXY_REFUSED, refused_message(method, target))
 
     def cleanup(self) -> None:
         """After the stream closed (and retain ran): remove the run's scratch files."""

@@ -28,8 +28,10 @@ from metaharness.adapters.base import Adapter, RunContext, StartRefusal, plan_lo
 from metaharness.adapters.process import Child, LaunchError, Scratch, binary_version, child_path, default_vendor_dir
 from metaharness.adapters.process import resolve_binary as resolve_on_path
 from metaharness.protocol.harnesses import REGISTRY
-from metaharness.protocol.refusals import RefusalName, Sentence
+from metaharness.protocol.failures import ModelFailure, model_failure_warning
+from metaharness.protocol.refusals import RefusalName, Sentence, WarningCode
 from metaharness.protocol.spec import RunSpec
+from metaharness.protocol.values import Decision
 
 
 @dataclass(frozen=True)
@@ -105,6 +107,7 @@ class VendorAdapter(Adapter):
         self.child_path = ""
         self.access = ModelAccess()
         self.model_url: str | None = None  # where the child's model requests go, from the start on
+        self.seam: Any = None  # the vendor's call seam, from the start on: `deliver(call_id, decision, decided_by)`
 
     # --- planning ---------------------------------------------------------------------------
     def plan_work(self) -> None:
@@ -191,6 +194,29 @@ class VendorAdapter(Adapter):
                                       on_failure=self.model_failed, meter=meter)
             return proxy.url
         return spec.model_endpoint
+
+    def deliver(self, call_id: str, decision: Decision, decided_by: str) -> None:
+        """The decision, as decided, to the vendor's seam: it makes the vendor's answer."""
+        if self.seam is not None:
+            self.seam.deliver(call_id, decision, decided_by)
+
+    def model_failed(self, failure: ModelFailure) -> None:
+        """A failed model request the loopback or the credential proxy served this harness (their
+        `on_failure`): written as a MODEL_REQUEST_FAILED warning through the run context."""
+        if self.ctx is not None:
+            self.ctx.emit(model_failure_warning(failure))
+
+    def proxy_refused(self, method: str, target: str) -> None:
+        """A request the credential proxy would not forward (its `on_refused`): a PROXY_REFUSED warning."""
+        from metaharness.loopback.proxy import refused_message
+
+        if self.ctx is not None:
+            self.ctx.warn(WarningCode.PROXY_REFUSED, refused_message(method, target))
+
+    def stderr_detail(self) -> str:
+        """`; stderr: <tail>` for a refusal's sentence, or "" when the child said nothing."""
+        tail = self.stderr_tail()
+        return f"; stderr: {tail}" if tail else ""
 
     def record_sent(self, message: dict) -> None:
         """Keep a line written to the child among the run's evidence (`Child.record_sent`)."""

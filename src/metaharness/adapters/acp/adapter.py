@@ -1,11 +1,11 @@
 """`AcpAdapter` — one ACP agent per run, every tool call asked and decided, fail-closed.
 
-What belongs here: the lifecycle every ACP agent shares — plan (credentials, binary, pin,
-vendor refusals), spawn in its own process group with a scratch home, `initialize`,
+What belongs here: the lifecycle every ACP agent shares — plan (the vendor start's
+(`adapters/vendor.py`) and ACP's own refusals), spawn with a scratch home, `initialize`,
 `session/new`, one `session/prompt` per turn, the controls, and wind-up. Each vendor
-(`opencode.py`, `gemini.py`) is a subclass that says how it is pinned (files and
-environment), how a permission request becomes a call (`call_of`) and how a call resolves
-(its tool table, `tools`), and which mode it must stay in.
+(`opencode.py`, `gemini.py`, `qwen.py`) is a subclass that fills in the contract of
+`contract.py`: how it is pinned, how a permission request becomes a call and how a call
+resolves, and which mode it must stay in.
 
 Rules kept:
 * no client capability is advertised (no `fs`, no `terminal`): the agent does its own I/O,
@@ -27,73 +27,27 @@ import asyncio
 import os
 from typing import Any, ClassVar
 
-from msgspec import UNSET, UnsetType
-
 from metaharness.adapters.base import ControlRefused, StartRefusal, own_version
 from metaharness.adapters.process import Scratch
 from metaharness.adapters.vendor import VendorAdapter, plan_model
-from metaharness.protocol.descriptor import CapabilityDescriptor, DenyReason, harness_descriptor
 from metaharness.protocol.events import SessionStarted
 from metaharness.protocol.failures import ModelFailure, bounded
 from metaharness.protocol.refusals import CommandCode, RefusalName, WarningCode
 from metaharness.protocol.spec import RunSpec
-from metaharness.protocol.values import Decision, ImposedRow, TranscriptRef
+from metaharness.protocol.values import ImposedRow, TranscriptRef
 
 from . import launch, reach
+from .contract import AcpVendor
 from .rpc import RpcChannel, RpcClosed, RpcError
 from .seam import Seam
 from .translate import Translator, failure_text, session_model
 
 HANDSHAKE_TIMEOUT_S = 120.0  # opencode's session/new takes seconds; a loaded machine more
 PROTOCOL_VERSION = 1
-PLACEHOLDER_KEY = "metaharness-placeholder-key"
 
 
-class AcpAdapter(VendorAdapter):
+class AcpAdapter(AcpVendor, VendorAdapter):
     handshake_errors = (RpcClosed, RpcError, asyncio.TimeoutError)
-
-    # --- what each vendor says ----------------------------------------------------------
-    fixed_refusal: ClassVar[str]  # the text the model sees for a refused call
-    model_provider: ClassVar[str]  # the provider a failed model request names (the wire it speaks)
-    hold_s: ClassVar[float] = 5.0
-    takeup_s: ClassVar[float] = 60.0  # a real model may think long before the agent's next line
-    # Is the `cost` the agent reports (ACP `usage_update`) a price it knows? False: written as
-    # unknown (null), never as the agent's 0 (the wire reference: an unknown cost is never 0).
-    prices_its_model: ClassVar[bool] = True
-
-    def vendor_argv(self, binary: str) -> list[str]:
-        raise NotImplementedError
-
-    def vendor_env(self, scratch: Scratch, base_url: str) -> dict[str, str]:
-        """Write the pinning files into the scratch home; the child's own environment keys."""
-        raise NotImplementedError
-
-    def call_of(self, tool_call: dict, final: bool) -> tuple[str, Any, str | None] | None:
-        """(vendor tool name, input, cwd) of a permission request; None while the arguments
-        are still to come (unless `final`)."""
-        raise NotImplementedError
-
-    def tool_name_of(self, tool_call: dict) -> str:
-        """The vendor tool name of a reported call (the title, unless the vendor says otherwise)."""
-        return str(tool_call.get("title") or "unknown")
-
-    def check_session(self, result: dict) -> None:
-        """Refuse (StartRefusal) a session whose mode is not the pinned one."""
-
-    def mode_allowed(self, mode: str) -> bool:
-        return mode == self.initial_mode
-
-    def vendor_plan(self) -> None:
-        """Vendor refusals before anything is spawned (the frame, the decision mode)."""
-
-    def vendor_rows(self) -> list[ImposedRow]:
-        return []
-
-    @classmethod
-    def pinning(cls, modules: Any) -> list[tuple[str, str | None]]:
-        """The switches a run imposes, as `metaharness doctor` lists them, given the vendor's
-        node_modules directory (a detail of None: cannot be imposed there)."""
-        raise NotImplementedError
 
     # --- shared -------------------------------------------------------------------------
     def __init__(self, spec: RunSpec) -> None:
@@ -182,10 +136,6 @@ class AcpAdapter(VendorAdapter):
         self.ctx.opaque(raw, vendor_type=None, vendor_subtype=None, source_line=line)
 
     # --- seam hooks -----------------------------------------------------------------------
-    def deliver(self, call_id: str, decision: Decision, decided_by: str) -> None:
-        if self.seam is not None:
-            self.seam.deliver(call_id, decision, decided_by)
-
     def _call_of(self, tool_call: dict, final: bool) -> tuple[str, Any, str | None] | None:
         assert self.translator is not None
         self.translator.flush()
@@ -338,15 +288,4 @@ class AcpAdapter(VendorAdapter):
         return [(source, f"{self.kind}-{source.name}") for source in (self.scratch.transcript, self.scratch.sent)]
 
 
-def acp_descriptor(kind: str, pin: str, rendering: dict[str, str | None], fixed_refusal: str,
-                   subjectless: tuple[str, ...] | UnsetType = UNSET) -> CapabilityDescriptor:
-    """The capability descriptor every ACP adapter shares: asked calls and turn-boundary text are
-    delivered; steer and permission.set have no ACP carriage; no input rewrite; the model sees
-    only the agent's fixed refusal text."""
-    return harness_descriptor(kind, pin, rendering, registration="unverified", replace="absent",
-                              refused=("permission.set", "steer"),
-                              deny_reason=DenyReason(reaches_model=False, model_sees=fixed_refusal),
-                              subjectless=subjectless)
-
-
-__all__ = ["AcpAdapter", "acp_descriptor"]
+__all__ = ["AcpAdapter"]

@@ -35,7 +35,8 @@ from metaharness.protocol.harnesses import harness
 from metaharness.protocol.refusals import RefusalName
 from metaharness.protocol.values import ImposedRow
 
-from .adapter import PLACEHOLDER_KEY, AcpAdapter, acp_descriptor
+from .adapter import AcpAdapter
+from .contract import PLACEHOLDER_KEY, acp_descriptor
 
 PIN = harness("gemini").pin  # the registry's (protocol/harnesses.py)
 MODE = "default"

@@ -51,7 +51,8 @@ from metaharness.protocol.refusals import RefusalName
 from metaharness.protocol.values import ImposedRow
 
 from . import launch
-from .adapter import PLACEHOLDER_KEY, AcpAdapter, acp_descriptor
+from .adapter import AcpAdapter
+from .contract import PLACEHOLDER_KEY, acp_descriptor
 
 PIN = harness("opencode").pin  # the registry's (protocol/harnesses.py)
 PERMISSION = {"*": "ask", "task": "deny"}

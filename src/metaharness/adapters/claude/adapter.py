@@ -26,7 +26,6 @@ from metaharness.adapters.vendor import VendorAdapter, plan_model
 from metaharness.protocol.descriptor import CapabilityDescriptor, harness_descriptor
 from metaharness.protocol.refusals import CommandCode, RefusalName, Sentence, WarningCode
 from metaharness.protocol.spec import RunSpec
-from metaharness.protocol.values import Decision
 
 from . import launch
 from .seam import CallSeam, ChannelClosed, ControlChannel, user_line
@@ -168,11 +167,9 @@ class ClaudeAdapter(VendorAdapter):
         if self._session_end_sent or self.ctx is None or self.translator is None:
             return
         self._session_end_sent = True
-        for item in self.translator.release_held():
-            if item[0] == "emit":
-                self.ctx.emit(item[1], at=item[2])
-            elif item[0] == "opaque":
-                self.ctx.opaque(item[4], vendor_type=item[1], vendor_subtype=item[2], source_line=item[3])
+        for item in self.translator.release_held():  # what came before an opening record that never came
+            if item[0] in ("emit", "opaque"):
+                self._dispatch(item, 0)
         if self.translator.last_result is not None:
             self.ctx.session_ended(self.translator.last_result, at=self.translator.last_result_at)
 
@@ -194,10 +191,6 @@ class ClaudeAdapter(VendorAdapter):
     def turn_coming(self) -> bool:
         """A user line written but not yet consumed starts a turn of its own."""
         return self.translator is not None and self.translator.unreplayed > 0 and not self._closing
-
-    def deliver(self, call_id: str, decision: Decision, decided_by: str) -> None:
-        if self.seam is not None:
-            self.seam.deliver(call_id, decision)
 
     async def steer(self, text: str) -> None:
         if self.translator is None or not self.translator.in_turn:

@@ -239,7 +239,7 @@ class CallSeam:
         self._present(PresentedCall(call_id=call_id, name=name, input=input, seam="hook",
                                     cwd=self.cwd, at=at, can_replace=True))
 
-    def deliver(self, call_id: str, decision: Decision) -> None:
+    def deliver(self, call_id: str, decision: Decision, decided_by: str = "") -> None:
         call = self.calls.get(call_id)
         if call is None or call.answered or call.cancelled:
             return  # a late answer to a withdrawn request is ignored silently

@@ -4,7 +4,7 @@
 One app-server per run, a throwaway CODEX_HOME (`launch.py`), JSON-RPC over its stdio
 (`rpc.py`), notifications mapped to events (`translate.py`) and every shell call and
 file change asked through approval requests under approval policy `untrusted`
-(`seam.py`). This module holds the lifecycle and the controls.
+(`seam.py`), its turns and steers in `turns.py`. This module holds the lifecycle and the controls.
 
 Rules kept:
 * the approval policy is `untrusted` for the whole run; a thread that does not echo it
@@ -17,9 +17,7 @@ Rules kept:
 * interrupt = decline pending approvals, `turn/interrupt`, then kill every descendant
   process group but the app-server's own — `turn/interrupt` alone leaves a running
   command alive;
-* a steer is never dropped silently: one Codex has not taken up by `turn/completed`
-  (still in flight, refused "no active turn", or accepted without its `userMessage`)
-  opens the next turn, and the run stays open until that turn is done.
+* a steer is never dropped silently (`turns.py`).
 """
 
 from __future__ import annotations
@@ -35,20 +33,16 @@ from metaharness.adapters.process import Scratch, kill_groups
 from metaharness.adapters.vendor import VendorAdapter, plan_model
 from metaharness.protocol.descriptor import CapabilityDescriptor, harness_descriptor
 from metaharness.protocol.frame import Frame
-from metaharness.protocol.refusals import CommandCode, RefusalName, Sentence, WarningCode
+from metaharness.protocol.refusals import CommandCode, RefusalName, WarningCode
 from metaharness.protocol.spec import RunSpec
-from metaharness.protocol.values import Decision
 
 from . import launch
 from .relay import SECRET_ENV, RelayServer, hook_timing, hook_toml
 from .rpc import RpcChannel, RpcClosed, RpcError
 from .seam import Seam
-from .steers import SteerLedger
 from .tools import RENDERING, TOOLS
 from .translate import Translator
-
-TOO_LATE_STEER = Sentence.NOTHING_TO_STEER
-
+from .turns import Turns
 
 @dataclass(frozen=True)
 class CodexOptions:
@@ -83,13 +77,7 @@ class CodexAdapter(VendorAdapter):
         self.thread_id: str | None = None
         self.thread_path: str | None = None
         self.work: str | None = None
-        self.turn_id: str | None = None
-        self.turns_started = 0
-        self.steers = SteerLedger()
-        self._carry_coming = False
-        self._carry_task: asyncio.Task | None = None
-        self._stopping = False  # interrupt or halt: nothing is carried past the turn
-        self._halted = False
+        self.turns: Turns | None = None
         self._stubs_before: set[str] = set()
         self._ended = False  # session.ended written (or a refused start, which writes none)
         self._base_url: str | None = None
@@ -151,11 +139,13 @@ class CodexAdapter(VendorAdapter):
         # JSON-RPC over a Unix socketpair (adapters/process/): nothing the agent starts can
         # reopen it through /proc to answer an approval; the app-server confined like every child.
         rpc_in, rpc_out = await child.spawn(launch.argv(self.binary), env=env, cwd=self.work)
-        self.translator = Translator(self.ctx, on_turn_started=self._on_turn_started,
-                                     on_turn_completed=self._on_turn_completed)
+        self.translator = Translator(self.ctx, on_turn_started=lambda turn_id: self.turns.on_started(turn_id),
+                                     on_turn_completed=lambda turn: self.turns.on_completed(turn))
         self.rpc = RpcChannel(rpc_in, rpc_out, child.open(scratch.transcript),
                               on_request=lambda m, raw, n: self.seam.on_request(m, raw, n),
                               on_notification=self.translator.notification, on_wire=self.record_sent)
+        self.turns = Turns(self.rpc, self.translator, self.ctx, lambda: self.thread_id,
+                           lambda: launch.sandbox_policy(self.frame_ops, self.posture))
         self.seam = Seam(self.rpc, self.translator, self.ctx, lambda: self.thread_id,
                          self.vendor_timeout_ms(spec.decision_timeout_ms), resolve=self.resolve)
         child.read(self.rpc.read_forever())
@@ -199,73 +189,21 @@ class CodexAdapter(VendorAdapter):
             self.ctx.warn(WarningCode.VERSION_OFF_PIN, f"codex reports version {version}, outside the pin {launch.PIN}")
 
     # --- turns --------------------------------------------------------------------------
-    def _on_turn_started(self, turn_id: str) -> None:
-        self.turn_id = turn_id
-        self._carry_coming = False
-        self._stopping = self._halted  # an interrupt covers only the turn it interrupted
-
-    def _on_turn_completed(self, turn: dict) -> None:
-        if self.turn_id == turn.get("id"):
-            self.turn_id = None
-        # Steers this turn did not take up become the next turn's input (docs/guides/claude-and-codex.md).
-        # Codex 0.171.0 was seen to take every accepted steer into the same turn; what is left
-        # here is a steer that reached it after it went idle, or one it accepted and never showed.
-        assert self.translator is not None
-        undelivered = self.steers.undelivered(self.translator.client_messages)
-        if not undelivered or self._stopping or self.rpc is None or self.rpc.stdin_closed:
-            return
-        self.steers.carried.update(undelivered)
-        self._carry_coming = True
-        self._carry_task = asyncio.get_running_loop().create_task(self._start_carried_turn(undelivered))
-
-    async def _start_carried_turn(self, steers: dict[str, str]) -> None:
-        assert self.translator is not None
-        first = next(iter(steers))
-        text = "\n\n".join(steers.values())
-        for client_id in steers:
-            self.translator.client_messages.pop(client_id, None)
-        try:
-            await self.begin_turn(list(steers.values()), client_id=first, origin="steer", record_text=text)
-        except (RpcError, RpcClosed) as exc:
-            # The turn cannot start: say so, and end the session rather than wait for it.
-            self._carry_coming = False
-            self.ctx.warn(WarningCode.COMMAND_NOT_APPLIED, f"a steer could not be delivered as the next turn's input: {exc}")
-            if self.rpc is not None:
-                self.rpc.close_stdin()
-
     def alive(self) -> bool:
         """False once Codex exited or its channel is gone (its output ended before it was reaped)."""
         return super().alive() and (self.rpc is None or self.rpc.reaches_the_peer())
 
     def turn_coming(self) -> bool:
-        """A steer Codex did not take up will open the next turn (see `_on_turn_completed`)."""
-        return self._carry_coming
+        """A steer Codex did not take up will open the next turn (`turns.py`)."""
+        return self.turns is not None and self.turns.carry_coming
 
-    async def begin_turn(self, text: TurnInput, *, client_id: str | None = None, origin: str = "input",
-                         record_text: str | None = None) -> None:
-        assert self.rpc is not None and self.translator is not None
-        self.turns_started += 1
-        blocks = [text] if isinstance(text, str) else [block for block in text if block]
-        client_id = client_id or f"mh-turn-{self.turns_started}"
-        self.translator.client_messages[client_id] = (origin, record_text if record_text is not None else "\n\n".join(blocks))
-        result = await self.rpc.request("turn/start", {
-            "threadId": self.thread_id,
-            "clientUserMessageId": client_id,
-            "input": [{"type": "text", "text": block, "text_elements": []} for block in blocks],
-            "sandboxPolicy": launch.sandbox_policy(self.frame_ops, self.posture),
-        })
-        turn = (result or {}).get("turn") or {}
-        if turn.get("status") == "inProgress" and self.translator.active_turn_id is None and self.translator.turns_completed < self.turns_started:
-            self.turn_id = turn.get("id")
-            self.translator.active_turn_id = turn.get("id")
+    async def begin_turn(self, text: TurnInput) -> None:
+        assert self.turns is not None
+        await self.turns.begin(text)
 
     async def set_frame(self, frame: Frame) -> None:
         """The frame in force from the next turn: its operations set the sandbox (`launch.sandbox_policy`)."""
         self.frame_ops = frame_operation_names(frame)
-
-    def deliver(self, call_id: str, decision: Decision, decided_by: str) -> None:
-        if self.seam is not None:
-            self.seam.deliver(call_id, decision, decided_by)
 
     def replace_delivered(self) -> bool:
         return self.options.replace_relay or super().replace_delivered()
@@ -275,28 +213,8 @@ class CodexAdapter(VendorAdapter):
 
     # --- controls -----------------------------------------------------------------------
     async def steer(self, text: str) -> None:
-        assert self.rpc is not None and self.translator is not None
-        turn_id = self.translator.active_turn_id or self.turn_id
-        if turn_id is None:
-            raise ControlRefused(CommandCode.TOO_LATE, TOO_LATE_STEER)
-        client_id = self.steers.sent(text)
-        self.translator.client_messages[client_id] = ("steer", text)
-        try:
-            await self.rpc.request("turn/steer", {
-                "threadId": self.thread_id,
-                "expectedTurnId": turn_id,
-                "clientUserMessageId": client_id,
-                "input": [{"type": "text", "text": text, "text_elements": []}],
-            }, timeout=10)
-        except (RpcError, RpcClosed, asyncio.TimeoutError) as exc:
-            # Codex went idle ("no active turn") with its turn/completed still on the way: carried then.
-            ending = isinstance(exc, RpcError) and "no active turn" in exc.message \
-                and self.translator.active_turn_id == turn_id and not self._stopping
-            if self.steers.failed(client_id, turn_ending=ending):
-                return
-            self.translator.client_messages.pop(client_id, None)
-            raise ControlRefused(CommandCode.TOO_LATE, f"{TOO_LATE_STEER} (codex: {exc})") from None
-        self.steers.answered(client_id)
+        assert self.turns is not None
+        await self.turns.steer(text)
 
     async def set_posture(self, word: str) -> str | None:
         if word not in self.postures:
@@ -313,19 +231,13 @@ class CodexAdapter(VendorAdapter):
             self.seam.interrupting = True
 
     async def interrupt(self) -> None:
-        assert self.rpc is not None and self.seam is not None
-        self._stopping = True  # until the next turn starts: the interrupted turn carries nothing
+        assert self.rpc is not None and self.seam is not None and self.turns is not None
+        self.turns.stopping = True  # the interrupted turn carries nothing
         self.seam.interrupting = False
         self.seam.decline_all()
         await self.rpc.drain()
-        turn_id = self.translator.active_turn_id if self.translator else None
-        turn_id = turn_id or self.turn_id
         groups = self._descendant_groups()
-        if turn_id is not None and self.rpc.reaches_the_peer():
-            try:
-                await self.rpc.request("turn/interrupt", {"threadId": self.thread_id, "turnId": turn_id}, timeout=5)
-            except (RpcError, RpcClosed, asyncio.TimeoutError):
-                pass
+        await self.turns.interrupt()
         # turn/interrupt does not stop a running command (docs/guides/claude-and-codex.md): kill its groups.
         groups |= self._descendant_groups()
         kill_groups(groups, spare={self.child.proc.pid} if self.child and self.child.proc else set())
@@ -343,7 +255,8 @@ class CodexAdapter(VendorAdapter):
             self.rpc.close_stdin()
 
     async def halt(self) -> None:
-        self._stopping = self._halted = True
+        if self.turns is not None:
+            self.turns.stopping = self.turns.halted = True
         if self.seam is not None:
             self.seam.decline_all()
         groups = self._descendant_groups()
