@@ -3,6 +3,7 @@ above the child's lifecycle: the plan's common refusals, the route to the run's 
 order of a start.
 
 What belongs here, once for every vendor:
+* the scratch base lies outside the working directory (`plan_scratch`);
 * the binary is the registry's (`protocol/harnesses.py`: its launcher, package and pin), resolved
   on the child's PATH; with --strict-version a binary off its pin is refused (`plan_binary`);
 * the route to the model (`plan_model`, before anything is spawned; `serve_model`, at the start):
@@ -25,7 +26,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, ClassVar
 
 from metaharness.adapters.base import Adapter, RunContext, StartRefusal, plan_loopback_script
-from metaharness.adapters.process import Child, LaunchError, Scratch, binary_version, child_path, default_vendor_dir
+from metaharness.adapters.process import (SCRATCH_ENV, Child, LaunchError, Scratch, binary_version, child_path,
+                                          default_vendor_dir, inside, scratch_base)
 from metaharness.adapters.process import resolve_binary as resolve_on_path
 from metaharness.protocol.harnesses import REGISTRY
 from metaharness.protocol.failures import ModelFailure, model_failure_warning
@@ -117,6 +119,15 @@ class VendorAdapter(Adapter):
             raise StartRefusal(RefusalName.NoPrompt, f"the {self.kind} adapter needs a prompt (-p) to start its first turn")
         if spec.cwd is not None and not os.path.isdir(spec.cwd):
             raise StartRefusal(RefusalName.WorkingDirectory, f"the working directory {spec.cwd} does not exist")
+
+    def plan_scratch(self) -> None:
+        """The scratch base must not lie inside the working directory, where the agent could write
+        its own home (refused `ScratchInsideCwd`)."""
+        cwd, base = os.path.abspath(self.spec.cwd or os.getcwd()), scratch_base()
+        if inside(base, cwd):
+            raise StartRefusal(RefusalName.ScratchInsideCwd, f"the scratch directory {base} would be inside the working "
+                                                             f"directory {cwd}; set {SCRATCH_ENV} outside it, or run "
+                                                             "from another directory")
 
     def plan_binary(self, *, probe: bool = True, needs_node: bool = True, probe_env: dict[str, str] | None = None) -> None:
         """The binary on the child's PATH (VendorMissing when absent), its `--version` read (with

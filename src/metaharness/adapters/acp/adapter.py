@@ -74,6 +74,7 @@ class AcpAdapter(AcpVendor, VendorAdapter):
         self.access = plan_model(self.spec, (), None)
         self.vendor_plan()
         self.plan_binary()
+        self.plan_scratch()
 
     # --- start --------------------------------------------------------------------------
     def make_scratch(self) -> Scratch:

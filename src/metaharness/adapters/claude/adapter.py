@@ -63,7 +63,6 @@ class ClaudeAdapter(VendorAdapter):
         self._interrupting = False
         self._held_end: list[tuple] = []
         self._result_seen = asyncio.Event()
-        self._interrupt_sent: tuple[str, asyncio.Future] | None = None  # sent ahead of its denies, reply awaited later
         self._session_end_sent = False
 
     # --- static facts ------------------------------------------------------------------
@@ -84,12 +83,8 @@ class ClaudeAdapter(VendorAdapter):
         self.plan_binary(probe=False, needs_node=False,
                          probe_env={"HOME": "/nonexistent", **{s: "1" for s in launch.PHONE_HOME_SWITCHES}})
         self.access = plan_model(spec, ("ANTHROPIC_API_KEY",), launch.PLACEHOLDER_KEY, launch.per_run_placeholder)
-        cwd = os.path.abspath(spec.cwd or os.getcwd())
-        base = launch.scratch_base()
-        if os.path.commonpath([cwd, base]) == cwd:
-            raise StartRefusal(RefusalName.ScratchInsideCwd, f"the scratch directory {base} would be inside the working "
-                                                   f"directory {cwd}; run from another directory")
-        memory = launch.memory_files_above(cwd)
+        self.plan_scratch()
+        memory = launch.memory_files_above(os.path.abspath(spec.cwd or os.getcwd()))
         if memory and spec.hermetic == "strict":
             raise StartRefusal(RefusalName.MemoryFileAbove, f"a memory file above the working directory would reach the "
                                                   f"model: {memory[0]}")
@@ -205,14 +200,7 @@ class ClaudeAdapter(VendorAdapter):
         if word not in self.postures:
             raise ControlRefused(CommandCode.UNSUPPORTED_CONTROL, f"the claude adapter does not accept the posture {word!r}")
         assert self.channel is not None
-        try:
-            reply = await self.channel.request({"subtype": "set_permission_mode", "mode": word}, CONTROL_TIMEOUT_S)
-        except (ChannelClosed, asyncio.TimeoutError, ConnectionError, BrokenPipeError) as exc:
-            raise ControlRefused(CommandCode.TOO_LATE, f"claude did not take the posture: {exc or 'no reply'}") from None
-        if reply.get("subtype") != "success":
-            code = reply.get("error_code")
-            words = reply.get("error") or "claude refused the permission mode"
-            raise ControlRefused(CommandCode.UNSUPPORTED_CONTROL, f"claude refused {word!r}: {words}" + (f" ({code})" if code else ""))
+        await self.channel.set_permission_mode(word, CONTROL_TIMEOUT_S)
         return None
 
     # The interrupt goes out before the abandonment denies of an interrupt or a stop: Claude
@@ -228,24 +216,15 @@ class ClaudeAdapter(VendorAdapter):
             self._send_interrupt()
 
     def _send_interrupt(self) -> None:
-        if self._interrupt_sent is not None or self.channel is None or self.channel.closed:
-            return
-        self._result_seen.clear()
-        try:
-            self._interrupt_sent = self.channel.send_request({"subtype": "interrupt"})
-        except (ChannelClosed, ConnectionError, BrokenPipeError):
-            pass
+        if self.channel is not None and self.channel.send_interrupt():
+            self._result_seen.clear()  # the turn's `result` after the interrupt is awaited by halt()
 
     async def _interrupt_replied(self, timeout: float) -> bool:
         """Send the interrupt unless it went out already; wait for its reply. False when it could
         not be sent (the channel is closed)."""
         assert self.channel is not None
         self._send_interrupt()
-        sent, self._interrupt_sent = self._interrupt_sent, None
-        if sent is None:
-            return False
-        await self.channel.reply(sent, timeout)
-        return True
+        return await self.channel.interrupt_replied(timeout)
 
     async def interrupt(self) -> None:
         assert self.channel is not None and self.seam is not None
@@ -295,7 +274,7 @@ class ClaudeAdapter(VendorAdapter):
         if child.running() and self.channel is not None and not self.channel.closed:
             if self.seam is not None:
                 self.seam.deny_unanswered("the run was halted before this call was decided, so nothing ran")
-            if self._interrupt_sent is not None or (self.translator is not None and self.translator.in_turn):
+            if self.channel.interrupt_out or (self.translator is not None and self.translator.in_turn):
                 try:
                     await self._interrupt_replied(2.0)
                     await asyncio.wait_for(self._result_seen.wait(), 2.0)

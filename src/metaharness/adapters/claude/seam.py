@@ -20,8 +20,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from metaharness.adapters.base import PresentedCall
-from metaharness.protocol.refusals import Sentence
+from metaharness.adapters.base import ControlRefused, PresentedCall
+from metaharness.protocol.refusals import CommandCode, Sentence
 from metaharness.protocol.values import Abstain, Allow, Decision, Deny, Replace
 
 from .launch import HOOK_CALLBACK_ID
@@ -78,6 +78,7 @@ class ControlChannel:
         self._on_line = on_line
         self._next_id = 0
         self._waiting: dict[str, asyncio.Future] = {}
+        self._interrupt: tuple[str, asyncio.Future] | None = None  # sent ahead of its denies, reply awaited later
         self.closed = False
 
     def next_request_id(self) -> str:
@@ -111,6 +112,43 @@ class ControlChannel:
             return await asyncio.wait_for(future, timeout)
         finally:
             self._waiting.pop(request_id, None)
+
+    # --- the controls Claude takes as control requests ---------------------------------------
+    def send_interrupt(self) -> bool:
+        """Send the interrupt now unless one is out (or stdin is closed); its reply is awaited by
+        `interrupt_replied`. True when it was sent by this call."""
+        if self._interrupt is not None or self.closed:
+            return False
+        try:
+            self._interrupt = self.send_request({"subtype": "interrupt"})
+        except (ChannelClosed, ConnectionError, BrokenPipeError):
+            return False
+        return True
+
+    @property
+    def interrupt_out(self) -> bool:
+        return self._interrupt is not None
+
+    async def interrupt_replied(self, timeout: float) -> bool:
+        """Wait for the reply to the interrupt that is out (TimeoutError after `timeout`); False when
+        none is out."""
+        sent, self._interrupt = self._interrupt, None
+        if sent is None:
+            return False
+        await self.reply(sent, timeout)
+        return True
+
+    async def set_permission_mode(self, word: str, timeout: float) -> None:
+        """`set_permission_mode`; ControlRefused naming what Claude said when it did not take it."""
+        try:
+            reply = await self.request({"subtype": "set_permission_mode", "mode": word}, timeout)
+        except (ChannelClosed, asyncio.TimeoutError, ConnectionError, BrokenPipeError) as exc:
+            raise ControlRefused(CommandCode.TOO_LATE, f"claude did not take the posture: {exc or 'no reply'}") from None
+        if reply.get("subtype") != "success":
+            code = reply.get("error_code")
+            words = reply.get("error") or "claude refused the permission mode"
+            raise ControlRefused(CommandCode.UNSUPPORTED_CONTROL,
+                                 f"claude refused {word!r}: {words}" + (f" ({code})" if code else ""))
 
     def on_control_response(self, record: dict[str, Any]) -> bool:
         response = record.get("response")

@@ -103,6 +103,7 @@ class CodexAdapter(VendorAdapter):
         self.access = plan_model(self.spec, ("OPENAI_API_KEY", "CODEX_API_KEY"), launch.PLACEHOLDER_KEY)
         self.passed = vendor_settings(launch.PASSED_THROUGH)
         self.plan_binary()
+        self.plan_scratch()
         # The launch frame's operations (None: no frame, the posture alone sets the sandbox; an
         # unreadable one admits nothing — the loop refuses it first — so the sandbox is read-only).
         if self.spec.library_frame is not None or self.spec.frame:

@@ -52,6 +52,7 @@ from metaharness.adapters.process.scratch import (
     ScratchInsideCwd,
     ScratchRefused,
     base_chosen,
+    inside,
     new_scratch,
     private_base,
     private_scratch,
@@ -73,7 +74,7 @@ __all__ = [
     "VERSION_PROBES", "BinaryMissing", "LaunchError", "VersionProbes", "binary_version", "child_path", "default_vendor_dir", "parse_version",
     "resolve_binary", "stderr_file_tail", "vendor_timeout_ms", "whole_seconds",
     "NAMESPACE_ENV", "confined_argv", "confinement", "make_non_dumpable", "parent_death_signal",
-    "Child", "SCRATCH_ENV", "Scratch", "make_scratch", "ScratchInsideCwd", "ScratchRefused", "base_chosen", "new_scratch", "private_base",
+    "Child", "SCRATCH_ENV", "Scratch", "make_scratch", "ScratchInsideCwd", "ScratchRefused", "base_chosen", "inside", "new_scratch", "private_base",
     "private_scratch", "remove_scratch", "scratch_base",
     "descendant_groups", "has_exited", "is_gone", "kill_group", "kill_groups", "kill_tree", "wait_or_kill",
 ]

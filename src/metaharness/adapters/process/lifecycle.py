@@ -204,8 +204,9 @@ class Child:
             kill_tree(self.proc.pid)
 
     async def kill(self) -> None:
-        """Stop now (a refused start): kill the tree, reap, let the reader end, release."""
-        if self.running():
+        """Stop now (a refused start): kill the tree — also when the child exited first, as its
+        group outlives it — reap, let the reader end, release."""
+        if self.proc is not None:
             kill_tree(self.proc.pid)
             await self.proc.wait()
         await self.output()
