@@ -3,9 +3,11 @@ above the child's lifecycle: the plan's common refusals, the route to the run's 
 order of a start.
 
 What belongs here, once for every vendor:
+* a run that is not kept open needs a prompt, and its --cwd must exist (`plan_work`);
 * the scratch base lies outside the working directory (`plan_scratch`);
 * the binary is the registry's (`protocol/harnesses.py`: its launcher, package and pin), resolved
-  on the child's PATH; with --strict-version a binary off its pin is refused (`plan_binary`);
+  on the child's PATH; with --strict-version a binary off its pin is refused (`plan_binary`); the
+  version the vendor reports is attested on its pin, else named as off it (`pin_row`);
 * the route to the model (`plan_model`, before anything is spawned; `serve_model`, at the start):
   `--script` is served by a per-run loopback that answers only the run's own key; credentials
   `loopback` put a per-run proxy holding the real key between the child and the endpoint; `none`
@@ -29,11 +31,11 @@ from metaharness.adapters.base import Adapter, RunContext, StartRefusal, plan_lo
 from metaharness.adapters.process import (SCRATCH_ENV, Child, LaunchError, Scratch, binary_version, child_path,
                                           default_vendor_dir, inside, scratch_base)
 from metaharness.adapters.process import resolve_binary as resolve_on_path
-from metaharness.protocol.harnesses import REGISTRY
 from metaharness.protocol.failures import ModelFailure, model_failure_warning
+from metaharness.protocol.harnesses import REGISTRY
 from metaharness.protocol.refusals import RefusalName, Sentence, WarningCode
 from metaharness.protocol.spec import RunSpec
-from metaharness.protocol.values import Decision
+from metaharness.protocol.values import Decision, ImposedRow, UnavailableRow
 
 
 @dataclass(frozen=True)
@@ -77,6 +79,14 @@ def plan_model(spec: RunSpec, key_names: tuple[str, ...], placeholder: str | Non
     if spec.credentials == "api-key":
         return ModelAccess(key=real, real_key=real, key_name=name)
     return ModelAccess(key=per_run(), real_key=real, key_name=name)
+
+
+def pin_row(name: str, version: str | None, pin: str, how: str) -> tuple[list[ImposedRow], list[UnavailableRow]]:
+    """The attestation's row h9 for the version a vendor reported: imposed (`how`) on its pin,
+    else unavailable, naming the version. As (imposed, unavailable) rows."""
+    if version == pin:
+        return [ImposedRow(row="h9", how=how)], []
+    return [], [UnavailableRow(row="h9", why=f"{name} reports {version}, off the pin {pin}")]
 
 
 class VendorAdapter(Adapter):

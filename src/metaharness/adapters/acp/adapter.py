@@ -2,9 +2,9 @@
 
 What belongs here: the lifecycle every ACP agent shares — plan (the vendor start's
 (`adapters/vendor.py`) and ACP's own refusals), spawn with a scratch home, `initialize`,
-`session/new`, one `session/prompt` per turn, the controls, and wind-up. Each vendor
-(`opencode.py`, `gemini.py`, `qwen.py`) is a subclass that fills in the contract of
-`contract.py`: how it is pinned, how a permission request becomes a call and how a call
+`session/new`, one `session/prompt` per turn, the controls, and wind-up. Each vendor (one
+module of this package per ACP kind in the registry) is a subclass that fills in the contract
+of `contract.py`: how it is pinned, how a permission request becomes a call and how a call
 resolves, and which mode it must stay in.
 
 Rules kept:

@@ -18,7 +18,8 @@ from __future__ import annotations
 from metaharness.adapters.process import LaunchError, binary_version, child_path, default_vendor_dir, kill_group  # noqa: F401
 from metaharness.adapters.process import Scratch, passed_through, resolve_binary as resolve_on_path  # noqa: F401
 from metaharness.adapters.process import make_scratch as new_scratch_root
-from metaharness.protocol.values import HermeticAttestation, ImposedRow, UnavailableRow
+from metaharness.adapters.vendor import pin_row
+from metaharness.protocol.values import HermeticAttestation, ImposedRow
 
 
 # The agent's XDG directories, below the scratch root (its HOME is `home`).
@@ -59,9 +60,5 @@ def attestation(name: str, pin: str, version: str | None, base_url: str, work: s
         ImposedRow(row="h7", how=f"cwd {work}"),
         *vendor_rows,
     ]
-    unavailable = []
-    if version == pin:
-        rows.append(ImposedRow(row="h9", how=f"{name} {version}"))
-    else:
-        unavailable.append(UnavailableRow(row="h9", why=f"{name} reports {version}, off the pin {pin}"))
-    return HermeticAttestation(imposed=rows, unavailable=unavailable)
+    on_pin, unavailable = pin_row(name, version, pin, f"{name} {version}")
+    return HermeticAttestation(imposed=rows + on_pin, unavailable=unavailable)

@@ -29,7 +29,8 @@ from metaharness.adapters.process import make_scratch as new_scratch_root
 from metaharness.adapters.process import resolve_binary as resolve_on_path
 from metaharness.protocol.harnesses import harness
 from metaharness.protocol.spec import RunSpec
-from metaharness.protocol.values import HermeticAttestation, ImposedRow, UnavailableRow
+from metaharness.adapters.vendor import pin_row
+from metaharness.protocol.values import HermeticAttestation, ImposedRow
 
 PIN = harness("codex").pin  # the registry's (protocol/harnesses.py)
 PACKAGE = harness("codex").package
@@ -185,12 +186,8 @@ def attestation(spec: RunSpec, version: str | None, *, base_url: str | None, key
             "one PreToolUse command hook, the replace relay to a 0600 socket in the scratch directory; "
             "hook trust bypassed for this thread only" if relay else "CODEX_DISABLE_HOOKS unset; no hooks declared")),
     ]
-    unavailable = []
-    if version == PIN:
-        imposed.append(ImposedRow(row="h9", how=f"thread.cliVersion {version}"))
-    else:
-        unavailable.append(UnavailableRow(row="h9", why=f"codex reports {version}, off the pin {PIN}"))
-    return HermeticAttestation(imposed=imposed, unavailable=unavailable)
+    on_pin, unavailable = pin_row("codex", version, PIN, f"thread.cliVersion {version}")
+    return HermeticAttestation(imposed=imposed + on_pin, unavailable=unavailable)
 
 
 def key_variable(spec: RunSpec, key_name: str | None) -> str:

@@ -6,7 +6,8 @@ What belongs here: building a `PresentedCall` from an approval request (with the
 deny-reason steer, the adapter's own ceiling, and the answers to every other
 server request.
 
-Rules kept:
+Rules kept (each decision's answer is a row of one table: `APPROVAL_ANSWERS` for an approval,
+`HOOK_ANSWERS` for a relay hook; a decision of any other type is declined):
 * allow and abstain → `{"decision":"accept"}`; deny → `turn/steer` with the reason,
   its result awaited, then `{"decision":"decline"}` (a decline carries no reason);
 * never `acceptForSession` or `acceptWithExecpolicyAmendment` — nothing that persists a
@@ -196,16 +197,7 @@ class Seam:
     def _deliver_hook(self, hook_call: HookCall, decision: Decision) -> None:
         if hook_call.verdict is not None:
             return  # never a second answer
-        if isinstance(decision, Replace) and hook_call.name == "Bash" and _command_only(decision.input):
-            hook_call.verdict, hook_call.expected = "accept", decision.input["command"]
-            hook_call.reply(rewrite_output(hook_call.expected))
-        elif isinstance(decision, (Allow, Abstain)):
-            hook_call.verdict, hook_call.expected = "accept", hook_call.input["command"]
-            hook_call.reply(b"")
-        else:  # deny, or anything this seam cannot carry: fail closed
-            reason = decision.reason if isinstance(decision, Deny) and decision.reason.strip() else HOOK_DENY_FALLBACK
-            hook_call.verdict = "decline"
-            hook_call.reply(deny_output(reason))
+        HOOK_ANSWERS.get(type(decision), _hook_deny)(hook_call, decision)  # anything unknown: fail closed
         if hook_call.approval is not None:
             self._settle_approval(hook_call)
 
@@ -269,19 +261,24 @@ class Seam:
         pending = self.pending.get(call_id)
         if pending is None or pending.answered or pending.deny_task is not None:
             return  # already answered (e.g. by the ceiling): never a second answer
-        if isinstance(decision, Replace):
-            raise ControlRefused(CommandCode.UNSUPPORTED_CONTROL, REPLACE_REASON)
-        if isinstance(decision, (Allow, Abstain)):
-            self._answer(pending, "accept")
+        answer = APPROVAL_ANSWERS.get(type(decision), Seam._decline)  # anything unknown: fail closed
+        answer(self, pending, decision, decided_by)
+
+    def _accept(self, pending: Pending, decision: Decision, decided_by: str) -> None:
+        self._answer(pending, "accept")
+
+    def _decline(self, pending: Pending, decision: Decision, decided_by: str) -> None:
+        self._answer(pending, "decline")
+
+    def _deny(self, pending: Pending, decision: Deny, decided_by: str) -> None:
+        # Abandonment (interrupt, halt, turn end) declines without a reason steer.
+        if decided_by == "adapter" or self.translator.active_turn_id is None:
+            self._answer(pending, "cancel" if self.interrupting and decided_by == "adapter" else "decline")
             return
-        if isinstance(decision, Deny):
-            # Abandonment (interrupt, halt, turn end) declines without a reason steer.
-            if decided_by == "adapter" or self.translator.active_turn_id is None:
-                self._answer(pending, "cancel" if self.interrupting and decided_by == "adapter" else "decline")
-                return
-            self._deny_with_reason(pending, decision.reason)
-            return
-        self._answer(pending, "decline")  # anything unknown: fail closed
+        self._deny_with_reason(pending, decision.reason)
+
+    def _refuse_replace(self, pending: Pending, decision: Replace, decided_by: str) -> None:
+        raise ControlRefused(CommandCode.UNSUPPORTED_CONTROL, REPLACE_REASON)  # the call stays pending
 
     def _answer(self, pending: Pending, word: str) -> None:
         if pending.answered:
@@ -352,3 +349,34 @@ def _command_only(new_input: Any) -> bool:
     """A replacement the relay can carry: `{"command": "<non-empty text>"}`, nothing else."""
     return (isinstance(new_input, dict) and set(new_input) == {"command"}
             and isinstance(new_input["command"], str) and bool(new_input["command"].strip()))
+
+
+# Each decision → the approval's answer (one table; a type not in it is declined).
+APPROVAL_ANSWERS: dict[type, Callable[[Seam, Pending, Any, str], None]] = {
+    Allow: Seam._accept, Abstain: Seam._accept, Deny: Seam._deny, Replace: Seam._refuse_replace,
+}
+
+
+def _hook_accept(hook_call: HookCall, decision: Decision) -> None:
+    hook_call.verdict, hook_call.expected = "accept", hook_call.input["command"]
+    hook_call.reply(b"")  # no output: the approval that follows is answered on what was decided
+
+
+def _hook_deny(hook_call: HookCall, decision: Decision) -> None:
+    reason = decision.reason if isinstance(decision, Deny) and decision.reason.strip() else HOOK_DENY_FALLBACK
+    hook_call.verdict = "decline"
+    hook_call.reply(deny_output(reason))
+
+
+def _hook_replace(hook_call: HookCall, decision: Replace) -> None:
+    if hook_call.name != "Bash" or not _command_only(decision.input):
+        _hook_deny(hook_call, decision)  # what the relay cannot carry: fail closed
+        return
+    hook_call.verdict, hook_call.expected = "accept", decision.input["command"]
+    hook_call.reply(rewrite_output(hook_call.expected))
+
+
+# Each decision → a relay hook's answer (one table; a type not in it is denied).
+HOOK_ANSWERS: dict[type, Callable[[HookCall, Any], None]] = {
+    Allow: _hook_accept, Abstain: _hook_accept, Deny: _hook_deny, Replace: _hook_replace,
+}
