@@ -6,8 +6,9 @@ What belongs here, once for every vendor:
 * a run that is not kept open needs a prompt, and its --cwd must exist (`plan_work`);
 * the scratch base lies outside the working directory (`plan_scratch`);
 * the binary is the registry's (`protocol/harnesses.py`: its launcher, package and pin), resolved
-  on the child's PATH; with --strict-version a binary off its pin is refused (`plan_binary`); the
-  version the vendor reports is attested on its pin, else named as off it (`pin_row`);
+  on the child's PATH; with --strict-version a binary off its pin is refused (`plan_binary`), and
+  so is a version the handshake reports off it, which is otherwise a warning (`reported`); the
+  attestation says which version was seen (`pin_row`);
 * the route to the model (`plan_model`, before anything is spawned; `serve_model`, at the start):
   `--script` is served by a per-run loopback that answers only the run's own key; credentials
   `loopback` put a per-run proxy holding the real key between the child and the endpoint; `none`
@@ -233,6 +234,17 @@ class VendorAdapter(Adapter):
 
         if self.ctx is not None:
             self.ctx.warn(WarningCode.PROXY_REFUSED, refused_message(method, target))
+
+    def reported(self, version: str | None) -> None:
+        """The version the vendor reported in its handshake: off its pin, a VERSION_OFF_PIN warning,
+        or under --strict-version the start refused by name."""
+        if version == self.pin:
+            return
+        if self.spec.strict_version:
+            raise StartRefusal(RefusalName.VersionOffPin, f"{self.binary_name} reports version {version}, not the pin "
+                                                          f"{self.pin} (--strict-version)")
+        assert self.ctx is not None
+        self.ctx.warn(WarningCode.VERSION_OFF_PIN, f"{self.binary_name} reports version {version}, outside the pin {self.pin}")
 
     def stderr_detail(self) -> str:
         """`; stderr: <tail>` for a refusal's sentence, or "" when the child said nothing."""

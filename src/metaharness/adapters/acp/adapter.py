@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from typing import Any, ClassVar
+from typing import Any
 
 from metaharness.adapters.base import ControlRefused, StartRefusal, own_version
 from metaharness.adapters.process import Scratch
@@ -34,7 +34,7 @@ from metaharness.protocol.events import SessionStarted
 from metaharness.protocol.failures import ModelFailure, bounded
 from metaharness.protocol.refusals import CommandCode, RefusalName, WarningCode
 from metaharness.protocol.spec import RunSpec
-from metaharness.protocol.values import ImposedRow, TranscriptRef
+from metaharness.protocol.values import TranscriptRef
 
 from . import launch, reach
 from .contract import AcpVendor
@@ -130,8 +130,7 @@ class AcpAdapter(AcpVendor, VendorAdapter):
             hermetic=launch.attestation(self.binary_name, self.pin, version, (self.model_url or "").rstrip("/"),
                                         self.work, self.vendor_rows()),
         ))
-        if version != self.pin:
-            self.ctx.warn(WarningCode.VERSION_OFF_PIN, f"{self.binary_name} reports version {version}, outside the pin {self.pin}")
+        self.reported(version)
 
     def _unreadable(self, raw: bytes, line: int) -> None:
         self.ctx.opaque(raw, vendor_type=None, vendor_subtype=None, source_line=line)

@@ -24,7 +24,7 @@ from metaharness.adapters.base import ControlRefused, StartRefusal, Tool, TurnIn
 from metaharness.adapters.process import Scratch
 from metaharness.adapters.vendor import VendorAdapter, plan_model
 from metaharness.protocol.descriptor import CapabilityDescriptor, harness_descriptor
-from metaharness.protocol.refusals import CommandCode, RefusalName, Sentence, WarningCode
+from metaharness.protocol.refusals import CommandCode, RefusalName, Sentence
 from metaharness.protocol.spec import RunSpec
 
 from . import launch
@@ -123,13 +123,7 @@ class ClaudeAdapter(VendorAdapter):
         _, future = self.channel.send_request(request["request"], request_id)
         reply = await asyncio.wait_for(asyncio.shield(future), INITIALIZE_TIMEOUT_S)
         self.init_reply = launch.check_initialize_reply(reply)
-        version = self.init_reply.get("claude_code_version")
-        if version != launch.PINNED_VERSION:
-            if self.spec.strict_version:
-                raise StartRefusal(RefusalName.VersionOffPin, f"claude reports version {version}, off its pin "
-                                                     f"{launch.PINNED_VERSION} (--strict-version)")
-            self.ctx.warn(WarningCode.VERSION_OFF_PIN, f"claude reports version {version}; the adapter is pinned to "
-                                        f"{launch.PINNED_VERSION}")
+        self.reported(self.init_reply.get("claude_code_version"))
 
     # --- reading ---------------------------------------------------------------------------
     async def _read_stdout(self) -> None:

@@ -33,7 +33,7 @@ from metaharness.adapters.process import Scratch, kill_groups
 from metaharness.adapters.vendor import VendorAdapter, plan_model
 from metaharness.protocol.descriptor import CapabilityDescriptor, harness_descriptor
 from metaharness.protocol.frame import Frame
-from metaharness.protocol.refusals import CommandCode, RefusalName, WarningCode
+from metaharness.protocol.refusals import CommandCode, RefusalName
 from metaharness.protocol.spec import RunSpec
 
 from . import launch
@@ -186,8 +186,7 @@ class CodexAdapter(VendorAdapter):
         version = thread.get("cliVersion")
         self.translator.session_started(result, str(self.scratch.transcript), launch.attestation(
             self.spec, version, base_url=self._base_url, key_variable=self.key_variable, work=self.work, relay=relay))
-        if version != launch.PIN:
-            self.ctx.warn(WarningCode.VERSION_OFF_PIN, f"codex reports version {version}, outside the pin {launch.PIN}")
+        self.reported(version)
 
     # --- turns --------------------------------------------------------------------------
     def alive(self) -> bool:
