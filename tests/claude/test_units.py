@@ -11,7 +11,8 @@ import pytest
 from metaharness.adapters.claude import launch
 from metaharness.adapters.base import resolve_tool
 from metaharness.adapters.process import Child
-from metaharness.adapters.claude.adapter import TOOLS, ClaudeAdapter
+from metaharness.adapters.claude.adapter import ClaudeAdapter
+from metaharness.adapters.claude.tools import TOOLS
 from metaharness.adapters.claude.doctor import conformance_checks
 from metaharness.adapters.claude.seam import CallSeam, ControlChannel, hook_output
 from metaharness.adapters.claude.translate import Translator, encode_item, line_digest

@@ -20,7 +20,7 @@ import os
 import time
 from typing import Any, Callable, ClassVar
 
-from metaharness.adapters.base import ControlRefused, StartRefusal, Tool, TurnInput, path_at, rendering_of
+from metaharness.adapters.base import ControlRefused, StartRefusal, TurnInput
 from metaharness.adapters.process import Scratch
 from metaharness.adapters.vendor import VendorAdapter, plan_model
 from metaharness.protocol.descriptor import CapabilityDescriptor, harness_descriptor
@@ -29,15 +29,9 @@ from metaharness.protocol.spec import RunSpec
 
 from . import launch
 from .seam import CallSeam, ChannelClosed, ControlChannel, user_line
+from .tools import RENDERING, TOOLS
 from .translate import Translator
 
-# The tool table (docs/reference/frame.md): Agent and Task both spawn a subagent.
-FILE_PATH = path_at("file_path")
-TOOLS: dict[str, Tool] = {
-    "Read": Tool("file.read", FILE_PATH), "Write": Tool("file.write", FILE_PATH), "Edit": Tool("file.edit", FILE_PATH),
-    "Bash": Tool("shell"), "Skill": Tool("skill.load"), "Agent": Tool("subagent.spawn"), "Task": Tool("subagent.spawn"),
-}
-RENDERING = rendering_of(TOOLS)
 INITIALIZE_TIMEOUT_S = 30.0
 CONTROL_TIMEOUT_S = 10.0
 
