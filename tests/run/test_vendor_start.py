@@ -127,11 +127,13 @@ async def test_a_failed_handshake_kills_the_child_and_names_its_last_words(kind,
                    vendor_dir=stand_in(vendor, kind, body))
     adapter = adapter_class(kind)(spec)
     context = _Context(str(work))
-    with pytest.raises(StartRefusal) as refused:
-        await asyncio.wait_for(adapter.start(context), 60)
+    try:
+        with pytest.raises(StartRefusal) as refused:
+            await asyncio.wait_for(adapter.start(context), 60)
+    finally:
+        adapter.cleanup()  # its runtime directory may lie in the temp directory: never left there
     assert refused.value.name == "VendorCapability"
     assert "did not complete its handshake" in refused.value.sentence
     assert "cannot open the session store" in refused.value.sentence
     assert not adapter.child.running() and not left_behind("61.2345")
     assert "session_started" not in context.reports and "session_ended" not in context.reports
-    adapter.cleanup()
