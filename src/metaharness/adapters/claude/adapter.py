@@ -54,8 +54,6 @@ class ClaudeAdapter(VendorAdapter):
         self.translator: Translator | None = None
         self.init_reply: dict[str, Any] | None = None
         self._closing = False
-        self._interrupting = False
-        self._held_end: list[tuple] = []
         self._result_seen = asyncio.Event()
         self._session_end_sent = False
 
@@ -126,15 +124,10 @@ class ClaudeAdapter(VendorAdapter):
             async for number, raw in self.child.lines():
                 read_ns = time.perf_counter_ns()
                 for item in self.translator.feed(raw, number):
-                    if self._interrupting and item[0] in ("turn_ended", "result"):
-                        # The interrupt's command.result precedes the turn.ended it causes.
-                        self._held_end.append(item)
-                        continue
                     self._dispatch(item, read_ns)
         finally:
             if self.channel is not None:
                 self.channel.fail_waiting("claude's output ended")
-            self._release_held_end()
             self._finish_session()
 
     def _dispatch(self, item: tuple, read_ns: int) -> None:
@@ -196,7 +189,6 @@ class ClaudeAdapter(VendorAdapter):
     # reads the interrupt (seen on a loaded machine). The denies follow; the reply is awaited
     # by interrupt() or halt().
     def interrupting(self) -> None:
-        self._interrupting = True
         self._send_interrupt()
 
     def stopping(self) -> None:
@@ -216,7 +208,6 @@ class ClaudeAdapter(VendorAdapter):
 
     async def interrupt(self) -> None:
         assert self.channel is not None and self.seam is not None
-        self._interrupting = True
         try:
             self.seam.deny_unanswered("the run was interrupted before this call was decided, so nothing ran")
             output_ended = self.child is not None and self.child.output_ended
@@ -226,16 +217,7 @@ class ClaudeAdapter(VendorAdapter):
             return  # a child that is ending runs no further turn either
         except (ChannelClosed, ConnectionError):
             pass
-        finally:
-            # Released after the caller wrote the interrupt's command.result (same task step).
-            asyncio.get_running_loop().call_soon(self._release_held_end)
         raise BrokenPipeError("Claude Code has exited, so the interrupt reached nothing")  # never `ok` then
-
-    def _release_held_end(self) -> None:
-        self._interrupting = False
-        held, self._held_end = self._held_end, []
-        for item in held:
-            self._dispatch(item, 0)
 
     async def finish(self) -> None:
         self._closing = True
