@@ -398,7 +398,7 @@ def start_refusal(spec: RunSpec) -> str | None:
     from metaharness.run.start import RunRefused as StartRefused, check_start
 
     try:
-        check_start(spec, Harness(adapter_class(spec.kind)(spec), spec), os.path.abspath(spec.cwd or os.getcwd()))
+        check_start(spec, Harness(adapter_class(spec.kind)(spec), spec), spec.work_dir())
     except StartRefused as refusal:
         return refusal.sentence
     return None

@@ -86,7 +86,7 @@ def upstream_of(spec: RunSpec) -> str:
 
 
 def run_cwd(spec: RunSpec) -> str:
-    return os.path.abspath(spec.cwd or os.getcwd())
+    return spec.work_dir()
 
 
 def recorded_model(spec: RunSpec) -> str | None:

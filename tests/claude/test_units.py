@@ -19,6 +19,8 @@ from metaharness.adapters.claude.translate import Translator, encode_item, line_
 from metaharness.adapters.base import StartRefusal
 from metaharness.protocol.values import Abstain, Allow, Deny, Replace
 
+from report_context import ReportContext
+
 
 def test_hook_outputs_are_exact():
     pre = {"hookEventName": "PreToolUse"}
@@ -371,17 +373,6 @@ for line in sys.stdin:
 """
 
 
-class _QuietContext:
-    """Just enough RunContext for start(): records every report by name."""
-
-    def __init__(self, run_cwd: str) -> None:
-        self.run_cwd = run_cwd
-        self.reports: list[str] = []
-
-    def __getattr__(self, name):
-        return lambda *args, **kwargs: self.reports.append(name)
-
-
 def _recording_claude(tmp_path):
     vendor = tmp_path / "vendor"
     vendor.mkdir()
@@ -403,7 +394,7 @@ async def test_api_key_mode_child_gets_the_callers_key_and_no_base_url(tmp_path,
     adapter = ClaudeAdapter(RunSpec(kind="claude", prompt="go", credentials="api-key", cwd=str(work),
                                     vendor_dir=str(vendor)))
     adapter.plan()
-    await adapter.start(_QuietContext(str(work)))
+    await adapter.start(ReportContext(str(work)))
     try:
         assert adapter.model_url is None  # no proxy, no loopback: the default endpoint
     finally:

@@ -14,6 +14,8 @@ from metaharness.adapters.base import StartRefusal
 from metaharness.adapters.vendor import plan_model
 from metaharness.run.spec import RunSpec
 
+from report_context import ReportContext
+
 SCENARIO = '{"format": "metaharness.scenario/1", "turns": [{"text": "done"}]}'
 
 
@@ -91,6 +93,26 @@ def test_a_scratch_base_inside_the_working_directory_is_refused_at_the_plan(kind
     assert not (tmp_path / "work" / "scratch").exists()  # nothing was made
 
 
+@pytest.mark.parametrize("kind, asked_unless_strict", [("claude", False), ("codex", False), ("opencode", True)])
+def test_the_version_probe_runs_only_where_it_is_read(kind, asked_unless_strict, tmp_path, monkeypatch):
+    """`--version` costs a vendor's start-up: asked under --strict-version, and otherwise only by an
+    ACP agent (whose `initialize` may name no version); Claude and Codex report theirs in the handshake."""
+    monkeypatch.setenv("METAHARNESS_SCRATCH_DIR", str(tmp_path / "scratch"))
+    (tmp_path / "work").mkdir()
+    for strict in (False, True):
+        vendor = tmp_path / f"vendor-{strict}"
+        vendor.mkdir()
+        asked = vendor / "asked"
+        directory = stand_in(vendor, kind, "exit 0")
+        launcher = vendor / kind
+        launcher.write_text(launcher.read_text().replace("#!/bin/sh\n", f"#!/bin/sh\necho \"$1\" >> {asked}\n", 1))
+        spec = RunSpec(kind=kind, prompt="go", cwd=str(tmp_path / "work"), credentials="none",
+                       model_endpoint="http://127.0.0.1:9", vendor_dir=directory, strict_version=strict)
+        adapter_class(kind)(spec).plan()
+        probed = asked.exists() and "--version" in asked.read_text()
+        assert probed == (strict or asked_unless_strict), (kind, strict)
+
+
 def left_behind(marker: str) -> bool:
     """A `sleep <marker>` is still running (it would be a zombie at most once killed)."""
     for entry in os.listdir("/proc"):
@@ -106,15 +128,6 @@ def left_behind(marker: str) -> bool:
     return False
 
 
-class _Context:
-    def __init__(self, run_cwd: str) -> None:
-        self.run_cwd = run_cwd
-        self.reports: list[str] = []
-
-    def __getattr__(self, name):
-        return lambda *args, **kwargs: self.reports.append(name)
-
-
 @pytest.mark.parametrize("kind", ["claude", "codex", "opencode"])
 async def test_a_failed_handshake_kills_the_child_and_names_its_last_words(kind, tmp_path, monkeypatch):
     vendor, work = tmp_path / "vendor", tmp_path / "work"
@@ -126,7 +139,7 @@ async def test_a_failed_handshake_kills_the_child_and_names_its_last_words(kind,
     spec = RunSpec(kind=kind, prompt="go", cwd=str(work), credentials="none", model_endpoint="http://127.0.0.1:9",
                    vendor_dir=stand_in(vendor, kind, body))
     adapter = adapter_class(kind)(spec)
-    context = _Context(str(work))
+    context = ReportContext(str(work))
     try:
         with pytest.raises(StartRefusal) as refused:
             await asyncio.wait_for(adapter.start(context), 60)

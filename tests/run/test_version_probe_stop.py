@@ -37,8 +37,9 @@ def _vendor(tmp_path):
 def test_a_signal_during_a_hung_version_probe_ends_the_run_at_once(tmp_path):
     vendor = _vendor(tmp_path)
     metaharness = os.path.join(os.path.dirname(sys.executable), "metaharness")
+    # --strict-version: the one case Codex's start asks `--version` (its thread reports the version otherwise).
     proc = subprocess.Popen([metaharness, "run", "codex", "--vendor-dir", str(vendor), "--model-endpoint",
-                             "http://127.0.0.1:9", "--cwd", str(tmp_path), "-p", "go"],
+                             "http://127.0.0.1:9", "--cwd", str(tmp_path), "-p", "go", "--strict-version"],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 30

@@ -231,7 +231,7 @@ class Adapter(abc.ABC):
 
     def run_cwd(self) -> str:
         """The directory relative subjects are read against: the run's working directory."""
-        return os.path.abspath(self.spec.cwd or os.getcwd())
+        return self.spec.work_dir()
 
     @classmethod
     def policy_view(cls, name: str, input: Any) -> tuple[str, Any]:

@@ -134,15 +134,17 @@ class VendorAdapter(Adapter):
     def plan_scratch(self) -> None:
         """The scratch base must not lie inside the working directory, where the agent could write
         its own home (refused `ScratchInsideCwd`)."""
-        cwd, base = os.path.abspath(self.spec.cwd or os.getcwd()), scratch_base()
+        cwd, base = self.spec.work_dir(), scratch_base()
         if inside(base, cwd):
             raise StartRefusal(RefusalName.ScratchInsideCwd, f"the scratch directory {base} would be inside the working "
                                                              f"directory {cwd}; set {SCRATCH_ENV} outside it, or run "
                                                              "from another directory")
 
-    def plan_binary(self, *, probe: bool = True, needs_node: bool = True, probe_env: dict[str, str] | None = None) -> None:
-        """The binary on the child's PATH (VendorMissing when absent), its `--version` read (with
-        `probe`, or always under --strict-version) and refused off its pin under --strict-version."""
+    def plan_binary(self, *, probe: bool = False, needs_node: bool = True, probe_env: dict[str, str] | None = None,
+                    probe_timeout: float = 60) -> None:
+        """The binary on the child's PATH (VendorMissing when absent). Under --strict-version its
+        `--version` is read and a binary off its pin refused; `probe` reads it in any run (for a
+        vendor whose handshake may not name its version)."""
         spec = self.spec
         self.child_path = child_path(spec.vendor_dir or default_vendor_dir())
         try:
@@ -151,7 +153,7 @@ class VendorAdapter(Adapter):
         except LaunchError as exc:
             raise StartRefusal(RefusalName.VendorMissing, str(exc)) from None
         if probe or spec.strict_version:
-            self.version = binary_version(self.binary, self.child_path, env=probe_env)
+            self.version = binary_version(self.binary, self.child_path, env=probe_env, timeout=probe_timeout)
         if spec.strict_version and self.version != self.pin:
             raise StartRefusal(RefusalName.VersionOffPin, f"{self.binary_name} at {self.binary} is version "
                                                           f"{self.version or 'unknown'}, not the pin {self.pin}")

@@ -18,6 +18,7 @@ option on a run of another kind (`metaharness.run.spec.foreign_option`).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Union
 
@@ -86,3 +87,8 @@ class RunSpec:
     # Library-only (no flag): a frame given as a value rather than a file, and the run id.
     library_frame: LibraryFrame | None = field(default=None, metadata={"library_only": True})
     run_id: str | None = field(default=None, metadata={"library_only": True})
+
+    def work_dir(self) -> str:
+        """The directory the run works in, absolute — one rule for every harness: `--cwd`, else the
+        current directory."""
+        return os.path.abspath(self.cwd or os.getcwd())

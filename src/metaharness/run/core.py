@@ -38,7 +38,6 @@ Rules it keeps:
 from __future__ import annotations
 
 import hashlib
-import os
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol
@@ -130,7 +129,7 @@ class RunCore:
         self.harness = harness
         self.adapter = harness.adapter
         self.writer = EventWriter(write, run_id)
-        self.run_cwd = os.path.abspath(spec.cwd or os.getcwd())
+        self.run_cwd = spec.work_dir()
         self.stderr = stderr
         self.refusal: RunRefused | None = None  # set when the start was refused
         self.census = Census()

@@ -24,7 +24,6 @@ Rules kept:
 from __future__ import annotations
 
 import asyncio
-import os
 from typing import Any
 
 from metaharness.adapters.base import ControlRefused, StartRefusal, own_version
@@ -73,12 +72,12 @@ class AcpAdapter(AcpVendor, VendorAdapter):
                 "pinned to ask metaharness about every call, so an abstain would grant"))
         self.access = plan_model(self.spec, (), None)
         self.vendor_plan()
-        self.plan_binary()
+        self.plan_binary(probe=True)  # its version, should the agent's `initialize` name none
         self.plan_scratch()
 
     # --- start --------------------------------------------------------------------------
     def make_scratch(self) -> Scratch:
-        self.work = os.path.abspath(self.spec.cwd or os.getcwd())  # every harness works in --cwd, else here
+        self.work = self.spec.work_dir()
         return launch.make_scratch(self.kind, self.work)
 
     async def launch(self) -> None:

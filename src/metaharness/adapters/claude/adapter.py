@@ -72,11 +72,11 @@ class ClaudeAdapter(VendorAdapter):
         posture = spec.posture or self.default_posture
         if posture not in launch.LAUNCH_POSTURES:
             raise StartRefusal(RefusalName.PostureUnknown, f"claude does not accept the posture {posture!r}")
-        self.plan_binary(probe=False, needs_node=False,
+        self.plan_binary(needs_node=False, probe_timeout=30,
                          probe_env={"HOME": "/nonexistent", **{s: "1" for s in launch.PHONE_HOME_SWITCHES}})
         self.access = plan_model(spec, ("ANTHROPIC_API_KEY",), launch.PLACEHOLDER_KEY, launch.per_run_placeholder)
         self.plan_scratch()
-        memory = launch.memory_files_above(os.path.abspath(spec.cwd or os.getcwd()))
+        memory = launch.memory_files_above(spec.work_dir())
         if memory and spec.hermetic == "strict":
             raise StartRefusal(RefusalName.MemoryFileAbove, f"a memory file above the working directory would reach the "
                                                   f"model: {memory[0]}")

@@ -102,7 +102,7 @@ class CodexAdapter(VendorAdapter):
         self.plan_work()
         self.access = plan_model(self.spec, ("OPENAI_API_KEY", "CODEX_API_KEY"), launch.PLACEHOLDER_KEY)
         self.passed = vendor_settings(launch.PASSED_THROUGH)
-        self.plan_binary()
+        self.plan_binary(probe_timeout=30)
         self.plan_scratch()
         # The launch frame's operations (None: no frame, the posture alone sets the sandbox; an
         # unreadable one admits nothing — the loop refuses it first — so the sandbox is read-only).
@@ -111,8 +111,7 @@ class CodexAdapter(VendorAdapter):
 
     # --- start --------------------------------------------------------------------------
     def make_scratch(self) -> Scratch:
-        # One rule for every harness: the run works in --cwd, else in the current directory.
-        self.work = os.path.abspath(self.spec.cwd or os.getcwd())
+        self.work = self.spec.work_dir()
         self._stubs_before = launch.existing_stubs(self.work)
         return launch.make_scratch(self.work)
 
