@@ -63,9 +63,10 @@ sandbox:
 	@command -v bwrap >/dev/null 2>&1 && bwrap --version || echo "bubblewrap is not available on this platform; Codex runs its commands unsandboxed"
 
 # Debian's other shells, for the permission tests' oracle (tests/permissions/bash_oracle.py): each
-# runs the strings the engine reads as shell (or refuses as opaque). A shell Debian does not package
-# here is left out, and its oracle cases fail under make test (METAHARNESS_REQUIRE_VENDOR=1).
-SHELLS := busybox toybox mksh yash posh fish tcsh zsh ksh dash
+# runs the strings the engine reads as shell (or refuses as opaque); and rsync, a file command the
+# oracle's directory-destination spellings run. A program Debian does not package here is left out,
+# and its oracle cases fail under make test (METAHARNESS_REQUIRE_VENDOR=1).
+SHELLS := busybox toybox mksh yash posh fish tcsh zsh ksh dash rsync
 shells:
 	@command -v apt-get >/dev/null 2>&1 || { echo "no apt-get: the oracle's other shells are not installed"; exit 0; }; \
 	missing=""; for p in $(SHELLS); do command -v $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \

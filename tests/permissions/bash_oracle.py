@@ -10,7 +10,7 @@ exactly those actions, decided in Bypass.
 
 The other shells (issue "deny holds wherever the shell can reach"): `SHELLS` names the ones the
 oracle runs strings in, each with the program that must be installed (`make shells`, Debian's
-packages). `missing_shell` says whether one is absent: its oracle cases are then skipped, and fail
+packages), `TOOLS` the other file commands the class spellings use (rsync). `missing_shell` says whether one is absent: its oracle cases are then skipped, and fail
 under METAHARNESS_REQUIRE_VENDOR=1 (make test) — a missing shell never passes silently.
 """
 
@@ -40,6 +40,8 @@ SHELLS = (
 )
 # Programs whose applets reach the file system without the recorders (`busybox rm`, `toybox cat`).
 APPLETS = ("busybox", "toybox")
+# File commands beyond coreutils that the class spellings use (`rsync` into a directory).
+TOOLS = ("rsync",)
 
 
 def missing_shell(program: str) -> bool:
@@ -167,5 +169,5 @@ class EngineWorld:
         shutil.rmtree(self.base, ignore_errors=True)
 
 
-__all__ = ["APPLETS", "BashOracle", "EngineWorld", "OracleUnavailable", "SHELLS", "happened", "missing_shell",
+__all__ = ["APPLETS", "TOOLS", "BashOracle", "EngineWorld", "OracleUnavailable", "SHELLS", "happened", "missing_shell",
            "ACTIONS", "DENY_RULES", "notation_call"]

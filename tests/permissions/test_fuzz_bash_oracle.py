@@ -16,7 +16,7 @@ and test_fuzz_regressions.py replays every recorded one.
 The family (issue "deny holds wherever the shell can reach"): a second generator composes the
 denied actions into each class — the other shells' `-c`, stdin and here-document forms (run by the
 real shells, `make shells`), base-directory options (`tar -C`, `env -C`), directory destinations
-(`cp`/`mv`/`install`/`ln` into `.`), and substitutions or pipes around programs whose operands are
+(`cp`/`mv`/`install`/`ln`/`rsync` into `.`), and substitutions or pipes around programs whose operands are
 data (`echo`, `which`, `grep -e`). A shell that is not installed is left out of the generator and
 its oracle case is skipped (failed under METAHARNESS_REQUIRE_VENDOR=1).
 
@@ -40,7 +40,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
-from bash_oracle import APPLETS, SHELLS, happened, missing_shell
+from bash_oracle import APPLETS, SHELLS, TOOLS, happened, missing_shell
 
 COUNT = int(os.environ.get("OH_FUZZ_COUNT", "3000"))
 FAMILY_COUNT = int(os.environ.get("OH_FUZZ_FAMILY_COUNT", str(max(COUNT // 6, 1))))
@@ -175,6 +175,10 @@ CLASS_SPELLINGS = [
     ("env-write", "cp -a ../other/. ./"), ("env-write", "cp ../other/.env src/a.txt ."), ("env-write", "mv -t . ../other/.env"),
     ("rm", "busybox rm -rf build"), ("secret-read", "busybox cat secret/key"), ("env-write", "busybox cp ../other/.env ."),
     ("rm", "toybox rm -rf build"), ("secret-read", "toybox cat secret/key"), ("env-write", "busybox sh -c 'echo x > .env'"),
+    # rsync skips a file whose size and time match (the template's two .env files do): -I/-c copy it
+    ("env-write", "rsync -I ../other/.env ."), ("env-write", "rsync -aI ../other/ ."), ("env-write", "rsync -rc ../other/. ./"),
+    ("env-write", "rsync -I ../other/.env README src/.."), ("secret-read", "rsync -a secret /tmp/s"),
+    ("secret-read", "rsync -r secret/ /tmp/s"),
 ]
 
 
@@ -183,7 +187,7 @@ def _needs(text: str) -> str | None:
     for name, program, _ in SHELLS:
         if text.startswith(name + " ") or f" {name} " in text or text.endswith("| " + name):
             return program
-    return next((a for a in APPLETS if text.startswith(a + " ")), None)
+    return next((a for a in APPLETS + TOOLS if text.startswith(a + " ")), None)
 
 
 # Class a: a string run by another shell; {A} is the command, {Q} the command as one word.
@@ -199,13 +203,13 @@ DATA_CONTEXTS = [
 ]
 FAMILY_SPELLINGS = [s for s in SPELLINGS + CLASS_SPELLINGS if not _needs(s[1]) or not missing_shell(_needs(s[1]))]
 FAMILY_CONTEXTS = [c for c in SHELL_CONTEXTS + DATA_CONTEXTS if not _needs(c) or not missing_shell(_needs(c))]
-MISSING = sorted({p for _, p, _ in SHELLS if missing_shell(p)} | {a for a in APPLETS if missing_shell(a)})
+MISSING = sorted({p for _, p, _ in SHELLS if missing_shell(p)} | {a for a in APPLETS + TOOLS if missing_shell(a)})
 FAMILY_RAN: list[str] = []
 BYPASSES: list[str] = []  # every bypass either generator met (recorded under OH_FUZZ_RECORD, else a failure)
 FAMILY_PERFORMED: list[str] = []
 
 
-@pytest.mark.parametrize("program", sorted({p for _, p, _ in SHELLS} | set(APPLETS)))
+@pytest.mark.parametrize("program", sorted({p for _, p, _ in SHELLS} | set(APPLETS + TOOLS)))
 def test_each_shell_of_the_family_is_installed(program):
     if missing_shell(program):
         if REQUIRE:
@@ -262,6 +266,7 @@ _FILES = [
     "ln -sf README src/", "cp -a src/. /tmp/t", "mv -t src README", "cat README src/a.txt", "cp src/a.txt .",
     "tar -C src -cf /tmp/x.tar a.txt", "tar -cf /tmp/x.tar -C src .", "tar --directory=src -cf /tmp/x.tar a.txt",
     "env -C src cat a.txt", "env --chdir=src ls", "tar -C build -cf /tmp/o.tar o.txt", "env -C build cat o.txt",
+    "rsync README src", "rsync -a src/ /tmp/r", "rsync -r src /tmp/r", "rsync -a README src/a.txt /tmp/r/",
 ]
 _STRINGS = ["echo hi", "cat README", "ls src", "echo rm -rf build", "printf %s git push", "cat src/a.txt | wc -l",
             "cp README src/", "which rm", "test -f .env && echo yes"]
