@@ -63,19 +63,20 @@ sandbox:
 	@command -v bwrap >/dev/null 2>&1 && bwrap --version || echo "bubblewrap is not available on this platform; Codex runs its commands unsandboxed"
 
 # Debian's other shells, for the permission tests' oracle (tests/permissions/bash_oracle.py): each
-# runs the strings the engine reads as shell (or refuses as opaque); and rsync, a file command the
-# oracle's directory-destination spellings run. A program Debian does not package here is left out,
-# and its oracle cases fail under make test (METAHARNESS_REQUIRE_VENDOR=1).
-SHELLS := busybox toybox mksh yash posh fish tcsh zsh ksh dash rsync
+# runs the strings the engine reads as shell (or refuses as opaque); and the programs the oracle's
+# class spellings run (rsync into a directory; ssh, zip, vim and gdb running an option's value).
+# PROGRAM or PROGRAM:PACKAGE. A program Debian does not package here is left out, and its oracle
+# cases fail under make test (METAHARNESS_REQUIRE_VENDOR=1).
+SHELLS := busybox toybox mksh yash posh fish tcsh zsh ksh dash rsync zip gdb vim ssh:openssh-client
 shells:
 	@command -v apt-get >/dev/null 2>&1 || { echo "no apt-get: the oracle's other shells are not installed"; exit 0; }; \
-	missing=""; for p in $(SHELLS); do command -v $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	missing=""; for p in $(SHELLS); do command -v $${p%%:*} >/dev/null 2>&1 || missing="$$missing $${p#*:}"; done; \
 	[ -z "$$missing" ] || { \
 	  sudo=; [ "$$(id -u)" = 0 ] || sudo=sudo; \
 	  $$sudo apt-get update -qq; \
 	  packaged=""; for p in $$missing; do apt-cache show $$p >/dev/null 2>&1 && packaged="$$packaged $$p"; done; \
 	  [ -z "$$packaged" ] || $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$packaged >/dev/null; }
-	@for p in $(SHELLS); do command -v $$p >/dev/null 2>&1 || echo "shells: $$p is not packaged here"; done
+	@for p in $(SHELLS); do command -v $${p%%:*} >/dev/null 2>&1 || echo "shells: $${p%%:*} is not packaged here"; done
 
 # Arize Phoenix, the real OTLP backend the OpenTelemetry tests send spans to and read back from
 # (tests/phoenix_server.py). Its own venv: its dependencies conflict with metaharness's pins.

@@ -10,7 +10,7 @@ exactly those actions, decided in Bypass.
 
 The other shells (issue "deny holds wherever the shell can reach"): `SHELLS` names the ones the
 oracle runs strings in, each with the program that must be installed (`make shells`, Debian's
-packages), `TOOLS` the other file commands the class spellings use (rsync). `missing_shell` says whether one is absent: its oracle cases are then skipped, and fail
+packages), `TOOLS` the other programs the class spellings use (rsync, ssh, zip, vim, gdb). `missing_shell` says whether one is absent: its oracle cases are then skipped, and fail
 under METAHARNESS_REQUIRE_VENDOR=1 (make test) — a missing shell never passes silently.
 """
 
@@ -40,8 +40,9 @@ SHELLS = (
 )
 # Programs whose applets reach the file system without the recorders (`busybox rm`, `toybox cat`).
 APPLETS = ("busybox", "toybox")
-# File commands beyond coreutils that the class spellings use (`rsync` into a directory).
-TOOLS = ("rsync",)
+# Programs beyond coreutils that the class spellings use: rsync into a directory, and the programs
+# that run an option's value (`ssh -o ProxyCommand=S`, `zip -TT S`, `vim -c '!S'`, `gdb -ex 'shell S'`).
+TOOLS = ("rsync", "ssh", "zip", "vim", "gdb")
 
 
 def missing_shell(program: str) -> bool:

@@ -74,7 +74,22 @@ WRAPPED = {
     "es": "es -c '{P}'", "ion": "ion -c '{P}'", "expect": "expect -c 'exec {P}'",
     "nix-shell": "nix-shell -p hello --run '{P}'", "entr": "entr -s '{P}'", "hush": "hush -c '{P}'",
     "man": "man -P '{P}' ls",
+    # programs that are not wrappers but run an option's value: by a shell, or in a language of
+    # their own that can reach one (opaque, words still analysed)
+    "tar": "tar -cf /tmp/x.tar --checkpoint=1 --checkpoint-action=exec='{P}' a", "rsync": "rsync -e '{P}' h:x .",
+    "zip": "zip -T -TT '{P}' z.zip a", "vim": "vim -es -c '!{P}' -c q", "vi": "vi +'!{P}'", "nvim": "nvim --cmd '!{P}'",
+    "ex": "ex -s -c '!{P}'", "view": "view -c '!{P}' a", "vimdiff": "vimdiff -c '!{P}' a b", "less": "less +'!{P}' a",
+    "gdb": "gdb -batch -ex 'shell {P}'", "emacs": "emacs --batch --eval '{P}'", "split": "split --filter='{P}' a",
 }
+# The keys of an option whose value is a command (`ssh -o ProxyCommand=S`, git's command settings).
+KEYED = ["ssh -o ProxyCommand='{P}' h", "ssh -oLocalCommand='{P}' h", "ssh -o 'KnownHostsCommand {P}' h",
+         "git -c core.pager='{P}' log", "git -c core.sshCommand='{P}' fetch", "git -c credential.helper='!{P}' fetch",
+         "git -c diff.x.textconv='{P}' log -p", "git -c filter.lfs.smudge='{P}' checkout .", "git -c pager.log='{P}' log",
+         "tar --checkpoint-action 'exec={P}' -cf x.tar a", "tar -xf x.tar --to-command='{P}'", "tar -I '{P}' -cf x.tar a",
+         "rsync --rsync-path='{P}' a h:x", "zip --unzip-command '{P}' -T z.zip a"]
+KEYED_ALLOWED = ["ssh -o Port=22 h true", "ssh -o StrictHostKeyChecking=no h true", "git -c user.name=x log",
+                 "git -c color.ui=never status", "git -c core.quotepath=off diff", "tar -cf x.tar a", "rsync -a src/ /tmp/r",
+                 "zip -qr z.zip src", "vim a", "git log | less", "less a", "gdb -p 1 --batch"]
 
 
 def test_every_wrapper_kind_has_a_handler():
@@ -91,6 +106,20 @@ def test_wrapper_unwraps(name):
     rule = parse_rule("Bash(rm -rf *)", "deny")
     found = [c for c in cmds(WRAPPED[name].format(P="rm -rf build")) if shell_broad_match(rule.shell, c) == MATCH]
     assert found, name
+
+
+@pytest.mark.parametrize("text", KEYED)
+def test_a_keyed_command_option_is_analysed(text):
+    rule = parse_rule("Bash(rm -rf *)", "deny")
+    found = [c for c in cmds(text.format(P="rm -rf build")) if shell_broad_match(rule.shell, c) == MATCH]
+    assert found, text
+
+
+@pytest.mark.parametrize("text", KEYED_ALLOWED)
+def test_other_keys_and_plain_uses_run_nothing(text):
+    analysis = analyse(text, CWD, HOME)
+    assert not analysis.opaque and {c.basename for c in analysis.cmds} <= {
+        "ssh", "true", "git", "tar", "rsync", "zip", "vim", "less", "gdb"}, text
 
 
 @pytest.mark.parametrize("name", sorted(n for n, s in WRAPPERS.items() if s.get("transparent") and s["kind"] == "generic"))
@@ -135,7 +164,10 @@ FILE_CASES = {
     "patch": ("patch a -i p", ["p"], ["a"]), "curl": ("curl -o out -d @body https://x", ["body"], ["out"]),
     "wget": ("wget -O out https://x", [], ["out"]), "dd": ("dd if=a of=b", ["a"], ["b"]),
     "tar": ("tar -xf a.tar -C dest", ["a.tar"], ["dest"]), "zip": ("zip -r out.zip dir", ["dir"], ["out.zip"]),
-    "rsync": ("rsync -a src dst", ["src"], ["dst"]),
+    "rsync": ("rsync -a src dst", ["src"], ["dst"]), "perl": ("perl -pi -e s/a/b/ f", [], ["f"]),
+    "ruby": ("ruby -ne print a", ["a"], []), "shuf": ("shuf -o out a", ["a"], ["out"]),
+    "split": ("split -l 1 a part", ["a"], ["part"]), "csplit": ("csplit -f part a 1", ["a"], ["part"]),
+    "sponge": ("sponge a", [], ["a"]),
 }
 
 

@@ -179,6 +179,17 @@ CLASS_SPELLINGS = [
     ("env-write", "rsync -I ../other/.env ."), ("env-write", "rsync -aI ../other/ ."), ("env-write", "rsync -rc ../other/. ./"),
     ("env-write", "rsync -I ../other/.env README src/.."), ("secret-read", "rsync -a secret /tmp/s"),
     ("secret-read", "rsync -r secret/ /tmp/s"),
+    # programs that run an option's value, or a script's own command (`sed`'s e, r and w)
+    ("rm", "tar -cf /tmp/x.tar --checkpoint=1 --checkpoint-action=exec='rm -rf build' README"),
+    ("rm", "tar -cf /tmp/x.tar -I 'sh -c \"rm -rf build; gzip\"' README"),
+    ("rm", "rsync -e 'sh -c \"rm -rf build\"' x:y /tmp"), ("rm", "ssh -o ProxyCommand='rm -rf build' x"),
+    ("rm", "ssh -oProxyCommand='rm -rf build' x"), ("rm", "zip -q /tmp/z.zip README -T -TT 'sh -c \"rm -rf build\"'"),
+    ("rm", "vim -es -c '!rm -rf build' -c q"), ("rm", "vim -es '+!rm -rf build' +q"),
+    ("rm", "gdb -batch -ex 'shell rm -rf build'"), ("rm", "split --filter='rm -rf build' README"),
+    ("rm", "sed -n '1e rm -rf build' README"), ("rm", "sed 's/.*/rm -rf build/e' README"),
+    ("env-write", "sed -n 'w .env' README"), ("secret-read", "sed '1r secret/key' README"),
+    ("env-write", "perl -pi -e 's/K/J/' .env"), ("env-write", "shuf -o .env README"),
+    ("env-write", "find . -maxdepth 1 -name README -fprint .env"),
 ]
 
 
@@ -267,6 +278,8 @@ _FILES = [
     "tar -C src -cf /tmp/x.tar a.txt", "tar -cf /tmp/x.tar -C src .", "tar --directory=src -cf /tmp/x.tar a.txt",
     "env -C src cat a.txt", "env --chdir=src ls", "tar -C build -cf /tmp/o.tar o.txt", "env -C build cat o.txt",
     "rsync README src", "rsync -a src/ /tmp/r", "rsync -r src /tmp/r", "rsync -a README src/a.txt /tmp/r/",
+    "tar -czf /tmp/x.tgz --checkpoint=10 src", "zip -qr /tmp/z.zip src", "sed -n '/a/p' README", "sed 's/a/b/g' README",
+    "sed -e 1d -e '$d' src/a.txt", "perl -pe 's/a/b/' README", "shuf -o /tmp/s README", "find . -name '*.txt' -fprint /tmp/f",
 ]
 _STRINGS = ["echo hi", "cat README", "ls src", "echo rm -rf build", "printf %s git push", "cat src/a.txt | wc -l",
             "cp README src/", "which rm", "test -f .env && echo yes"]

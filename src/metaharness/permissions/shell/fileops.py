@@ -357,21 +357,31 @@ def _tail_operands(cmd: Cmd, state: State, table: dict) -> None:
             return
 
 
-def _find_paths(cmd: Cmd) -> None:
+def _find_starts(args: list[Word]) -> list[Word]:
+    """find's start points: the operands before its expression (`.` when there are none)."""
     starts: list[Word] = []
-    for word in cmd.words[1:]:
+    for word in args:
         value = word.deny_value
         if value is not None and (value.startswith("-") or value in ("(", "!", ")")):
             break
         starts.append(word)
-    if not starts:
-        starts = [static_word(".")]
+    return starts or [static_word(".")]
+
+
+def _find_paths(cmd: Cmd) -> None:
+    starts = _find_starts(cmd.words[1:])
     delete = any(word.deny_value == "-delete" for word in cmd.words)
     for word in starts:
         if delete:
             cmd.paths.append(PathRef("write", word, cmd.cwd, "operand", cmd, removal=True))
         else:
             cmd.paths.append(PathRef("read", word, cmd.cwd, "operand", cmd))
+    for index, word in enumerate(cmd.words[:-1]):
+        if word.deny_value in _FIND_WRITES:  # `-fprint FILE`, `-fprintf FILE FORMAT`, `-fls FILE`
+            cmd.paths.append(PathRef("write", cmd.words[index + 1], cmd.cwd, "operand", cmd))
+
+
+_FIND_WRITES = {"-fprint", "-fprint0", "-fprintf", "-fls"}
 
 
 def _git_paths(cmd: Cmd) -> None:

@@ -33,7 +33,8 @@ from .model import Cmd, PathRef
 from .walk import Env, State, recurse, unknown
 from .words import Word, static_word
 
-__all__ = ["scan", "literals", "code_of", "code_flags", "analyse_code", "program_spec", "Scan", "Literal"]
+__all__ = ["scan", "literals", "code_of", "code_flags", "analyse_code", "program_spec", "sed_script", "Scan",
+           "Literal", "SedScript", "SCRIPT_SCANNERS"]
 
 MAX_LITERALS = 128  # literals per code string taken as commands and paths (the rest: over the limit, opaque)
 MAX_PATH_CHARS = 1024
@@ -230,6 +231,39 @@ def scan(code: str, family: str) -> Scan:
                 spec["writes_re"].search(code) is not None, over)
 
 
+# sed's commands that reach outside its stream (GNU sed): `e CMD` runs CMD by a shell, and `e`
+# alone or the `e` flag of `s` run the pattern space (unreadable); `r F`/`R F` read F; `w F`/`W F`
+# and the `w F` flag of `s` write F. Matched over-broadly (a letter after an address, a separator
+# or a closing `/`), never parsed: a false match costs a harmless path or an opaque call.
+_SED_COMMAND = re.compile(r"(?:^|[;\n{}!\d$,/])\s*([erRwW])(?:[ \t]+([^\n]*)|(?=[;\n}]|$))")
+_SED_FLAGS = re.compile(r"/[gpiImM\d]*([ew])(?:[ \t]*([^\n]*))?(?=\n|$)")
+
+
+class SedScript(NamedTuple):
+    commands: list[str]  # `e CMD`: run by a shell
+    reads: list[str]
+    writes: list[str]
+    runs_unread: bool  # `e` alone, or the `e` flag: what runs is the pattern space
+
+
+def sed_script(script: str) -> SedScript:
+    """What a sed script reaches outside its stream (see _SED_COMMAND)."""
+    commands: list[str] = []
+    reads: list[str] = []
+    writes: list[str] = []
+    runs_unread = False
+    for letter, argument in [*_SED_COMMAND.findall(script), *_SED_FLAGS.findall(script)]:
+        argument = argument.strip()
+        if letter == "e":
+            if argument:
+                commands.append(argument)
+            else:
+                runs_unread = True
+        elif argument:
+            (reads if letter in "rR" else writes).append(argument)
+    return SedScript(commands, reads, writes, runs_unread)
+
+
 def code_of(cmd: Cmd, spec: dict) -> tuple[list[Word], bool] | None:
     """(the words holding the code, reads stdin) of an interpreter command, or None when its
     program is a file it names (or it runs nothing)."""
@@ -244,6 +278,11 @@ def code_of(cmd: Cmd, spec: dict) -> tuple[list[Word], bool] | None:
 
     def following(at: int) -> Word:
         return words[at] if at < len(words) else static_word("")
+
+    def script_file(named: Word) -> tuple[list[Word], bool] | None:
+        """A program file option's value: stdin (`sed -f -`, `awk -f /dev/stdin`) is code read
+        from stdin; any other file is outside argument inspection (None)."""
+        return ([], True) if named.deny_value in spec.get("stdin", []) else None
 
     while index < len(words):
         word = words[index]
@@ -261,14 +300,16 @@ def code_of(cmd: Cmd, spec: dict) -> tuple[list[Word], bool] | None:
         if value.startswith("--"):
             name, equals, attached = value.partition("=")
             if name in file_opts:
-                return None
+                return script_file(static_word(attached) if equals else following(index + 1))
             if name in code_opts:
                 codes.append(static_word(attached) if equals else following(index + 1))
                 index += 1 if equals else 2
                 continue
             index += 2 if (name in value_opts and not equals) else 1
             continue
-        if value in file_opts or value in module_opts:
+        if value in file_opts:
+            return script_file(following(index + 1))
+        if value in module_opts:
             return None
         if value in code_opts:
             codes.append(following(index + 1))
@@ -281,7 +322,9 @@ def code_of(cmd: Cmd, spec: dict) -> tuple[list[Word], bool] | None:
                 codes.append(static_word(rest) if rest else following(index + 1))
                 index += 0 if rest else 1
                 break
-            if option in file_opts or option in module_opts:
+            if option in file_opts:
+                return script_file(static_word(rest) if rest else following(index + 1))
+            if option in module_opts:
                 return None
             if option in value_opts:
                 index += 0 if rest else 1
@@ -336,6 +379,10 @@ def analyse_code(cmd: Cmd, state: State, env: Env, stdin_script: str | None, std
             unknown(state, cmd, f"{cmd.basename} reads its code from a pipe or a non-static source")
             return
         texts.append(stdin_script)
+    own = SCRIPT_SCANNERS.get(spec["family"])
+    if own is not None:
+        own(texts, cmd, state, env)
+        return
     for text in texts:
         result = scan(text, spec["family"])
         if result.over_limit:
@@ -345,3 +392,23 @@ def analyse_code(cmd: Cmd, state: State, env: Env, stdin_script: str | None, std
         for access in ("read", "write") if result.writes else ("read",):
             for path in result.paths:
                 cmd.paths.append(PathRef(access, static_word(path), cmd.cwd, "code", cmd, deny_only=True, guess=True))
+
+
+def _analyse_sed(scripts: list[str], cmd: Cmd, state: State, env: Env) -> None:
+    """A sed script's own reads, writes and commands (`sed_script`); none under `--sandbox`,
+    which makes sed refuse them."""
+    if any(word.deny_value == "--sandbox" for word in cmd.words[1:]):
+        return
+    for script in scripts:
+        found = sed_script(script)
+        if found.runs_unread or found.commands:
+            unknown(state, cmd, "sed runs a command from its script")
+        for command in found.commands:
+            _literal_command(command, cmd, state, env)
+        for access, paths in (("read", found.reads), ("write", found.writes)):
+            for path in paths:
+                cmd.paths.append(PathRef(access, static_word(path), cmd.cwd, "operand", cmd))
+
+
+#: The families whose scripts are not scanned for literals but read by a scanner of their own.
+SCRIPT_SCANNERS = {"sed": _analyse_sed}

@@ -112,6 +112,31 @@ def analyse_text(text: str, state: State, env: Env) -> None:
         Walker(source, state).walk(tree.root_node, env)
 
 
+# Variables whose value a program hands to a shell when it needs one: git's ssh, editor, pager and
+# helpers, man's and less's pagers and preprocessors, rsync's remote shell, the editors and pagers
+# of every program that reads EDITOR, VISUAL and PAGER.
+COMMAND_VARIABLES = frozenset({
+    "GIT_SSH_COMMAND", "GIT_SSH", "GIT_EDITOR", "GIT_SEQUENCE_EDITOR", "GIT_PAGER", "GIT_ASKPASS",
+    "GIT_EXTERNAL_DIFF", "GIT_PROXY_COMMAND", "SSH_ASKPASS", "SUDO_ASKPASS", "EDITOR", "VISUAL", "PAGER",
+    "MANPAGER", "SYSTEMD_PAGER", "LESSOPEN", "LESSCLOSE", "RSYNC_RSH", "BROWSER", "DIFF_VIEWER",
+})
+
+
+def assigned_command(name: str, value: Word, state: State, env: Env, outer: Cmd | None) -> None:
+    """A value given to a COMMAND_VARIABLES name (`GIT_SSH_COMMAND=S git fetch`, `export PAGER=S`)
+    is a command a program may run later, or never: analysed as shell for deny/ask; a dynamic one
+    makes the call unknown (toward denying)."""
+    if name not in COMMAND_VARIABLES:
+        return
+    if value.deny_value is None:
+        if outer is not None:
+            unknown(state, outer, f"dynamic {name}, a command a program runs")
+        else:
+            state.result.opaque.append(f"dynamic {name}, a command a program runs")
+        return
+    recurse(value.deny_value.removeprefix("|"), state, env, outer=outer, deny_only=True)
+
+
 def recurse(text: str, state: State, env: Env, *, deny_only: bool = False, unprovable: str | None = None,
             outer: Cmd | None = None, top_level: bool | None = None, same_process: bool = False) -> None:
     """Analyse a script found inside the call (a `-c` string, eval's words, a substitution …).
@@ -331,6 +356,9 @@ class Walker:
             self.state.home_assigned = True
         if not SAFE_ASSIGNMENTS(name):
             self.state.tainted = True
+        if name in COMMAND_VARIABLES:
+            full = self.text(node)
+            assigned_command(name, parse_word(full[full.find("=") + 1:], self._home()), self.state, env, None)
         self.descend(node, env)
 
     def _assignment_name(self, node) -> str:
@@ -354,6 +382,10 @@ class Walker:
         self._register(cmd, env, [])
         # A declaration (`export PATH=…`, `unset`, `local`) changes the shell for later commands.
         names = [word.deny_value.split("=", 1)[0] for word in words[1:] if word.deny_value and not word.deny_value.startswith("-")]
+        for word in words[1:]:  # `export GIT_SSH_COMMAND=S`
+            name, equals, _ = word.text.partition("=")
+            if equals and name in COMMAND_VARIABLES:
+                assigned_command(name, parse_word(word.text[len(name) + 1:], self._home()), self.state, env, cmd)
         if (words and words[0].value == "unset") or any(not SAFE_ASSIGNMENTS(name) for name in names):
             self.state.tainted = True
 
@@ -479,6 +511,7 @@ class Walker:
             if not SAFE_ASSIGNMENTS(name) or not word.static:
                 cmd.unprovable.append(f"assignment {name}=")
                 cmd.env_marks.append(f"runs under the assignment {name}=")
+            assigned_command(name, word, state, env, cmd)
         if env.in_body:
             cmd.unprovable.append("inside a loop, case, function, test or arithmetic")
         stdin_script: str | None = None

@@ -16,6 +16,7 @@ Rules this module keeps:
 
 from __future__ import annotations
 
+import functools
 import re
 import shlex
 from typing import Callable, NamedTuple
@@ -23,7 +24,7 @@ from typing import Callable, NamedTuple
 from . import _lazy
 from .interpreters import analyse_code
 from .model import Cmd
-from .walk import Env, State, recurse, unknown
+from .walk import Env, State, assigned_command, recurse, unknown
 from .words import DYNAMIC_ITEM, SAFE_ASSIGNMENTS, Word, parse_word, static_word
 
 __all__ = ["unwrap", "KINDS", "STDIN_DEVICES"]
@@ -103,6 +104,7 @@ def unwrap(cmd: Cmd, state: State, env: Env, stdin_script: str | None, stdin_dyn
             if not SAFE_ASSIGNMENTS(name) or not word.static:
                 inner.unprovable.append(f"assignment {name}=")
                 inner.env_marks.append(f"runs under the assignment {name}=")
+            assigned_command(name, word, state, env, current)  # `env GIT_SSH_COMMAND=S git …`
         current.wrapper = key
         current.transparent = transparent
         current.inner = inner
@@ -308,21 +310,66 @@ def _shell(layer: Layer) -> Result:
     return None, True, {}
 
 
+_KEY_VALUE = re.compile(r"\s*[=\s]\s*")
+
+
+def _keyed_string(spelled: Word | None, keys: frozenset[str]) -> tuple[bool, Word | None]:
+    """An option value `KEY=S` (or `KEY S`, as ssh's `-o` takes it): (True, S) when KEY is one of
+    `keys` (casefolded), a command string; (True, None) when the value is dynamic, so it may name
+    one (toward denying); (False, None) for any other key."""
+    if spelled is None or spelled.deny_value is None:
+        return True, None
+    key, _, string = _KEY_VALUE.sub("=", spelled.deny_value.strip(), count=1).partition("=")
+    return (True, static_word(string)) if key.casefold() in keys else (False, None)
+
+
+def keyed_strings(layer: Layer) -> list[Word | None]:
+    """The command strings a layer is given as the value of a key of an option (`keyed_strings`:
+    `ssh -o ProxyCommand=S`, `tar --checkpoint-action=exec=S`), in every spelling: the option and
+    its value as two words, joined by `=`, or a one-letter option with the value attached."""
+    table: dict[str, list[str]] = layer.spec.get("keyed_strings", {})
+    if not table:
+        return []
+    options = {name: frozenset(key.casefold() for key in keys) for name, keys in table.items()}
+    found: list[Word | None] = []
+    args = layer.args
+    for index, word in enumerate(args):
+        value = word.deny_value
+        if value is None or not value.startswith("-"):
+            continue
+        name, equals, attached = value.partition("=")
+        if value in options:
+            hit, string = _keyed_string(args[index + 1] if index + 1 < len(args) else None, options[value])
+        elif equals and name in options:
+            hit, string = _keyed_string(static_word(attached), options[name])
+        elif not value.startswith("--") and value[:2] in options and len(value) > 2:
+            hit, string = _keyed_string(static_word(value[2:]), options[value[:2]])
+        else:
+            continue
+        if hit:
+            found.append(string)
+    return found
+
+
 def _strings_given(layer: Layer) -> tuple[list[Word | None], list[Word]]:
     """The scripts a `foreign`/`runner` layer is given through its `string_opts` (`-c S`, a
     cluster ending in the letter, `--run=S`), scanned over every word (options may follow
-    operands), and the words that are neither options nor their values."""
+    operands), with its `keyed_strings`, and the words that are neither options nor their values
+    (with `plus_strings`, a word `+S` is a string too: `vim +S`, `less +S`)."""
     names = set(layer.spec.get("string_opts", []))
     letters = {name[1] for name in names if len(name) == 2}
-    value_opts = set(layer.spec.get("value_opts", []))
+    value_opts = set(layer.spec.get("value_opts", [])) | set(layer.spec.get("keyed_strings", {}))
+    plus = bool(layer.spec.get("plus_strings"))
     args = layer.args
-    strings: list[Word | None] = []
+    strings: list[Word | None] = keyed_strings(layer)
     rest: list[Word] = []
     index = 0
     while index < len(args):
         value = args[index].deny_value
         following = args[index + 1] if index + 1 < len(args) else None
-        if value is None or value == "-" or not value.startswith("-"):
+        if plus and args[index].text.startswith("+"):
+            strings.append(static_word(value[1:]) if value is not None else None)
+        elif value is None or value == "-" or not value.startswith("-"):
             rest.append(args[index])
         elif value in names:
             strings.append(following)
@@ -343,12 +390,17 @@ def _foreign(layer: Layer) -> Result:
     string or from stdin is unreadable, so the program is unknown (maybe against every Bash deny
     rule); the string's words are still analysed as shell, for deny."""
     strings, rest = _strings_given(layer)
+    prefixes = tuple(layer.spec.get("shell_prefixes", ()))
     for script in strings:
         unknown(layer.state, layer.cmd, f"{layer.key} runs a string in a language that is not sh")
         if script is not None and script.deny_value is not None:
-            recurse(script.deny_value, layer.state, layer.env, outer=layer.cmd, deny_only=True)
-    if strings:
-        return None, False, {}
+            text = script.deny_value.lstrip(": \t")
+            # `vim -c '!S'`, `gdb -ex 'shell S'`: the language's own way to hand S to a shell
+            shell = next((text[len(p):] for p in prefixes if text.startswith(p)), None)
+            recurse(shell if shell is not None else script.deny_value, layer.state, layer.env, outer=layer.cmd,
+                    deny_only=True)
+    if strings or layer.spec.get("script_operands") is False:
+        return None, False, {}  # `vim FILE`, `git log | less`: what they read is data
     first = rest[0].deny_value if rest else None
     if rest and first is not None and first not in STDIN_DEVICES:
         return None, False, {}  # `fish script.fish`: an ordinary program running a file
@@ -589,6 +641,8 @@ def _at(layer: Layer) -> Result:
 def _ssh(layer: Layer) -> Result:
     """`ssh [opts] HOST [CMD…]`: the words after the host are a command line for the remote shell,
     analysed for deny/ask; without them, a script on stdin runs there."""
+    for string in keyed_strings(layer):  # `-o ProxyCommand=S`: run here, by a shell
+        _run_string(string, layer, "dynamic ssh -o value may name a command")
     opts, rest, dyn = split_options(layer.args, layer.spec)
     if dyn:
         unknown(layer.state, layer.cmd, "dynamic option of ssh")
@@ -642,10 +696,16 @@ def _git(layer: Layer) -> Result:
                 if prefix.startswith("alias.") or "alias.".startswith(prefix):
                     unknown(layer.state, layer.cmd, "dynamic git -c value may define an alias")
                     return None, False, {}
+                if _git_command_key(prefix.partition("=")[0], layer.spec, prefix="=" not in prefix):
+                    unknown(layer.state, layer.cmd, "dynamic git -c value may name a command")
+                    return None, False, {}
             else:
                 key, equals, val = value.deny_value.partition("=")
                 if equals and key.casefold().startswith("alias."):
                     aliases[key[len("alias."):].casefold()] = (index, static_word(val))
+                elif _git_command_key(key, layer.spec):
+                    # what git hands to a shell when it needs it: analysed for deny/ask
+                    recurse(val.removeprefix("!"), layer.state, layer.env, outer=layer.cmd, deny_only=True)
         index += width
     if not aliases or index >= len(args) or args[index].deny_value is None:
         return None, False, {}
@@ -670,6 +730,28 @@ def _git(layer: Layer) -> Result:
     width = 1 if args[at_index].deny_value not in ("-c",) else 2
     globals_kept = args[:at_index] + args[at_index + width : index]
     return [layer.cmd.words[0]] + globals_kept + expansion + rest, False, {}
+
+
+def _git_command_key(key: str, spec: dict, *, prefix: bool = False) -> bool:
+    """Whether git config KEY (casefolded) names a command git runs through a shell (the entry's
+    `command_keys`, `*` one dotted name); with `prefix`, whether a key that begins so may."""
+    key = key.casefold()
+    for pattern in spec.get("command_keys", ()):
+        regex = _git_key_pattern(pattern)
+        if regex.fullmatch(key) or (prefix and _could_begin(pattern, key)):
+            return True
+    return False
+
+
+@functools.cache
+def _git_key_pattern(pattern: str) -> re.Pattern[str]:
+    return re.compile(r"[^.]+".join(re.escape(part) for part in pattern.split("*")))
+
+
+def _could_begin(pattern: str, prefix: str) -> bool:
+    """A dynamic key's static beginning that a key of `pattern` could start with."""
+    head = pattern.split("*", 1)[0]
+    return head.startswith(prefix) or prefix.startswith(head)
 
 
 #: Every `kind` of data/wrappers.toml and its handler.
