@@ -167,8 +167,29 @@ FILE_CASES = {
     "rsync": ("rsync -a src dst", ["src"], ["dst"]), "perl": ("perl -pi -e s/a/b/ f", [], ["f"]),
     "ruby": ("ruby -ne print a", ["a"], []), "shuf": ("shuf -o out a", ["a"], ["out"]),
     "split": ("split -l 1 a part", ["a"], ["part"]), "csplit": ("csplit -f part a 1", ["a"], ["part"]),
-    "sponge": ("sponge a", [], ["a"]),
+    "sponge": ("sponge a", [], ["a"]), "tac": ("tac a", ["a"], []), "rev": ("rev a", ["a"], []),
+    "fold": ("fold -w 8 a", ["a"], []), "fmt": ("fmt -w 8 a", ["a"], []), "expand": ("expand -t 4 a", ["a"], []),
+    "unexpand": ("unexpand a", ["a"], []), "column": ("column -t a", ["a"], []), "pr": ("pr -h x a", ["a"], []),
+    "look": ("look x a", ["a"], []), "tsort": ("tsort a", ["a"], []), "join": ("join -t , a b", ["a", "b"], []),
+    "iconv": ("iconv -f utf8 -o out a", ["a"], ["out"]), "sha224sum": ("sha224sum a", ["a"], []),
+    "sha384sum": ("sha384sum a", ["a"], []), "sha512sum": ("sha512sum a", ["a"], []), "b2sum": ("b2sum a", ["a"], []),
+    "cksum": ("cksum a", ["a"], []), "sum": ("sum a", ["a"], []), "zcat": ("zcat a.gz", ["a.gz"], []),
+    "bzcat": ("bzcat a.bz2", ["a.bz2"], []), "xzcat": ("xzcat a.xz", ["a.xz"], []), "zstdcat": ("zstdcat a.zst", ["a.zst"], []),
+    "gzip": ("gzip a", [], ["a"]), "gunzip": ("gunzip -c a.gz", ["a.gz"], []), "bzip2": ("bzip2 -k a", ["a"], []),
+    "bunzip2": ("bunzip2 a.bz2", [], ["a.bz2"]), "xz": ("xz -c a", ["a"], []), "unxz": ("unxz a.xz", [], ["a.xz"]),
+    "zstd": ("zstd -o out a --rm", ["a"], ["out"]), "openssl": ("openssl enc -in a -out b", ["a"], ["b"]),
+    "xargs": ("xargs -a a echo", ["a"], []), "bash": ("bash a", ["a"], []), "sh": ("sh -e a", ["a"], []),
+    "dash": ("dash a", ["a"], []), "zsh": ("zsh a", ["a"], []), "ksh": ("ksh a", ["a"], []),
+    "python": ("python a", ["a"], []), "python3": ("python3 -X dev a", ["a"], []), "node": ("node a", ["a"], []),
 }
+# `curl file://PATH` reads PATH, however its URL is spelled.
+URL_READS = [("curl -s file:///etc/passwd", "/etc/passwd"), ("curl 'file:///etc/passwd'", "/etc/passwd"),
+             ("curl -o out FILE://localhost/etc/x", "/etc/x"), ("curl https://x file:///a", "/a")]
+
+
+@pytest.mark.parametrize("text,path", URL_READS)
+def test_curl_reads_a_file_url(text, path):
+    assert path in [p.word.deny_value for p in cmds(text)[0].paths if p.access == "read"], text
 
 
 def test_every_filecommand_has_a_case():

@@ -190,6 +190,12 @@ CLASS_SPELLINGS = [
     ("env-write", "sed -n 'w .env' README"), ("secret-read", "sed '1r secret/key' README"),
     ("env-write", "perl -pi -e 's/K/J/' .env"), ("env-write", "shuf -o .env README"),
     ("env-write", "find . -maxdepth 1 -name README -fprint .env"),
+    # readers beyond the first table, a script file, a file URL, /proc's links to the command's own directory
+    ("secret-read", "tac secret/key"), ("secret-read", "rev secret/key"), ("secret-read", "gzip -c secret/key"),
+    ("secret-read", "openssl enc -base64 -in secret/key"), ("secret-read", "xargs -a secret/key echo"),
+    ("secret-read", "bash secret/key"), ("secret-read", "curl -s file://$PWD/secret/key"),
+    ("secret-read", "cat /proc/self/cwd/secret/key"), ("secret-read", "cat /proc/self/root/proc/self/cwd/secret/key"),
+    ("env-write", "echo x > /proc/thread-self/cwd/.env"), ("env-write", "gzip .env"),
 ]
 
 
@@ -280,6 +286,7 @@ _FILES = [
     "rsync README src", "rsync -a src/ /tmp/r", "rsync -r src /tmp/r", "rsync -a README src/a.txt /tmp/r/",
     "tar -czf /tmp/x.tgz --checkpoint=10 src", "zip -qr /tmp/z.zip src", "sed -n '/a/p' README", "sed 's/a/b/g' README",
     "sed -e 1d -e '$d' src/a.txt", "perl -pe 's/a/b/' README", "shuf -o /tmp/s README", "find . -name '*.txt' -fprint /tmp/f",
+    "tac README", "gzip -c README > /tmp/r.gz", "sha512sum src/a.txt", "cat /proc/self/cwd/README", "xargs -a README echo",
 ]
 _STRINGS = ["echo hi", "cat README", "ls src", "echo rm -rf build", "printf %s git push", "cat src/a.txt | wc -l",
             "cp README src/", "which rm", "test -f .env && echo yes"]

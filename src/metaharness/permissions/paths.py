@@ -59,12 +59,33 @@ def expand_home(path: str, home: str | None) -> str:
     return path
 
 
+# /proc's links name the process that follows them — the command's, never the engine's: its own
+# working directory and root are the call's (`/proc/self/cwd/x` is `x`); another process's (a
+# number, `$$` once expanded) cannot be known here.
+_PROC_LINK = re.compile(r"/proc/(self|thread-self|[^/]+)(?:/task/[^/]+)?/(cwd|root)(?=/|$)")
+
+
+def _resolve(path: str, cwd: str, home: str | None) -> CanonicalPath:
+    joined = os.path.join(cwd, expand_home(path, home))
+    lexical = os.path.normpath(joined)
+    while (link := _PROC_LINK.search(lexical)) is not None:
+        if link.group(1) not in ("self", "thread-self"):
+            raise PathError(f"{link.group(0)} names another process's directory")
+        here = cwd if link.group(2) == "cwd" else "/"
+        lexical = joined = os.path.normpath(here + "/" + lexical[link.end():])
+    try:
+        # the real path from the path as written: `a/../x` with `a` a link is not `x`
+        return CanonicalPath(lexical, os.path.realpath(joined))
+    except OSError as exc:  # a link the engine may not follow (another user's /proc entry)
+        raise PathError(f"{lexical} cannot be resolved: {exc.strerror}") from None
+
+
 def canonical(path: str, cwd: str, home: str | None = None) -> CanonicalPath:
-    """Both spellings of `p` resolved against `cwd`."""
+    """Both spellings of `p` resolved against `cwd`; PathError where that cannot be done (a NUL
+    byte, another process's /proc directory, a link the engine may not follow)."""
     if "\x00" in path or "\x00" in cwd:
         raise PathError("path contains a NUL byte")
-    joined = os.path.join(cwd, expand_home(path, home))
-    answer = CanonicalPath(os.path.normpath(joined), os.path.realpath(joined))
+    answer = _resolve(path, cwd, home)
     witness = _watching.witness
     if witness is not None:
         witness.saw((path, cwd, home), answer)
@@ -102,10 +123,11 @@ class Witness:
 
     def still_holds(self) -> bool:
         """Every read answers now what it answered then (read without a witness)."""
-        join, normpath, realpath = os.path.join, os.path.normpath, os.path.realpath
         for (path, cwd, home), answer in self.reads.items():
-            joined = join(cwd, expand_home(path, home))
-            if realpath(joined) != answer.real or normpath(joined) != answer.lexical:
+            try:
+                if _resolve(path, cwd, home) != answer:
+                    return False
+            except PathError:
                 return False
         return True
 

@@ -37,7 +37,7 @@ __all__ = ["file_operands", "mark_unprovable"]
 
 _OPTION_SETS: dict[int, tuple] = {}
 _OPTION_KEYS = ("read_opts", "write_opts", "target_opts", "at_read_opts", "base_dir_opts")
-_FLAG_KEYS = ("recursive_opts", "inplace_opts", "all_operands_opts", "link_opts")
+_FLAG_KEYS = ("recursive_opts", "inplace_opts", "inplace_unless_opts", "all_operands_opts", "link_opts")
 
 
 def _option_sets(spec: dict) -> tuple[dict[str, set[str]], set[str], tuple[str, ...]]:
@@ -112,6 +112,10 @@ def _operands(words: list[Word], spec: dict) -> tuple[list[Word], dict[str, list
                     bind(option_name, val if option_name in all_value else None)
             else:
                 flags.update(names)
+            continue
+        if value in all_value:  # a listed option spelled whole, short or single-dash long (`-in F`)
+            bind(value, words[index] if index < len(words) else None)
+            index += 1
             continue
         letters = value[1:]
         for key, letter in enumerate(letters):
@@ -227,7 +231,8 @@ def file_operands(cmd: Cmd, state: State) -> None:
     if reads_how == "after_first" and has_pattern_opt:
         reads_how = "all"  # `sed -f SCRIPT FILE`, `grep -e P FILE`: no operand is the script
     recursive = bool(spec.get("recursive")) or bool(flags & set(spec.get("recursive_opts", [])))
-    inplace = bool(flags & set(spec.get("inplace_opts", [])))
+    keep = spec.get("inplace_unless_opts")
+    inplace = bool(flags & set(spec.get("inplace_opts", []))) or (keep is not None and not flags & set(keep))
     target = values.get("target_opts") or []
     write_how = spec.get("writes")
     if write_how and flags & set(spec.get("all_operands_opts", [])):
@@ -251,6 +256,12 @@ def file_operands(cmd: Cmd, state: State) -> None:
         cmd.paths.append(PathRef("read", word, cmd.cwd, "operand", cmd))
     for word in values.get("write_opts", []):
         cmd.paths.append(PathRef("write", word, cmd.cwd, "operand", cmd))
+    if spec.get("url_reads"):
+        for word in operands:  # `curl file:///x`, `curl "file://$PWD/x"`: a read of the path
+            if "file://" in word.text.lower():
+                at = word.text.lower().find("file://")
+                path = parse_word(word.text[:at] + word.text[at + 7:].removeprefix("localhost"), state.home)
+                cmd.paths.append(PathRef("read", path, cmd.cwd, "operand", cmd))
     for word in values.get("at_read_opts", []):
         value = word.deny_value
         if value is None:
