@@ -80,6 +80,8 @@ WRAPPED = {
     "zip": "zip -T -TT '{P}' z.zip a", "vim": "vim -es -c '!{P}' -c q", "vi": "vi +'!{P}'", "nvim": "nvim --cmd '!{P}'",
     "ex": "ex -s -c '!{P}'", "view": "view -c '!{P}' a", "vimdiff": "vimdiff -c '!{P}' a b", "less": "less +'!{P}' a",
     "gdb": "gdb -batch -ex 'shell {P}'", "emacs": "emacs --batch --eval '{P}'", "split": "split --filter='{P}' a",
+    # builtins that change what a later name runs: the call is opaque, the rest still analysed
+    "hash": "hash -p /usr/bin/env x; {P}", "enable": "enable -f /tmp/l.so x; {P}",
 }
 # The keys of an option whose value is a command (`ssh -o ProxyCommand=S`, git's command settings).
 KEYED = ["ssh -o ProxyCommand='{P}' h", "ssh -oLocalCommand='{P}' h", "ssh -o 'KnownHostsCommand {P}' h",
@@ -181,6 +183,7 @@ FILE_CASES = {
     "xargs": ("xargs -a a echo", ["a"], []), "bash": ("bash a", ["a"], []), "sh": ("sh -e a", ["a"], []),
     "dash": ("dash a", ["a"], []), "zsh": ("zsh a", ["a"], []), "ksh": ("ksh a", ["a"], []),
     "python": ("python a", ["a"], []), "python3": ("python3 -X dev a", ["a"], []), "node": ("node a", ["a"], []),
+    "setfacl": ("setfacl -m u:x:r a", [], ["a"]), "chattr": ("chattr -i a", [], ["a"]),
 }
 # `curl file://PATH` reads PATH, however its URL is spelled.
 URL_READS = [("curl -s file:///etc/passwd", "/etc/passwd"), ("curl 'file:///etc/passwd'", "/etc/passwd"),

@@ -196,6 +196,7 @@ CLASS_SPELLINGS = [
     ("secret-read", "bash secret/key"), ("secret-read", "curl -s file://$PWD/secret/key"),
     ("secret-read", "cat /proc/self/cwd/secret/key"), ("secret-read", "cat /proc/self/root/proc/self/cwd/secret/key"),
     ("env-write", "echo x > /proc/thread-self/cwd/.env"), ("env-write", "gzip .env"),
+    ("push", "hash -p /usr/bin/git g; g push"), ("env-write", "python3 -c 'import sys; open(sys.argv[1], \"w\")' .env"),
 ]
 
 

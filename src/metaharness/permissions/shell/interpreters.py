@@ -392,6 +392,10 @@ def analyse_code(cmd: Cmd, state: State, env: Env, stdin_script: str | None, std
         for access in ("read", "write") if result.writes else ("read",):
             for path in result.paths:
                 cmd.paths.append(PathRef(access, static_word(path), cmd.cwd, "code", cmd, deny_only=True, guess=True))
+        if result.writes:  # `python3 -c 'open(sys.argv[1], "w")' .env`: the code's arguments too
+            for word in cmd.words[1:]:
+                if word.deny_value is not None and not word.deny_value.startswith("-") and word not in words:
+                    cmd.paths.append(PathRef("write", word, cmd.cwd, "code", cmd, deny_only=True, guess=True))
 
 
 def _analyse_sed(scripts: list[str], cmd: Cmd, state: State, env: Env) -> None:

@@ -626,6 +626,19 @@ def _later(layer: Layer) -> Result:
     return None, False, {}
 
 
+def _rebind(layer: Layer) -> Result:
+    """`hash -p PATH NAME`, `enable -f LIB NAME`: a later command named NAME runs something the
+    call does not show, so the program is unknown; the shell is changed for what follows."""
+    rebinds = set(layer.spec.get("rebind_opts", ()))
+    for word in layer.args:
+        value = word.deny_value
+        if value is None or (value.startswith("-") and not value.startswith("--") and rebinds & {f"-{c}" for c in value[1:]}):
+            unknown(layer.state, layer.cmd, f"{layer.key} changes what a later command name runs")
+            layer.state.tainted = True
+            break
+    return None, False, {}
+
+
 def _at(layer: Layer) -> Result:
     """`at TIME`, `batch`: the job's script is read from stdin (or `-f FILE`, outside the reach of
     argument inspection); it runs later, so it is analysed for deny/ask."""
@@ -759,7 +772,7 @@ KINDS: dict[str, Callable[[Layer], Result]] = {
     "generic": _generic, "command": _command, "env": _env, "shell": _shell, "eval": _eval,
     "coproc": _coproc, "su": _su, "sg": _sg, "xargs": _xargs, "parallel": _parallel, "find": _find,
     "watch": _watch, "script": _script, "flock": _flock, "trap": _later, "alias": _later, "at": _at,
-    "ssh": _ssh, "git": _git, "foreign": _foreign, "runner": _runner,
+    "ssh": _ssh, "git": _git, "foreign": _foreign, "runner": _runner, "rebind": _rebind,
 }
 
 
