@@ -183,6 +183,11 @@ class Child:
         """The process groups below the running child (collected now, while they are its own)."""
         return descendant_groups(self.proc.pid) if self.running() else set()
 
+    def kill_descendants(self, groups: set[int]) -> None:
+        """Kill `groups` and the process groups below the child now, never the child's own: what a
+        turn started (its commands) goes, the child stays."""
+        kill_groups(groups | self.descendant_groups(), spare={self.proc.pid} if self.proc is not None else set())
+
     # --- the end --------------------------------------------------------------------------------
     async def halt(self, grace: float, groups: set[int] = frozenset()) -> None:  # type: ignore[assignment]
         """The child's input is closed: give it `grace` seconds, then kill its tree and `groups`."""
