@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 import os
 from typing import Any, Callable, ClassVar, Iterable, Mapping, Protocol, Union
 
-from metaharness.adapters.process.child import LaunchError, passed_through
+from metaharness.adapters.process.child import LaunchError, passed_through, vendor_timeout_ms  # noqa: F401  (the run's)
 from metaharness.adapters.process.lifecycle import Child
 from metaharness.adapters.process.scratch import Scratch
 from metaharness.protocol.descriptor import CapabilityDescriptor
@@ -227,11 +227,7 @@ class Adapter(abc.ABC):
 
     def resolve(self, name: str, input: Any, cwd: str | None) -> Resolution:
         """The neutral operations and normalised subjects of a call, from the tool table."""
-        return resolve_tool(self.tools, name, input, cwd, self.run_cwd())
-
-    def run_cwd(self) -> str:
-        """The directory relative subjects are read against: the run's working directory."""
-        return self.spec.work_dir()
+        return resolve_tool(self.tools, name, input, cwd, self.spec.work_dir())
 
     @classmethod
     def policy_view(cls, name: str, input: Any) -> tuple[str, Any]:
@@ -239,12 +235,6 @@ class Adapter(abc.ABC):
         input keys). Identity for the vendors that mapping already knows; an adapter whose tools
         are named otherwise translates here, without changing what `tool.requested` shows."""
         return name, input
-
-    def vendor_timeout_ms(self, deadline_ms: int) -> int:
-        """The harness's own timeout for a blocking call (docs/reference/wire.md)."""
-        from metaharness.adapters.process import vendor_timeout_ms
-
-        return vendor_timeout_ms(deadline_ms)
 
     # --- lifecycle ----------------------------------------------------------------
     def plan(self) -> None:

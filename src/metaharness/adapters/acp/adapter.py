@@ -26,7 +26,7 @@ import asyncio
 from typing import Any
 
 from metaharness.adapters.base import ControlRefused, StartRefusal
-from metaharness.adapters.process import Scratch
+from metaharness.adapters.process import Scratch, vendor_timeout_ms
 from metaharness.adapters.vendor import VendorAdapter, plan_model
 from metaharness.protocol.events import SessionStarted
 from metaharness.protocol.refusals import CommandCode, RefusalName, WarningCode
@@ -91,7 +91,7 @@ class AcpAdapter(AcpVendor, VendorAdapter):
                               on_request=lambda m, raw, n: self.seam.on_request(m, raw, n),
                               on_notification=self.translator.notification,
                               on_unreadable=self._unreadable, on_wire=self.record_sent)
-        self.seam = Seam(self.rpc, self.ctx, self.kind, self.vendor_timeout_ms(self.spec.decision_timeout_ms),
+        self.seam = Seam(self.rpc, self.ctx, self.kind, vendor_timeout_ms(self.spec.decision_timeout_ms),
                          call_of=self._call_of, settled=self._settled, cancel_turn=self._cancel_turn,
                          hold_s=self.hold_s, takeup_s=self.takeup_s)
         child.read(self.rpc.read_forever())

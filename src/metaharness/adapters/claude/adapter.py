@@ -63,9 +63,6 @@ class ClaudeAdapter(VendorAdapter):
         return harness_descriptor("claude", launch.PINNED_VERSION, RENDERING, registration="delivered",
                                   replace="delivered")
 
-    def run_cwd(self) -> str:
-        return self.ctx.run_cwd if self.ctx is not None else super().run_cwd()
-
     # --- planning (no spawn) -----------------------------------------------------------
     def plan(self) -> None:
         spec = self.spec

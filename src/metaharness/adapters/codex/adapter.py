@@ -29,7 +29,7 @@ from typing import Any
 
 from metaharness.adapters.base import (ControlRefused, StartRefusal, TurnInput, frame_of, frame_operation_names,
                                       vendor_settings)
-from metaharness.adapters.process import Scratch
+from metaharness.adapters.process import Scratch, vendor_timeout_ms
 from metaharness.adapters.vendor import VendorAdapter, plan_model
 from metaharness.protocol.descriptor import CapabilityDescriptor, harness_descriptor
 from metaharness.protocol.frame import Frame
@@ -79,9 +79,6 @@ class CodexAdapter(VendorAdapter):
         return harness_descriptor("codex", launch.PIN, RENDERING, registration="unverified", replace="unverified",
                                   options=("codex_replace_relay",))
 
-    def run_cwd(self) -> str:
-        return self.work or self.spec.cwd or os.getcwd()
-
     # --- planning -----------------------------------------------------------------------
     def plan(self) -> None:
         if self.posture not in self.postures:
@@ -114,7 +111,7 @@ class CodexAdapter(VendorAdapter):
         if self.options.replace_relay:
             budget = spec.decision_timeout_ms
             self.relay, hook = await open_relay(child, lambda payload, reply: self.seam.on_hook(payload, reply),
-                                                budget, self.vendor_timeout_ms(budget))
+                                                budget, vendor_timeout_ms(budget))
             config += hook
         (scratch / launch.CODEX_HOME / "config.toml").write_text(config)
         env = launch.child_env(scratch, self.child_path, self.key_variable, self.access.key)
@@ -131,7 +128,7 @@ class CodexAdapter(VendorAdapter):
         self.turns = Turns(self.rpc, self.translator, self.ctx, lambda: self.thread_id,
                            lambda: launch.sandbox_policy(self.frame_ops, self.posture))
         self.seam = Seam(self.rpc, self.translator, self.ctx, lambda: self.thread_id,
-                         self.vendor_timeout_ms(spec.decision_timeout_ms), resolve=self.resolve)
+                         vendor_timeout_ms(spec.decision_timeout_ms), resolve=self.resolve)
         child.read(self.rpc.read_forever())
 
     @property
