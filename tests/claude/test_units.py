@@ -461,12 +461,12 @@ def _kinds(wire: Wire) -> list[str]:
             else line["response"]["response"]["hookSpecificOutput"]["permissionDecision"] for line in wire.lines]
 
 
-@pytest.mark.parametrize("hook", ["interrupting", "stopping"])
-async def test_the_interrupt_goes_out_before_the_abandonment_deny(hook):
+@pytest.mark.parametrize("cause", ["interrupt", "stop"])
+async def test_the_interrupt_goes_out_before_the_abandonment_deny(cause):
     import asyncio
 
     adapter, wire = _adapter_with_a_pending_callback()
-    getattr(adapter, hook)()
+    adapter.abandoning(cause)
     adapter.deliver("t1", Deny(reason="the run was halted"), "adapter")
     assert _kinds(wire) == ["interrupt", "deny"]
     # interrupt() / halt() then wait for that request's reply rather than sending another
@@ -481,7 +481,7 @@ async def test_the_interrupt_goes_out_before_the_abandonment_deny(hook):
 async def test_a_stop_between_turns_sends_no_interrupt():
     adapter, wire = _adapter_with_a_pending_callback()
     adapter.translator.in_turn = False
-    adapter.stopping()
+    adapter.abandoning("stop")
     assert _kinds(wire) == []
 
 
@@ -543,9 +543,9 @@ def _session(in_turn=False, unreplayed=0):
 
 
 @pytest.mark.parametrize("moment,in_turn,out,sent", [
-    ("interrupting", False, False, True), ("interrupting", True, True, True),
-    ("stopping", True, False, True), ("stopping", False, False, False), ("stopping", False, True, False),
-    ("halting", True, False, True), ("halting", False, True, True), ("halting", False, False, False),
+    ("interrupt", False, False, True), ("interrupt", True, True, True),
+    ("stop", True, False, True), ("stop", False, False, False), ("stop", False, True, False),
+    ("halt", True, False, True), ("halt", False, True, True), ("halt", False, False, False),
 ])
 def test_when_the_interrupt_goes_out(moment, in_turn, out, sent):
     assert _session(in_turn=in_turn).interrupts(moment, out) is sent

@@ -33,7 +33,7 @@ import abc
 import json
 from dataclasses import dataclass, field
 import os
-from typing import Any, Callable, ClassVar, Iterable, Mapping, Protocol, Union
+from typing import Any, Callable, ClassVar, Iterable, Literal, Mapping, Protocol, Union
 
 from metaharness.adapters.process.child import LaunchError, passed_through, vendor_timeout_ms  # noqa: F401  (the run's)
 from metaharness.adapters.process.lifecycle import Child
@@ -96,6 +96,9 @@ class Resolution:
     operations: list[OpKey]
     subjects: list[tuple[str, list[OpKey]]] = field(default_factory=list)
 
+
+# Why the run abandons the calls waiting (`Adapter.abandoning`).
+Abandonment = Literal["interrupt", "stop"]
 
 # What `Adapter.begin_turn` receives: the turn's text, or its blocks for an adapter that sets
 # `turn_blocks`.
@@ -290,17 +293,12 @@ class Adapter(abc.ABC):
     async def interrupt(self) -> None:
         """Stop the running turn; return once the interrupt is delivered."""
 
-    def interrupting(self) -> None:
-        """An interrupt is about to be processed: the decisions delivered next are its
-        abandonment denies, and `interrupt()` follows. An adapter whose harness could act
-        on a deny before it reads the interrupt carries both as one message, or sends the
-        interrupt first."""
-
-    def stopping(self) -> None:
-        """A stop (halt, SIGINT/SIGTERM) is about to abandon the calls waiting mid-turn: the
-        decisions delivered next are its abandonment denies, and `halt()` follows. Like
-        `interrupting`: a harness that could hand a deny to the model before it reads the
-        stop is told to stop first."""
+    def abandoning(self, cause: Abandonment) -> None:
+        """The calls waiting are about to be abandoned: the decisions delivered next are the
+        abandonment denies of an `"interrupt"` (the spend cap's too), which `interrupt()` follows,
+        or of a `"stop"` (halt, SIGINT/SIGTERM; only mid-turn), which `halt()` follows. An adapter
+        whose harness could hand a deny to the model before it reads the interrupt or the stop
+        carries both as one message, or sends the interrupt first."""
 
     def alive(self) -> bool:
         """False once the child is known to have exited (nothing can be delivered to it)."""

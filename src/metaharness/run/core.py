@@ -348,7 +348,7 @@ class RunCore:
         # (in-process on oharness, where no proxy of ours stands between them)
         self.calls.closed = "the spend cap was reached"
         if self.spawned:
-            self.adapter.interrupting()
+            self.adapter.abandoning("interrupt")
         self.driver.budget_spent()
 
     def session_ended(self, event: SessionEnded, *, at: str | None = None) -> None:
@@ -419,7 +419,7 @@ class RunCore:
 
     def interrupt_begins(self) -> None:
         self._move(Input.INTERRUPT)
-        self.adapter.interrupting()
+        self.adapter.abandoning("interrupt")
         self.calls.abandon_all("the run was interrupted")
 
     def interrupt_ends(self) -> None:
@@ -438,9 +438,9 @@ class RunCore:
         self._move(Input.STOP)
 
     def _abandon_for_stop(self, why: str) -> None:
-        """A stop's abandonment denies; the harness hears of the stop before them (`stopping`)."""
+        """A stop's abandonment denies; the harness hears of the stop before them (`abandoning`)."""
         if self.calls.pending and self.spawned:
-            self.adapter.stopping()
+            self.adapter.abandoning("stop")
         self.calls.abandon_all(why)
 
     def stdin_ended(self) -> None:

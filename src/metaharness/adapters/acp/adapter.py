@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from metaharness.adapters.base import ControlRefused, StartRefusal
+from metaharness.adapters.base import Abandonment, ControlRefused, StartRefusal
 from metaharness.adapters.process import Scratch, vendor_timeout_ms
 from metaharness.adapters.vendor import VendorAdapter, plan_model
 from metaharness.protocol.events import SessionStarted
@@ -170,18 +170,14 @@ class AcpAdapter(AcpVendor, VendorAdapter):
         raise ControlRefused(CommandCode.UNSUPPORTED_CONTROL, "ACP has no way to add a message to a running turn; "
                                                     "message.inject reaches the next turn")
 
-    def interrupting(self) -> None:
-        # The interrupt's abandonment denies come next, then interrupt(). The cancel goes out
-        # first: an agent that read a reject before the cancel hands it to the model — one more
-        # model request — before it sees the cancel (Gemini CLI did, on a loaded machine).
+    def abandoning(self, cause: Abandonment) -> None:
+        # The abandonment denies of an interrupt or a stop come next. The cancel goes out first: an
+        # agent that read a reject before the cancel hands it to the model — one more model
+        # request — before it sees the cancel (Gemini CLI did, on a loaded machine).
         self._cancel_turn()
         self.session.cancel_sent = True
         if self.seam is not None:
             self.seam.cancelling = True
-
-    def stopping(self) -> None:
-        # A stop's abandonment denies come next, then halt(): the cancel goes first, as for an interrupt.
-        self.interrupting()
 
     async def interrupt(self) -> None:
         if self.seam is not None:

@@ -20,7 +20,7 @@ import os
 import time
 from typing import Any, Callable, ClassVar
 
-from metaharness.adapters.base import ControlRefused, StartRefusal, TurnInput
+from metaharness.adapters.base import Abandonment, ControlRefused, StartRefusal, TurnInput
 from metaharness.adapters.process import Scratch
 from metaharness.adapters.vendor import VendorAdapter, plan_model
 from metaharness.protocol.descriptor import CapabilityDescriptor, harness_descriptor
@@ -176,11 +176,8 @@ class ClaudeAdapter(VendorAdapter):
 
     # The interrupt goes out before the abandonment denies (protocol.py, `INTERRUPT_WHEN`); the
     # denies follow, and the reply is awaited by interrupt() or halt().
-    def interrupting(self) -> None:
-        self._send_interrupt("interrupting")
-
-    def stopping(self) -> None:
-        self._send_interrupt("stopping")
+    def abandoning(self, cause: Abandonment) -> None:
+        self._send_interrupt(cause)
 
     def _send_interrupt(self, moment: str) -> None:
         if self.session is None or self.channel is None or not self.session.interrupts(moment, self.channel.interrupt_out):
@@ -192,7 +189,7 @@ class ClaudeAdapter(VendorAdapter):
         """Send the interrupt unless it went out already; wait for its reply. False when it could
         not be sent (the channel is closed)."""
         assert self.channel is not None
-        self._send_interrupt("interrupting")
+        self._send_interrupt("interrupt")
         return await self.channel.interrupt_replied(timeout)
 
     async def interrupt(self) -> None:
@@ -230,7 +227,7 @@ class ClaudeAdapter(VendorAdapter):
         if child.running() and self.channel is not None and not self.channel.closed:
             if self.seam is not None:
                 self.seam.deny_unanswered("the run was halted before this call was decided, so nothing ran")
-            if self.session is not None and self.session.interrupts("halting", self.channel.interrupt_out):
+            if self.session is not None and self.session.interrupts("halt", self.channel.interrupt_out):
                 try:
                     await self._interrupt_replied(2.0)
                     await asyncio.wait_for(self._result_seen.wait(), 2.0)

@@ -23,12 +23,13 @@ from typing import Callable
 
 from .translate import Item, Translator
 
-# The moment an interrupt may go out → whether it goes out then: (the session, an interrupt is
+# The moment an interrupt may go out (the abandonment of an interrupt's or a stop's calls, a
+# halt) → whether it goes out then: (the session, an interrupt is
 # already out) → bool.
 INTERRUPT_WHEN: dict[str, Callable[["Session", bool], bool]] = {
-    "interrupting": lambda session, out: True,
-    "stopping": lambda session, out: session.translator.in_turn,
-    "halting": lambda session, out: out or session.translator.in_turn,
+    "interrupt": lambda session, out: True,
+    "stop": lambda session, out: session.translator.in_turn,
+    "halt": lambda session, out: out or session.translator.in_turn,
 }
 
 

@@ -27,7 +27,7 @@ import asyncio
 import os
 from typing import Any
 
-from metaharness.adapters.base import (ControlRefused, StartRefusal, TurnInput, frame_of, frame_operation_names,
+from metaharness.adapters.base import (Abandonment, ControlRefused, StartRefusal, TurnInput, frame_of, frame_operation_names,
                                       vendor_settings)
 from metaharness.adapters.process import Scratch, vendor_timeout_ms
 from metaharness.adapters.vendor import VendorAdapter, plan_model
@@ -193,8 +193,8 @@ class CodexAdapter(VendorAdapter):
         self.posture = word
         return "next turn"
 
-    def interrupting(self) -> None:
-        if self.seam is not None:
+    def abandoning(self, cause: Abandonment) -> None:
+        if cause == "interrupt" and self.seam is not None:  # a halt declines every call itself
             self.seam.interrupting = True
 
     async def interrupt(self) -> None:
