@@ -314,9 +314,6 @@ class _SelfTurningAdapter(ClaudeAdapter):
         await self._done.wait()
         return Exited(code=0)
 
-    def retain(self, directory):
-        return []
-
 
 async def test_loop_serves_a_turn_the_harness_starts_itself_and_passes_blocks(tmp_path):
     import asyncio
@@ -401,7 +398,7 @@ async def test_api_key_mode_child_gets_the_callers_key_and_no_base_url(tmp_path,
     finally:
         await adapter.halt()
         await asyncio.wait_for(adapter.wait(), 10)
-        adapter.cleanup()
+        adapter.child.cleanup()
     seen = json.loads((vendor / "child-env.json").read_text())
     assert seen["ANTHROPIC_API_KEY"] == REAL_ANTHROPIC_KEY
     assert "ANTHROPIC_BASE_URL" not in seen  # the default endpoint

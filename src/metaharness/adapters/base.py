@@ -320,27 +320,10 @@ class Adapter(abc.ABC):
         """The child was reaped and its output read: what the adapter still writes for the session
         (a `session.ended` assembled from what it saw). Default: nothing."""
 
-    def stderr_tail(self) -> str:
-        """The last of the child's stderr, for a run that ended without a terminal record."""
-        return self.child.stderr_tail() if self.child is not None else ""
-
     @property
     def scratch(self) -> Scratch | None:
-        """The run's scratch root (from `start` on)."""
+        """The run's scratch root (from `start` on): the child's (`Child.scratch`)."""
         return self.child.scratch if self.child is not None else None
-
-    def cleanup(self) -> None:
-        """After the stream closed (and retain ran): remove the run's scratch files."""
-        if self.child is not None:
-            self.child.cleanup()
-
-    def kept(self) -> list[tuple[Any, str]]:
-        """What `--retain-dir` keeps: (source, name in the directory) pairs. Default: nothing."""
-        return []
-
-    def retain(self, directory: str) -> list[str]:
-        """Copy the raw transcript (and vendor files) into `directory`; one message per failure."""
-        return self.child.retain(directory, self.kept()) if self.child is not None else []
 
 
 # --- the launch frame, as the adapters that set their vendor's sandbox from it read it ---------

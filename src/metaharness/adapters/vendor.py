@@ -250,7 +250,7 @@ class VendorAdapter(Adapter):
 
     def stderr_detail(self) -> str:
         """`; stderr: <tail>` for a refusal's sentence, or "" when the child said nothing."""
-        tail = self.stderr_tail()
+        tail = self.child.stderr_tail() if self.child is not None else ""
         return f"; stderr: {tail}" if tail else ""
 
     def record_sent(self, message: dict) -> None:

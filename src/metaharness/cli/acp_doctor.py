@@ -126,7 +126,8 @@ def handshake(kind: str, vendor_dir: str | None) -> Check:
         finally:
             await adapter.halt()
             await adapter.wait()
-            adapter.cleanup()
+            if adapter.child is not None:
+                adapter.child.cleanup()
 
     return asyncio.run(go())
 

@@ -570,15 +570,15 @@ class RunCore:
             for event, at in held:
                 self.writer.write(event, at)
         if self.ended is None:
-            tail = self.adapter.stderr_tail()
+            tail = self.adapter.child.stderr_tail() if self.adapter.child is not None else ""
             message = "the harness ended without a terminal record"
             if self.unreachable is not None:
                 message += f"; {texts.UNREACHABLE.format(why=self.unreachable)}"
             if tail and tail.strip():
                 message += f"; its stderr: {tail.strip()}"
             self.warn(WarningCode.NO_TERMINAL_RECORD, message)
-        if self.spec.retain_dir:
-            for failure in self.adapter.retain(self.spec.retain_dir):
+        if self.spec.retain_dir and self.adapter.child is not None:
+            for failure in self.adapter.child.retain(self.spec.retain_dir):
                 self.warn(WarningCode.RETAIN_FAILED, failure)
         leftover = self.boundary
         for cid in [slot[0] for slot in self._answers if slot[1] is None]:  # owed by a turn never opened

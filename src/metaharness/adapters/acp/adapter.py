@@ -79,6 +79,8 @@ class AcpAdapter(AcpVendor, VendorAdapter):
         child = self.child
         assert child is not None and child.scratch is not None and self.binary is not None
         scratch = child.scratch
+        for source in (scratch.transcript, scratch.sent):
+            child.keep(source, f"{self.kind}-{source.name}")
         base_url = (self.model_url or "").rstrip("/")
         env = {**launch.child_env(scratch, self.child_path), **self.vendor_env(scratch, base_url)}
         # The ACP channel is a socketpair (the agent's shell cannot reopen it through /proc) and
@@ -234,10 +236,6 @@ class AcpAdapter(AcpVendor, VendorAdapter):
         if self.seam is not None:
             self.seam.stop_timers()
 
-    def kept(self) -> list[tuple[Any, str]]:
-        if self.scratch is None:
-            return []
-        return [(source, f"{self.kind}-{source.name}") for source in (self.scratch.transcript, self.scratch.sent)]
 
 
 __all__ = ["AcpAdapter"]

@@ -20,11 +20,11 @@ import os
 import time
 from typing import Any, Callable, ClassVar
 
-from metaharness.adapters.base import Abandonment, ControlRefused, StartRefusal, TurnInput
+from metaharness.adapters.base import Abandonment, ControlRefused, TurnInput
 from metaharness.adapters.process import Scratch
 from metaharness.adapters.vendor import VendorAdapter, plan_model
 from metaharness.protocol.descriptor import CapabilityDescriptor, harness_descriptor
-from metaharness.protocol.refusals import CommandCode, RefusalName, Sentence
+from metaharness.protocol.refusals import CommandCode, Sentence
 from metaharness.protocol.spec import RunSpec
 
 from . import launch
@@ -66,17 +66,12 @@ class ClaudeAdapter(VendorAdapter):
     # --- planning (no spawn) -----------------------------------------------------------
     def plan(self) -> None:
         spec = self.spec
-        posture = spec.posture or self.default_posture
-        if posture not in launch.LAUNCH_POSTURES:
-            raise StartRefusal(RefusalName.PostureUnknown, f"claude does not accept the posture {posture!r}")
+        launch.check_posture(spec.posture or self.default_posture)
         self.plan_binary(needs_node=False, probe_timeout=30,
                          probe_env={"HOME": "/nonexistent", **{s: "1" for s in launch.PHONE_HOME_SWITCHES}})
         self.access = plan_model(spec, ("ANTHROPIC_API_KEY",), launch.PLACEHOLDER_KEY, launch.per_run_placeholder)
         self.plan_scratch()
-        memory = launch.memory_files_above(spec.work_dir())
-        if memory and spec.hermetic == "strict":
-            raise StartRefusal(RefusalName.MemoryFileAbove, f"a memory file above the working directory would reach the "
-                                                  f"model: {memory[0]}")
+        launch.check_memory(spec)
 
     # --- start ---------------------------------------------------------------------------
     def make_scratch(self) -> Scratch:
@@ -86,6 +81,7 @@ class ClaudeAdapter(VendorAdapter):
         spec, child, ctx = self.spec, self.child, self.ctx
         assert child is not None and child.scratch is not None and ctx is not None and self.binary is not None
         scratch, cwd = child.scratch, ctx.run_cwd
+        child.keep(scratch.transcript, "claude-transcript.jsonl")
         posture = spec.posture or self.default_posture
         env = launch.build_env(scratch, self.child_path, base_url=self.model_url, api_key=self.access.key,
                                bypass_as_root=posture == "bypassPermissions" and os.getuid() == 0)
@@ -235,9 +231,6 @@ class ClaudeAdapter(VendorAdapter):
                     pass
         self._close_stdin()
         await child.halt(2.0)
-
-    def kept(self) -> list[tuple[Any, str]]:
-        return [(self.scratch.transcript, "claude-transcript.jsonl")] if self.scratch is not None else []
 
 
 # The translator's items (translate.py) → where each goes: the run context, the call seam, the

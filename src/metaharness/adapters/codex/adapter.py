@@ -71,7 +71,6 @@ class CodexAdapter(VendorAdapter):
         self.turns: Turns | None = None
         self._stubs_before: set[str] = set()
         self._base_url: str | None = None
-        self._rollout: str | None = None
 
     # --- static facts -------------------------------------------------------------------
     @classmethod
@@ -106,6 +105,7 @@ class CodexAdapter(VendorAdapter):
         spec, child = self.spec, self.child
         assert child is not None and child.scratch is not None and self.binary is not None
         scratch = child.scratch
+        child.keep(scratch.transcript, "transcript.jsonl")  # and the rollout, once Codex exited
         self._base_url = launch.provider_base_url(self.model_url) if self.model_url else None
         config = launch.config_toml(self._base_url, model=spec.model, passed=getattr(self, "passed", None))
         if self.options.replace_relay:
@@ -238,16 +238,12 @@ class CodexAdapter(VendorAdapter):
         if ended is not None:
             self.ctx.session_ended(ended, at=None)
         if self.scratch is not None:
-            self._rollout = launch.keep_rollout(self.thread_path, self.scratch)
+            rollout = launch.keep_rollout(self.thread_path, self.scratch)
+            if rollout:
+                self.child.keep(rollout, os.path.basename(rollout))
             if self.seam is not None:
                 launch.write_seam_timings(self.scratch, self.seam.timings)
 
-    def kept(self) -> list[tuple[Any, str]]:
-        # The transcript and the rollout (the scratch dies with the run).
-        if self.scratch is None:
-            return []
-        rollout = self._rollout
-        return [(self.scratch.transcript, "transcript.jsonl")] + ([(rollout, os.path.basename(rollout))] if rollout else [])
 
 
 __all__ = ["CodexAdapter", "CodexOptions"]

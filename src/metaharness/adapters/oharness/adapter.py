@@ -91,6 +91,8 @@ class OHarnessAdapter(Adapter):
             raise StartRefusal(RefusalName.ScratchRefused, str(exc)) from None
         # Its stderr to a pipe: a file there would be kept as part of the session by --retain-dir.
         self.child = Child(session, stderr_file=False)
+        # The session (transcript and decision trail) is deleted with the run; --retain-dir keeps a copy.
+        self.child.keep(session.root, "oharness-session")
         await self.child.spawn(launch.argv(self.spec, str(session.root)), cwd=self.spec.cwd or None,
                                env=launch.child_env(self.spec))
         self.child.read(self._read())
@@ -219,9 +221,6 @@ class OHarnessAdapter(Adapter):
             return None
         return os.path.join(os.path.abspath(self.spec.retain_dir), "oharness-session", "transcript.jsonl")
 
-    def kept(self) -> list[tuple[Any, str]]:
-        # The session (transcript and decision trail) is deleted with the run; --retain-dir keeps a copy.
-        return [(self.scratch.root, "oharness-session")] if self.scratch is not None else []
 
 
 def _type_of(line: bytes) -> str | None:

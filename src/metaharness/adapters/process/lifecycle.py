@@ -16,6 +16,8 @@ Rules kept:
   between the reaping and the release; the answer is kept, so a second `wait` says the same;
 * a stop gives the child `grace` seconds to exit by itself (the adapter closed its input first),
   then kills its whole tree and the groups collected earlier (`halt`);
+* `--retain-dir` keeps what the adapter said it keeps (`keep`), copied once the stream closed
+  (`retain`);
 * the scratch root dies with the run (`cleanup`), unless the operator chose its base.
 """
 
@@ -50,6 +52,7 @@ class Child:
         self.output_ended = False
         self.termination: ProcessTermination | None = None
         self._files: list[IO[Any]] = []
+        self._kept: list[tuple[Path | str, str]] = []  # what --retain-dir keeps (`keep`)
         self._services: list[Any] = []
         self._sent: IO[Any] | None = None  # the scratch's sent.jsonl, opened at the first line sent
         self._released = False
@@ -261,15 +264,19 @@ class Child:
                 pass
 
     # --- after the stream closed ------------------------------------------------------------
-    def retain(self, directory: str, kept: list[tuple[Path | str, str]]) -> list[str]:
-        """Copy each kept (source, name) into `directory` (a source directory as a tree); one
-        message per failure. A source that does not exist is skipped."""
+    def keep(self, source: Path | str, name: str) -> None:
+        """`--retain-dir` keeps `source` (a file, or a directory as a tree) as `name`."""
+        self._kept.append((source, name))
+
+    def retain(self, directory: str) -> list[str]:
+        """Copy each kept (source, name) into `directory`, in the order they were kept; one message
+        per failure. A source that does not exist is skipped."""
         failures: list[str] = []
         try:
             os.makedirs(directory, exist_ok=True)
         except OSError as exc:
             return [f"could not make {directory}: {exc.strerror or exc}"]
-        for source, name in kept:
+        for source, name in self._kept:
             target = os.path.join(directory, name)
             try:
                 if os.path.isdir(source):
