@@ -16,11 +16,19 @@ the frame in force over as a value (`set_frame(frame)`); rendering it for the ve
 the adapter's. When the loop is done with turns it calls `finish()` (graceful) or
 `halt()` (stop now), then `wait()` for the child's termination.
 
-The child's life itself — spawn, reading, halt, kill, wait, the services and files of the
-run, retain, clean-up — is `adapters/process/lifecycle.py`'s `Child`, held as `self.child`;
-`alive`, `wait`, `stderr_tail`, `retain` and `cleanup` are its answers here, and an adapter says
-only what is its own: the session's end once the child was reaped (`exited`) and the files a
-`--retain-dir` keeps (`kept`).
+The contract, all of it (`Adapter` below):
+* facts, as class data and class methods: `kind`, `tools` (read by `resolve`), `postures` and
+  `default_posture`, `turn_blocks`, `replace_hint`, `descriptor()`, `policy_view()`;
+* the run's calls: `plan`, `start`, `begin_turn`, `deliver`, `set_frame`, `steer`,
+  `set_posture`, `interrupt`, `abandoning` (an interrupt's or a stop's denies come next),
+  `finish`, `halt`, `wait`; and its questions: `alive`, `turn_coming`, `replace_delivered`,
+  `refuse_replacement`.
+The child's life itself — spawn, reading, halt, kill, wait, the services and files of the run,
+what `--retain-dir` keeps, clean-up — is `adapters/process/lifecycle.py`'s `Child`, held as
+`self.child`: the run asks it directly (`adapter.child.stderr_tail()`, `.retain(dir)`,
+`.cleanup()`), nothing here forwards it. `wait` is `Child.wait` with the adapter's own end of
+the session (`exited`, once the child was reaped); an adapter tells the child what
+`--retain-dir` keeps (`Child.keep`) when it knows it.
 
 Every hook the loop may call is declared here with its default; the loop probes for
 nothing. Options that belong to one vendor are RunSpec fields the adapter's descriptor
