@@ -25,10 +25,10 @@ The contract, all of it (`Adapter` below):
   `refuse_replacement`.
 The child's life itself — spawn, reading, halt, kill, wait, the services and files of the run,
 what `--retain-dir` keeps, clean-up — is `adapters/process/lifecycle.py`'s `Child`, held as
-`self.child`: the run asks it directly (`adapter.child.stderr_tail()`, `.retain(dir)`,
-`.cleanup()`), nothing here forwards it. `wait` is `Child.wait` with the adapter's own end of
-the session (`exited`, once the child was reaped); an adapter tells the child what
-`--retain-dir` keeps (`Child.keep`) when it knows it.
+`self.child`: the run and the adapter ask it directly (`adapter.child.stderr_tail()`,
+`.retain(dir)`, `.cleanup()`, `.scratch`), nothing here forwards it. `wait` is `Child.wait` with
+the adapter's own end of the session (`exited`, once the child was reaped); an adapter tells the
+child what `--retain-dir` keeps (`Child.keep`) when it knows it.
 
 Every hook the loop may call is declared here with its default; the loop probes for
 nothing. Options that belong to one vendor are RunSpec fields the adapter's descriptor
@@ -45,7 +45,6 @@ from typing import Any, Callable, ClassVar, Iterable, Literal, Mapping, Protocol
 
 from metaharness.adapters.process.child import LaunchError, passed_through, vendor_timeout_ms  # noqa: F401  (the run's)
 from metaharness.adapters.process.lifecycle import Child
-from metaharness.adapters.process.scratch import Scratch
 from metaharness.protocol.descriptor import CapabilityDescriptor
 from metaharness.protocol.events import Event, SessionEnded, SessionStarted
 from metaharness.protocol.frame import OPERATION_TYPES, Frame
@@ -328,10 +327,6 @@ class Adapter(abc.ABC):
         """The child was reaped and its output read: what the adapter still writes for the session
         (a `session.ended` assembled from what it saw). Default: nothing."""
 
-    @property
-    def scratch(self) -> Scratch | None:
-        """The run's scratch root (from `start` on): the child's (`Child.scratch`)."""
-        return self.child.scratch if self.child is not None else None
 
 
 # --- the launch frame, as the adapters that set their vendor's sandbox from it read it ---------

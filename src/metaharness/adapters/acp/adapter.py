@@ -105,7 +105,7 @@ class AcpAdapter(AcpVendor, VendorAdapter):
             self.seam.stop_timers()
 
     async def handshake(self) -> None:
-        assert self.rpc is not None and self.translator is not None and self.scratch is not None
+        assert self.rpc is not None and self.translator is not None and self.child is not None
         init = await self.rpc.request("initialize", protocol.initialize_params(), timeout=HANDSHAKE_TIMEOUT_S)
         self.agent_info = (init or {}).get("agentInfo") or {} if isinstance(init, dict) else {}
         result = await self.rpc.request("session/new", {"cwd": self.work, "mcpServers": []},
@@ -116,7 +116,7 @@ class AcpAdapter(AcpVendor, VendorAdapter):
         self.ctx.session_started(SessionStarted(
             adapter=self.kind, harness_version=version, session_id=self.session.id,
             model=self.spec.model or session_model(result), permission_mode=self.initial_mode, cwd=self.work,
-            transcript=TranscriptRef(path=str(self.scratch.transcript)),
+            transcript=TranscriptRef(path=str(self.child.scratch.transcript)),
             hermetic=launch.attestation(self.binary_name, self.pin, version, (self.model_url or "").rstrip("/"),
                                         self.work, self.vendor_rows()),
         ))

@@ -142,7 +142,7 @@ class CodexAdapter(VendorAdapter):
             self.rpc.close_stdin()
 
     async def handshake(self) -> None:
-        assert self.rpc is not None and self.translator is not None and self.scratch is not None
+        assert self.rpc is not None and self.translator is not None and self.child is not None
         init = await self.rpc.request("initialize", protocol.initialize_params(), timeout=60)
         self.user_agent = init.get("userAgent") if isinstance(init, dict) else None
         self.rpc.notify("initialized")
@@ -151,7 +151,7 @@ class CodexAdapter(VendorAdapter):
             self.work, launch.sandbox_word(self.frame_ops, self.posture), self.spec.model, relay), timeout=60)
         thread = protocol.opened(result)
         self.thread_id, self.thread_path, version = thread.id, thread.path, thread.version
-        self.translator.session_started(result, str(self.scratch.transcript), launch.attestation(
+        self.translator.session_started(result, str(self.child.scratch.transcript), launch.attestation(
             self.spec, version, base_url=self._base_url, key_variable=self.key_variable, work=self.work, relay=relay))
         self.reported(version)
 
@@ -237,12 +237,12 @@ class CodexAdapter(VendorAdapter):
         ended = self.translator.end() if self.translator is not None else None
         if ended is not None:
             self.ctx.session_ended(ended, at=None)
-        if self.scratch is not None:
-            rollout = launch.keep_rollout(self.thread_path, self.scratch)
+        if self.child is not None and self.child.scratch is not None:
+            rollout = launch.keep_rollout(self.thread_path, self.child.scratch)
             if rollout:
                 self.child.keep(rollout, os.path.basename(rollout))
             if self.seam is not None:
-                launch.write_seam_timings(self.scratch, self.seam.timings)
+                launch.write_seam_timings(self.child.scratch, self.seam.timings)
 
 
 
