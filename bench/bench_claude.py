@@ -110,7 +110,7 @@ async def one_run(mode: str, calls: int, base: str) -> tuple[list[float], list[f
     code = await run.execute()
     if code != 0:
         raise SystemExit(f"{mode} run exited {code}")
-    gaps = gaps_of(str(adapter.scratch.transcript))
+    gaps = gaps_of(str(adapter.child.scratch.transcript))
     shares = []
     for timing in adapter.seam.timings.values():
         if timing.callback_read_ns and timing.answer_written_ns:

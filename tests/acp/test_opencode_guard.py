@@ -23,13 +23,13 @@ def test_no_guard_no_run(tmp_path, content):
     if content is not None:
         (tmp_path / "guard.json").write_text(content)
     with pytest.raises(StartRefusal) as refused:
-        OpencodeAdapter._check_guard(SimpleNamespace(scratch=Scratch(tmp_path)))
+        OpencodeAdapter._check_guard(SimpleNamespace(child=SimpleNamespace(scratch=Scratch(tmp_path))))
     assert refused.value.name == "VendorCapability" and "guard plugin" in refused.value.sentence
 
 
 def test_a_non_dumpable_opencode_runs(tmp_path):
     (tmp_path / "guard.json").write_text('{"dumpable": 0, "spawns": true, "pid": 1}')
-    OpencodeAdapter._check_guard(SimpleNamespace(scratch=Scratch(tmp_path)))
+    OpencodeAdapter._check_guard(SimpleNamespace(child=SimpleNamespace(scratch=Scratch(tmp_path))))
 
 
 def test_the_plugin_keeps_the_password_where_the_server_reads_it():
@@ -89,4 +89,4 @@ def test_the_plugin_starts_every_process_without_the_password(tmp_path):
     assert seen == {name: "none" for name in seen} and len(seen) == 9, seen
     guard = json.loads((tmp_path / "guard.json").read_text())
     assert guard["spawns"] is True and guard["dumpable"] == 0
-    OpencodeAdapter._check_guard(SimpleNamespace(scratch=Scratch(tmp_path)))
+    OpencodeAdapter._check_guard(SimpleNamespace(child=SimpleNamespace(scratch=Scratch(tmp_path))))

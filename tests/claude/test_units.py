@@ -14,6 +14,7 @@ from metaharness.adapters.process import Child
 from metaharness.adapters.claude.adapter import ClaudeAdapter
 from metaharness.adapters.claude.tools import TOOLS
 from metaharness.adapters.claude.doctor import conformance_checks
+from metaharness.adapters.claude.protocol import Session, turn_blocks
 from metaharness.adapters.claude.seam import CallSeam, ControlChannel, hook_output
 from metaharness.adapters.claude.translate import Translator, encode_item, line_digest
 from metaharness.adapters.base import StartRefusal
@@ -313,9 +314,6 @@ class _SelfTurningAdapter(ClaudeAdapter):
         await self._done.wait()
         return Exited(code=0)
 
-    def retain(self, directory):
-        return []
-
 
 async def test_loop_serves_a_turn_the_harness_starts_itself_and_passes_blocks(tmp_path):
     import asyncio
@@ -400,7 +398,7 @@ async def test_api_key_mode_child_gets_the_callers_key_and_no_base_url(tmp_path,
     finally:
         await adapter.halt()
         await asyncio.wait_for(adapter.wait(), 10)
-        adapter.cleanup()
+        adapter.child.cleanup()
     seen = json.loads((vendor / "child-env.json").read_text())
     assert seen["ANTHROPIC_API_KEY"] == REAL_ANTHROPIC_KEY
     assert "ANTHROPIC_BASE_URL" not in seen  # the default endpoint
@@ -450,6 +448,7 @@ def _adapter_with_a_pending_callback():
     presented: list = []
     adapter.seam = CallSeam(adapter.channel, presented.append)
     adapter.translator = SimpleNamespace(in_turn=True)
+    adapter.session = Session(adapter.translator)
     adapter.seam.on_callback(callback("r1", "t1", {"command": "ls"}))
     return adapter, wire
 
@@ -459,12 +458,12 @@ def _kinds(wire: Wire) -> list[str]:
             else line["response"]["response"]["hookSpecificOutput"]["permissionDecision"] for line in wire.lines]
 
 
-@pytest.mark.parametrize("hook", ["interrupting", "stopping"])
-async def test_the_interrupt_goes_out_before_the_abandonment_deny(hook):
+@pytest.mark.parametrize("cause", ["interrupt", "stop"])
+async def test_the_interrupt_goes_out_before_the_abandonment_deny(cause):
     import asyncio
 
     adapter, wire = _adapter_with_a_pending_callback()
-    getattr(adapter, hook)()
+    adapter.abandoning(cause)
     adapter.deliver("t1", Deny(reason="the run was halted"), "adapter")
     assert _kinds(wire) == ["interrupt", "deny"]
     # interrupt() / halt() then wait for that request's reply rather than sending another
@@ -479,7 +478,7 @@ async def test_the_interrupt_goes_out_before_the_abandonment_deny(hook):
 async def test_a_stop_between_turns_sends_no_interrupt():
     adapter, wire = _adapter_with_a_pending_callback()
     adapter.translator.in_turn = False
-    adapter.stopping()
+    adapter.abandoning("stop")
     assert _kinds(wire) == []
 
 
@@ -527,3 +526,57 @@ def test_only_the_retry_and_timeout_settings_of_the_callers_environment_reach_cl
     monkeypatch.delenv("CLAUDE_CODE_MAX_RETRIES")
     assert "CLAUDE_CODE_MAX_RETRIES" not in launch.build_env(launch.Scratch(str(tmp_path)), "/usr/bin",
                                                                base_url=None, api_key="k")
+
+
+# --- the session's control rules, sans-IO (protocol.py) ----------------------------------------
+
+
+def _session(in_turn=False, unreplayed=0):
+    translator = Translator()
+    translator.in_turn = in_turn
+    for n in range(unreplayed):
+        translator.expect_replay("prompt", [f"line {n}"])
+    return Session(translator)
+
+
+@pytest.mark.parametrize("moment,in_turn,out,sent", [
+    ("interrupt", False, False, True), ("interrupt", True, True, True),
+    ("stop", True, False, True), ("stop", False, False, False), ("stop", False, True, False),
+    ("halt", True, False, True), ("halt", False, True, True), ("halt", False, False, False),
+])
+def test_when_the_interrupt_goes_out(moment, in_turn, out, sent):
+    assert _session(in_turn=in_turn).interrupts(moment, out) is sent
+
+
+def test_stdin_closes_only_once_finishing_with_nothing_written_waiting():
+    session = _session(unreplayed=1)
+    assert not session.may_close() and session.turn_coming()
+    session.closing = True
+    assert not session.may_close() and not session.turn_coming()  # a closing session starts no turn
+    session.translator.pending_replays.clear()
+    session.translator.in_turn = True
+    assert not session.may_close()
+    session.translator.in_turn = False
+    assert session.may_close()
+
+
+def test_a_turns_blocks_are_never_empty():
+    assert turn_blocks("go") == ["go"]
+    assert turn_blocks(["frame", "", "go"]) == ["frame", "go"]
+    assert turn_blocks("") == [" "] and turn_blocks([]) == [" "] and turn_blocks(["", ""]) == [" "]
+
+
+def test_the_end_of_the_output_writes_the_held_lines_and_the_last_result_once():
+    from metaharness.protocol.events import SessionEnded
+    from metaharness.protocol.values import DecisionCensus
+
+    session = _session()
+    held = [("emit", "an event", None), ("turn_started", None), ("opaque", None, None, 1, b"x")]
+    session.translator.held = list(held)
+    ended = SessionEnded(is_error=False, subtype="success", census=DecisionCensus())
+    session.translator.last_result, session.translator.last_result_at = ended, "t"
+    assert session.ended_items() == [held[0], held[2], ("session_ended", ended, "t")]
+    assert session.ended_items() == []
+    refused = _session()
+    refused.ended = True  # a refused start writes no end
+    assert refused.ended_items() == []

@@ -308,7 +308,7 @@ async def test_unmapped_notifications_are_opaque(tmp_path, stub_vendor):
     opaque_types = [o[0] for o in ctx.of("opaque")]
     assert "stub/unknownThing" in opaque_types and "thread/started" in opaque_types
     # every opaque carries its transcript line number
-    lines = adapter.scratch.transcript.read_bytes().splitlines()
+    lines = adapter.child.scratch.transcript.read_bytes().splitlines()
     for vendor_type, _sub, number, raw in ctx.of("opaque"):
         assert lines[number - 1] == raw
 

@@ -24,7 +24,7 @@ async def test_codex_without_cwd_works_in_the_current_directory(tmp_path, stub_v
     try:
         assert ctx.of("session.started")[0].cwd == str(here)
         assert adapter.work == str(here)
-        assert not (adapter.scratch.root / "work").exists()
+        assert not (adapter.child.scratch.root / "work").exists()
     finally:
         await adapter.finish()
         await asyncio.wait_for(adapter.wait(), 15)

@@ -374,4 +374,4 @@ async def test_a_relay_socket_that_cannot_open_refuses_the_start(tmp_path, monke
         await adapter.start(FakeContext(str(work)))
     assert refused.value.name == "ReplaceRelayUnavailable" and "Permission denied" in refused.value.sentence
     assert adapter.child.proc is None  # refused before Codex was started
-    adapter.cleanup()
+    adapter.child.cleanup()

@@ -144,14 +144,16 @@ def test_retain_copies_files_and_trees_and_cleanup_removes_the_root(scratch, tmp
     (scratch / "vendor-home" / "state.json").write_text("{}")
     child = Child(scratch)
     kept = tmp_path / "kept"
-    failures = child.retain(str(kept), [(scratch.transcript, "vendor-transcript.jsonl"),
-                                        (scratch / "vendor-home", "home"), (scratch / "absent", "absent")])
+    for source, name in [(scratch.transcript, "vendor-transcript.jsonl"), (scratch / "vendor-home", "home"),
+                         (scratch / "absent", "absent")]:
+        child.keep(source, name)
+    failures = child.retain(str(kept))
     assert failures == []
     assert (kept / "vendor-transcript.jsonl").read_text() == "t\n"
     assert (kept / "home" / "state.json").read_text() == "{}"
     assert not (kept / "absent").exists()
     (kept / "blocked").write_text("a file where a directory should go")
-    assert child.retain(str(kept / "blocked"), [(scratch.transcript, "x")])  # said, not raised
+    assert child.retain(str(kept / "blocked"))  # said, not raised
     monkeypatch.setenv("METAHARNESS_SCRATCH_DIR", "")  # the base not chosen: the root goes
     child.cleanup()
     assert not scratch.root.exists()

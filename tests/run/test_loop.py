@@ -342,14 +342,14 @@ async def test_an_inject_and_a_frame_set_sent_together_open_the_same_turn_howeve
 
 
 class _StopOrder(FakeAdapter):
-    """Records, in order, what a stop tells the harness: `stopping`, each decision, `halt`."""
+    """Records, in order, what a stop tells the harness: `abandoning("stop")`, each decision, `halt`."""
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.log: list = []
 
-    def stopping(self) -> None:
-        self.log.append("stopping")
+    def abandoning(self, cause) -> None:
+        self.log.append(cause)
 
     def deliver(self, call_id, decision, decided_by) -> None:
         self.log.append(("deliver", type(decision).__name__))
@@ -385,7 +385,7 @@ async def test_a_stop_tells_the_harness_before_it_abandons_the_pending_call():
     # A harness that read the deny first could hand it to the model before the stop reached it
     # (Claude Code and Gemini CLI did, under load); `stopping` lets it stop first.
     for how in ("halt", "signal"):
-        assert await _stopped_with_a_call_pending(how) == ["stopping", ("deliver", "Deny"), "halt"], how
+        assert await _stopped_with_a_call_pending(how) == ["stop", ("deliver", "Deny"), "halt"], how
 
 
 async def test_a_stop_with_no_call_pending_tells_the_harness_nothing_before_halt():

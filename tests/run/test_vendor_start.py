@@ -144,7 +144,8 @@ async def test_a_failed_handshake_kills_the_child_and_names_its_last_words(kind,
         with pytest.raises(StartRefusal) as refused:
             await asyncio.wait_for(adapter.start(context), 60)
     finally:
-        adapter.cleanup()  # its runtime directory may lie in the temp directory: never left there
+        if adapter.child is not None:  # its runtime directory may lie in the temp directory: never left there
+            adapter.child.cleanup()
     assert refused.value.name == "VendorCapability"
     assert "did not complete its handshake" in refused.value.sentence
     assert "cannot open the session store" in refused.value.sentence

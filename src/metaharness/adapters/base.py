@@ -16,11 +16,19 @@ the frame in force over as a value (`set_frame(frame)`); rendering it for the ve
 the adapter's. When the loop is done with turns it calls `finish()` (graceful) or
 `halt()` (stop now), then `wait()` for the child's termination.
 
-The child's life itself — spawn, reading, halt, kill, wait, the services and files of the
-run, retain, clean-up — is `adapters/process/lifecycle.py`'s `Child`, held as `self.child`;
-`alive`, `wait`, `stderr_tail`, `retain` and `cleanup` are its answers here, and an adapter says
-only what is its own: the session's end once the child was reaped (`exited`) and the files a
-`--retain-dir` keeps (`kept`).
+The contract, all of it (`Adapter` below):
+* facts, as class data and class methods: `kind`, `tools` (read by `resolve`), `postures` and
+  `default_posture`, `turn_blocks`, `replace_hint`, `descriptor()`, `policy_view()`;
+* the run's calls: `plan`, `start`, `begin_turn`, `deliver`, `set_frame`, `steer`,
+  `set_posture`, `interrupt`, `abandoning` (an interrupt's or a stop's denies come next),
+  `finish`, `halt`, `wait`; and its questions: `alive`, `turn_coming`, `replace_delivered`,
+  `refuse_replacement`.
+The child's life itself — spawn, reading, halt, kill, wait, the services and files of the run,
+what `--retain-dir` keeps, clean-up — is `adapters/process/lifecycle.py`'s `Child`, held as
+`self.child`: the run and the adapter ask it directly (`adapter.child.stderr_tail()`,
+`.retain(dir)`, `.cleanup()`, `.scratch`), nothing here forwards it. `wait` is `Child.wait` with
+the adapter's own end of the session (`exited`, once the child was reaped); an adapter tells the
+child what `--retain-dir` keeps (`Child.keep`) when it knows it.
 
 Every hook the loop may call is declared here with its default; the loop probes for
 nothing. Options that belong to one vendor are RunSpec fields the adapter's descriptor
@@ -33,11 +41,10 @@ import abc
 import json
 from dataclasses import dataclass, field
 import os
-from typing import Any, Callable, ClassVar, Iterable, Mapping, Protocol, Union
+from typing import Any, Callable, ClassVar, Iterable, Literal, Mapping, Protocol, Union
 
-from metaharness.adapters.process.child import LaunchError, passed_through
+from metaharness.adapters.process.child import LaunchError, passed_through, vendor_timeout_ms  # noqa: F401  (the run's)
 from metaharness.adapters.process.lifecycle import Child
-from metaharness.adapters.process.scratch import Scratch
 from metaharness.protocol.descriptor import CapabilityDescriptor
 from metaharness.protocol.events import Event, SessionEnded, SessionStarted
 from metaharness.protocol.frame import OPERATION_TYPES, Frame
@@ -96,6 +103,9 @@ class Resolution:
     operations: list[OpKey]
     subjects: list[tuple[str, list[OpKey]]] = field(default_factory=list)
 
+
+# Why the run abandons the calls waiting (`Adapter.abandoning`).
+Abandonment = Literal["interrupt", "stop"]
 
 # What `Adapter.begin_turn` receives: the turn's text, or its blocks for an adapter that sets
 # `turn_blocks`.
@@ -227,11 +237,7 @@ class Adapter(abc.ABC):
 
     def resolve(self, name: str, input: Any, cwd: str | None) -> Resolution:
         """The neutral operations and normalised subjects of a call, from the tool table."""
-        return resolve_tool(self.tools, name, input, cwd, self.run_cwd())
-
-    def run_cwd(self) -> str:
-        """The directory relative subjects are read against: the run's working directory."""
-        return self.spec.work_dir()
+        return resolve_tool(self.tools, name, input, cwd, self.spec.work_dir())
 
     @classmethod
     def policy_view(cls, name: str, input: Any) -> tuple[str, Any]:
@@ -239,12 +245,6 @@ class Adapter(abc.ABC):
         input keys). Identity for the vendors that mapping already knows; an adapter whose tools
         are named otherwise translates here, without changing what `tool.requested` shows."""
         return name, input
-
-    def vendor_timeout_ms(self, deadline_ms: int) -> int:
-        """The harness's own timeout for a blocking call (docs/reference/wire.md)."""
-        from metaharness.adapters.process import vendor_timeout_ms
-
-        return vendor_timeout_ms(deadline_ms)
 
     # --- lifecycle ----------------------------------------------------------------
     def plan(self) -> None:
@@ -300,17 +300,12 @@ class Adapter(abc.ABC):
     async def interrupt(self) -> None:
         """Stop the running turn; return once the interrupt is delivered."""
 
-    def interrupting(self) -> None:
-        """An interrupt is about to be processed: the decisions delivered next are its
-        abandonment denies, and `interrupt()` follows. An adapter whose harness could act
-        on a deny before it reads the interrupt carries both as one message, or sends the
-        interrupt first."""
-
-    def stopping(self) -> None:
-        """A stop (halt, SIGINT/SIGTERM) is about to abandon the calls waiting mid-turn: the
-        decisions delivered next are its abandonment denies, and `halt()` follows. Like
-        `interrupting`: a harness that could hand a deny to the model before it reads the
-        stop is told to stop first."""
+    def abandoning(self, cause: Abandonment) -> None:
+        """The calls waiting are about to be abandoned: the decisions delivered next are the
+        abandonment denies of an `"interrupt"` (the spend cap's too), which `interrupt()` follows,
+        or of a `"stop"` (halt, SIGINT/SIGTERM; only mid-turn), which `halt()` follows. An adapter
+        whose harness could hand a deny to the model before it reads the interrupt or the stop
+        carries both as one message, or sends the interrupt first."""
 
     def alive(self) -> bool:
         """False once the child is known to have exited (nothing can be delivered to it)."""
@@ -332,27 +327,6 @@ class Adapter(abc.ABC):
         """The child was reaped and its output read: what the adapter still writes for the session
         (a `session.ended` assembled from what it saw). Default: nothing."""
 
-    def stderr_tail(self) -> str:
-        """The last of the child's stderr, for a run that ended without a terminal record."""
-        return self.child.stderr_tail() if self.child is not None else ""
-
-    @property
-    def scratch(self) -> Scratch | None:
-        """The run's scratch root (from `start` on)."""
-        return self.child.scratch if self.child is not None else None
-
-    def cleanup(self) -> None:
-        """After the stream closed (and retain ran): remove the run's scratch files."""
-        if self.child is not None:
-            self.child.cleanup()
-
-    def kept(self) -> list[tuple[Any, str]]:
-        """What `--retain-dir` keeps: (source, name in the directory) pairs. Default: nothing."""
-        return []
-
-    def retain(self, directory: str) -> list[str]:
-        """Copy the raw transcript (and vendor files) into `directory`; one message per failure."""
-        return self.child.retain(directory, self.kept()) if self.child is not None else []
 
 
 # --- the launch frame, as the adapters that set their vendor's sandbox from it read it ---------

@@ -210,7 +210,7 @@ class VendorAdapter(Adapter):
         assert child is not None
         meter = getattr(self.ctx, "meter", None)
         if access.scenario is not None:
-            return await child.loopback(access.scenario, workdir=self.run_cwd(), on_failure=self.model_failed,
+            return await child.loopback(access.scenario, workdir=self.spec.work_dir(), on_failure=self.model_failed,
                                         meter=meter, expect_key=access.key)
         if spec.credentials == "loopback":
             proxy = await child.proxy(spec.model_endpoint or self.upstream, access.real_key, placeholder=access.key,
@@ -250,7 +250,7 @@ class VendorAdapter(Adapter):
 
     def stderr_detail(self) -> str:
         """`; stderr: <tail>` for a refusal's sentence, or "" when the child said nothing."""
-        tail = self.stderr_tail()
+        tail = self.child.stderr_tail() if self.child is not None else ""
         return f"; stderr: {tail}" if tail else ""
 
     def record_sent(self, message: dict) -> None:

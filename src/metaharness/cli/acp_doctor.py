@@ -121,12 +121,13 @@ def handshake(kind: str, vendor_dir: str | None) -> Check:
         except Exception as exc:  # a StartRefusal or a launch failure: say which
             return "acp handshake", False, getattr(exc, "sentence", None) or str(exc)
         try:
-            return "acp handshake", True, (f"session {adapter.session_id}, mode {adapter.initial_mode}, "
+            return "acp handshake", True, (f"session {adapter.session.id}, mode {adapter.initial_mode}, "
                                            f"{adapter.agent_info.get('name', kind)} {adapter.agent_info.get('version')}")
         finally:
             await adapter.halt()
             await adapter.wait()
-            adapter.cleanup()
+            if adapter.child is not None:
+                adapter.child.cleanup()
 
     return asyncio.run(go())
 

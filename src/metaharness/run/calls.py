@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import msgspec
 
-from metaharness.adapters.base import PresentedCall, Resolution
+from metaharness.adapters.base import PresentedCall, Resolution, vendor_timeout_ms
 from metaharness.protocol.census import Census
 from metaharness.protocol.events import Event, ToolDecided, ToolRequested, WarningEvent
 from metaharness.protocol.frame import Frame
@@ -231,7 +231,7 @@ class Calls:
             call_id, pending = next(iter(self.pending.items()))
             if pending.deadline_at > now:
                 return
-            reason = texts.DEADLINE.format(n=n, m=self.adapter.vendor_timeout_ms(n))
+            reason = texts.DEADLINE.format(n=n, m=vendor_timeout_ms(n))
             self._close(call_id, Deny(reason=reason), "deadline")
 
     def abandon_all(self, why: str) -> None:

@@ -348,7 +348,7 @@ class RunCore:
         # (in-process on oharness, where no proxy of ours stands between them)
         self.calls.closed = "the spend cap was reached"
         if self.spawned:
-            self.adapter.interrupting()
+            self.adapter.abandoning("interrupt")
         self.driver.budget_spent()
 
     def session_ended(self, event: SessionEnded, *, at: str | None = None) -> None:
@@ -419,7 +419,7 @@ class RunCore:
 
     def interrupt_begins(self) -> None:
         self._move(Input.INTERRUPT)
-        self.adapter.interrupting()
+        self.adapter.abandoning("interrupt")
         self.calls.abandon_all("the run was interrupted")
 
     def interrupt_ends(self) -> None:
@@ -438,9 +438,9 @@ class RunCore:
         self._move(Input.STOP)
 
     def _abandon_for_stop(self, why: str) -> None:
-        """A stop's abandonment denies; the harness hears of the stop before them (`stopping`)."""
+        """A stop's abandonment denies; the harness hears of the stop before them (`abandoning`)."""
         if self.calls.pending and self.spawned:
-            self.adapter.stopping()
+            self.adapter.abandoning("stop")
         self.calls.abandon_all(why)
 
     def stdin_ended(self) -> None:
@@ -570,15 +570,15 @@ class RunCore:
             for event, at in held:
                 self.writer.write(event, at)
         if self.ended is None:
-            tail = self.adapter.stderr_tail()
+            tail = self.adapter.child.stderr_tail() if self.adapter.child is not None else ""
             message = "the harness ended without a terminal record"
             if self.unreachable is not None:
                 message += f"; {texts.UNREACHABLE.format(why=self.unreachable)}"
             if tail and tail.strip():
                 message += f"; its stderr: {tail.strip()}"
             self.warn(WarningCode.NO_TERMINAL_RECORD, message)
-        if self.spec.retain_dir:
-            for failure in self.adapter.retain(self.spec.retain_dir):
+        if self.spec.retain_dir and self.adapter.child is not None:
+            for failure in self.adapter.child.retain(self.spec.retain_dir):
                 self.warn(WarningCode.RETAIN_FAILED, failure)
         leftover = self.boundary
         for cid in [slot[0] for slot in self._answers if slot[1] is None]:  # owed by a turn never opened

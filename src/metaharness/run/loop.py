@@ -227,7 +227,8 @@ class Run:
             worker.cancel()
             if self._timer is not None:
                 self._timer.cancel()
-            self.adapter.cleanup()
+            if self.adapter.child is not None:
+                self.adapter.child.cleanup()
 
     async def _check_start(self) -> None:
         """The start checks (`core.check_start`) on a thread of their own: a vendor's `--version`

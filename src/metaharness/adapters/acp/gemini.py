@@ -140,8 +140,8 @@ class GeminiAdapter(AcpAdapter):
                 "subject rules or leave them out"))
 
     def vendor_argv(self, binary: str) -> list[str]:
-        assert self.scratch is not None
-        return [binary, "--acp", "--approval-mode", MODE, "--policy", str(self.scratch.root / "ask-all.toml")]
+        assert self.child is not None and self.child.scratch is not None
+        return [binary, "--acp", "--approval-mode", MODE, "--policy", str(self.child.scratch.root / "ask-all.toml")]
 
     def vendor_env(self, scratch: Scratch, base_url: str) -> dict[str, str]:
         gemini_home = scratch.home / ".gemini"

@@ -245,9 +245,9 @@ class OpencodeAdapter(AcpAdapter):
         self.initial_mode = mode if isinstance(mode, str) else None
 
     def _check_guard(self) -> None:
-        assert self.scratch is not None
+        assert self.child is not None and self.child.scratch is not None
         try:
-            guard = json.loads((self.scratch.root / "guard.json").read_text())
+            guard = json.loads((self.child.scratch.root / "guard.json").read_text())
         except (OSError, ValueError):
             guard = None
         if not isinstance(guard, dict) or guard.get("dumpable") != 0 or guard.get("spawns") is not True:

@@ -4,7 +4,7 @@ What belongs here: the lifecycle glue between the run loop and one Claude proces
 planning refusals, the hermetic spawn (launch.py), the `initialize` capability check,
 the stdout reader feeding the translator (translate.py) and the call seam (seam.py),
 and the controls: turns and injects as user lines, steer, `set_permission_mode`,
-interrupt, halt.
+interrupt, halt — each carried out as the session's sans-IO rules (protocol.py) say.
 
 Rules kept: the per-call seam is confirmed before the first user line (else the start
 is refused by name); decisions reach the child before any control; every stdout line
@@ -20,14 +20,15 @@ import os
 import time
 from typing import Any, Callable, ClassVar
 
-from metaharness.adapters.base import ControlRefused, StartRefusal, TurnInput
+from metaharness.adapters.base import Abandonment, ControlRefused, TurnInput
 from metaharness.adapters.process import Scratch
 from metaharness.adapters.vendor import VendorAdapter, plan_model
 from metaharness.protocol.descriptor import CapabilityDescriptor, harness_descriptor
-from metaharness.protocol.refusals import CommandCode, RefusalName, Sentence
+from metaharness.protocol.refusals import CommandCode, Sentence
 from metaharness.protocol.spec import RunSpec
 
 from . import launch
+from .protocol import Session, turn_blocks
 from .seam import CallSeam, ChannelClosed, ControlChannel, user_line
 from .tools import RENDERING, TOOLS
 from .translate import Translator
@@ -52,10 +53,9 @@ class ClaudeAdapter(VendorAdapter):
         self.channel: ControlChannel | None = None
         self.seam: CallSeam | None = None
         self.translator: Translator | None = None
+        self.session: Session | None = None
         self.init_reply: dict[str, Any] | None = None
-        self._closing = False
         self._result_seen = asyncio.Event()
-        self._session_end_sent = False
 
     # --- static facts ------------------------------------------------------------------
     @classmethod
@@ -63,23 +63,15 @@ class ClaudeAdapter(VendorAdapter):
         return harness_descriptor("claude", launch.PINNED_VERSION, RENDERING, registration="delivered",
                                   replace="delivered")
 
-    def run_cwd(self) -> str:
-        return self.ctx.run_cwd if self.ctx is not None else super().run_cwd()
-
     # --- planning (no spawn) -----------------------------------------------------------
     def plan(self) -> None:
         spec = self.spec
-        posture = spec.posture or self.default_posture
-        if posture not in launch.LAUNCH_POSTURES:
-            raise StartRefusal(RefusalName.PostureUnknown, f"claude does not accept the posture {posture!r}")
+        launch.check_posture(spec.posture or self.default_posture)
         self.plan_binary(needs_node=False, probe_timeout=30,
                          probe_env={"HOME": "/nonexistent", **{s: "1" for s in launch.PHONE_HOME_SWITCHES}})
         self.access = plan_model(spec, ("ANTHROPIC_API_KEY",), launch.PLACEHOLDER_KEY, launch.per_run_placeholder)
         self.plan_scratch()
-        memory = launch.memory_files_above(spec.work_dir())
-        if memory and spec.hermetic == "strict":
-            raise StartRefusal(RefusalName.MemoryFileAbove, f"a memory file above the working directory would reach the "
-                                                  f"model: {memory[0]}")
+        launch.check_memory(spec)
 
     # --- start ---------------------------------------------------------------------------
     def make_scratch(self) -> Scratch:
@@ -89,6 +81,7 @@ class ClaudeAdapter(VendorAdapter):
         spec, child, ctx = self.spec, self.child, self.ctx
         assert child is not None and child.scratch is not None and ctx is not None and self.binary is not None
         scratch, cwd = child.scratch, ctx.run_cwd
+        child.keep(scratch.transcript, "claude-transcript.jsonl")
         posture = spec.posture or self.default_posture
         env = launch.build_env(scratch, self.child_path, base_url=self.model_url, api_key=self.access.key,
                                bypass_as_root=posture == "bypassPermissions" and os.getuid() == 0)
@@ -96,6 +89,7 @@ class ClaudeAdapter(VendorAdapter):
         self.translator = Translator(transcript_path=str(scratch.transcript),
                                      hermetic=launch.attestation(spec, cwd, self.model_url),
                                      credential_source=spec.credentials)
+        self.session = Session(self.translator)
         # The stdio control channel is a Unix socketpair (adapters/process/): nothing the
         # agent starts can reopen it through /proc to answer a hook or change the mode.
         await child.spawn(argv, env=env, cwd=cwd)
@@ -104,7 +98,8 @@ class ClaudeAdapter(VendorAdapter):
         child.read(self._read_stdout())
 
     def start_refused(self) -> None:
-        self._session_end_sent = True
+        if self.session is not None:
+            self.session.ended = True
         self._close_stdin()
 
     async def handshake(self) -> None:
@@ -140,14 +135,9 @@ class ClaudeAdapter(VendorAdapter):
 
     def _finish_session(self) -> None:
         """End of the child's output: the last `result` is the session's terminal record."""
-        if self._session_end_sent or self.ctx is None or self.translator is None:
-            return
-        self._session_end_sent = True
-        for item in self.translator.release_held():  # what came before an opening record that never came
-            if item[0] in ("emit", "opaque"):
+        if self.ctx is not None and self.session is not None:
+            for item in self.session.ended_items():
                 self._dispatch(item, 0)
-        if self.translator.last_result is not None:
-            self.ctx.session_ended(self.translator.last_result, at=self.translator.last_result_at)
 
     # --- turns and controls -----------------------------------------------------------------
     def _write_user(self, kind: str, blocks: list[str]) -> None:
@@ -156,17 +146,13 @@ class ClaudeAdapter(VendorAdapter):
         self.channel.write(user_line(blocks))
 
     async def begin_turn(self, text: TurnInput) -> None:
-        blocks = [text] if isinstance(text, str) else [b for b in text if b]
-        if not blocks or blocks == [""]:
-            blocks = [" "]  # Claude needs some text to start a turn
         try:
-            self._write_user("prompt", blocks)
+            self._write_user("prompt", turn_blocks(text))
         except (ChannelClosed, ConnectionError, BrokenPipeError):
             pass  # the child is gone; the loop sees its output end
 
     def turn_coming(self) -> bool:
-        """A user line written but not yet consumed starts a turn of its own."""
-        return self.translator is not None and self.translator.unreplayed > 0 and not self._closing
+        return self.session is not None and self.session.turn_coming()
 
     async def steer(self, text: str) -> None:
         if self.translator is None or not self.translator.in_turn:
@@ -184,26 +170,22 @@ class ClaudeAdapter(VendorAdapter):
         await self.channel.set_permission_mode(word, CONTROL_TIMEOUT_S)
         return None
 
-    # The interrupt goes out before the abandonment denies of an interrupt or a stop: Claude
-    # Code that reads a deny first hands it to the model — one more model request — before it
-    # reads the interrupt (seen on a loaded machine). The denies follow; the reply is awaited
-    # by interrupt() or halt().
-    def interrupting(self) -> None:
-        self._send_interrupt()
+    # The interrupt goes out before the abandonment denies (protocol.py, `INTERRUPT_WHEN`); the
+    # denies follow, and the reply is awaited by interrupt() or halt().
+    def abandoning(self, cause: Abandonment) -> None:
+        self._send_interrupt(cause)
 
-    def stopping(self) -> None:
-        if self.translator is not None and self.translator.in_turn:
-            self._send_interrupt()
-
-    def _send_interrupt(self) -> None:
-        if self.channel is not None and self.channel.send_interrupt():
+    def _send_interrupt(self, moment: str) -> None:
+        if self.session is None or self.channel is None or not self.session.interrupts(moment, self.channel.interrupt_out):
+            return
+        if self.channel.send_interrupt():
             self._result_seen.clear()  # the turn's `result` after the interrupt is awaited by halt()
 
     async def _interrupt_replied(self, timeout: float) -> bool:
         """Send the interrupt unless it went out already; wait for its reply. False when it could
         not be sent (the channel is closed)."""
         assert self.channel is not None
-        self._send_interrupt()
+        self._send_interrupt("interrupt")
         return await self.channel.interrupt_replied(timeout)
 
     async def interrupt(self) -> None:
@@ -220,16 +202,13 @@ class ClaudeAdapter(VendorAdapter):
         raise BrokenPipeError("Claude Code has exited, so the interrupt reached nothing")  # never `ok` then
 
     async def finish(self) -> None:
-        self._closing = True
+        if self.session is not None:
+            self.session.closing = True
         self._maybe_close()
 
     def _maybe_close(self) -> None:
-        """Close stdin once finishing and no written user line waits to be consumed."""
-        if not self._closing or self.translator is None or self.channel is None:
-            return
-        if self.translator.unreplayed or self.translator.in_turn:
-            return
-        self._close_stdin()
+        if self.session is not None and self.session.may_close():
+            self._close_stdin()
 
     def _close_stdin(self) -> None:
         if self.channel is not None and not self.channel.closed:
@@ -244,7 +223,7 @@ class ClaudeAdapter(VendorAdapter):
         if child.running() and self.channel is not None and not self.channel.closed:
             if self.seam is not None:
                 self.seam.deny_unanswered("the run was halted before this call was decided, so nothing ran")
-            if self.channel.interrupt_out or (self.translator is not None and self.translator.in_turn):
+            if self.session is not None and self.session.interrupts("halt", self.channel.interrupt_out):
                 try:
                     await self._interrupt_replied(2.0)
                     await asyncio.wait_for(self._result_seen.wait(), 2.0)
@@ -252,9 +231,6 @@ class ClaudeAdapter(VendorAdapter):
                     pass
         self._close_stdin()
         await child.halt(2.0)
-
-    def kept(self) -> list[tuple[Any, str]]:
-        return [(self.scratch.transcript, "claude-transcript.jsonl")] if self.scratch is not None else []
 
 
 # The translator's items (translate.py) → where each goes: the run context, the call seam, the
@@ -267,6 +243,7 @@ DISPATCH: dict[str, Callable[[ClaudeAdapter, tuple, int], None]] = {
     "turn_started": lambda adapter, item, read_ns: adapter.ctx.turn_started(at=item[1]),
     "turn_ended": lambda adapter, item, read_ns: adapter.ctx.turn_ended(item[1], at=item[2]),
     "result": lambda adapter, item, read_ns: adapter._on_result(),
+    "session_ended": lambda adapter, item, read_ns: adapter.ctx.session_ended(item[1], at=item[2]),
     "opaque": lambda adapter, item, read_ns: adapter.ctx.opaque(item[4], vendor_type=item[1], vendor_subtype=item[2],
                                                                 source_line=item[3]),
 }

@@ -2,7 +2,7 @@
 
 Pure planning. What belongs here: the pin, the scratch layout, the constructed
 environment, the argv, the `initialize` request and the check of its reply, the
-memory-file scan, and the hermetic attestation of the launch. The scratch base, the child's PATH, binary resolution, the
+memory-file scan and the launch plan's own refusals (`check_posture`, `check_memory`), and the hermetic attestation of the launch. The scratch base, the child's PATH, binary resolution, the
 process-tree kill and the timeout formula are the shared kit's (adapters/process/).
 
 Rules kept: the environment is built from nothing (never inherited); the real API
@@ -193,6 +193,21 @@ def memory_files_above(cwd: str) -> list[str]:
         if parent == current:
             return found
         current = parent
+
+
+def check_posture(posture: str | None) -> None:
+    """The launch plan's first refusal: a posture Claude cannot launch in (`PostureUnknown`)."""
+    if posture not in LAUNCH_POSTURES:
+        raise StartRefusal(RefusalName.PostureUnknown, f"claude does not accept the posture {posture!r}")
+
+
+def check_memory(spec: RunSpec) -> None:
+    """The launch plan's last refusal: under `--hermetic strict`, a memory file above the working
+    directory (`MemoryFileAbove`)."""
+    memory = memory_files_above(spec.work_dir())
+    if memory and spec.hermetic == "strict":
+        raise StartRefusal(RefusalName.MemoryFileAbove, f"a memory file above the working directory would reach the "
+                                                        f"model: {memory[0]}")
 
 
 def credential_how(spec: RunSpec, url: str | None) -> str:

@@ -4,7 +4,8 @@
 One app-server per run, a throwaway CODEX_HOME (`launch.py`), JSON-RPC over its stdio
 (`rpc.py`), notifications mapped to events (`translate.py`) and every shell call and
 file change asked through approval requests under approval policy `untrusted`
-(`seam.py`), its turns and steers in `turns.py`. This module holds the lifecycle and the controls.
+(`seam.py`), its turns and steers in `turns.py`, the session's opening in `protocol.py`. This module
+holds the lifecycle and the controls.
 
 Rules kept:
 * the approval policy is `untrusted` for the whole run; a thread that does not echo it
@@ -24,35 +25,25 @@ from __future__ import annotations
 
 import asyncio
 import os
-from dataclasses import dataclass
 from typing import Any
 
-from metaharness.adapters.base import (ControlRefused, StartRefusal, TurnInput, frame_of, frame_operation_names,
-                                      own_version, vendor_settings)
-from metaharness.adapters.process import Scratch, kill_groups
+from metaharness.adapters.base import (Abandonment, ControlRefused, StartRefusal, TurnInput, frame_of, frame_operation_names,
+                                      vendor_settings)
+from metaharness.adapters.process import Scratch, vendor_timeout_ms
 from metaharness.adapters.vendor import VendorAdapter, plan_model
 from metaharness.protocol.descriptor import CapabilityDescriptor, harness_descriptor
 from metaharness.protocol.frame import Frame
 from metaharness.protocol.refusals import CommandCode, RefusalName
 from metaharness.protocol.spec import RunSpec
 
-from . import launch
-from .relay import SECRET_ENV, RelayServer, hook_timing, hook_toml
+from . import launch, protocol
+from .launch import CodexOptions
+from .relay import SECRET_ENV, open_relay
 from .rpc import RpcChannel, RpcClosed, RpcError
 from .seam import Seam
 from .tools import RENDERING, TOOLS
 from .translate import Translator
 from .turns import Turns
-
-@dataclass(frozen=True)
-class CodexOptions:
-    """The run options only this adapter reads (its descriptor lists their RunSpec fields)."""
-
-    replace_relay: bool = False  # --codex-replace-relay: deliver replace for shell calls through a hook relay
-
-    @classmethod
-    def of(cls, spec: RunSpec) -> CodexOptions:
-        return cls(replace_relay=bool(spec.codex_replace_relay))
 
 
 class CodexAdapter(VendorAdapter):
@@ -79,18 +70,13 @@ class CodexAdapter(VendorAdapter):
         self.work: str | None = None
         self.turns: Turns | None = None
         self._stubs_before: set[str] = set()
-        self._ended = False  # session.ended written (or a refused start, which writes none)
         self._base_url: str | None = None
-        self._rollout: str | None = None
 
     # --- static facts -------------------------------------------------------------------
     @classmethod
     def descriptor(cls) -> CapabilityDescriptor:
         return harness_descriptor("codex", launch.PIN, RENDERING, registration="unverified", replace="unverified",
                                   options=("codex_replace_relay",))
-
-    def run_cwd(self) -> str:
-        return self.work or self.spec.cwd or os.getcwd()
 
     # --- planning -----------------------------------------------------------------------
     def plan(self) -> None:
@@ -119,19 +105,14 @@ class CodexAdapter(VendorAdapter):
         spec, child = self.spec, self.child
         assert child is not None and child.scratch is not None and self.binary is not None
         scratch = child.scratch
+        child.keep(scratch.transcript, "transcript.jsonl")  # and the rollout, once Codex exited
         self._base_url = launch.provider_base_url(self.model_url) if self.model_url else None
         config = launch.config_toml(self._base_url, model=spec.model, passed=getattr(self, "passed", None))
         if self.options.replace_relay:
-            self.relay = RelayServer(scratch.root, lambda payload, reply: self.seam.on_hook(payload, reply))
-            try:
-                await self.relay.start()
-            except OSError as exc:
-                await child.release()
-                raise StartRefusal(RefusalName.ReplaceRelayUnavailable,
-                                   f"the replace relay's socket could not be opened: {exc.strerror or exc}") from None
-            child.serve(self.relay)
             budget = spec.decision_timeout_ms
-            config += hook_toml(scratch.root, *hook_timing(budget, self.vendor_timeout_ms(budget)))
+            self.relay, hook = await open_relay(child, lambda payload, reply: self.seam.on_hook(payload, reply),
+                                                budget, vendor_timeout_ms(budget))
+            config += hook
         (scratch / launch.CODEX_HOME / "config.toml").write_text(config)
         env = launch.child_env(scratch, self.child_path, self.key_variable, self.access.key)
         if self.options.replace_relay:
@@ -147,7 +128,7 @@ class CodexAdapter(VendorAdapter):
         self.turns = Turns(self.rpc, self.translator, self.ctx, lambda: self.thread_id,
                            lambda: launch.sandbox_policy(self.frame_ops, self.posture))
         self.seam = Seam(self.rpc, self.translator, self.ctx, lambda: self.thread_id,
-                         self.vendor_timeout_ms(spec.decision_timeout_ms), resolve=self.resolve)
+                         vendor_timeout_ms(spec.decision_timeout_ms), resolve=self.resolve)
         child.read(self.rpc.read_forever())
 
     @property
@@ -156,34 +137,21 @@ class CodexAdapter(VendorAdapter):
 
     def start_refused(self) -> None:
         if self.translator is not None:
-            self.translator.held.clear()
-        self._ended = True
+            self.translator.refused()
         if self.rpc is not None:
             self.rpc.close_stdin()
 
     async def handshake(self) -> None:
-        assert self.rpc is not None and self.translator is not None and self.scratch is not None
-        init = await self.rpc.request("initialize", {
-            "clientInfo": {"name": "metaharness", "title": None, "version": own_version()},
-            "capabilities": {"experimentalApi": False, "requestAttestation": False},
-        }, timeout=60)
+        assert self.rpc is not None and self.translator is not None and self.child is not None
+        init = await self.rpc.request("initialize", protocol.initialize_params(), timeout=60)
         self.user_agent = init.get("userAgent") if isinstance(init, dict) else None
         self.rpc.notify("initialized")
         relay = self.options.replace_relay
         result = await self.rpc.request("thread/start", launch.thread_start(
             self.work, launch.sandbox_word(self.frame_ops, self.posture), self.spec.model, relay), timeout=60)
-        if not isinstance(result, dict) or result.get("approvalPolicy") != "untrusted":
-            got = result.get("approvalPolicy") if isinstance(result, dict) else None
-            raise StartRefusal(
-                RefusalName.VendorCapability,
-                f"codex app-server answered thread/start with approval policy {got!r}, not \"untrusted\"; "
-                "the per-call seam depends on it",
-            )
-        thread = result.get("thread") or {}
-        self.thread_id = thread.get("id")
-        self.thread_path = thread.get("path")
-        version = thread.get("cliVersion")
-        self.translator.session_started(result, str(self.scratch.transcript), launch.attestation(
+        thread = protocol.opened(result)
+        self.thread_id, self.thread_path, version = thread.id, thread.path, thread.version
+        self.translator.session_started(result, str(self.child.scratch.transcript), launch.attestation(
             self.spec, version, base_url=self._base_url, key_variable=self.key_variable, work=self.work, relay=relay))
         self.reported(version)
 
@@ -225,8 +193,8 @@ class CodexAdapter(VendorAdapter):
         self.posture = word
         return "next turn"
 
-    def interrupting(self) -> None:
-        if self.seam is not None:
+    def abandoning(self, cause: Abandonment) -> None:
+        if cause == "interrupt" and self.seam is not None:  # a halt declines every call itself
             self.seam.interrupting = True
 
     async def interrupt(self) -> None:
@@ -235,16 +203,13 @@ class CodexAdapter(VendorAdapter):
         self.seam.interrupting = False
         self.seam.decline_all()
         await self.rpc.drain()
-        groups = self._descendant_groups()
+        groups = self.child.descendant_groups() if self.child is not None else set()
         await self.turns.interrupt()
         # turn/interrupt does not stop a running command (docs/guides/claude-and-codex.md): kill its groups.
-        groups |= self._descendant_groups()
-        kill_groups(groups, spare={self.child.proc.pid} if self.child and self.child.proc else set())
+        if self.child is not None:
+            self.child.kill_descendants(groups)
         if not self.rpc.reaches_the_peer():  # never `ok` for an interrupt that reached nobody
             raise BrokenPipeError("codex has exited, so the interrupt reached nothing")
-
-    def _descendant_groups(self) -> set[int]:
-        return self.child.descendant_groups() if self.child is not None else set()
 
     async def finish(self) -> None:
         if self.seam is not None:
@@ -258,7 +223,7 @@ class CodexAdapter(VendorAdapter):
             self.turns.stopping = self.turns.halted = True
         if self.seam is not None:
             self.seam.decline_all()
-        groups = self._descendant_groups()
+        groups = self.child.descendant_groups() if self.child is not None else set()
         if self.rpc is not None:
             await self.rpc.drain()
             self.rpc.close_stdin()
@@ -269,25 +234,16 @@ class CodexAdapter(VendorAdapter):
         # The sandbox leaves empty mount-point stubs after a killed command.
         if self.work:
             launch.remove_new_stubs(self.work, self._stubs_before)
-        if self.translator is not None and not self._ended:
-            self._ended = True
-            if not self.translator.started:
-                self.translator.started = True
-                self.translator.flush_held()
-            ended = self.translator.session_ended()
-            if ended is not None:
-                self.ctx.session_ended(ended, at=None)
-        if self.scratch is not None:
-            self._rollout = launch.keep_rollout(self.thread_path, self.scratch)
+        ended = self.translator.end() if self.translator is not None else None
+        if ended is not None:
+            self.ctx.session_ended(ended, at=None)
+        if self.child is not None and self.child.scratch is not None:
+            rollout = launch.keep_rollout(self.thread_path, self.child.scratch)
+            if rollout:
+                self.child.keep(rollout, os.path.basename(rollout))
             if self.seam is not None:
-                launch.write_seam_timings(self.scratch, self.seam.timings)
+                launch.write_seam_timings(self.child.scratch, self.seam.timings)
 
-    def kept(self) -> list[tuple[Any, str]]:
-        # The transcript and the rollout (the scratch dies with the run).
-        if self.scratch is None:
-            return []
-        rollout = self._rollout
-        return [(self.scratch.transcript, "transcript.jsonl")] + ([(rollout, os.path.basename(rollout))] if rollout else [])
 
 
 __all__ = ["CodexAdapter", "CodexOptions"]

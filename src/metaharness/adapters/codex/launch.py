@@ -1,7 +1,7 @@
 """Hermetic launch of `codex app-server` (docs/guides/claude-and-codex.md).
 
-What belongs here: the scratch layout, the constructed child environment, the
-loopback-safe `config.toml`, the argv, the sandbox word / policy chosen from frame
+What belongs here: the run options the launch reads (`CodexOptions`), the scratch layout, the
+constructed child environment, the loopback-safe `config.toml`, the argv, the sandbox word / policy chosen from frame
 and posture, and the hermetic attestation of the launch. The scratch base, the child's PATH, binary resolution and the process-tree
 kill are the shared kit's (adapters/process/).
 
@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from dataclasses import dataclass
 
 # LaunchError, child_path and default_vendor_dir are the kit's; the adapter and the doctor reach them here.
 from metaharness.adapters.process import LaunchError, Scratch, child_path, default_vendor_dir, passed_through  # noqa: F401
@@ -31,6 +32,17 @@ from metaharness.protocol.harnesses import harness
 from metaharness.protocol.spec import RunSpec
 from metaharness.adapters.vendor import pin_row
 from metaharness.protocol.values import HermeticAttestation, ImposedRow
+
+
+@dataclass(frozen=True)
+class CodexOptions:
+    """The run options only this adapter reads (its descriptor lists their RunSpec fields)."""
+
+    replace_relay: bool = False  # --codex-replace-relay: deliver replace for shell calls through a hook relay
+
+    @classmethod
+    def of(cls, spec: RunSpec) -> CodexOptions:
+        return cls(replace_relay=bool(spec.codex_replace_relay))
 
 PIN = harness("codex").pin  # the registry's (protocol/harnesses.py)
 PACKAGE = harness("codex").package

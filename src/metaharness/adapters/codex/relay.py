@@ -2,7 +2,7 @@
 PreToolUse hook program (`relay_program.py`) forwards each hook payload to.
 
 What belongs here: the socket (mode 0600 in the run's private scratch directory, a
-per-run secret), the hook declaration for `config.toml`, the hook's answer documents,
+per-run secret) and its opening for a run (`open_relay`), the hook declaration for `config.toml`, the hook's answer documents,
 and reading an `apply_patch` text into the change list approvals carry.
 
 Rules kept:
@@ -31,7 +31,9 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
+from metaharness.adapters.base import StartRefusal
 from metaharness.adapters.process import whole_seconds
+from metaharness.protocol.refusals import RefusalName
 
 SOCKET_NAME = "relay.sock"
 # The secret reaches the hook in its environment (inherited from the app-server), never in
@@ -193,3 +195,18 @@ class RelayServer:
         finally:
             self._open.discard(task)  # type: ignore[arg-type]
             writer.close()
+
+
+async def open_relay(child: Any, on_hook: OnHook, budget_ms: int, vendor_ms: int) -> tuple[RelayServer, str]:
+    """The run's relay, in `child`'s scratch and stopped with it, and the hook lines `config.toml`
+    declares for it; the start refused `ReplaceRelayUnavailable` (the child released) when its
+    socket cannot be opened."""
+    relay = RelayServer(child.scratch.root, on_hook)
+    try:
+        await relay.start()
+    except OSError as exc:
+        await child.release()
+        raise StartRefusal(RefusalName.ReplaceRelayUnavailable,
+                           f"the replace relay's socket could not be opened: {exc.strerror or exc}") from None
+    child.serve(relay)
+    return relay, hook_toml(child.scratch.root, *hook_timing(budget_ms, vendor_ms))

@@ -81,6 +81,7 @@ class Translator:
         self.on_turn_started = on_turn_started
         self.on_turn_completed = on_turn_completed
         self.started = False
+        self.ended = False  # the session's end assembled (or a refused start, which writes none)
         self.held: list[Callable[[], None]] = []
         self.items: dict[str, dict] = {}  # item/started of commandExecution / fileChange by id
         self.deltas: dict[str, list[str]] = {}
@@ -328,6 +329,22 @@ class Translator:
         return True
 
     # --- the terminal record ----------------------------------------------------------
+    def end(self) -> SessionEnded | None:
+        """At wind-up, once: what was held written (a thread that never opened), then the session's
+        end (`session_ended`); None after the first call, or after a refused start (`ended`)."""
+        if self.ended:
+            return None
+        self.ended = True
+        if not self.started:
+            self.started = True
+            self.flush_held()
+        return self.session_ended()
+
+    def refused(self) -> None:
+        """A refused start: nothing held is written and no session end."""
+        self.held.clear()
+        self.ended = True
+
     def session_ended(self) -> SessionEnded | None:
         """Assembled at wind-up (Codex has no session-level terminal record)."""
         if self.last_turn is None:

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 import msgspec
 
-from metaharness.adapters.base import Adapter, RunContext, StartRefusal, Tool, path_at
+from metaharness.adapters.base import Abandonment, Adapter, RunContext, StartRefusal, Tool, path_at
 from metaharness.adapters.process import Child, Scratch, ScratchRefused, new_scratch
 from metaharness.permissions import MODES
 from metaharness.protocol.descriptor import CapabilityDescriptor, harness_descriptor
@@ -52,7 +52,7 @@ class OHarnessAdapter(Adapter):
     def __init__(self, spec: RunSpec) -> None:
         super().__init__(spec)
         self._ctx = None
-        # Set by interrupting(): the abandonment denies carry the interrupt with them, so
+        # Set by abandoning("interrupt"): the abandonment denies carry the interrupt with them, so
         # oharness stops the turn as it reads the deny, before any further model request.
         self._interrupt_with_decisions = False
         self._interrupt_carried = False
@@ -91,6 +91,8 @@ class OHarnessAdapter(Adapter):
             raise StartRefusal(RefusalName.ScratchRefused, str(exc)) from None
         # Its stderr to a pipe: a file there would be kept as part of the session by --retain-dir.
         self.child = Child(session, stderr_file=False)
+        # The session (transcript and decision trail) is deleted with the run; --retain-dir keeps a copy.
+        self.child.keep(session.root, "oharness-session")
         await self.child.spawn(launch.argv(self.spec, str(session.root)), cwd=self.spec.cwd or None,
                                env=launch.child_env(self.spec))
         self.child.read(self._read())
@@ -161,8 +163,9 @@ class OHarnessAdapter(Adapter):
             self._interrupt_carried = True
         self._send(seam.decision_line(call_id, decision, decided_by, interrupt=self._interrupt_with_decisions))
 
-    def interrupting(self) -> None:
-        self._interrupt_with_decisions = True
+    def abandoning(self, cause: Abandonment) -> None:
+        if cause == "interrupt":  # the interrupt travels with its denies; a stop closes stdin after them
+            self._interrupt_with_decisions = True
 
     def _send(self, obj: dict) -> None:
         assert self.child is not None
@@ -218,9 +221,6 @@ class OHarnessAdapter(Adapter):
             return None
         return os.path.join(os.path.abspath(self.spec.retain_dir), "oharness-session", "transcript.jsonl")
 
-    def kept(self) -> list[tuple[Any, str]]:
-        # The session (transcript and decision trail) is deleted with the run; --retain-dir keeps a copy.
-        return [(self.scratch.root, "oharness-session")] if self.scratch is not None else []
 
 
 def _type_of(line: bytes) -> str | None:

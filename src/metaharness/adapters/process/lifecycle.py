@@ -16,6 +16,8 @@ Rules kept:
   between the reaping and the release; the answer is kept, so a second `wait` says the same;
 * a stop gives the child `grace` seconds to exit by itself (the adapter closed its input first),
   then kills its whole tree and the groups collected earlier (`halt`);
+* `--retain-dir` keeps what the adapter said it keeps (`keep`), copied once the stream closed
+  (`retain`);
 * the scratch root dies with the run (`cleanup`), unless the operator chose its base.
 """
 
@@ -50,6 +52,7 @@ class Child:
         self.output_ended = False
         self.termination: ProcessTermination | None = None
         self._files: list[IO[Any]] = []
+        self._kept: list[tuple[Path | str, str]] = []  # what --retain-dir keeps (`keep`)
         self._services: list[Any] = []
         self._sent: IO[Any] | None = None  # the scratch's sent.jsonl, opened at the first line sent
         self._released = False
@@ -183,6 +186,11 @@ class Child:
         """The process groups below the running child (collected now, while they are its own)."""
         return descendant_groups(self.proc.pid) if self.running() else set()
 
+    def kill_descendants(self, groups: set[int]) -> None:
+        """Kill `groups` and the process groups below the child now, never the child's own: what a
+        turn started (its commands) goes, the child stays."""
+        kill_groups(groups | self.descendant_groups(), spare={self.proc.pid} if self.proc is not None else set())
+
     # --- the end --------------------------------------------------------------------------------
     async def halt(self, grace: float, groups: set[int] = frozenset()) -> None:  # type: ignore[assignment]
         """The child's input is closed: give it `grace` seconds, then kill its tree and `groups`."""
@@ -256,15 +264,19 @@ class Child:
                 pass
 
     # --- after the stream closed ------------------------------------------------------------
-    def retain(self, directory: str, kept: list[tuple[Path | str, str]]) -> list[str]:
-        """Copy each kept (source, name) into `directory` (a source directory as a tree); one
-        message per failure. A source that does not exist is skipped."""
+    def keep(self, source: Path | str, name: str) -> None:
+        """`--retain-dir` keeps `source` (a file, or a directory as a tree) as `name`."""
+        self._kept.append((source, name))
+
+    def retain(self, directory: str) -> list[str]:
+        """Copy each kept (source, name) into `directory`, in the order they were kept; one message
+        per failure. A source that does not exist is skipped."""
         failures: list[str] = []
         try:
             os.makedirs(directory, exist_ok=True)
         except OSError as exc:
             return [f"could not make {directory}: {exc.strerror or exc}"]
-        for source, name in kept:
+        for source, name in self._kept:
             target = os.path.join(directory, name)
             try:
                 if os.path.isdir(source):
