@@ -185,6 +185,22 @@ async def test_bash_cancel_kills_process_group(ctx, tmp_path):
     assert await _dies(int(marker.read_text())), "the background child outlived the interrupt"
 
 
+async def test_bash_cancelled_while_starting_leaves_nothing_running(ctx, tmp_path):
+    # Cancelled while bash is still being started (a loaded machine widens that window): the
+    # shell may already run, so it and whatever it started are ended, never left behind.
+    marker = tmp_path / "child.pid"
+    for delay in (0, 0.001, 0.005):
+        marker.unlink(missing_ok=True)
+        task = asyncio.ensure_future(BashTool().call({"command": f"sleep 30 & echo $! > {marker}; wait"}, ctx))
+        await asyncio.sleep(delay)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await asyncio.sleep(0.3)
+        if marker.exists() and marker.read_text().strip():
+            assert await _dies(int(marker.read_text())), f"the background child outlived a cancel after {delay} s"
+
+
 async def test_bash_background_child_does_not_hang_the_call(ctx):
     started = time.monotonic()
     out = await BashTool().call({"command": "sleep 30 & echo started"}, ctx)

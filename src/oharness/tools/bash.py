@@ -117,16 +117,30 @@ class BashTool(Tool):
     async def _run(self, command: str, timeout_ms: int, env: dict[str, str], start_cwd: str, cwd_file: str) -> ToolOutput:
         report = f"builtin pwd >| {shlex.quote(cwd_file)} 2>/dev/null"
         script = f"trap {shlex.quote(report)} EXIT\neval \"set --\"$'\\n'\"$1\""
+        spawn = asyncio.ensure_future(asyncio.create_subprocess_exec(
+            "bash", "--noprofile", "--norc", "-c", script, "bash", command,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            cwd=start_cwd,
+            env=env,
+            start_new_session=True,  # own session → own process group, killed as one
+        ))
         try:
-            process = await asyncio.create_subprocess_exec(
-                "bash", "--noprofile", "--norc", "-c", script, "bash", command,
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.STDOUT,
-                cwd=start_cwd,
-                env=env,
-                start_new_session=True,  # own session → own process group, killed as one
-            )
+            process = await asyncio.shield(spawn)
+        except asyncio.CancelledError:
+            # Cancelled while the shell was starting: it may run already (and have started
+            # children of its own), so the start is seen through and its group ended.
+            try:
+                process = await spawn
+            except OSError:
+                raise asyncio.CancelledError from None
+            _kill_group(process)
+            try:
+                await asyncio.wait_for(process.wait(), 1.0)
+            except asyncio.TimeoutError:
+                pass
+            raise
         except OSError as exc:
             raise ToolFailure(f"bash could not be started: {exc.strerror or exc}") from None
         assert process.stdout is not None
