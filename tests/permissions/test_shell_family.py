@@ -161,3 +161,24 @@ def test_a_tree_past_the_walk_limit_is_a_write_under_the_destination(world_sessi
         (tree / f"f{i:04d}").write_text("")
     _check_denied(world_session, ctxs, f"cp -a {tree}/. .")
     _check_denied(world_session, ctxs, f"cp -r {tree} .")
+
+
+# A program the table does not know may read what its operands name ------------------------------
+@pytest.mark.parametrize("command", ["bat secret/key", "mytool --config=secret/key", "w3m ./secret/key",
+                                     "docker compose --env-file secret/key up"])
+def test_an_unknown_program_naming_a_denied_path_may_read_it(world_session, command):
+    s = world_session.setup(project={"deny": ["Read(secret/**)"]})
+    try:
+        v = world_session.decide(f"Bash({command})", world_session.ctx(s, mode="bypass"))
+        assert (v.behavior, v.reason) == ("deny", "maybe-deny"), v.to_json()
+    finally:
+        world_session.setup(project=DENY)
+
+
+@pytest.mark.parametrize("command", ["mytool src/a.py", "make build", "npm install", "echo secret/key", "ls secret"])
+def test_an_unknown_program_naming_nothing_denied_is_allowed(world_session, command):
+    s = world_session.setup(project={"deny": ["Read(secret/**)"]})
+    try:
+        assert world_session.decide(f"Bash({command})", world_session.ctx(s, mode="bypass")).behavior == "allow"
+    finally:
+        world_session.setup(project=DENY)

@@ -209,6 +209,7 @@ def file_operands(cmd: Cmd, state: State) -> None:
             _git_paths(cmd)
         elif cmd.inner is None and cmd.wrapper is None and not cmd.data_operands:
             _tail_operands(cmd, state, table)
+            _possible_reads(cmd)
         return
     words = cmd.words[1:]
     if spec.get("kind") == "dd":
@@ -366,6 +367,22 @@ def _tail_operands(cmd: Cmd, state: State, table: dict) -> None:
                 ref.owner = cmd
                 cmd.paths.append(ref)
             return
+
+
+def _possible_reads(cmd: Cmd) -> None:
+    """A program the table does not know may read what its operands name (`bat secret/key`,
+    `tool --config=secret/key`): each static operand, and each `--option=VALUE`'s value, is a
+    possible read, for deny (a match is only `maybe`: the word may name no file)."""
+    for word in cmd.words[1:]:
+        value = word.deny_value
+        if value is None or word.value is None or not value or value == "-":
+            continue
+        if value.startswith("-"):
+            name, equals, attached = value.partition("=")
+            if not (equals and attached and name.startswith("--")):
+                continue
+            word = static_word(attached)
+        cmd.paths.append(PathRef("read", word, cmd.cwd, "operand", cmd, deny_only=True, guess=True))
 
 
 def _find_starts(args: list[Word]) -> list[Word]:
