@@ -3,7 +3,7 @@
 Everything else about the package is in pyproject.toml. A wheel built from this tree (`pip install
 .`, `pip wheel .`) carries the modules in COMPILED as C extensions when mypyc (pinned in
 pyproject.toml's build requirements) and a C compiler are there at build time, and the same modules
-as plain Python otherwise; the two builds make the same decisions (tests/permissions/
+as plain Python otherwise (or without Python's headers); the two builds make the same decisions (tests/permissions/
 test_compiled_equivalence.py). Pure Python is forced with METAHARNESS_PURE=1 in the build's
 environment. An editable install (`pip install -e .`, what `make install` does) is always pure: it
 runs the source being edited. `make compiled` builds a compiled tree of the package into
@@ -58,6 +58,8 @@ def _why_pure() -> str | None:
     compiler = shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc")
     if not compiler or shutil.which(compiler[0]) is None:
         return "no C compiler"
+    if not os.path.isfile(os.path.join(sysconfig.get_paths()["include"], "Python.h")):
+        return "no Python headers (Python.h)"
     return None
 
 
