@@ -16,7 +16,7 @@ PIP_FLAGS := --quiet --disable-pip-version-check
 # module's asserts again. The caches are __pycache__ directories, ignored by git; `make clean` goes.
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: install install-test vendor browser sandbox shells debian phoenix docs demo check test test-deps bench clean fuzz
+.PHONY: install install-test vendor browser sandbox shells debian phoenix docs demo check test test-deps bench clean fuzz compiled
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -97,6 +97,16 @@ docs: install-test
 demo: install
 	$(BIN)/metaharness demo
 
+# The permission engine compiled: setup.py's mypyc build of its hot pure modules, built afresh into
+# build/compiled — the whole package there, those modules C extensions — never into src/, which the
+# editable install runs as pure Python. PYTHONPATH=build/compiled runs it (the tests below,
+# bench/bench_permissions.py, which prints the build it measured). Needs a C compiler; mypy is
+# pinned in the test extra. `make clean` removes build/.
+COMPILED := build/compiled
+compiled: install-test
+	rm -rf $(COMPILED) build/mypyc
+	$(BIN)/python setup.py -q build --build-base build/mypyc --build-lib $(COMPILED)
+
 # The tiers are the markers tests/conftest.py applies. `--dist loadfile` keeps a module on one
 # worker, so its module-scoped fixtures (a Ray cluster, a browser, a batch) are built once.
 # CHECK_WORKERS is one more than the cores: most of a test's time is a child process it waits on
@@ -110,16 +120,22 @@ check: install-test
 # serially, 14 min with two workers on a fresh clone). The `waits` cases (a vendor's minute-long
 # retry back-off, next to no CPU; a third of the end-to-end tier's time) run beside the first tier,
 # their report printed after it (none selected, as under a PYTEST_ARGS -k, is no failure); every
-# part runs whatever another's result, and any failure fails.
-test: test-deps
-	@waits=$$(mktemp); trap 'rm -f "$$waits"' EXIT; \
+# part runs whatever another's result, and any failure fails. The compiled engine is built first:
+# the first tier compares its decisions with pure Python's (tests/permissions/
+# test_compiled_equivalence.py), and the permission tests run once more on it at the end, the
+# bash-oracle fuzzer a slice of its count (COMPILED_FUZZ_COUNT).
+test: test-deps compiled
+	@waits=$$(mktemp); trap 'rm -f "$$waits"' EXIT; export METAHARNESS_REQUIRE_COMPILED=1; \
 	METAHARNESS_REQUIRE_VENDOR=1 $(BIN)/python -m pytest -q -p no:cacheprovider -n $(WAITS_WORKERS) --dist load \
 	  -m waits $(PYTEST_ARGS) > "$$waits" 2>&1 & beside=$$!; \
 	METAHARNESS_REQUIRE_VENDOR=1 $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not e2e" $(PYTEST_ARGS); tier=$$?; \
 	wait $$beside; slept=$$?; [ $$slept != 5 ] || slept=0; echo "== the end-to-end cases that wait out a vendor's back-off, run beside the tier above"; \
 	cat "$$waits"; \
 	METAHARNESS_REQUIRE_VENDOR=1 $(BIN)/python -m pytest -n $(E2E_WORKERS) --dist loadfile -m "e2e and not waits" $(PYTEST_ARGS); e2e=$$?; \
-	exit $$(( tier || slept || e2e ))
+	echo "== the permission tests on the compiled engine ($(COMPILED))"; \
+	METAHARNESS_REQUIRE_VENDOR=1 METAHARNESS_EXPECT_BUILD=compiled PYTHONPATH=$(COMPILED) OH_FUZZ_COUNT=$(COMPILED_FUZZ_COUNT) \
+	  $(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile -m "not e2e" tests/permissions $(PYTEST_ARGS); compiled=$$?; \
+	exit $$(( tier || slept || e2e || compiled ))
 TEST_WORKERS ?= 2
 # What the suite needs, the independent installs at once (pip into two venvs, npm, and apt — one
 # Debian package step at a time, as they share dpkg's lock).
@@ -128,6 +144,7 @@ test-deps:
 debian:
 	@$(MAKE) --no-print-directory browser && $(MAKE) --no-print-directory sandbox && $(MAKE) --no-print-directory shells
 E2E_WORKERS ?= 2
+COMPILED_FUZZ_COUNT ?= 600
 WAITS_WORKERS ?= 2
 CHECK_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
 
@@ -151,5 +168,5 @@ fuzz: install-test shells
 	test $$after -eq $$before
 
 clean:
-	rm -rf $(VENV) $(PHOENIX_VENV) .vendor/node_modules .pytest_cache .hypothesis test-artifacts site
+	rm -rf $(VENV) $(PHOENIX_VENV) .vendor/node_modules .pytest_cache .hypothesis test-artifacts site build
 	find src tests tools bench -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -6,7 +6,9 @@ filesystem reads checked again — what a run's repeated `git status` meets), fo
 whose analysis is kept but whose decision is not (the same string in another call or context),
 and for the first sight of a command string (both memos cleared before each decision); also the floor of any Python analysis over tree-sitter (the parse plus
 a visit of every node that reads its type, nothing else) and the shell analysis alone. Figures only;
-no assertion. Run: .venv/bin/python bench/bench_permissions.py
+no assertion. The first line names the engine build measured: pure Python (the source, what the
+editable install runs) or compiled (`make compiled`, then PYTHONPATH=build/compiled).
+Run: .venv/bin/python bench/bench_permissions.py
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import tree_sitter
 import tree_sitter_bash
 
 from metaharness.permissions import Context, RuleSet, decide, oharness_call, parse_rule
+from metaharness.permissions.build import engine_build
 from metaharness.permissions.decision import forget_decisions
 from metaharness.permissions.engine import builtin_rules
 from metaharness.permissions.shell import analyse
@@ -104,6 +107,7 @@ def main() -> None:
         parse_t.append((t1 - t0) / 1000)
         analyse_t.append((t2 - t1) / 1000)
         decide_t.append((t3 - t2) / 1000)
+    print(f"engine build: {engine_build()}")
     print(f"rules: {len(rules.all())}   command: {len(COMMAND)} chars, "
           f"{sum(1 for s in v.subjects if s.kind == 'cmd')} cmd subjects, {len(v.subjects)} subjects")
     print(f"verdict: {v.behavior} [{v.reason}{'; ' + v.rule if v.rule else ''}]")

@@ -6,7 +6,9 @@ tests/permissions/test_spec_cases.py, under its rules R), repeated round-robin i
 Code streams of 1,000 calls each, the way a month of CI runs repeats the same few hundred commands.
 Prints, measured in one run: the whole CLI process (start, read, decide, report), the library call
 (`replay.redecide`) alone, and the bare baseline of reading the same lines with json. Figures only;
-no assertion. Run: .venv/bin/python bench/bench_redecide.py
+no assertion. The first line names the engine build measured (the CLI child inherits the path):
+pure Python, or compiled with PYTHONPATH=build/compiled after `make compiled`.
+Run: .venv/bin/python bench/bench_redecide.py
 """
 
 from __future__ import annotations
@@ -107,6 +109,9 @@ def main() -> None:
         if done.returncode not in (0, 1):
             sys.exit(f"redecide failed ({done.returncode}): {done.stderr}")
     summary = json.loads(done.stdout)["summary"]
+    from metaharness.permissions.build import engine_build
+
+    print(f"engine build: {engine_build()}")
     print(f"recorded calls: {count} in {CALLS // PER_STREAM} streams "
           f"({len(set(map(str, (tool_call(c[1]) for c in R_CASES))))} distinct scenario calls); summary {summary}")
     print(f"bare json read of the lines        best {min(bare) * 1000:8.1f} ms   {count / min(bare):10.0f} calls/s")

@@ -44,24 +44,32 @@ def _vals(cmd: Cmd) -> list[str | None]:
     return [word.value for word in cmd.words[1:]]
 
 
-def _clean(cmd: Cmd) -> bool:
+def _all_static(vals: list[str | None]) -> list[str] | None:
+    """The values when every one is static, else None."""
+    texts = [value for value in vals if value is not None]
+    return texts if len(texts) == len(vals) else None
+
+
+def _clean_program(cmd: Cmd) -> str | None:
+    """The program word's text when the command is clean (no unprovable, opaque or unknown-program
+    mark, only safe static assignments, a static program word), else None."""
     if cmd.unprovable or cmd.opaque or cmd.program_unknown:
-        return False
+        return None
     if any(not (SAFE_ASSIGNMENTS(name) and word.static) for name, word in cmd.assigns):
-        return False
-    return cmd.program is not None and cmd.program.value is not None
+        return None
+    return cmd.words[0].value if cmd.words else None
 
 
 def is_read_only(cmd: Cmd, *, trusted: bool) -> bool:
     """The read-only set: listed program, no write-capable option, no dynamic option word, only reads."""
-    if not _clean(cmd):
+    prog = _clean_program(cmd)
+    if prog is None:
         return False
     if cmd.inner is not None:
         # A transparent wrapper is read-only when its inner command is; other wrappers never.
         return cmd.transparent and is_read_only(cmd.inner, trusted=trusted)
     if cmd.wrapper is not None:
         return False
-    prog = cmd.program.value
     if "/" in prog:
         return False  # `./ls` is not the listed program
     if any(program.access == "write" for program in cmd.paths):
@@ -93,9 +101,10 @@ def is_read_only(cmd: Cmd, *, trusted: bool) -> bool:
     return True
 
 
-def _git_read_only(vals: list[str | None]) -> bool:
+def _git_read_only(words: list[str | None]) -> bool:
     spec = _lazy("READONLY")["git"]
-    if any(value is None for value in vals):
+    vals = _all_static(words)
+    if vals is None:
         return False
     forbidden_set, forbidden_long = _forbidden_of(spec["forbidden"])
     if any(value in forbidden_set or value.startswith(forbidden_long) for value in vals):
@@ -112,9 +121,10 @@ def _git_read_only(vals: list[str | None]) -> bool:
 
 def is_edit_command(cmd: Cmd) -> bool:
     """`mkdir`/`touch`/`cp`/`mv` with every operand static (write targets are checked by the engine)."""
-    if not _clean(cmd) or cmd.inner is not None or cmd.wrapper is not None:
+    prog = _clean_program(cmd)
+    if prog is None or cmd.inner is not None or cmd.wrapper is not None:
         return False
-    if cmd.program.value not in EDIT_COMMANDS:
+    if prog not in EDIT_COMMANDS:
         return False
     return all(word.value is not None for word in cmd.words[1:]) and all(program.static for program in cmd.paths)
 
@@ -139,8 +149,10 @@ def _sub_and_rest(cmd: Cmd) -> tuple[str | None, list[str | None]]:
     base = cmd.basename or ""
     gval, glob_ = _global_options(_shell._lazy("OPTIONS").get(base))
     index = 0
-    while index < len(vals) and vals[index] is not None and vals[index].startswith("-"):
+    while index < len(vals):
         value = vals[index]
+        if value is None or not value.startswith("-"):
+            break
         name = value.split("=", 1)[0]
         if name in gval and "=" not in value:
             index += 2
@@ -213,14 +225,14 @@ def risky_feature(cmd: Cmd) -> str | None:
 
 def is_routine(cmd: Cmd) -> bool:
     """Auto mode's routine check: a routine-table entry, and not unprovable."""
-    if not _clean(cmd) or cmd.wrapper is not None:
+    prog = _clean_program(cmd)
+    if prog is None or cmd.wrapper is not None:
         return False
-    prog = cmd.program.value
     base = prog.rsplit("/", 1)[-1]
     if "/" in prog and base != "gradlew":
         return False
-    vals = _vals(cmd)
-    if any(value is None for value in vals):
+    vals = _all_static(_vals(cmd))
+    if vals is None:
         return False
     for entry in _routine_for(base):
         if "targets" in entry:

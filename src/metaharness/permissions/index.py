@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 from . import match as _match
 from .match import CALL_LEVEL_TOOLS, MATCH, MAYBE, NO, broad_match, path_rule_applies, tail_starts
 from .paths import compile_path_pattern
-from .rules import LITERAL, Rule, broad_wordset, literal_texts, required_words, strict_values
+from .rules import LITERAL, Rule, ShellPattern, broad_wordset, literal_texts, required_words, strict_values
 
 if TYPE_CHECKING:
     from .calls import Call
@@ -71,7 +71,7 @@ class RuleIndex:
         shell_rules: list[Rule] = []
         for rule in rules:
             if rule.tool == "Bash" and rule.kind == "shell":
-                first = rule.shell.tokens[0]
+                first = _pattern(rule).tokens[0]
                 if first.kind == LITERAL:
                     self.by_program.setdefault(first.text.rsplit("/", 1)[-1].casefold(), []).append(rule)
                 else:
@@ -100,7 +100,7 @@ class RuleIndex:
         self.broad_free: dict[str, list[Rule]] = {}
         self.broad_by_word: dict[str, dict[str, list[Rule]]] = {}
         for program, group in self.by_program.items():
-            required = {id(rule): required_words(rule.shell) for rule in group}
+            required = {id(rule): required_words(_pattern(rule)) for rule in group}
             frequency: dict[str, int] = {}
             for words in required.values():
                 for word in words:
@@ -114,7 +114,7 @@ class RuleIndex:
                 else:
                     free.append(rule)
         # Strict: every shell rule under its rarest LITERAL token (case-sensitive).
-        literals = {id(rule): literal_texts(rule.shell) for rule in shell_rules}
+        literals = {id(rule): literal_texts(_pattern(rule)) for rule in shell_rules}
         literal_frequency: dict[str, int] = {}
         for texts in literals.values():
             for text in texts:
@@ -152,10 +152,10 @@ class RuleIndex:
     def _for_program(self, cmd: "Cmd", program: str | None) -> list[Rule]:
         got = self._memo.get(program)
         if got is None:
-            candidates = self.by_program.get(program, []) + self.unkeyed + (self.rm if program == "rm" else [])
+            candidates = (self.by_program.get(program, []) if program is not None else []) + self.unkeyed + (self.rm if program == "rm" else [])
             got = self._memo[program] = self._ordered(candidates)
-        by_word = self.broad_by_word.get(program)
-        if not by_word:
+        by_word = self.broad_by_word.get(program) if program is not None else None
+        if program is None or not by_word:
             return got
         wordset = broad_wordset(cmd)
         if wordset is False:
@@ -206,6 +206,7 @@ class RuleIndex:
 
     def for_subject(self, subject: "Subject") -> list[Rule]:
         if subject.kind == "cmd":
+            assert subject.cmd is not None  # a cmd subject carries its command
             return self.for_cmd(subject.cmd)
         if subject.kind in ("read", "write"):
             if subject.canon is None or subject.recursive or not self.path_by_first:
@@ -220,6 +221,11 @@ class RuleIndex:
                 found = sorted(dict.fromkeys(found), key=lambda rule: self.position[id(rule)])
             return found
         return self.other
+
+
+def _pattern(rule: Rule) -> ShellPattern:
+    assert rule.shell is not None  # a shell rule carries its pattern
+    return rule.shell
 
 
 def index_of(rules: list[Rule], ctx: "Context") -> RuleIndex:
@@ -244,6 +250,7 @@ def strongest_match(rules: list[Rule], subject: "Subject", call: "Call", ctx: "C
     if index is None:
         index = index_of(rules, ctx)
     if subject.kind == "cmd":
+        assert subject.cmd is not None  # a cmd subject carries its command
         memo = subject.cmd.norm_cache
         key = ("strongest", id(index))
         kept = memo.get(key)

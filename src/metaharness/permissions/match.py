@@ -109,6 +109,7 @@ def _rm_builtin(rule: Rule, cmd: "Cmd", ctx: "Context") -> int:
         return NO
     best = NO
     rm_path = rule.rm_path
+    assert rm_path is not None  # every built-in rm rule names its path
     for options, dash, unknown_cwd, dynamic, any_root, paths, could_be in _rm_facts(cmd, ctx):
         strength = MATCH if rule.rm_flag in options else (MAYBE if dash else NO)
         if strength == NO:
@@ -188,6 +189,26 @@ def _name_match(glob: str, name: str, *, broad: bool) -> bool:
     return re.fullmatch(regex, name, re.IGNORECASE if broad else 0) is not None
 
 
+def _domain(rule: Rule) -> str:
+    assert rule.domain is not None  # a domain rule carries its domain
+    return rule.domain
+
+
+def _name_glob(rule: Rule) -> str:
+    assert rule.name_glob is not None  # a name rule carries its glob
+    return rule.name_glob
+
+
+def _path_spec(rule: Rule) -> str:
+    assert rule.path is not None  # a path rule carries its specifier
+    return rule.path
+
+
+def _host(subject: "Subject") -> str:
+    assert subject.host is not None  # a host subject carries its host
+    return subject.host
+
+
 def _domain_match(pattern: str, host: str) -> bool:
     if pattern.startswith("*."):
         return host.endswith(pattern[1:]) and host != pattern[2:]
@@ -198,6 +219,7 @@ def _domain_match(pattern: str, host: str) -> bool:
 
 
 def _param_match(rule: Rule, call: "Call") -> int:
+    assert rule.param is not None  # a param rule carries its (name, glob)
     name, glob = rule.param
     value = call.input.get(name) if isinstance(call.input, Mapping) else None
     if not isinstance(value, str):
@@ -248,6 +270,7 @@ def _program_key(rule: Rule) -> str | None:
     """The program a shell or built-in rm rule names (case-folded basename), or None."""
     if rule.kind == "builtin-rm":
         return "rm"
+    assert rule.shell is not None  # a shell rule carries its pattern
     first = rule.shell.tokens[0]
     return first.text.rsplit("/", 1)[-1].casefold() if first.kind == LITERAL else None
 
@@ -260,6 +283,7 @@ def _cmd_broad(rule: Rule, cmd: "Cmd", ctx: "Context") -> int:
     if rule.kind == "any":
         return MATCH
     if rule.kind == "shell":
+        assert rule.shell is not None  # a shell rule carries its pattern
         return shell_broad_match(rule.shell, cmd)
     return NO
 
@@ -268,14 +292,16 @@ def broad_match(rule: Rule, subject: "Subject", call: "Call", ctx: "Context") ->
     """Deny/ask matching of one rule against one subject."""
     kind = subject.kind
     if kind == "cmd":
-        result = _cmd_broad(rule, subject.cmd, ctx)
-        if result == NO and rule.kind in ("shell", "builtin-rm") and not subject.cmd.program_unknown:
+        cmd = subject.cmd
+        assert cmd is not None  # a cmd subject carries its command
+        result = _cmd_broad(rule, cmd, ctx)
+        if result == NO and rule.kind in ("shell", "builtin-rm") and not cmd.program_unknown:
             # The backstop: a pattern met by a tail of the words gives `maybe` (a program we do
             # not know may run its arguments as a command; over-matching is the intended side).
             key = _program_key(rule)
-            if key is not None and key not in tail_starts(subject.cmd):
+            if key is not None and key not in tail_starts(cmd):
                 return result
-            for tail in _tails(subject.cmd, key):
+            for tail in _tails(cmd, key):
                 if _cmd_broad(rule, tail, ctx) != NO:
                     return MAYBE
         return result
@@ -297,13 +323,13 @@ def broad_match(rule: Rule, subject: "Subject", call: "Call", ctx: "Context") ->
             return NO
         if rule.kind == "any":
             return MATCH
-        return MATCH if rule.kind == "domain" and _domain_match(rule.domain, subject.host) else NO
+        return MATCH if rule.kind == "domain" and _domain_match(_domain(rule), _host(subject)) else NO
     if kind in ("agent", "skill"):
         if rule.tool != ("Agent" if kind == "agent" else "Skill"):
             return NO
         if rule.kind == "any":
             return MATCH
-        return MATCH if rule.kind == "name" and _name_match(rule.name_glob, subject.label, broad=True) else NO
+        return MATCH if rule.kind == "name" and _name_match(_name_glob(rule), subject.label, broad=True) else NO
     if kind in ("mcp", "tool"):
         if not rule.tool_matches(call.rule_tool):
             return NO
@@ -338,12 +364,12 @@ def allow_covers(rule: Rule, subject: "Subject", call: "Call", ctx: "Context") -
         return rule.tool == "Read" and rule.kind in ("path", "any") and _path_match(rule, subject, ctx, broad=False) == MATCH
     if kind == "host":
         return rule.tool == "WebFetch" and (
-            rule.kind == "any" or (rule.kind == "domain" and _domain_match(rule.domain, subject.host)))
+            rule.kind == "any" or (rule.kind == "domain" and _domain_match(_domain(rule), _host(subject))))
     if kind in ("mcp", "tool"):
         return rule.kind == "any" and rule.tool_matches(call.rule_tool)
     if kind in ("agent", "skill"):
         return rule.tool == ("Agent" if kind == "agent" else "Skill") and (
-            rule.kind == "any" or _name_match(rule.name_glob, subject.label, broad=False))
+            rule.kind == "any" or _name_match(_name_glob(rule), subject.label, broad=False))
     return False
 
 
@@ -353,12 +379,16 @@ def command_allowed(rule: Rule, cmd: "Cmd") -> bool:
         return False
     if rule.kind == "any":
         return not (cmd.unprovable or cmd.opaque or cmd.program_unknown)
-    return rule.kind == "shell" and shell_allow_match(rule.shell, cmd)
+    if rule.kind != "shell":
+        return False
+    assert rule.shell is not None  # a shell rule carries its pattern
+    return shell_allow_match(rule.shell, cmd)
 
 
 def covers(rule: Rule, subject: "Subject", call: "Call", ctx: "Context") -> bool:
     """Whether one allow rule covers one subject of any kind."""
     if subject.kind == "cmd":
+        assert subject.cmd is not None  # a cmd subject carries its command
         return command_allowed(rule, subject.cmd)
     return allow_covers(rule, subject, call, ctx)
 
@@ -366,7 +396,7 @@ def covers(rule: Rule, subject: "Subject", call: "Call", ctx: "Context") -> bool
 def exact_path_allow(subject: "Subject", ctx: "Context") -> bool:
     """An allow rule names this read's path exactly (no glob): the one exception to a secret path."""
     for rule in ctx.rules.allow:
-        if (rule.kind == "path" and rule.tool == "Read" and not any(char in rule.path for char in "*?[")
+        if (rule.kind == "path" and rule.tool == "Read" and not any(char in _path_spec(rule) for char in "*?[")
                 and _path_match(rule, subject, ctx, broad=False) == MATCH):
             return True
     return False

@@ -240,6 +240,7 @@ def compile_path_pattern(spec: str, *, project_root: str, home: str, broad: bool
     `broad` = deny/ask (case-insensitive)."""
     flags = re.IGNORECASE if broad else 0
     body = spec
+    anchor: str | None
     if body.startswith("//"):
         anchor, body = "/", body[2:]
     elif body == "~" or body.startswith("~/"):

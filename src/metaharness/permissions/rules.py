@@ -15,7 +15,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from types import ModuleType
+from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
     from .shell import Cmd, Word
@@ -36,10 +37,10 @@ __all__ = [
 ]
 
 MATCH, MAYBE, NO = 2, 1, 0
-_shell = None  # the shell analyser module, bound by `_shell_module()` on first use
+_shell: ModuleType | None = None  # the shell analyser module, bound by `_shell_module()` on first use
 
 
-def _shell_module():
+def _shell_module() -> ModuleType:
     """The shell analyser, imported when a Bash rule is first matched (a session opens before its
     first shell command); kept in a global because matchers run many times per decision."""
     global _shell
@@ -51,7 +52,7 @@ def _shell_module():
 
 
 
-def __getattr__(name: str):
+def _shell_names(name: str) -> object:
     # `rules.OPTIONS`, `Cmd`, `Word`, `SAFE_ASSIGNMENTS` and `static_word` were shell's names
     # re-exported; they still are. The shell analyser itself is imported by the matchers, when a
     # Bash rule is first matched, not at import: a session opens before its first shell command.
@@ -60,6 +61,11 @@ def __getattr__(name: str):
 
         return getattr(shell, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+# Bound by assignment, not `def __getattr__`: mypyc's module set-up asks the module for its
+# `__file__` before the module's globals exist, and a compiled `def __getattr__` would run then.
+__getattr__ = _shell_names
 
 # Canonical rule tool names, keyed by their case-folded spelling.
 _CANONICAL = {
@@ -412,6 +418,7 @@ def _strict_cmp(token: Token, word: Word) -> int:
         return NO
     if token.kind == LITERAL:
         return MATCH if word.value == token.text else NO
+    assert token.regex is not None  # a GLOB or TAIL token is built with its regexes
     return MATCH if token.regex.fullmatch(word.value) else NO
 
 
@@ -420,6 +427,7 @@ def _broad_cmp(token: Token, word: Word) -> int:
     if value is not None:
         if token.kind == LITERAL:
             return MATCH if value.casefold() == token.text.casefold() else NO
+        assert token.iregex is not None  # a GLOB or TAIL token is built with its regexes
         return MATCH if token.iregex.fullmatch(value) else NO
     if token.kind == LITERAL:
         return MAYBE if word.could_be(token.text) else NO
@@ -558,7 +566,7 @@ def _normalise(base: str, words: list[Word]) -> tuple[frozenset[str], list[Word]
     return frozenset(options), operands, dash
 
 
-_NORMALISED: dict[int, tuple[ShellPattern, object]] = {}
+_NORMALISED: dict[int, tuple[ShellPattern, tuple[str, frozenset[str], tuple[Token, ...]] | None]] = {}
 
 
 def _pattern_normalised(pattern: ShellPattern) -> tuple[str, frozenset[str], tuple[Token, ...]] | None:
@@ -597,19 +605,20 @@ def required_words(pattern: ShellPattern) -> frozenset[str]:
     return hit[1]
 
 
-def broad_wordset(cmd: Cmd) -> frozenset[str] | bool:
+def broad_wordset(cmd: Cmd) -> frozenset[str] | Literal[False]:
     """Case-folded deny values of every word of every variant of `cmd`, or False when a word is
     dynamic (then no word is required). Cached on the Cmd (one analysis)."""
-    wordset = cmd.norm_cache.get("wordset")
+    wordset: frozenset[str] | Literal[False] | None = cmd.norm_cache.get("wordset")
     if wordset is None:
-        static = all(word.deny_value is not None for found in cmd.word_variants() for word in found)
-        wordset = cmd.norm_cache["wordset"] = (
-            frozenset(word.deny_value.casefold() for found in cmd.word_variants() for word in found) if static else False)
+        values = [word.deny_value for found in cmd.word_variants() for word in found]
+        texts = [value.casefold() for value in values if value is not None]
+        wordset = frozenset(texts) if len(texts) == len(values) else False
+        cmd.norm_cache["wordset"] = wordset
     return wordset
 
 
 def _pattern_normalised_uncached(pattern: ShellPattern) -> tuple[str, frozenset[str], tuple[Token, ...]] | None:
-    Word, static_word = _shell_module().Word, _shell_module().static_word
+    word_type, static_word = _shell_module().Word, _shell_module().static_word
     first = pattern.tokens[0]
     if first.kind != LITERAL:
         return None
@@ -621,15 +630,15 @@ def _pattern_normalised_uncached(pattern: ShellPattern) -> tuple[str, frozenset[
         if token.kind == LITERAL:
             lit_words.append(static_word(token.text))
         else:
-            lit_words.append(Word(token.text, None, None, ".*", False))
+            lit_words.append(word_type(token.text, None, None, ".*", False))
         positions.append(token)
     options, operands, _ = _normalise(base, lit_words)
     # Map normalised operands back to tokens (static words become LITERAL tokens again).
     tok_by_id = {id(word): token for word, token in zip(lit_words, positions)}
     out: list[Token] = []
     for word in operands:
-        token = tok_by_id.get(id(word))
-        out.append(token if token is not None else Token(LITERAL, word.deny_value or ""))
+        kept = tok_by_id.get(id(word))
+        out.append(kept if kept is not None else Token(LITERAL, word.deny_value or ""))
     return base, options, tuple(out)
 
 

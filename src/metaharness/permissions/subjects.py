@@ -63,6 +63,7 @@ class Subject:
     def mark(self, result: Behavior, reason: str, rule: "Rule | None") -> None:
         """Give this subject its result and reason (and the rule that decided it)."""
         shown = self.shown
+        assert shown is not None  # show() starts the entry before any result
         shown.result, shown.reason = result, reason
         if rule is not None:
             shown.rule, shown.scope, shown.file = rule.text, rule.scope, rule.file
@@ -71,11 +72,13 @@ class Subject:
         """Start this subject's entry in the verdict: what it is, before any result."""
         shown = self.shown = SubjectResult(self.kind, self.label)
         if self.kind == "cmd":
-            shown.words = [word.deny_value if word.deny_value is not None else word.text for word in self.cmd.words]
-            if not self.cmd.words:
-                shown.label = self.cmd.display()  # the stand-in for a program that cannot be determined
-            if self.cmd.opaque:
-                shown.why = self.cmd.opaque
+            cmd = self.cmd
+            assert cmd is not None  # a cmd subject carries its command
+            shown.words = [word.deny_value if word.deny_value is not None else word.text for word in cmd.words]
+            if not cmd.words:
+                shown.label = cmd.display()  # the stand-in for a program that cannot be determined
+            if cmd.opaque:
+                shown.why = cmd.opaque
         elif self.kind in ("read", "write"):
             if self.canon is not None:
                 shown.path, shown.real = self.canon.lexical, self.canon.real

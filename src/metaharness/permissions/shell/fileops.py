@@ -136,9 +136,9 @@ def _operands(words: list[Word], spec: dict) -> tuple[list[Word], dict[str, list
 def based(cwd: str | None, directory: Word | None) -> str | None:
     """The directory a base-directory option (`-C DIR`, `--directory=DIR`, `--chdir DIR`) makes
     later operands relative to; None (unknown: every operand a possible match) when dynamic."""
-    value = directory.deny_value if directory is not None else None
-    if value is None or directory.value is None:
+    if directory is None or directory.deny_value is None or directory.value is None:
         return None
+    value = directory.deny_value
     if value.startswith("/"):
         return os.path.normpath(value)
     return os.path.normpath(os.path.join(cwd, value)) if cwd is not None else None
@@ -173,23 +173,24 @@ def _data_operands(cmd: Cmd) -> bool:
     values = [word.deny_value for word in cmd.words[1:]]
     if not (spec.get("runs_opts") or spec.get("only_opts") or spec.get("subcommands")):
         return True  # no option of the program runs anything: a dynamic word is data too
-    if None in values:
+    texts = [value for value in values if value is not None]
+    if len(texts) != len(values):
         return False  # a dynamic word may be the option that runs something
     runs = spec.get("runs_opts", ())
-    if any(value.split("=", 1)[0] in runs or (value[:2] in runs and not value.startswith("--")) for value in values):
+    if any(text.split("=", 1)[0] in runs or (text[:2] in runs and not text.startswith("--")) for text in texts):
         return False
     only = spec.get("only_opts")
-    if only is not None and not any(value in only for value in values[:2]):
+    if only is not None and not any(text in only for text in texts[:2]):
         return False
     subcommands = spec.get("subcommands")
     if subcommands is not None:
         global_value_options = set(_lazy("OPTIONS")["git"]["global_value"]) if cmd.basename == "git" else set()
         index = 0
-        while index < len(values) and values[index].startswith("-"):
-            if values[index] in ("-c", "--config-env") or values[index].startswith(("-c", "--config-env", "--exec-path")):
+        while index < len(texts) and texts[index].startswith("-"):
+            if texts[index] in ("-c", "--config-env") or texts[index].startswith(("-c", "--config-env", "--exec-path")):
                 return False  # a config value may name a program (`core.pager`, an alias)
-            index += 2 if values[index] in global_value_options else 1
-        return index < len(values) and values[index] in subcommands
+            index += 2 if texts[index] in global_value_options else 1
+        return index < len(texts) and texts[index] in subcommands
     return True
 
 
@@ -555,7 +556,7 @@ def mark_unprovable(cmd: Cmd) -> None:
             break
 
 
-def _mark_code_runner(cmd: Cmd, base: str, flags: set[str] | None, vals: list[str | None]) -> None:
+def _mark_code_runner(cmd: Cmd, base: str, flags: frozenset[str] | None, vals: list[str | None]) -> None:
     if flags and any(value in flags or (value and value[:2] in flags and len(value) > 2 and not value.startswith("--")) for value in vals):
         cmd.unprovable.append("interpreter runs code from an argument")
     if base == "deno" and vals[:1] == ["eval"]:

@@ -124,7 +124,9 @@ def _body_re(close: str) -> re.Pattern:
 def _until(code: str, pos: int, close: str, opener: str | None = None) -> int:
     """Index of the unescaped `close` from pos (nesting `opener`), or len(code)."""
     if opener is None:
-        return _body_re(close).match(code, pos).end()
+        body = _body_re(close).match(code, pos)
+        assert body is not None  # a starred pattern matches the empty string
+        return body.end()
     depth = 0
     while pos < len(code):
         char = code[pos]

@@ -24,7 +24,7 @@ from .words import _skip_balanced, _unquoted
 
 __all__ = ["prepass", "has_unquoted_cr", "blank_time_keyword", "substitutions", "SURROGATE"]
 
-SURROGATE = re.compile("[\ud800-\udfff]")
+SURROGATE = re.compile("[" + chr(0xD800) + "-" + chr(0xDFFF) + "]")  # chr(): no surrogate literal in mypyc
 
 
 def prepass(text: str) -> tuple[str, bool]:

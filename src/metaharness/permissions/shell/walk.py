@@ -180,7 +180,7 @@ def _word_spans_newline(node: "tree_sitter.Node") -> bool:
     stack = [node]
     while stack:
         current = stack.pop()
-        if current.type == "word" and b"\n" in current.text:
+        if current.type == "word" and b"\n" in (current.text or b""):  # a node of a parsed source has its text
             return True
         if current.type not in ("heredoc_body", "string", "raw_string", "comment"):
             stack.extend(current.children)
@@ -463,15 +463,15 @@ class Walker:
         if cmd.basename not in ("cd", "pushd", "popd") or cmd.layer != 0:
             return
         args = [word for word in cmd.words[1:] if not (word.value or "").startswith("-") or word.value == "-"]
-        static_target = len(args) == 1 and args[0].deny_value is not None and args[0].value != "-"
-        if cmd.basename == "popd" or not static_target or not env.top_level or env.in_body:
+        target = args[0].deny_value if len(args) == 1 and args[0].value != "-" else None
+        if cmd.basename == "popd" or target is None or not env.top_level or env.in_body:
             self.state.cwd = None
-            if not static_target:
+            if target is None:
                 self.state.tainted = True
             return
-        if self.state.cwd is None and not args[0].deny_value.startswith("/"):
+        if self.state.cwd is None and not target.startswith("/"):
             return
-        self.state.cwd = os.path.normpath(os.path.join(self.state.cwd or "/", args[0].deny_value))
+        self.state.cwd = os.path.normpath(os.path.join(self.state.cwd or "/", target))
 
     def _run_after(self, after: list, env: Env) -> None:
         for stmt in after:

@@ -91,9 +91,10 @@ def _decode_ansi_c(body: str) -> str:
             out.append(_ANSI_SIMPLE[escaped])
             pos += 2
         elif escaped in "01234567":
-            match = re.match(r"[0-7]{1,3}", body[pos + 1 :])
-            out.append(chr(int(match.group(0), 8) & 0xFF))
-            pos += 1 + len(match.group(0))
+            octal = re.match(r"[0-7]{1,3}", body[pos + 1 :])
+            assert octal is not None  # the escape's first character is an octal digit
+            out.append(chr(int(octal.group(0), 8) & 0xFF))
+            pos += 1 + len(octal.group(0))
         elif escaped in "xuU":
             width = {"x": 2, "u": 4, "U": 8}[escaped]
             match = re.match(r"[0-9a-fA-F]{1,%d}" % width, body[pos + 2 :])

@@ -60,7 +60,7 @@ def unwrap(cmd: Cmd, state: State, env: Env, stdin_script: str | None, stdin_dyn
     current = cmd
     layer = 0
     while current.words:
-        prog = current.program
+        prog = current.words[0]
         if prog.deny_value is None:
             unknown(state, current, "dynamic program name")
             break
@@ -135,6 +135,12 @@ def _inner_cwd(cmd: Cmd, spec: dict) -> str | None:
 # -- option parsing shared by the kinds ---------------------------------------------------------
 
 
+def static_texts(words: list[Word]) -> list[str] | None:
+    """Every word's text as bash would pass it (its deny value), or None when one is dynamic."""
+    texts = [word.deny_value for word in words]
+    return None if None in texts else [text for text in texts if text is not None]
+
+
 def split_options(words: list[Word], spec: dict, extra_value_opts: tuple[str, ...] = ()) -> tuple[dict, list[Word], bool]:
     """Parse leading options of a wrapper. Returns (options, rest, dynamic_option_seen)."""
     value_opts = set(spec.get("value_opts", [])) | set(extra_value_opts)
@@ -155,8 +161,8 @@ def split_options(words: list[Word], spec: dict, extra_value_opts: tuple[str, ..
         if not value.startswith("-") or value == "-":
             break
         if "=" in value and value.startswith("--"):
-            position, _, val = value.partition("=")
-            opts[position] = static_word(val)
+            option, _, val = value.partition("=")
+            opts[option] = static_word(val)
             index += 1
             continue
         if value in value_opts:
@@ -432,11 +438,12 @@ def _eval(layer: Layer) -> Result:
         args = args[1:]  # eval takes `--` as the end of (no) options
     if not args:
         return None, True, {}
-    if any(word.deny_value is None for word in args):
+    texts = static_texts(args)
+    if texts is None:
         unknown(layer.state, layer.cmd, "eval of a dynamic string")
         return None, True, {}
     allow_dynamic = any(word.value is None for word in args)
-    recurse(" ".join(word.deny_value for word in args), layer.state, layer.env, outer=layer.cmd, same_process=True,
+    recurse(" ".join(texts), layer.state, layer.env, outer=layer.cmd, same_process=True,
             unprovable="ANSI-C string in eval" if allow_dynamic else None)
     return None, True, {}
 
@@ -489,10 +496,11 @@ def _sg(layer: Layer) -> Result:
     if not rest:
         _run_stdin(layer, "sg reads its command from stdin")
         return None, False, {}
-    if any(word.deny_value is None for word in rest):
+    texts = static_texts(rest)
+    if texts is None:
         unknown(layer.state, layer.cmd, "dynamic sg command")
         return None, False, {}
-    recurse(" ".join(word.deny_value for word in rest), layer.state, layer.env, outer=layer.cmd)
+    recurse(" ".join(texts), layer.state, layer.env, outer=layer.cmd)
     return None, False, {}
 
 
@@ -533,14 +541,15 @@ def _parallel(layer: Layer) -> Result:
     if not template:
         _run_stdin(layer, "parallel reads its commands from stdin")
         return None, False, {}
-    if any(word.deny_value is None for word in template):
+    template_texts = static_texts(template)
+    if template_texts is None:
         unknown(layer.state, layer.cmd, "dynamic parallel command")
         return None, False, {}
-    text = " ".join(word.deny_value for word in template)
+    text = " ".join(template_texts)
     if _PARALLEL_PLACEHOLDER.search(text):
         text = _PARALLEL_PLACEHOLDER.sub('"$PARALLEL_ITEM"', text)
-    elif items and all(word.deny_value is not None for word in items):
-        text += " " + " ".join(shlex.quote(word.deny_value) for word in items)
+    elif items and (item_texts := static_texts(items)) is not None:
+        text += " " + " ".join(shlex.quote(item) for item in item_texts)
     else:
         text += ' "$PARALLEL_ITEM"'
     recurse(text, layer.state, layer.env, outer=layer.cmd)
@@ -574,13 +583,14 @@ def _find(layer: Layer) -> Result:
 
 def _watch(layer: Layer) -> Result:
     opts, rest, dyn = split_options(layer.args, layer.spec)
-    if dyn or any(word.deny_value is None for word in rest):
+    texts = static_texts(rest)
+    if dyn or texts is None:
         unknown(layer.state, layer.cmd, "dynamic watch command")
         return None, False, {}
     if "-x" in opts or "--exec" in opts:
         return rest, False, {}
-    if rest:
-        recurse(" ".join(word.deny_value for word in rest), layer.state, layer.env, outer=layer.cmd)
+    if texts:
+        recurse(" ".join(texts), layer.state, layer.env, outer=layer.cmd)
     return None, False, {}
 
 
@@ -669,10 +679,11 @@ def _ssh(layer: Layer) -> Result:
         if layer.stdin_script is not None or layer.stdin_dynamic:
             _run_stdin(layer, "ssh runs a script from a pipe", deny_only=True)
         return None, False, {}
-    if any(word.deny_value is None for word in remote):
+    texts = static_texts(remote)
+    if texts is None:
         unknown(layer.state, layer.cmd, "dynamic ssh remote command")
         return None, False, {}
-    recurse(" ".join(word.deny_value for word in remote), layer.state, layer.env, outer=layer.cmd, deny_only=True)
+    recurse(" ".join(texts), layer.state, layer.env, outer=layer.cmd, deny_only=True)
     return None, False, {}
 
 
@@ -720,9 +731,10 @@ def _git(layer: Layer) -> Result:
                     # what git hands to a shell when it needs it: analysed for deny/ask
                     recurse(val.removeprefix("!"), layer.state, layer.env, outer=layer.cmd, deny_only=True)
         index += width
-    if not aliases or index >= len(args) or args[index].deny_value is None:
+    sub_text = args[index].deny_value if aliases and index < len(args) else None
+    if sub_text is None:
         return None, False, {}
-    sub = args[index].deny_value.casefold()
+    sub = sub_text.casefold()
     hit = aliases.get(sub)
     if hit is None:
         return None, False, {}
@@ -730,10 +742,11 @@ def _git(layer: Layer) -> Result:
     text = value.deny_value or ""
     rest = args[index + 1 :]
     if text.startswith("!"):
-        if any(word.deny_value is None for word in rest):
+        texts = static_texts(rest)
+        if texts is None:
             unknown(layer.state, layer.cmd, "git shell alias with dynamic arguments")
             return None, False, {}
-        recurse(" ".join([text[1:]] + [shlex.quote(word.deny_value) for word in rest]), layer.state, layer.env, outer=layer.cmd)
+        recurse(" ".join([text[1:]] + [shlex.quote(item) for item in texts]), layer.state, layer.env, outer=layer.cmd)
         return None, False, {}
     try:
         expansion = [static_word(token) for token in shlex.split(text)]
