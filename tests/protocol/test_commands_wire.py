@@ -184,6 +184,20 @@ def test_duplicate_keys_last_wins():
     assert decode_command_line(line('{"format":"x",' + F[1:] + '"id":"a","command":"halt","reason":"x"}')) == Halt(id="a", reason="x")
 
 
+def test_json_dumps_spacing_reads_as_the_compact_line():
+    """Python's json.dumps writes `{"format": "…", …}`; the fast path takes that spacing too, and
+    a later format key or another tag still decides as it does for the compact line."""
+    for command in COMMANDS:
+        spaced = json.dumps(json.loads(encode_command_line(command))).encode()
+        assert spaced.startswith(b'{"format": "metaharness.command/1", ')
+        assert decode_command_line(spaced) == command
+    spaced = '{"format": "metaharness.command/1", "id": "a", "command": "halt", "reason": "x"'
+    assert decode_command_line(line(spaced + "}")) == Halt(id="a", reason="x")
+    assert refusal(spaced + ', "format": "other"}').reason.startswith('unknown format tag "other"')
+    assert refusal(spaced.replace("command/1", "command/12") + "}").reason.startswith('unknown format tag')
+    assert refusal(spaced.replace('"id": "a"', '"id": "-"') + "}").id == "-"
+
+
 def test_str_input_and_trailing_newline_are_accepted():
     assert decode_command_line(F + '"id":"a","command":"halt","reason":"é"}\n') == Halt(id="a", reason="é")
 

@@ -150,3 +150,65 @@ def test_the_typed_decoder_refuses_disagreeing_tags_which_the_fast_path_relies_o
     assert typed(line.encode()) == ToolDecide(id="a", call_id="c", decision=Allow())
     line = f + '"command":"tool.decide","call_id":"c","decision":{"decision":"replace","input":{"command":"a","command":"b"}}}'
     assert typed(line.encode()).decision.input == {"command": "b"}
+
+
+# --- the slow path's shortcut: a line that surely repeats no key skips the repeats reader ----
+
+keys = st.sampled_from(["a", "b", "ab", "", "a\\", 'q"', "é", "\u2028", ":", ","])
+nested = st.recursive(
+    scalars | keys,
+    lambda inner: st.one_of(st.lists(inner, max_size=3),
+                            st.builds(Pairs, st.lists(st.tuples(keys, inner), max_size=4))),
+    max_leaves=10)
+
+
+def _repeats(pairs: list) -> bool:
+    def walk(value) -> bool:
+        if isinstance(value, Pairs):
+            names = [k for k, _ in value.pairs]
+            return len(set(names)) != len(names) or any(walk(v) for _, v in value.pairs)
+        return isinstance(value, list) and any(walk(v) for v in value)
+    return walk(Pairs(pairs))
+
+
+def _render_any(value) -> str:
+    if isinstance(value, Pairs):
+        return render_nested(value.pairs)
+    if isinstance(value, list):
+        return "[" + ",".join(_render_any(v) for v in value) + "]"
+    return json.dumps(value, ensure_ascii=False)
+
+
+def render_nested(pairs: list) -> str:
+    """As `render`, with objects inside lists too and text unescaped (a backslash is rarer)."""
+    return "{" + ",".join(json.dumps(k, ensure_ascii=False) + ":" + _render_any(v) for k, v in pairs) + "}"
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.lists(st.tuples(keys, nested), max_size=6))
+def test_the_no_repeats_shortcut_is_never_wrong(pairs):
+    """`_surely_unrepeated` says True only of a text that repeats no key at any level, and says
+    it of every such text without a backslash (the one it is there for)."""
+    import msgspec
+
+    from metaharness.protocol.decode import _surely_unrepeated
+
+    raw = render_nested(pairs).encode()
+    verdict = _surely_unrepeated(raw, msgspec.json.decode(raw))
+    if _repeats(pairs):
+        assert not verdict
+    elif b"\\" not in raw:
+        assert verdict
+
+
+def test_the_shortcut_on_lines_of_the_kind_it_serves():
+    from metaharness.protocol.decode import _last_wins
+    import msgspec
+
+    for line in (b'{"format":"metaharness.command/1","id":"c","command":"tool.decide","decision":{"decision":"maybe"}}',
+                 b'{"a":[{"b":1},{"b":2}],"b":{"a":"a"}}'):
+        assert _last_wins(line, msgspec.json.decode(line)) is line
+    line = b'{"a":[{"b":1,"b":2}]}'
+    assert _last_wins(line, msgspec.json.decode(line)) == b'{"a":[{"b":2}]}'
+    line = b'{"a":"x","b":"\\"a\\":1","a":"y"}'
+    assert _last_wins(line, msgspec.json.decode(line)) == b'{"b":"\\"a\\":1","a":"y"}'

@@ -265,6 +265,35 @@ async def test_the_worker_frees_a_bursts_slots_when_it_takes_it():
     assert [e["id"] for e in events if e["event"] == "command.result"] == ["-", "-", "h"]
 
 
+async def test_a_stop_between_slices_answers_the_rest_of_the_burst_once_each_in_order(monkeypatch):
+    """The worker notes where it is in a burst only before it waits (a carried command, a yield
+    between slices): a wind-up that comes during a yield (its drain not waiting) answers exactly the
+    lines not yet taken."""
+    from metaharness.run import queue
+
+    monkeypatch.setattr(queue, "WORKER_SLICE_S", 0.0)  # a yield after every line
+    monkeypatch.setattr(queue, "DRAIN_BOUND_S", 0.0)  # the wind-up does not wait for the worker
+    spec = RunSpec(kind="oharness", prompt="go", decisions="ask", keep_open=True)
+    burst = [cmd("tool.decide", id=f"d{i}", call_id="nope", decision={"decision": "allow"}) if i % 3
+             else b"{broken %d" % i for i in range(40)]
+    stopped: list[bool] = []
+
+    def embedder(run, event):
+        if event["event"] == "session.started":
+            run.feed_lines(list(burst))
+        elif event["event"] == "command.result" and not stopped and event["id"] == "d5":
+            stopped.append(True)
+            asyncio.ensure_future(run.request_stop())
+
+    events, *_ = await drive(spec, FakeAdapter(spec, [Turn([], hold=True)]), on_event=embedder)
+    results = [e for e in events if e["event"] == "command.result"]
+    assert [r["id"] for r in results] == [f"d{i}" if i % 3 else "-" for i in range(40)]
+    codes = [r["outcome"]["refused"]["code"] for r in results]
+    assert codes[:6] == ["MALFORMED", "UNKNOWN_CALL", "UNKNOWN_CALL", "MALFORMED", "UNKNOWN_CALL", "UNKNOWN_CALL"]
+    assert "TOO_LATE" in codes  # the rest was answered at the wind-up, not taken as usual
+    assert events[-1]["event"] == "stream.closed"
+
+
 class _StuckPosture(FakeAdapter):
     """A harness that never confirms a posture change; asking for one stops the run (as a
     SIGTERM would), so the run winds up with the worker stuck mid-burst."""

@@ -37,6 +37,7 @@ RESERVED_ID_REASON = 'the id "-" is reserved for lines whose id could not be rea
 
 _BLANK = b" \t\r\n"
 _COMMAND_PREFIX = b'{"format":"metaharness.command/1",'  # 34 bytes
+_COMMAND_PREFIX_SPACED = b'{"format": "metaharness.command/1",'  # 35 bytes: json.dumps' default separators
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
 
@@ -135,19 +136,29 @@ def utf8_reason(offset: int) -> str:
     return f"the line is not valid UTF-8: the first invalid byte sequence starts at byte offset {offset}"
 
 
+def _parse_value(raw: bytes) -> tuple[Any, str | None]:
+    """Step 1 on the slow path: (the untyped value, None), or (None, the failure message).
+    Returned, not raised: a refused line's slow path takes no second exception."""
+    try:
+        return msgspec.json.decode(raw), None
+    except UnicodeDecodeError:
+        return None, "not a JSON object: " + utf8_reason(invalid_utf8_offset(raw))
+    except msgspec.DecodeError as exc:
+        text = str(exc)
+        if ("truncated" in text or "surrogate" in text) and b"\\" in raw and _SURROGATE_ESCAPE.search(raw):
+            # msgspec reports a lone surrogate escape as "truncated"; say what it is
+            return None, "not a JSON object: lone surrogate in a \\u escape (an unpaired UTF-16 surrogate is not text)"
+        return None, "not a JSON object: " + text
+    except RecursionError:
+        return None, "not a JSON object: the value is nested too deeply"
+
+
 def _parse(raw: bytes) -> Any:
     """Step 1 on the slow path: the untyped value, or LineError."""
-    try:
-        return msgspec.json.decode(raw)
-    except UnicodeDecodeError:
-        raise LineError("not a JSON object: " + utf8_reason(invalid_utf8_offset(raw))) from None
-    except msgspec.DecodeError as exc:
-        if ("truncated" in str(exc) or "surrogate" in str(exc)) and _SURROGATE_ESCAPE.search(raw):
-            # msgspec reports a lone surrogate escape as "truncated"; say what it is
-            raise LineError("not a JSON object: lone surrogate in a \\u escape (an unpaired UTF-16 surrogate is not text)") from None
-        raise LineError(f"not a JSON object: {exc}") from None
-    except RecursionError:
-        raise LineError("not a JSON object: the value is nested too deeply") from None
+    obj, failure = _parse_value(raw)
+    if failure is not None:
+        raise LineError(failure)
+    return obj
 
 
 class _Repeated(Exception):
@@ -172,12 +183,39 @@ _REPEATS_READER: Any = None  # json.JSONDecoder(object_pairs_hook=_no_repeats), 
 _LAST_READER: Any = None  # json.JSONDecoder(object_pairs_hook=_last_position)
 
 
+def _surely_unrepeated(raw: bytes, obj: Any) -> bool:
+    """True when `raw` surely repeats no key, told without a second parse (the reader below
+    costs more than the rest of a refused line's slow path). With no backslash in `raw` every
+    `"` delimits a string, so `raw` holds half as many strings (keys and values) as it holds
+    `"`. `obj`, msgspec's parse, holds each of them once — but for a repeated key, whose
+    earlier occurrences it drops: the counts agree exactly when no key repeats. Any other
+    count, or a backslash, leaves it to the reader."""
+    if b"\\" in raw:
+        return False
+    strings = 0
+    stack = [obj]
+    while stack:
+        value = stack.pop()
+        if type(value) is dict:
+            strings += len(value)
+            value = value.values()
+        for item in value:
+            kind = type(item)
+            if kind is str:
+                strings += 1
+            elif kind is dict or kind is list:
+                stack.append(item)
+    return raw.count(b'"') == 2 * strings
+
+
 def _last_wins(raw: bytes, obj: Any) -> bytes:
     """Duplicate keys: the last one wins — at every level, for every key. When `raw` repeats
     a key, the typed decode reads instead the object that holds only each key's last
     occurrence, in the place it had: with two faults in a line the one named first is then the
     same as for that object (msgspec's own parse, `obj`, keeps a key where it first stood)."""
     global _REPEATS_READER, _LAST_READER
+    if _surely_unrepeated(raw, obj):
+        return raw
     if _REPEATS_READER is None:
         # One reader for every line: json.loads(..., object_pairs_hook=) builds a new decoder
         # and scanner per call, which cost more than the rest of a refused line's slow path;
@@ -296,7 +334,9 @@ def decode_command_line(raw: bytes) -> CommandLine | None:
         # The format tag is nearly always the first key; when the line holds no other "format"
         # (the last one is the first, at byte 1) that settles it without a second pass.
         # A later duplicate would win, so any other occurrence takes the decoder's word.
-        if (raw.rfind(b'"format"') == 1 and raw[:34] == _COMMAND_PREFIX) or _format_is_ours(raw):
+        # (`{"format": "…",` too: Python's json.dumps writes its default separators.)
+        if (raw.rfind(b'"format"') == 1 and (raw[:34] == _COMMAND_PREFIX or raw[:35] == _COMMAND_PREFIX_SPACED)) \
+                or _format_is_ours(raw):
             if command.id == RESERVED_ID:
                 return CommandRefusal(RESERVED_ID, RESERVED_ID_REASON)
             return command
@@ -320,10 +360,9 @@ def _decode_command_slow(raw: bytes, union_error: str | None = None) -> Any:
     reuses it instead of decoding a third time."""
     if _ENVELOPE_DECODER is None:
         _build_decoders()
-    try:
-        obj = _parse(raw)
-    except LineError as exc:
-        return CommandRefusal(RESERVED_ID, exc.message)
+    obj, failure = _parse_value(raw)
+    if failure is not None:
+        return CommandRefusal(RESERVED_ID, failure)
     if not isinstance(obj, dict):
         return CommandRefusal(RESERVED_ID, "not a JSON object: the line is JSON but not an object")
     line_id = obj.get("id")

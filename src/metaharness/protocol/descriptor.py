@@ -73,8 +73,10 @@ class CapabilityDescriptor(Struct, frozen=True, kw_only=True):
 
     def command_refusal(self, name: str) -> str | None:
         """None when the command is honoured, else the code it is refused with."""
-        status = self.commands.get(name, CommandRefused())
-        return None if status == "honoured" else (status.refused if isinstance(status, CommandRefused) else UNSUPPORTED)
+        status = self.commands.get(name)  # a name it does not list is refused UNSUPPORTED
+        if status == "honoured":
+            return None
+        return status.refused if isinstance(status, CommandRefused) else UNSUPPORTED
 
     def delivers_mode(self, mode: str) -> bool:
         return self.decision_modes.get(mode, "absent") == "delivered"

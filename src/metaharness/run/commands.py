@@ -59,10 +59,11 @@ class Route:
 
 def take(core: "RunCore", item: CommandLine) -> bool:
     """Steps 1–6 for one command; True when the driver must carry it to the child."""
-    if type(item) is CommandRefusal:
+    kind = type(item)
+    if kind is CommandRefusal:
         core.result(item.id, refused(item.code, item.reason))
         return False
-    route = PIPELINE.get(type(item))
+    route = PIPELINE.get(kind)
     if route is None:  # not a command: the worker's last guard answers what carries an id
         return False
     cid = item.id

@@ -215,12 +215,9 @@ def make_writer(out: BinaryIO, tee_path: str | None, *, loop: asyncio.AbstractEv
             held.clear()
             emit(data)
 
-    def write(line: bytes) -> None:
-        if loop is None:
-            emit(line)
-            return
+    def write(line: bytes) -> None:  # once per line: kept to the least
         if not held:
-            loop.call_soon(flush)
+            loop.call_soon(flush)  # type: ignore[union-attr]
         held.append(line)
 
     def close() -> None:
@@ -228,7 +225,7 @@ def make_writer(out: BinaryIO, tee_path: str | None, *, loop: asyncio.AbstractEv
         if tee is not None:
             tee.close()
 
-    return write, close
+    return (emit if loop is None else write), close
 
 
 async def host(spec: RunSpec, *, stdin: BinaryIO | None, stdout: BinaryIO,

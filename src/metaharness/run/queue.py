@@ -92,7 +92,8 @@ class CommandQueue:
 
     # --- the worker ------------------------------------------------------------------------
     async def work(self) -> None:
-        core, queue = self._core, self._queue
+        # Looked up once: the loop below runs once per line of a flood.
+        core, queue, writer, take, decode = self._core, self._queue, self._core.writer, self._core.take, decode_command_line
         clock = time.perf_counter
         slice_end = clock() + WORKER_SLICE_S
         while True:
@@ -110,14 +111,16 @@ class CommandQueue:
                 while index < len(batch):  # answering the leftovers may cut the batch short
                     item = batch[index]
                     index += 1
-                    self._batch_next = index
                     if type(item) is bytes:
-                        item = decode_command_line(item)  # None: a blank line, no command, no answer
-                    if item is not None and not core.writer.closed:
+                        item = decode(item)  # None: a blank line, no command, no answer
+                    if item is not None and not writer.closed:
                         # inline, not a coroutine of its own: this runs once per line of a flood
-                        core.inflight, core.inflight_answered = item, False
+                        core.inflight = item
+                        core.inflight_answered = False
                         try:
-                            if core.take(item):  # synchronous, but for the commands the child must hear
+                            if take(item):  # synchronous, but for the commands the child must hear
+                                # `leftovers` reads the burst's rest only while the worker waits
+                                self._batch_next = index
                                 await self._carry(item)
                         except Exception as exc:  # a bug must not leave a command unanswered
                             self._internal_error(item, exc)
@@ -131,6 +134,7 @@ class CommandQueue:
                         # run between slices, however long the backlog is. Several passes, since
                         # reading one record takes a few (readable → the adapter's task → the
                         # flush of its line).
+                        self._batch_next = index
                         for _pass in range(WORKER_YIELD_PASSES):
                             await asyncio.sleep(0)
                         slice_end = clock() + WORKER_SLICE_S
