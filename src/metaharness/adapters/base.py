@@ -17,8 +17,10 @@ the adapter's. When the loop is done with turns it calls `finish()` (graceful) o
 `halt()` (stop now), then `wait()` for the child's termination.
 
 The contract, all of it (`Adapter` below):
-* facts, as class data and class methods: `kind`, `tools` (read by `resolve`), `postures` and
-  `default_posture`, `turn_blocks`, `replace_hint`, `descriptor()`, `policy_view()`;
+* facts, as class data and a class method: `kind`, `tools`, `postures` and `default_posture`,
+  `turn_blocks`, `replace_hint`, `descriptor()`. What a call does is a plain function of the tool
+  table (`resolve_tool(adapter.tools, …)`), how the policy engine reads it one of the registry
+  entry (`adapters.policy_view(kind)`, the entry's `policy_view`): neither is a method;
 * the run's calls: `plan`, `start`, `begin_turn`, `deliver`, `set_frame`, `steer`,
   `set_posture`, `interrupt`, `abandoning` (an interrupt's or a stop's denies come next),
   `finish`, `halt`, `wait`; and its questions: `alive`, `turn_coming`, `replace_delivered`,
@@ -166,8 +168,9 @@ def mcp_resolution(name: str) -> Resolution | None:
 
 
 def resolve_tool(table: Mapping[str, Tool], name: str, input: Any, cwd: str | None, run_cwd: str) -> Resolution:
-    """A call's neutral operations and normalised subjects, from its adapter's tool table: an
-    `mcp__` name by name, a tool the table does not know to no operation (UNCOVERED_TOOL)."""
+    """A call's neutral operations and normalised subjects, from its adapter's tool table (`run_cwd`:
+    the run's directory, `RunSpec.work_dir()`): an `mcp__` name by name, a tool the table does not
+    know to no operation (UNCOVERED_TOOL). A plain function of the table, not an adapter method."""
     by_name = mcp_resolution(name)
     if by_name is not None:
         return by_name
@@ -234,17 +237,6 @@ class Adapter(abc.ABC):
     @abc.abstractmethod
     def descriptor(cls) -> CapabilityDescriptor:
         """The capability descriptor of this kind (docs/reference/wire.md)."""
-
-    def resolve(self, name: str, input: Any, cwd: str | None) -> Resolution:
-        """The neutral operations and normalised subjects of a call, from the tool table."""
-        return resolve_tool(self.tools, name, input, cwd, self.spec.work_dir())
-
-    @classmethod
-    def policy_view(cls, name: str, input: Any) -> tuple[str, Any]:
-        """The call as the policy engine's vendor mapping reads it (Claude Code's tool names and
-        input keys). Identity for the vendors that mapping already knows; an adapter whose tools
-        are named otherwise translates here, without changing what `tool.requested` shows."""
-        return name, input
 
     # --- lifecycle ----------------------------------------------------------------
     def plan(self) -> None:

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import msgspec
 
-from metaharness.adapters.base import PresentedCall, Resolution, vendor_timeout_ms
+from metaharness.adapters.base import PresentedCall, Resolution, resolve_tool, vendor_timeout_ms
 from metaharness.protocol.census import Census
 from metaharness.protocol.events import Event, ToolDecided, ToolRequested, WarningEvent
 from metaharness.protocol.frame import Frame
@@ -111,7 +111,7 @@ class Calls:
     def present(self, call: PresentedCall) -> None:
         digest = call_digest(call.call_id, call.name, call.input)
         known = self.presented.get(call.call_id)
-        resolution = self.adapter.resolve(call.name, call.input, call.cwd)
+        resolution = resolve_tool(self.adapter.tools, call.name, call.input, call.cwd, self.run_cwd)
         view = _View(call, list(dict.fromkeys(op[0] for op in sorted(resolution.operations))),
                      [s for s, _ in resolution.subjects])
         if known is not None:

@@ -17,7 +17,7 @@ Rules it keeps:
 
 from __future__ import annotations
 
-from metaharness.adapters.base import Adapter, TurnInput
+from metaharness.adapters.base import Adapter, TurnInput, resolve_tool
 from metaharness.protocol.descriptor import CapabilityDescriptor
 from metaharness.protocol.spec import RunSpec
 
@@ -48,7 +48,7 @@ class Harness:
         names: set[str] = set()
         for tool in tools:
             try:
-                resolution = self.adapter.resolve(tool, {}, None)
+                resolution = resolve_tool(self.adapter.tools, tool, {}, None, self.adapter.spec.work_dir())
             except Exception:  # a resolver that needs input cannot say; skip it
                 continue
             names.update(op[0] for op in resolution.operations)

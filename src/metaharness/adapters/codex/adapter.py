@@ -128,7 +128,7 @@ class CodexAdapter(VendorAdapter):
         self.turns = Turns(self.rpc, self.translator, self.ctx, lambda: self.thread_id,
                            lambda: launch.sandbox_policy(self.frame_ops, self.posture))
         self.seam = Seam(self.rpc, self.translator, self.ctx, lambda: self.thread_id,
-                         vendor_timeout_ms(spec.decision_timeout_ms), resolve=self.resolve)
+                         vendor_timeout_ms(spec.decision_timeout_ms), run_cwd=spec.work_dir())
         child.read(self.rpc.read_forever())
 
     @property
