@@ -18,13 +18,14 @@ the adapter's. When the loop is done with turns it calls `finish()` (graceful) o
 
 The contract, all of it (`Adapter` below):
 * facts, as class data and a class method: `kind`, `tools`, `postures` and `default_posture`,
-  `turn_blocks`, `replace_hint`, `descriptor()`. What a call does is a plain function of the tool
+  `turn_blocks`, `replace_hint`, `replace_option`, `descriptor()`. What a call does is a plain function of the tool
   table (`resolve_tool(adapter.tools, …)`), how the policy engine reads it one of the registry
   entry (`adapters.policy_view(kind)`, the entry's `policy_view`): neither is a method;
 * the run's calls: `plan`, `start`, `begin_turn`, `deliver`, `set_frame`, `steer`,
   `set_posture`, `interrupt`, `abandoning` (an interrupt's or a stop's denies come next),
-  `finish`, `halt`, `wait`; and its questions: `alive`, `turn_coming`, `replace_delivered`,
-  `refuse_replacement`.
+  `finish`, `halt`, `wait`; and its questions: `alive`, `turn_coming`, `refuse_replacement`.
+  Whether a run delivers `replace` at all is a per-run fact the run reads (`run/harness.py`): the
+  descriptor's word, or the adapter's `replace_option` set on the spec.
 The child's life itself — spawn, reading, halt, kill, wait, the services and files of the run,
 what `--retain-dir` keeps, clean-up — is `adapters/process/lifecycle.py`'s `Child`, held as
 `self.child`: the run and the adapter ask it directly (`adapter.child.stderr_tail()`,
@@ -225,6 +226,9 @@ class Adapter(abc.ABC):
     turn_blocks: ClassVar[bool] = False
     # What a user can do when a run requires replace and this adapter cannot deliver it.
     replace_hint: ClassVar[str | None] = None
+    # The adapter's own option (a RunSpec field its descriptor lists in `options`) that makes a run
+    # deliver `replace` when the descriptor does not say "delivered" (Codex's `codex_replace_relay`).
+    replace_option: ClassVar[str | None] = None
     # Vendor tool name → its operation and subject (`resolve_tool`); `mcp__` names resolve by name.
     tools: ClassVar[Mapping[str, Tool]] = {}
 
@@ -259,11 +263,6 @@ class Adapter(abc.ABC):
         """Write the decision for a presented call to the child; synchronous. Called once
         for every presentation of the call (a call presented twice hears it twice); an
         adapter ignores a decision for a call it already answered."""
-
-    def replace_delivered(self) -> bool:
-        """This run can deliver `replace` (the descriptor's word, unless one of this
-        adapter's own options changes it)."""
-        return self.descriptor().replace == "delivered"
 
     def refuse_replacement(self, call_id: str, new_input: Any) -> str | None:
         """Why the pending call cannot carry this replacement input (refused by name), or None."""

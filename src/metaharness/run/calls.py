@@ -212,7 +212,7 @@ class Calls:
     def replace_refusal(self, call_id: str, new_input: Any) -> str | None:
         """Why a replace cannot reach this call (refused UNSUPPORTED_CONTROL), or None."""
         pending = self.pending.get(call_id)
-        if not self.adapter.replace_delivered() or (pending is not None and not pending.call.can_replace):
+        if not self.harness.delivers_replace or (pending is not None and not pending.call.can_replace):
             return (f"the {self.harness.kind} adapter cannot deliver replace for this call; "
                     "deny with a reason instead")
         return self.adapter.refuse_replacement(call_id, new_input) if pending is not None else None

@@ -32,6 +32,9 @@ class Harness:
         self.spec = spec
         self.kind: str = spec.kind
         self.descriptor: CapabilityDescriptor = adapter.descriptor()
+        # This run delivers `replace`: the descriptor's word, or the adapter's own option set.
+        option = adapter.replace_option
+        self.delivers_replace = self.descriptor.replace == "delivered" or bool(option and getattr(spec, option))
 
     def command_refusal(self, name: str) -> str | None:
         """None when the adapter honours command `name`; else the refusal code it declares."""

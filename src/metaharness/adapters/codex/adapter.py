@@ -51,6 +51,7 @@ class CodexAdapter(VendorAdapter):
     postures = launch.SANDBOX_WORDS
     default_posture = "workspace-write"
     replace_hint = "start the run with --codex-replace-relay to deliver replace for shell calls"
+    replace_option = "codex_replace_relay"
     turn_blocks = True  # frame rendering, injects and prompt: separate text entries
     tools = TOOLS
     model_wire = "responses"
@@ -171,9 +172,6 @@ class CodexAdapter(VendorAdapter):
     async def set_frame(self, frame: Frame) -> None:
         """The frame in force from the next turn: its operations set the sandbox (`launch.sandbox_policy`)."""
         self.frame_ops = frame_operation_names(frame)
-
-    def replace_delivered(self) -> bool:
-        return self.options.replace_relay or super().replace_delivered()
 
     def refuse_replacement(self, call_id: str, new_input: Any) -> str | None:
         return self.seam.replacement_refusal(call_id, new_input) if self.seam is not None else None
