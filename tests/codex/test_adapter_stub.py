@@ -272,13 +272,13 @@ async def test_an_interrupt_after_codex_died_reaches_nobody_and_says_so(tmp_path
 
     vendor = stub_vendor({"turns": [[{"command": "echo x > x.txt"}]]})
     adapter, _ctx, work = await with_a_pending_call(tmp_path, vendor)
-    assert adapter.alive()
+    assert adapter.child.alive()
     os.kill(adapter.child.proc.pid, signal.SIGKILL)
     for _ in range(500):  # no await: the loop has not seen the death (a watcher thread may have reaped it)
         if not pc.running(adapter.child.proc.pid):
             break
         time.sleep(0.01)
-    assert adapter.child.proc.returncode is None and not adapter.alive()
+    assert adapter.child.proc.returncode is None and not adapter.child.alive()
     with pytest.raises(BrokenPipeError):
         await adapter.interrupt()
     await asyncio.wait_for(adapter.wait(), 10)

@@ -23,13 +23,15 @@ The contract, all of it (`Adapter` below):
   entry (`adapters.policy_view(kind)`, the entry's `policy_view`): neither is a method;
 * the run's calls: `plan`, `start`, `begin_turn`, `deliver`, `set_frame`, `steer`,
   `set_posture`, `interrupt`, `abandoning` (an interrupt's or a stop's denies come next),
-  `finish`, `halt`, `wait`; and its questions: `alive`, `turn_coming`, `refuse_replacement`.
+  `finish`, `halt`, `wait`; and its questions: `turn_coming`, `refuse_replacement`.
   Whether a run delivers `replace` at all is a per-run fact the run reads (`run/harness.py`): the
   descriptor's word, or the adapter's `replace_option` set on the spec.
 The child's life itself — spawn, reading, halt, kill, wait, the services and files of the run,
 what `--retain-dir` keeps, clean-up — is `adapters/process/lifecycle.py`'s `Child`, held as
 `self.child`: the run and the adapter ask it directly (`adapter.child.stderr_tail()`,
-`.retain(dir)`, `.cleanup()`, `.scratch`), nothing here forwards it. `wait` is `Child.wait` with
+`.retain(dir)`, `.cleanup()`, `.scratch`, whether it can still be reached: `.alive()`, which an
+adapter speaking JSON-RPC to it extends by telling it the channel, `child.channel`), nothing here
+forwards it. `wait` is `Child.wait` with
 the adapter's own end of the session (`exited`, once the child was reaped); an adapter tells the
 child what `--retain-dir` keeps (`Child.keep`) when it knows it.
 
@@ -297,10 +299,6 @@ class Adapter(abc.ABC):
         or of a `"stop"` (halt, SIGINT/SIGTERM; only mid-turn), which `halt()` follows. An adapter
         whose harness could hand a deny to the model before it reads the interrupt or the stop
         carries both as one message, or sends the interrupt first."""
-
-    def alive(self) -> bool:
-        """False once the child is known to have exited (nothing can be delivered to it)."""
-        return self.child is None or self.child.alive()
 
     @abc.abstractmethod
     async def finish(self) -> None:

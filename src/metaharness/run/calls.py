@@ -201,7 +201,7 @@ class Calls:
             return CommandCode.UNKNOWN_CALL, texts.UNKNOWN_CALL.format(call_id=call_id)
         # A harness that died before the run noticed cannot hear the answer: nothing is claimed
         # for it, and the call stays pending, for the wind-up's deny.
-        if not self.adapter.alive():
+        if not self.harness.reachable():
             return CommandCode.TOO_LATE, texts.UNDELIVERED.format(why="it has exited")
         why = self._close(call_id, decision, "embedder", heard_only=True)
         return (CommandCode.TOO_LATE, texts.UNDELIVERED.format(why=why)) if why is not None else None
@@ -310,7 +310,7 @@ class Calls:
                 why = str(exc) or type(exc).__name__
                 if not heard_only:
                     self.stderr(f"metaharness: could not deliver the decision for {presented.call_id}: {why}")
-        if why is None and heard_only and not self.adapter.alive():
+        if why is None and heard_only and not self.harness.reachable():
             why = "it exited as the decision was written"
         return why
 

@@ -43,6 +43,12 @@ class Harness:
     def delivers_mode(self, mode: str) -> bool:
         return self.descriptor.delivers_mode(mode)
 
+    def reachable(self) -> bool:
+        """False once the adapter's child is known to be gone or out of reach (`Child.alive`); True
+        before it has one."""
+        child = self.adapter.child
+        return child is None or child.alive()
+
     def accepts_posture(self, word: str) -> bool:
         return word in self.adapter.postures
 

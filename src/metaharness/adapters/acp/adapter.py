@@ -89,10 +89,10 @@ class AcpAdapter(AcpVendor, VendorAdapter):
         self.translator = Translator(self.ctx, on_arguments=lambda call_id: self.seam.arguments_arrived(call_id),
                                      on_mode=self._mode_changed, name_of=self.tool_name_of,
                                      takes_cost=self.prices_its_model)
-        self.rpc = RpcChannel(agent_out, agent_in, child.open(scratch.transcript),
-                              on_request=lambda m, raw, n: self.seam.on_request(m, raw, n),
-                              on_notification=self.translator.notification,
-                              on_unreadable=self._unreadable, on_wire=self.record_sent)
+        self.rpc = child.channel = RpcChannel(agent_out, agent_in, child.open(scratch.transcript),
+                                              on_request=lambda m, raw, n: self.seam.on_request(m, raw, n),
+                                              on_notification=self.translator.notification,
+                                              on_unreadable=self._unreadable, on_wire=self.record_sent)
         self.seam = Seam(self.rpc, self.ctx, self.kind, vendor_timeout_ms(self.spec.decision_timeout_ms),
                          call_of=self._call_of, settled=self._settled, cancel_turn=self._cancel_turn,
                          hold_s=self.hold_s, takeup_s=self.takeup_s)
@@ -193,10 +193,6 @@ class AcpAdapter(AcpVendor, VendorAdapter):
             await self.rpc.drain()
         if self.rpc is None or not self.rpc.reaches_the_peer():  # never `ok` for a cancel sent to nobody
             raise BrokenPipeError("the agent has exited, so the cancel reached nothing")
-
-    def alive(self) -> bool:
-        return self.child is not None and self.child.proc is not None and super().alive() \
-            and self.rpc is not None and self.rpc.reaches_the_peer()
 
     async def finish(self) -> None:
         if self.turns is not None:

@@ -123,9 +123,9 @@ class CodexAdapter(VendorAdapter):
         rpc_in, rpc_out = await child.spawn(launch.argv(self.binary), env=env, cwd=self.work)
         self.translator = Translator(self.ctx, on_turn_started=lambda turn_id: self.turns.on_started(turn_id),
                                      on_turn_completed=lambda turn: self.turns.on_completed(turn))
-        self.rpc = RpcChannel(rpc_in, rpc_out, child.open(scratch.transcript),
-                              on_request=lambda m, raw, n: self.seam.on_request(m, raw, n),
-                              on_notification=self.translator.notification, on_wire=self.record_sent)
+        self.rpc = child.channel = RpcChannel(rpc_in, rpc_out, child.open(scratch.transcript),
+                                              on_request=lambda m, raw, n: self.seam.on_request(m, raw, n),
+                                              on_notification=self.translator.notification, on_wire=self.record_sent)
         self.turns = Turns(self.rpc, self.translator, self.ctx, lambda: self.thread_id,
                            lambda: launch.sandbox_policy(self.frame_ops, self.posture))
         self.seam = Seam(self.rpc, self.translator, self.ctx, lambda: self.thread_id,
@@ -157,10 +157,6 @@ class CodexAdapter(VendorAdapter):
         self.reported(version)
 
     # --- turns --------------------------------------------------------------------------
-    def alive(self) -> bool:
-        """False once Codex exited or its channel is gone (its output ended before it was reaped)."""
-        return super().alive() and (self.rpc is None or self.rpc.reaches_the_peer())
-
     def turn_coming(self) -> bool:
         """A steer Codex did not take up will open the next turn (`turns.py`)."""
         return self.turns is not None and self.turns.carry_coming

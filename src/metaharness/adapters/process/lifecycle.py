@@ -16,6 +16,8 @@ Rules kept:
   between the reaping and the release; the answer is kept, so a second `wait` says the same;
 * a stop gives the child `grace` seconds to exit by itself (the adapter closed its input first),
   then kills its whole tree and the groups collected earlier (`halt`);
+* the child is alive until it is known to have exited, its output ended, or the RPC channel the
+  adapter spoke to it over (`channel`, where it has one) no longer reaches it (`alive`);
 * `--retain-dir` keeps what the adapter said it keeps (`keep`), copied once the stream closed
   (`retain`);
 * the scratch root dies with the run (`cleanup`), unless the operator chose its base.
@@ -56,6 +58,8 @@ class Child:
         self._services: list[Any] = []
         self._sent: IO[Any] | None = None  # the scratch's sent.jsonl, opened at the first line sent
         self._released = False
+        # The JSON-RPC channel over the child's stdio, once the adapter made one: `alive` asks it too.
+        self.channel: Any = None
         self._reader: asyncio.Task | None = None
         self._stderr_file = stderr_file and scratch is not None
         self._stderr_task: asyncio.Task | None = None
@@ -179,7 +183,10 @@ class Child:
         return self.proc is not None and self.proc.returncode is None
 
     def alive(self) -> bool:
-        """False once the child is known to have exited or been killed, or its output ended."""
+        """False once the child is known to have exited or been killed, or its output ended, or the
+        RPC channel it was given (`channel`) no longer reaches it."""
+        if self.channel is not None and not self.channel.reaches_the_peer():
+            return False
         return self.proc is None or not (self.output_ended or is_gone(self.proc))
 
     def descendant_groups(self) -> set[int]:
