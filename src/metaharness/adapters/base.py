@@ -32,8 +32,10 @@ what `--retain-dir` keeps, clean-up — is `adapters/process/lifecycle.py`'s `Ch
 `.retain(dir)`, `.cleanup()`, `.scratch`, whether it can still be reached: `.alive()`, which an
 adapter speaking JSON-RPC to it extends by telling it the channel, `child.channel`), nothing here
 forwards it. `wait` is `Child.wait` with
-the adapter's own end of the session (`exited`, once the child was reaped); an adapter tells the
-child what `--retain-dir` keeps (`Child.keep`) when it knows it.
+the adapter's own end of the session, which the adapter hands the child once at its start
+(`child.ending`: what it still writes once the child was reaped; Codex's and ACP's `exited`); an
+adapter tells the child what `--retain-dir` keeps (`Child.keep`) when it knows it, and how its end
+is read (`child.dies_with_its_output`: ACP's died-agent rule).
 
 Every hook the loop may call is declared here with its default; the loop probes for
 nothing. Options that belong to one vendor are RunSpec fields the adapter's descriptor
@@ -310,11 +312,7 @@ class Adapter(abc.ABC):
 
     async def wait(self) -> ProcessTermination:
         """Wait until the child's output has been read to the end and it exited (`Child.wait`)."""
-        return await self.child.wait(self.exited) if self.child is not None else UnknownTermination()
-
-    async def exited(self) -> None:
-        """The child was reaped and its output read: what the adapter still writes for the session
-        (a `session.ended` assembled from what it saw). Default: nothing."""
+        return await self.child.wait() if self.child is not None else UnknownTermination()
 
 
 

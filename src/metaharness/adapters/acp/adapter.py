@@ -79,6 +79,7 @@ class AcpAdapter(AcpVendor, VendorAdapter):
         child = self.child
         assert child is not None and child.scratch is not None and self.binary is not None
         scratch = child.scratch
+        child.ending, child.dies_with_its_output = self.exited, True
         for source in (scratch.transcript, scratch.sent):
             child.keep(source, f"{self.kind}-{source.name}")
         base_url = (self.model_url or "").rstrip("/")
@@ -214,17 +215,10 @@ class AcpAdapter(AcpVendor, VendorAdapter):
         if self.child is not None:
             await self.child.halt(2)
 
-    async def wait(self):
-        if self.child is not None and self.child.termination is None:
-            await self.child.output()
-            # stdout ended: either we closed stdin (finish, halt, a mode change, the seam's
-            # escalation — the agent exits at once) or it died.
-            self.session.died = self.rpc is None or not self.rpc.stdin_closed
-            if self.session.died and self.child.running():
-                launch.kill_group(self.child.proc.pid)
-        return await super().wait()
-
     async def exited(self) -> None:
+        # The child's `wait` read the end (`dies_with_its_output`): closed by us (finish, halt, a mode
+        # change, the seam's escalation — the agent exits at once) or died.
+        self.session.died = self.child is not None and self.child.died
         if self.turns is not None:
             await self.turns.done()
         if self.translator is not None and self.session.ending():

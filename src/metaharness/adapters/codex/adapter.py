@@ -105,7 +105,7 @@ class CodexAdapter(VendorAdapter):
     async def launch(self) -> None:
         spec, child = self.spec, self.child
         assert child is not None and child.scratch is not None and self.binary is not None
-        scratch = child.scratch
+        scratch, child.ending = child.scratch, self.exited
         child.keep(scratch.transcript, "transcript.jsonl")  # and the rollout, once Codex exited
         self._base_url = launch.provider_base_url(self.model_url) if self.model_url else None
         config = launch.config_toml(self._base_url, model=spec.model, passed=getattr(self, "passed", None))
