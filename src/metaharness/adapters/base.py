@@ -18,24 +18,24 @@ the adapter's. When the loop is done with turns it calls `finish()` (graceful) o
 
 The contract, all of it (`Adapter` below):
 * facts, as class data and a class method: `kind`, `tools`, `postures` and `default_posture`,
-  `turn_blocks`, `replace_hint`, `replace_option`, `descriptor()`. What a call does is a plain function of the tool
-  table (`resolve_tool(adapter.tools, …)`), how the policy engine reads it one of the registry
-  entry (`adapters.policy_view(kind)`, the entry's `policy_view`): neither is a method;
+  `turn_blocks`, `replace_hint`, `replace_option`, `descriptor()`;
 * the run's calls: `plan`, `start`, `begin_turn`, `deliver`, `set_frame`, `steer`,
   `set_posture`, `interrupt`, `abandoning` (an interrupt's or a stop's denies come next),
   `finish`, `halt`, `wait`; and its questions: `turn_coming`, `refuse_replacement`.
-  Whether a run delivers `replace` at all is a per-run fact the run reads (`run/harness.py`): the
-  descriptor's word, or the adapter's `replace_option` set on the spec.
-The child's life itself — spawn, reading, halt, kill, wait, the services and files of the run,
-what `--retain-dir` keeps, clean-up — is `adapters/process/lifecycle.py`'s `Child`, held as
-`self.child`: the run and the adapter ask it directly (`adapter.child.stderr_tail()`,
-`.retain(dir)`, `.cleanup()`, `.scratch`, whether it can still be reached: `.alive()`, which an
-adapter speaking JSON-RPC to it extends by telling it the channel, `child.channel`), nothing here
-forwards it. `wait` is `Child.wait` with
-the adapter's own end of the session, which the adapter hands the child once at its start
-(`child.ending`: what it still writes once the child was reaped; Codex's and ACP's `exited`); an
-adapter tells the child what `--retain-dir` keeps (`Child.keep`) when it knows it, and how its end
-is read (`child.dies_with_its_output`: ACP's died-agent rule).
+What is not a method, and where it lives:
+* what a call does: `resolve_tool(adapter.tools, …)`, a plain function of the tool table;
+* how the policy engine reads a call: `adapters.policy_view(kind)`, the registry entry's;
+* whether a run delivers `replace` at all: a per-run fact the run reads once (`run/harness.py`:
+  the descriptor's word, or the adapter's `replace_option` set on the spec);
+* the child's life — spawn, reading, halt, kill, wait, the services and files of the run, what
+  `--retain-dir` keeps, clean-up — `adapters/process/lifecycle.py`'s `Child`, held as
+  `self.child`; the run and the adapter ask it directly (`adapter.child.stderr_tail()`,
+  `.retain(dir)`, `.cleanup()`, `.scratch`, and `.alive()`: whether it can still be reached),
+  nothing here forwards it. An adapter tells the child, as values, once: the JSON-RPC channel it
+  speaks over (`child.channel`, which `alive` asks too), its own end of the session
+  (`child.ending`, run by `Child.wait` once the child was reaped: Codex's and ACP's `exited`),
+  how that end is read (`child.dies_with_its_output`: ACP's died-agent rule) and what
+  `--retain-dir` keeps (`child.keep`). `wait` is `Child.wait`.
 
 Every hook the loop may call is declared here with its default; the loop probes for
 nothing. Options that belong to one vendor are RunSpec fields the adapter's descriptor

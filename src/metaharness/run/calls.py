@@ -13,8 +13,8 @@ Rules it keeps:
   child cannot hear (it died before the run noticed) is refused TOO_LATE and claims nothing:
   the call stays pending and closes with the wind-up's deny, which is what the line and the
   census then say. An answer counts as heard once it was written and the harness was still
-  alive after the write (`Harness.alive`: not exited, not killed — a SIGKILLed child not yet
-  torn down still takes the write and never reads it).
+  alive after the write (`Harness.reachable`, the child's `alive`: not exited, not killed — a
+  SIGKILLed child not yet torn down still takes the write and never reads it).
 * A call id presented again with the same input is the same call (it shares the
   decision); with a different input it is denied (REQUEST_MUTATED).
 * A deny-only run never grants: an allow is delivered as abstain (`as_delivered`).
