@@ -565,19 +565,14 @@ class Redecision:
 
 
 class _Resolvers:
-    """One adapter per (harness, run directory): a call's operations and subjects as the recorded
-    harness's own tool table resolves them, so a frame reads a recorded call as it read the live one."""
-
-    def __init__(self) -> None:
-        self._by_key: dict[tuple[str, str], Any] = {}
+    """A call's operations and subjects as the recorded harness's own tool table resolves them in
+    its run directory, so a frame reads a recorded call as it read the live one."""
 
     def resolve(self, kind: str, cwd: str, name: str, input: Any) -> Any:
         from metaharness.adapters import adapter_class
+        from metaharness.adapters.base import resolve_tool
 
-        adapter = self._by_key.get((kind, cwd))
-        if adapter is None:
-            adapter = self._by_key[(kind, cwd)] = adapter_class(kind)(RunSpec(kind=kind, cwd=cwd))
-        return adapter.resolve(name, input, None)
+        return resolve_tool(adapter_class(kind).tools, name, input, None, RunSpec(kind=kind, cwd=cwd).work_dir())
 
 
 class FrameJudge:

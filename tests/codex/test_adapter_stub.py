@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from metaharness.adapters.base import ControlRefused, StartRefusal
+from metaharness.adapters.base import ControlRefused, StartRefusal, resolve_tool
 from metaharness.adapters.codex import CodexAdapter, launch
 from metaharness.protocol.frame import seal
 from metaharness.protocol.values import Abstain, Allow, Deny, Exited, Replace
@@ -115,7 +115,7 @@ async def test_allow_accepts_and_command_runs(tmp_path, stub_vendor):
     assert result.exit_code == 0 and result.is_error is False and result.outcome_source == "item/completed"
     answers = [m for m in wire_log(vendor) if "result" in m and "method" not in m]
     assert answers == [{"id": 0, "result": {"decision": "accept"}}]
-    assert adapter.resolve(call.name, call.input, call.cwd).operations == [("shell", "", "")]
+    assert resolve_tool(adapter.tools, call.name, call.input, call.cwd, adapter.spec.work_dir()).operations == [("shell", "", "")]
 
 
 async def test_deny_steers_the_reason_first_then_declines(tmp_path, stub_vendor):
@@ -191,7 +191,7 @@ async def test_patch_presentation_and_per_entry_resolution(tmp_path, stub_vendor
     call = ctx.calls[0]
     assert call.name == "apply_patch"
     assert [c["path"] for c in call.input["changes"]] == [str(work / "w.txt"), str(work / "notes.txt")]
-    resolution = adapter.resolve(call.name, call.input, call.cwd)
+    resolution = resolve_tool(adapter.tools, call.name, call.input, call.cwd, adapter.spec.work_dir())
     assert resolution.operations == [("file.edit", "", ""), ("file.write", "", "")]
     assert resolution.subjects == [("file:w.txt", [("file.write", "", "")]), ("file:notes.txt", [("file.edit", "", "")])]
     assert (work / "w.txt").read_text() == "hello\n"
@@ -272,13 +272,13 @@ async def test_an_interrupt_after_codex_died_reaches_nobody_and_says_so(tmp_path
 
     vendor = stub_vendor({"turns": [[{"command": "echo x > x.txt"}]]})
     adapter, _ctx, work = await with_a_pending_call(tmp_path, vendor)
-    assert adapter.alive()
+    assert adapter.child.alive()
     os.kill(adapter.child.proc.pid, signal.SIGKILL)
     for _ in range(500):  # no await: the loop has not seen the death (a watcher thread may have reaped it)
         if not pc.running(adapter.child.proc.pid):
             break
         time.sleep(0.01)
-    assert adapter.child.proc.returncode is None and not adapter.alive()
+    assert adapter.child.proc.returncode is None and not adapter.child.alive()
     with pytest.raises(BrokenPipeError):
         await adapter.interrupt()
     await asyncio.wait_for(adapter.wait(), 10)

@@ -18,6 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from metaharness.adapters.base import resolve_tool
 from metaharness.adapters.codex import CodexAdapter
 from metaharness.adapters.codex.relay import (
     PROGRAM,
@@ -28,6 +29,7 @@ from metaharness.adapters.codex.relay import (
     unwrap_shell,
 )
 from metaharness.adapters.codex.seam import RELAY_REPLACE_REASON, Seam
+from metaharness.adapters.codex.tools import TOOLS
 from metaharness.adapters.codex.translate import Translator
 from metaharness.protocol.values import Abstain, Allow, Deny, Replace
 
@@ -193,7 +195,7 @@ def make_seam(tmp_path):
     translator.started = True
     adapter = CodexAdapter(make_spec(tmp_path, None))
     adapter.work = str(tmp_path)
-    seam = Seam(FakeRpc(), translator, ctx, lambda: "thread-1", 60000, resolve=adapter.resolve)
+    seam = Seam(FakeRpc(), translator, ctx, lambda: "thread-1", 60000, run_cwd=adapter.spec.work_dir())
     return seam, ctx
 
 
@@ -294,7 +296,7 @@ async def test_patch_presentation_resolves_per_entry_and_is_verified(tmp_path):
     hook(seam, hook_payload(name="apply_patch", command=PATCH, cwd=str(tmp_path)))
     [call] = ctx.calls
     assert call.can_replace is False
-    resolution = seam.resolve("apply_patch", call.input, str(tmp_path))
+    resolution = resolve_tool(TOOLS, "apply_patch", call.input, str(tmp_path), seam.run_cwd)
     assert resolution.subjects == [("file:notes/new.txt", [("file.write", "", "")]),
                                    ("file:b.txt", [("file.write", "", "")]), ("file:a.txt", [("file.write", "", "")])]
     seam.deliver(call.call_id, Allow(), "frame")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from metaharness.adapters.base import resolve_tool
 from metaharness.protocol.capabilities import descriptor_json, render_table
 
 
@@ -30,12 +31,10 @@ def test_descriptor_json_keeps_given_order_and_indents_two():
 
 def test_render_agrees_with_what_every_adapter_does_for_mcp_calls():
     from metaharness.adapters import KINDS, adapter_class
-    from metaharness.run.spec import RunSpec
 
     for kind in KINDS:
         cls = adapter_class(kind)
         assert "mcp.call         -> mcp__<server>__<tool> (resolved by name)" in render_table(
             cls.descriptor().rendering).splitlines(), kind
-        adapter = cls(RunSpec(kind=kind, cwd="/w"))
-        resolution = adapter.resolve("mcp__github__create_issue", {"title": "x"}, "/w")
+        resolution = resolve_tool(cls.tools, "mcp__github__create_issue", {"title": "x"}, "/w", "/w")
         assert resolution.operations == [("mcp.call", "github", "create_issue")], kind

@@ -62,9 +62,8 @@ def test_the_tool_table_resolves_what_the_rendering_names(kind):
             continue
         row = cls.tools[tool]
         assert row.op == op or row.resolve is not None, (kind, op, tool)
-    adapter = cls(RunSpec(kind=kind, cwd="/w"))
-    assert adapter.resolve("NoSuchTool", {}, "/w").operations == []
-    assert adapter.resolve("mcp__server", {}, "/w").operations == []
+    assert resolve_tool(cls.tools, "NoSuchTool", {}, "/w", "/w").operations == []
+    assert resolve_tool(cls.tools, "mcp__server", {}, "/w", "/w").operations == []
 
 
 def test_the_shared_resolver():

@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from metaharness.adapters.base import Adapter, ControlRefused, PresentedCall, Resolution
+from metaharness.adapters.base import Adapter, ControlRefused, PresentedCall
 from metaharness.adapters.oharness import OHarnessAdapter
 from metaharness.protocol.descriptor import CapabilityDescriptor
 from metaharness.protocol.events import Injection, SessionEnded, SessionStarted, Text, ToolResult
@@ -40,6 +40,7 @@ class Turn:
 class FakeAdapter(Adapter):
     kind = "oharness"
     postures = ("manual", "plan")
+    tools = OHarnessAdapter.tools
 
     def __init__(self, spec, turns: list[Turn], *, descriptor: CapabilityDescriptor | None = None,
                  end_session: bool = True, crash_after_turn: int | None = None) -> None:
@@ -66,9 +67,6 @@ class FakeAdapter(Adapter):
         future = self._waiting.get(call_id)
         if future is not None and not future.done():
             future.set_result(decision)
-
-    def resolve(self, name, input, cwd) -> Resolution:
-        return OHarnessAdapter(self.spec).resolve(name, input, cwd)
 
     async def start(self, ctx) -> None:
         self._ctx = ctx

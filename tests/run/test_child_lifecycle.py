@@ -66,7 +66,8 @@ async def test_lines_are_read_and_kept_then_the_end_runs_in_its_order(scratch):
     async def exited() -> None:  # the adapter's own end: after the reaping, before the release
         order.append(f"exited: reaped={child.proc.returncode is not None} released={kept_file.closed}")
 
-    termination = await asyncio.wait_for(child.wait(exited), 10)
+    child.ending = exited  # handed over once, at the adapter's start
+    termination = await asyncio.wait_for(child.wait(), 10)
     assert termination == Exited(code=0)
     assert seen == [(1, b"got one\n"), (2, b"got two\n")]
     assert scratch.transcript.read_bytes() == b"got one\ngot two\n"

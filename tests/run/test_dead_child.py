@@ -24,6 +24,7 @@ import os
 import signal
 
 from metaharness.adapters.oharness import OHarnessAdapter
+from metaharness.adapters.process.lifecycle import Child
 from metaharness.protocol.commands import MessageInject, ToolDecide
 from metaharness.protocol.events import SessionEnded
 from metaharness.protocol.values import Allow, DecisionCensus
@@ -238,9 +239,22 @@ def test_a_write_that_fails_refuses_the_decision_and_leaves_the_call_pending():
     assert_the_wind_ups_deny_and_its_census(run)
 
 
+class _Unreachable:
+    """An RPC channel that no longer reaches its peer."""
+
+    def reaches_the_peer(self) -> bool:
+        return False
+
+
+def child_gone(adapter) -> None:
+    """The adapter's child is known to be out of reach (`Child.alive` is False)."""
+    adapter.child = Child()
+    adapter.child.channel = _Unreachable()
+
+
 def test_a_harness_known_to_have_exited_is_not_written_to():
     run = core_with_a_pending_call()
-    run.adapter.alive = lambda: False
+    child_gone(run.adapter)
     run.send(cmd("tool.decide", id="d1", call_id="c1", decision=ALLOW))
     refusal = run.result("d1")["refused"]
     assert refusal["code"] == "TOO_LATE" and refusal["reason"].startswith(UNREACHABLE + "it has exited")
@@ -255,7 +269,7 @@ def test_a_harness_that_went_away_under_the_write_is_not_claimed_to_have_heard_i
 
     def dies_meanwhile(call_id, decision, decided_by):
         deliver(call_id, decision, decided_by)
-        run.adapter.alive = lambda: False
+        child_gone(run.adapter)
 
     run.adapter.deliver = dies_meanwhile
     run.send(cmd("tool.decide", id="d1", call_id="c1", decision=ALLOW))

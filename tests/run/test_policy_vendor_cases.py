@@ -13,7 +13,7 @@ import tempfile
 
 import pytest
 
-from metaharness.adapters.base import Resolution
+from metaharness.adapters.base import Tool
 from metaharness.run.spec import RunSpec
 from metaharness.permissions import trust_workspace
 
@@ -48,9 +48,7 @@ def proj(monkeypatch):
 
 
 class VendorFake(FakeAdapter):
-    def resolve(self, name, input, cwd):
-        op = VENDOR_OPS.get(name)
-        return Resolution(operations=[(op, "", "")] if op else [])
+    tools = {name: Tool(op) for name, op in VENDOR_OPS.items()}  # an operation each, no subject
 
 
 def spec(root, kind="claude", **kw) -> RunSpec:

@@ -6,6 +6,8 @@ ACP harnesses share the `acp` package, one vendor module each."""
 
 from __future__ import annotations
 
+from typing import Any, Callable
+
 from metaharness.protocol.harnesses import REGISTRY, load
 
 # kind → "module:Class", read from the registry of harness kinds (protocol/harnesses.py).
@@ -15,3 +17,15 @@ KINDS: dict[str, str] = {kind: entry.adapter for kind, entry in REGISTRY.items()
 def adapter_class(kind: str):
     """The adapter class for `kind`; KeyError for an unknown kind."""
     return load(REGISTRY[kind].adapter)
+
+
+def _as_it_is(name: str, input: Any) -> tuple[str, Any]:
+    return name, input
+
+
+def policy_view(kind: str) -> Callable[[str, Any], tuple[str, Any]]:
+    """How the policy engine's vendor mapping (Claude Code's tool names and input keys) reads a call
+    of `kind`: the registry entry's `policy_view`, else the call as it is. It changes nothing of
+    what `tool.requested` shows."""
+    path = REGISTRY[kind].policy_view
+    return load(path) if path else _as_it_is

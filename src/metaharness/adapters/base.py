@@ -17,18 +17,25 @@ the adapter's. When the loop is done with turns it calls `finish()` (graceful) o
 `halt()` (stop now), then `wait()` for the child's termination.
 
 The contract, all of it (`Adapter` below):
-* facts, as class data and class methods: `kind`, `tools` (read by `resolve`), `postures` and
-  `default_posture`, `turn_blocks`, `replace_hint`, `descriptor()`, `policy_view()`;
+* facts, as class data and a class method: `kind`, `tools`, `postures` and `default_posture`,
+  `turn_blocks`, `replace_hint`, `replace_option`, `descriptor()`;
 * the run's calls: `plan`, `start`, `begin_turn`, `deliver`, `set_frame`, `steer`,
   `set_posture`, `interrupt`, `abandoning` (an interrupt's or a stop's denies come next),
-  `finish`, `halt`, `wait`; and its questions: `alive`, `turn_coming`, `replace_delivered`,
-  `refuse_replacement`.
-The child's life itself — spawn, reading, halt, kill, wait, the services and files of the run,
-what `--retain-dir` keeps, clean-up — is `adapters/process/lifecycle.py`'s `Child`, held as
-`self.child`: the run and the adapter ask it directly (`adapter.child.stderr_tail()`,
-`.retain(dir)`, `.cleanup()`, `.scratch`), nothing here forwards it. `wait` is `Child.wait` with
-the adapter's own end of the session (`exited`, once the child was reaped); an adapter tells the
-child what `--retain-dir` keeps (`Child.keep`) when it knows it.
+  `finish`, `halt`, `wait`; and its questions: `turn_coming`, `refuse_replacement`.
+What is not a method, and where it lives:
+* what a call does: `resolve_tool(adapter.tools, …)`, a plain function of the tool table;
+* how the policy engine reads a call: `adapters.policy_view(kind)`, the registry entry's;
+* whether a run delivers `replace` at all: a per-run fact the run reads once (`run/harness.py`:
+  the descriptor's word, or the adapter's `replace_option` set on the spec);
+* the child's life — spawn, reading, halt, kill, wait, the services and files of the run, what
+  `--retain-dir` keeps, clean-up — `adapters/process/lifecycle.py`'s `Child`, held as
+  `self.child`; the run and the adapter ask it directly (`adapter.child.stderr_tail()`,
+  `.retain(dir)`, `.cleanup()`, `.scratch`, and `.alive()`: whether it can still be reached),
+  nothing here forwards it. An adapter tells the child, as values, once: the JSON-RPC channel it
+  speaks over (`child.channel`, which `alive` asks too), its own end of the session
+  (`child.ending`, run by `Child.wait` once the child was reaped: Codex's and ACP's `exited`),
+  how that end is read (`child.dies_with_its_output`: ACP's died-agent rule) and what
+  `--retain-dir` keeps (`child.keep`). `wait` is `Child.wait`.
 
 Every hook the loop may call is declared here with its default; the loop probes for
 nothing. Options that belong to one vendor are RunSpec fields the adapter's descriptor
@@ -166,8 +173,9 @@ def mcp_resolution(name: str) -> Resolution | None:
 
 
 def resolve_tool(table: Mapping[str, Tool], name: str, input: Any, cwd: str | None, run_cwd: str) -> Resolution:
-    """A call's neutral operations and normalised subjects, from its adapter's tool table: an
-    `mcp__` name by name, a tool the table does not know to no operation (UNCOVERED_TOOL)."""
+    """A call's neutral operations and normalised subjects, from its adapter's tool table (`run_cwd`:
+    the run's directory, `RunSpec.work_dir()`): an `mcp__` name by name, a tool the table does not
+    know to no operation (UNCOVERED_TOOL). A plain function of the table, not an adapter method."""
     by_name = mcp_resolution(name)
     if by_name is not None:
         return by_name
@@ -222,6 +230,9 @@ class Adapter(abc.ABC):
     turn_blocks: ClassVar[bool] = False
     # What a user can do when a run requires replace and this adapter cannot deliver it.
     replace_hint: ClassVar[str | None] = None
+    # The adapter's own option (a RunSpec field its descriptor lists in `options`) that makes a run
+    # deliver `replace` when the descriptor does not say "delivered" (Codex's `codex_replace_relay`).
+    replace_option: ClassVar[str | None] = None
     # Vendor tool name → its operation and subject (`resolve_tool`); `mcp__` names resolve by name.
     tools: ClassVar[Mapping[str, Tool]] = {}
 
@@ -234,17 +245,6 @@ class Adapter(abc.ABC):
     @abc.abstractmethod
     def descriptor(cls) -> CapabilityDescriptor:
         """The capability descriptor of this kind (docs/reference/wire.md)."""
-
-    def resolve(self, name: str, input: Any, cwd: str | None) -> Resolution:
-        """The neutral operations and normalised subjects of a call, from the tool table."""
-        return resolve_tool(self.tools, name, input, cwd, self.spec.work_dir())
-
-    @classmethod
-    def policy_view(cls, name: str, input: Any) -> tuple[str, Any]:
-        """The call as the policy engine's vendor mapping reads it (Claude Code's tool names and
-        input keys). Identity for the vendors that mapping already knows; an adapter whose tools
-        are named otherwise translates here, without changing what `tool.requested` shows."""
-        return name, input
 
     # --- lifecycle ----------------------------------------------------------------
     def plan(self) -> None:
@@ -267,11 +267,6 @@ class Adapter(abc.ABC):
         """Write the decision for a presented call to the child; synchronous. Called once
         for every presentation of the call (a call presented twice hears it twice); an
         adapter ignores a decision for a call it already answered."""
-
-    def replace_delivered(self) -> bool:
-        """This run can deliver `replace` (the descriptor's word, unless one of this
-        adapter's own options changes it)."""
-        return self.descriptor().replace == "delivered"
 
     def refuse_replacement(self, call_id: str, new_input: Any) -> str | None:
         """Why the pending call cannot carry this replacement input (refused by name), or None."""
@@ -307,10 +302,6 @@ class Adapter(abc.ABC):
         whose harness could hand a deny to the model before it reads the interrupt or the stop
         carries both as one message, or sends the interrupt first."""
 
-    def alive(self) -> bool:
-        """False once the child is known to have exited (nothing can be delivered to it)."""
-        return self.child is None or self.child.alive()
-
     @abc.abstractmethod
     async def finish(self) -> None:
         """No more turns: let the child end gracefully (e.g. close its stdin)."""
@@ -321,11 +312,7 @@ class Adapter(abc.ABC):
 
     async def wait(self) -> ProcessTermination:
         """Wait until the child's output has been read to the end and it exited (`Child.wait`)."""
-        return await self.child.wait(self.exited) if self.child is not None else UnknownTermination()
-
-    async def exited(self) -> None:
-        """The child was reaped and its output read: what the adapter still writes for the session
-        (a `session.ended` assembled from what it saw). Default: nothing."""
+        return await self.child.wait() if self.child is not None else UnknownTermination()
 
 
 

@@ -27,6 +27,7 @@ from metaharness.adapters import adapter_class
 from metaharness.adapters.acp import launch
 from metaharness.adapters.acp.seam import Seam
 from metaharness.adapters.acp.translate import Translator
+from metaharness.adapters.base import resolve_tool
 from metaharness.protocol.harnesses import REGISTRY
 from metaharness.protocol.spec import RunSpec
 
@@ -213,7 +214,7 @@ async def _replay(kind: str, transcript: list[bytes], sent: list[dict], cwd: str
     for event in ctx.events:
         if isinstance(event, tuple) and event[0] == "present":
             call = event[1]
-            resolution = adapter.resolve(call.name, call.input, call.cwd)
+            resolution = resolve_tool(adapter.tools, call.name, call.input, call.cwd, adapter.spec.work_dir())
             ops = list(dict.fromkeys(op[0] for op in sorted(resolution.operations)))
             subjects = [s for s, _ in resolution.subjects]
             produced.append(_compared("tool.requested", {"call_id": call.call_id, "name": call.name,

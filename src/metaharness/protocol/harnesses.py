@@ -33,6 +33,10 @@ class Harness:
     # stands between it and the model (so it sees, and can price, the traffic).
     credentials: tuple[str, ...] = ("none",)
     provider: str | None = None  # its model's provider as OpenTelemetry's gen_ai.provider.name spells it
+    # "module:function" (name, input) → (name, input): the call as the policy engine's vendor mapping
+    # reads it (Claude Code's tool names and input keys), for a harness whose tools are named
+    # otherwise; None: the call as it is (`adapters.policy_view`).
+    policy_view: str | None = None
 
 
 HARNESSES: tuple[Harness, ...] = (
@@ -44,10 +48,11 @@ HARNESSES: tuple[Harness, ...] = (
             doctor="metaharness.adapters.codex.doctor", package="@openai/codex", pin="0.171.0", binary="codex",
             credentials=("none", "loopback", "api-key"), provider="openai"),
     Harness("opencode", "opencode", "metaharness.adapters.acp.opencode:OpencodeAdapter",
-            doctor="metaharness.cli.acp_doctor:opencode", package="opencode-ai", pin="1.18.33", binary="opencode"),
+            doctor="metaharness.cli.acp_doctor:opencode", package="opencode-ai", pin="1.18.33", binary="opencode",
+            policy_view="metaharness.adapters.acp.opencode:policy_view"),
     Harness("gemini", "Gemini CLI", "metaharness.adapters.acp.gemini:GeminiAdapter",
             doctor="metaharness.cli.acp_doctor:gemini", package="@google/gemini-cli", pin="0.61.0", binary="gemini",
-            provider="gcp.gemini"),
+            provider="gcp.gemini", policy_view="metaharness.adapters.acp.gemini:policy_view"),
     Harness("qwen", "Qwen Code", "metaharness.adapters.acp.qwen:QwenAdapter",
             doctor="metaharness.cli.acp_doctor:qwen", package="@qwen-code/qwen-code", pin="0.24.4", binary="qwen"),
 )

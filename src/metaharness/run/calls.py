@@ -13,8 +13,8 @@ Rules it keeps:
   child cannot hear (it died before the run noticed) is refused TOO_LATE and claims nothing:
   the call stays pending and closes with the wind-up's deny, which is what the line and the
   census then say. An answer counts as heard once it was written and the harness was still
-  alive after the write (`Harness.alive`: not exited, not killed — a SIGKILLed child not yet
-  torn down still takes the write and never reads it).
+  alive after the write (`Harness.reachable`, the child's `alive`: not exited, not killed — a
+  SIGKILLed child not yet torn down still takes the write and never reads it).
 * A call id presented again with the same input is the same call (it shares the
   decision); with a different input it is denied (REQUEST_MUTATED).
 * A deny-only run never grants: an allow is delivered as abstain (`as_delivered`).
@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import msgspec
 
-from metaharness.adapters.base import PresentedCall, Resolution, vendor_timeout_ms
+from metaharness.adapters.base import PresentedCall, Resolution, resolve_tool, vendor_timeout_ms
 from metaharness.protocol.census import Census
 from metaharness.protocol.events import Event, ToolDecided, ToolRequested, WarningEvent
 from metaharness.protocol.frame import Frame
@@ -111,7 +111,7 @@ class Calls:
     def present(self, call: PresentedCall) -> None:
         digest = call_digest(call.call_id, call.name, call.input)
         known = self.presented.get(call.call_id)
-        resolution = self.adapter.resolve(call.name, call.input, call.cwd)
+        resolution = resolve_tool(self.adapter.tools, call.name, call.input, call.cwd, self.run_cwd)
         view = _View(call, list(dict.fromkeys(op[0] for op in sorted(resolution.operations))),
                      [s for s, _ in resolution.subjects])
         if known is not None:
@@ -201,7 +201,7 @@ class Calls:
             return CommandCode.UNKNOWN_CALL, texts.UNKNOWN_CALL.format(call_id=call_id)
         # A harness that died before the run noticed cannot hear the answer: nothing is claimed
         # for it, and the call stays pending, for the wind-up's deny.
-        if not self.adapter.alive():
+        if not self.harness.reachable():
             return CommandCode.TOO_LATE, texts.UNDELIVERED.format(why="it has exited")
         why = self._close(call_id, decision, "embedder", heard_only=True)
         return (CommandCode.TOO_LATE, texts.UNDELIVERED.format(why=why)) if why is not None else None
@@ -212,7 +212,7 @@ class Calls:
     def replace_refusal(self, call_id: str, new_input: Any) -> str | None:
         """Why a replace cannot reach this call (refused UNSUPPORTED_CONTROL), or None."""
         pending = self.pending.get(call_id)
-        if not self.adapter.replace_delivered() or (pending is not None and not pending.call.can_replace):
+        if not self.harness.delivers_replace or (pending is not None and not pending.call.can_replace):
             return (f"the {self.harness.kind} adapter cannot deliver replace for this call; "
                     "deny with a reason instead")
         return self.adapter.refuse_replacement(call_id, new_input) if pending is not None else None
@@ -310,7 +310,7 @@ class Calls:
                 why = str(exc) or type(exc).__name__
                 if not heard_only:
                     self.stderr(f"metaharness: could not deliver the decision for {presented.call_id}: {why}")
-        if why is None and heard_only and not self.adapter.alive():
+        if why is None and heard_only and not self.harness.reachable():
             why = "it exited as the decision was written"
         return why
 

@@ -17,7 +17,7 @@ Rules it keeps:
 
 from __future__ import annotations
 
-from metaharness.adapters.base import Adapter, TurnInput
+from metaharness.adapters.base import Adapter, TurnInput, resolve_tool
 from metaharness.protocol.descriptor import CapabilityDescriptor
 from metaharness.protocol.spec import RunSpec
 
@@ -32,6 +32,9 @@ class Harness:
         self.spec = spec
         self.kind: str = spec.kind
         self.descriptor: CapabilityDescriptor = adapter.descriptor()
+        # This run delivers `replace`: the descriptor's word, or the adapter's own option set.
+        option = adapter.replace_option
+        self.delivers_replace = self.descriptor.replace == "delivered" or bool(option and getattr(spec, option))
 
     def command_refusal(self, name: str) -> str | None:
         """None when the adapter honours command `name`; else the refusal code it declares."""
@@ -39,6 +42,12 @@ class Harness:
 
     def delivers_mode(self, mode: str) -> bool:
         return self.descriptor.delivers_mode(mode)
+
+    def reachable(self) -> bool:
+        """False once the adapter's child is known to be gone or out of reach (`Child.alive`); True
+        before it has one."""
+        child = self.adapter.child
+        return child is None or child.alive()
 
     def accepts_posture(self, word: str) -> bool:
         return word in self.adapter.postures
@@ -48,7 +57,7 @@ class Harness:
         names: set[str] = set()
         for tool in tools:
             try:
-                resolution = self.adapter.resolve(tool, {}, None)
+                resolution = resolve_tool(self.adapter.tools, tool, {}, None, self.adapter.spec.work_dir())
             except Exception:  # a resolver that needs input cannot say; skip it
                 continue
             names.update(op[0] for op in resolution.operations)

@@ -169,7 +169,7 @@ class Run:
     async def _child_reachable(self) -> bool:
         """Wait until the spawn settled; True when a child can still be reached."""
         await self.spawn_settled()
-        return self.core.spawned and not self.core.winding_up and self.adapter.alive()
+        return self.core.spawned and not self.core.winding_up and self.harness.reachable()
 
     # --- deadlines --------------------------------------------------------------------------------
     def _arm_deadline(self) -> None:
@@ -294,7 +294,7 @@ class Run:
         try:
             await write
         except Exception as exc:
-            if not isinstance(exc, (OSError, EOFError)) and self.adapter.alive():
+            if not isinstance(exc, (OSError, EOFError)) and self.harness.reachable():
                 raise  # not the channel: a bug, which must not pass for a dead child
             self.core.harness_unreachable(str(exc) or type(exc).__name__)
             await self._stop_harness()

@@ -43,9 +43,9 @@ class PolicyDecider:
             raise ValueError(settings.bypass_refused)
         self.spec = spec
         self.kind = spec.kind
-        from metaharness.adapters import adapter_class
+        from metaharness.adapters import policy_view
 
-        self._view = adapter_class(spec.kind).policy_view
+        self._view = policy_view(spec.kind)
         self.ctx = settings.context(can_ask=spec.policy_ask == "embedder")
         # The trail is kept only where the user asked for a record (--retain-dir): nothing is
         # left in a temporary directory nobody was told about. The events carry every decision.

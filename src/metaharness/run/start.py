@@ -109,7 +109,7 @@ def check_start(spec: RunSpec, harness: Harness, run_cwd: str, *, priced_at_endp
         if (code := harness.command_refusal(name)) is not None:
             results.append((f"start/{name}", code,
                             f"this run's configuration needs {name} and the {spec.kind} adapter refuses it"))
-    if "replace" in spec.required_commands and not harness.adapter.replace_delivered():
+    if "replace" in spec.required_commands and not harness.delivers_replace:
         results.append(("start/replace", CommandCode.UNSUPPORTED_CONTROL,
                         f"this run's configuration needs replace and the {spec.kind} adapter cannot deliver it"))
     if results:

@@ -79,6 +79,7 @@ class AcpAdapter(AcpVendor, VendorAdapter):
         child = self.child
         assert child is not None and child.scratch is not None and self.binary is not None
         scratch = child.scratch
+        child.ending, child.dies_with_its_output = self.exited, True
         for source in (scratch.transcript, scratch.sent):
             child.keep(source, f"{self.kind}-{source.name}")
         base_url = (self.model_url or "").rstrip("/")
@@ -89,10 +90,10 @@ class AcpAdapter(AcpVendor, VendorAdapter):
         self.translator = Translator(self.ctx, on_arguments=lambda call_id: self.seam.arguments_arrived(call_id),
                                      on_mode=self._mode_changed, name_of=self.tool_name_of,
                                      takes_cost=self.prices_its_model)
-        self.rpc = RpcChannel(agent_out, agent_in, child.open(scratch.transcript),
-                              on_request=lambda m, raw, n: self.seam.on_request(m, raw, n),
-                              on_notification=self.translator.notification,
-                              on_unreadable=self._unreadable, on_wire=self.record_sent)
+        self.rpc = child.channel = RpcChannel(agent_out, agent_in, child.open(scratch.transcript),
+                                              on_request=lambda m, raw, n: self.seam.on_request(m, raw, n),
+                                              on_notification=self.translator.notification,
+                                              on_unreadable=self._unreadable, on_wire=self.record_sent)
         self.seam = Seam(self.rpc, self.ctx, self.kind, vendor_timeout_ms(self.spec.decision_timeout_ms),
                          call_of=self._call_of, settled=self._settled, cancel_turn=self._cancel_turn,
                          hold_s=self.hold_s, takeup_s=self.takeup_s)
@@ -194,10 +195,6 @@ class AcpAdapter(AcpVendor, VendorAdapter):
         if self.rpc is None or not self.rpc.reaches_the_peer():  # never `ok` for a cancel sent to nobody
             raise BrokenPipeError("the agent has exited, so the cancel reached nothing")
 
-    def alive(self) -> bool:
-        return self.child is not None and self.child.proc is not None and super().alive() \
-            and self.rpc is not None and self.rpc.reaches_the_peer()
-
     async def finish(self) -> None:
         if self.turns is not None:
             await self.turns.done()
@@ -218,17 +215,10 @@ class AcpAdapter(AcpVendor, VendorAdapter):
         if self.child is not None:
             await self.child.halt(2)
 
-    async def wait(self):
-        if self.child is not None and self.child.termination is None:
-            await self.child.output()
-            # stdout ended: either we closed stdin (finish, halt, a mode change, the seam's
-            # escalation — the agent exits at once) or it died.
-            self.session.died = self.rpc is None or not self.rpc.stdin_closed
-            if self.session.died and self.child.running():
-                launch.kill_group(self.child.proc.pid)
-        return await super().wait()
-
     async def exited(self) -> None:
+        # The child's `wait` read the end (`dies_with_its_output`): closed by us (finish, halt, a mode
+        # change, the seam's escalation — the agent exits at once) or died.
+        self.session.died = self.child is not None and self.child.died
         if self.turns is not None:
             await self.turns.done()
         if self.translator is not None and self.session.ending():

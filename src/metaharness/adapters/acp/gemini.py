@@ -105,6 +105,22 @@ def shown_path(name: str, input: Any) -> str | None:
 TABLE = {name: Tool(op, partial(shown_path, name)) for name, (op, _) in TOOLS.items()}
 RENDERING = rendering_of(TABLE, unrendered=("subagent.spawn", "task.todo"))
 
+def policy_view(name: str, input: Any) -> tuple[str, Any]:
+    """The registry's `policy_view` for Gemini CLI, which shows no arguments object: the engine gets
+    what the request shows. A shell call's command is its title; a file call's path its diff or
+    location. glob and grep show no directory, so they keep their own names and the engine, knowing
+    no rule for them, asks (and without `--policy-ask embedder` an ask is a refusal)."""
+    if not isinstance(input, dict):
+        return name, input
+    if name == "run_shell_command" and isinstance(input.get("title"), str):
+        return "Bash", {"command": input["title"]}
+    rule_tool = POLICY_FILE_TOOLS.get(name)
+    path = shown_path(name, input)
+    if rule_tool is not None and path is not None:
+        return rule_tool, {"file_path": path}
+    return name, input
+
+
 class GeminiAdapter(AcpAdapter):
     kind: ClassVar[str] = "gemini"
     model_provider = "gemini"
@@ -174,19 +190,3 @@ class GeminiAdapter(AcpAdapter):
     def call_of(self, tool_call: dict, final: bool) -> tuple[str, Any, str | None] | None:
         shown = {key: tool_call[key] for key in ("title", "kind", "content", "locations") if key in tool_call}
         return tool_name(tool_call), shown, None
-
-    @classmethod
-    def policy_view(cls, name: str, input: Any) -> tuple[str, Any]:
-        """Gemini CLI shows no arguments object: the engine gets what the request shows. A shell
-        call's command is its title; a file call's path its diff or location. glob and grep show
-        no directory, so they keep their own names and the engine, knowing no rule for them, asks
-        (and without `--policy-ask embedder` an ask is a refusal)."""
-        if not isinstance(input, dict):
-            return name, input
-        if name == "run_shell_command" and isinstance(input.get("title"), str):
-            return "Bash", {"command": input["title"]}
-        rule_tool = POLICY_FILE_TOOLS.get(name)
-        path = shown_path(name, input)
-        if rule_tool is not None and path is not None:
-            return rule_tool, {"file_path": path}
-        return name, input

@@ -86,6 +86,18 @@ POLICY_VIEW: dict[str, tuple[str, dict[str, str]]] = {
     "skill": ("Skill", {"name": "skill"}),
     "todowrite": ("TodoWrite", {"todos": "todos"}),
 }
+
+
+def policy_view(name: str, input: Any) -> tuple[str, Any]:
+    """The registry's `policy_view` for opencode: its tool and input keys as `POLICY_VIEW` renames them."""
+    view = POLICY_VIEW.get(name)
+    if view is None or not isinstance(input, dict):
+        return name, input
+    rule_tool, keys = view
+    return rule_tool, {**{theirs: input[ours] for ours, theirs in keys.items() if ours in input},
+                       **({"cwd": input["cwd"]} if isinstance(input.get("cwd"), str) else {})}
+
+
 FIXED_REFUSAL = "The user rejected permission to use this specific tool call."
 # The caller's settings carried into the loopback provider's options when set (docs/guides/ci.md):
 # how long opencode waits for one model request (`timeout`, in ms; its default is five minutes).
@@ -269,12 +281,3 @@ class OpencodeAdapter(AcpAdapter):
             return None
         raw = tool_call.get("rawInput")
         return name, raw if isinstance(raw, dict) else {}, known.cwd if known else None
-
-    @classmethod
-    def policy_view(cls, name: str, input: Any) -> tuple[str, Any]:
-        view = POLICY_VIEW.get(name)
-        if view is None or not isinstance(input, dict):
-            return name, input
-        rule_tool, keys = view
-        return rule_tool, {**{theirs: input[ours] for ours, theirs in keys.items() if ours in input},
-                           **({"cwd": input["cwd"]} if isinstance(input.get("cwd"), str) else {})}

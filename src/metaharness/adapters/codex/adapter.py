@@ -51,6 +51,7 @@ class CodexAdapter(VendorAdapter):
     postures = launch.SANDBOX_WORDS
     default_posture = "workspace-write"
     replace_hint = "start the run with --codex-replace-relay to deliver replace for shell calls"
+    replace_option = "codex_replace_relay"
     turn_blocks = True  # frame rendering, injects and prompt: separate text entries
     tools = TOOLS
     model_wire = "responses"
@@ -104,7 +105,7 @@ class CodexAdapter(VendorAdapter):
     async def launch(self) -> None:
         spec, child = self.spec, self.child
         assert child is not None and child.scratch is not None and self.binary is not None
-        scratch = child.scratch
+        scratch, child.ending = child.scratch, self.exited
         child.keep(scratch.transcript, "transcript.jsonl")  # and the rollout, once Codex exited
         self._base_url = launch.provider_base_url(self.model_url) if self.model_url else None
         config = launch.config_toml(self._base_url, model=spec.model, passed=getattr(self, "passed", None))
@@ -122,13 +123,13 @@ class CodexAdapter(VendorAdapter):
         rpc_in, rpc_out = await child.spawn(launch.argv(self.binary), env=env, cwd=self.work)
         self.translator = Translator(self.ctx, on_turn_started=lambda turn_id: self.turns.on_started(turn_id),
                                      on_turn_completed=lambda turn: self.turns.on_completed(turn))
-        self.rpc = RpcChannel(rpc_in, rpc_out, child.open(scratch.transcript),
-                              on_request=lambda m, raw, n: self.seam.on_request(m, raw, n),
-                              on_notification=self.translator.notification, on_wire=self.record_sent)
+        self.rpc = child.channel = RpcChannel(rpc_in, rpc_out, child.open(scratch.transcript),
+                                              on_request=lambda m, raw, n: self.seam.on_request(m, raw, n),
+                                              on_notification=self.translator.notification, on_wire=self.record_sent)
         self.turns = Turns(self.rpc, self.translator, self.ctx, lambda: self.thread_id,
                            lambda: launch.sandbox_policy(self.frame_ops, self.posture))
         self.seam = Seam(self.rpc, self.translator, self.ctx, lambda: self.thread_id,
-                         vendor_timeout_ms(spec.decision_timeout_ms), resolve=self.resolve)
+                         vendor_timeout_ms(spec.decision_timeout_ms), run_cwd=spec.work_dir())
         child.read(self.rpc.read_forever())
 
     @property
@@ -156,10 +157,6 @@ class CodexAdapter(VendorAdapter):
         self.reported(version)
 
     # --- turns --------------------------------------------------------------------------
-    def alive(self) -> bool:
-        """False once Codex exited or its channel is gone (its output ended before it was reaped)."""
-        return super().alive() and (self.rpc is None or self.rpc.reaches_the_peer())
-
     def turn_coming(self) -> bool:
         """A steer Codex did not take up will open the next turn (`turns.py`)."""
         return self.turns is not None and self.turns.carry_coming
@@ -171,9 +168,6 @@ class CodexAdapter(VendorAdapter):
     async def set_frame(self, frame: Frame) -> None:
         """The frame in force from the next turn: its operations set the sandbox (`launch.sandbox_policy`)."""
         self.frame_ops = frame_operation_names(frame)
-
-    def replace_delivered(self) -> bool:
-        return self.options.replace_relay or super().replace_delivered()
 
     def refuse_replacement(self, call_id: str, new_input: Any) -> str | None:
         return self.seam.replacement_refusal(call_id, new_input) if self.seam is not None else None

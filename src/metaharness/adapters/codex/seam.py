@@ -38,12 +38,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from metaharness.adapters.base import ControlRefused, PresentedCall, RunContext
+from metaharness.adapters.base import ControlRefused, PresentedCall, RunContext, resolve_tool
 from metaharness.protocol.refusals import CommandCode, WarningCode
 from metaharness.protocol.values import Abstain, Allow, Decision, Deny, Replace
 
 from .relay import deny_output, rewrite_output, unwrap_shell
 from .rpc import RpcChannel, RpcError
+from .tools import TOOLS
 from .translate import Translator, rfc3339_ms
 
 REPLACE_REASON = (
@@ -98,7 +99,7 @@ class Seam:
     pending: dict[str, Pending] = field(default_factory=dict)
     wire_decisions: list[tuple[str, str]] = field(default_factory=list)  # (call_id, word) for tests/bench
     timings: list[tuple[str, int, int]] = field(default_factory=list)  # (call_id, request read ns, answer written ns)
-    resolve: Callable[[str, Any, str | None], Any] | None = None  # the adapter's resolver (patch comparison)
+    run_cwd: str | None = None  # the run's directory, for resolving a patch by the tool table (None: no comparison)
     hook_calls: dict[str, HookCall] = field(default_factory=dict)
     interrupting: bool = False  # set for an interrupt's abandonment: denies go out as `cancel`
 
@@ -240,11 +241,12 @@ class Seam:
         """Does the approval ask for exactly what the hook's call was decided on?"""
         if hook_call.name == "Bash":
             return method == APPROVAL_METHODS[0] and unwrap_shell(params.get("command")) == hook_call.expected
-        if method != APPROVAL_METHODS[1] or self.resolve is None:
+        if method != APPROVAL_METHODS[1] or self.run_cwd is None:
             return False
         item = self.translator.items.get(hook_call.call_id) or {}
-        asked = self.resolve("apply_patch", {"changes": item.get("changes")}, params.get("cwd") or hook_call.cwd)
-        decided = self.resolve("apply_patch", hook_call.input, hook_call.cwd)
+        asked = resolve_tool(TOOLS, "apply_patch", {"changes": item.get("changes")}, params.get("cwd") or hook_call.cwd,
+                             self.run_cwd)
+        decided = resolve_tool(TOOLS, "apply_patch", hook_call.input, hook_call.cwd, self.run_cwd)
         return bool(decided.operations) and (sorted(asked.subjects), asked.operations) == (sorted(decided.subjects), decided.operations)
 
     # --- decisions --------------------------------------------------------------------

@@ -12,10 +12,15 @@ Rules kept:
 * every file opened for the run (`open`) is closed and every loopback service it was pointed at
   (`serve`) is stopped once, at the end of `wait` or `kill`, the rest even when one fails;
 * `wait` returns once the output was read to its end, the child was reaped and everything it left
-  in process groups of its own was killed; the adapter's own end of the session (`exited`) runs
-  between the reaping and the release; the answer is kept, so a second `wait` says the same;
+  in process groups of its own was killed; the adapter's own end of the session (`ending`, handed
+  over once at its start) runs between the reaping and the release; the answer is kept, so a
+  second `wait` says the same;
+* a child that `dies_with_its_output` (an ACP agent) and whose output ended while its channel's
+  input was still open died: its group is killed at once, and `died` says so;
 * a stop gives the child `grace` seconds to exit by itself (the adapter closed its input first),
   then kills its whole tree and the groups collected earlier (`halt`);
+* the child is alive until it is known to have exited, its output ended, or the RPC channel the
+  adapter spoke to it over (`channel`, where it has one) no longer reaches it (`alive`);
 * `--retain-dir` keeps what the adapter said it keeps (`keep`), copied once the stream closed
   (`retain`);
 * the scratch root dies with the run (`cleanup`), unless the operator chose its base.
@@ -36,7 +41,8 @@ from metaharness.adapters.process.channel import ChannelWriter, read_lines, spaw
 from metaharness.adapters.process.child import stderr_file_tail
 from metaharness.adapters.process.confine import confinement
 from metaharness.adapters.process.scratch import Scratch, remove_scratch
-from metaharness.adapters.process.tree import descendant_groups, is_gone, kill_groups, kill_tree, wait_or_kill
+from metaharness.adapters.process.tree import (descendant_groups, is_gone, kill_group, kill_groups, kill_tree,
+                                               wait_or_kill)
 from metaharness.protocol.values import Exited, ProcessTermination, Signaled, UnknownTermination
 
 
@@ -56,6 +62,15 @@ class Child:
         self._services: list[Any] = []
         self._sent: IO[Any] | None = None  # the scratch's sent.jsonl, opened at the first line sent
         self._released = False
+        # The JSON-RPC channel over the child's stdio, once the adapter made one: `alive` asks it too.
+        self.channel: Any = None
+        # The adapter's own end of the session, handed over once at its start: what it still writes
+        # (a `session.ended` assembled from what it saw) once the child was reaped (`wait`).
+        self.ending: Callable[[], Awaitable[None]] | None = None
+        # True for an agent whose output ending while its channel's input is still open means it died
+        # (ACP: `wait` then kills its group at once and says so in `died`).
+        self.dies_with_its_output = False
+        self.died = False
         self._reader: asyncio.Task | None = None
         self._stderr_file = stderr_file and scratch is not None
         self._stderr_task: asyncio.Task | None = None
@@ -179,7 +194,10 @@ class Child:
         return self.proc is not None and self.proc.returncode is None
 
     def alive(self) -> bool:
-        """False once the child is known to have exited or been killed, or its output ended."""
+        """False once the child is known to have exited or been killed, or its output ended, or the
+        RPC channel it was given (`channel`) no longer reaches it."""
+        if self.channel is not None and not self.channel.reaches_the_peer():
+            return False
         return self.proc is None or not (self.output_ended or is_gone(self.proc))
 
     def descendant_groups(self) -> set[int]:
@@ -225,15 +243,20 @@ class Child:
         if self._reader is not None:
             await asyncio.gather(self._reader, return_exceptions=True)
 
-    async def wait(self, exited: Callable[[], Awaitable[None]] | None = None) -> ProcessTermination:
+    async def wait(self) -> ProcessTermination:
         """Until the output ended and the child was reaped, its tree swept; then the adapter's end
-        of the session (`exited`), then the release. The termination, the same on every call."""
+        of the session (`ending`), then the release. The termination, the same on every call."""
         if self.termination is not None:
             return self.termination
         if self.proc is None:
             await self.release()
             return UnknownTermination()
         await self.output()
+        if self.dies_with_its_output:
+            # The output ended: either the adapter closed the input (the agent exits at once) or it died.
+            self.died = self.channel is None or not self.channel.stdin_closed
+            if self.died and self.running():
+                kill_group(self.proc.pid)
         code = await self.proc.wait()
         kill_tree(self.proc.pid)  # tool commands may run in groups of their own
         if self._stderr_task is not None:
@@ -241,8 +264,8 @@ class Child:
                 await asyncio.wait_for(self._stderr_task, 2.0)
             except (asyncio.TimeoutError, Exception):
                 self._stderr_task.cancel()
-        if exited is not None:
-            await exited()
+        if self.ending is not None:
+            await self.ending()
         await self.release()
         self.termination = Exited(code=code) if code >= 0 else Signaled(signal=-code)
         return self.termination
