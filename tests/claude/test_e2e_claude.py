@@ -458,10 +458,13 @@ async def test_c29_permission_set(tmp_path):
     req = await run.wait_event(requested)
     ok = run.send("permission.set", posture="acceptEdits")
     await run.wait_event(lambda e: e["event"] == "command.result" and e["id"] == ok)
-    run.send("tool.decide", call_id=req["call_id"], decision={"decision": "abstain"})
-    await run.wait_event(lambda e: e["event"] == "tool.result")
+    # The refused postures are sent while the turn waits on the call: sent after its tool.result,
+    # they raced the turn's end (Claude's last answer), after which any command is TOO_LATE.
     bypass = run.send("permission.set", posture="bypassPermissions")
     bogus = run.send("permission.set", posture="bogus")
+    await run.wait_event(lambda e: e["event"] == "command.result" and e["id"] == bogus)
+    run.send("tool.decide", call_id=req["call_id"], decision={"decision": "abstain"})
+    await run.wait_event(lambda e: e["event"] == "tool.result")
     assert await run.finish() == 0
     results = {e["id"]: e["outcome"] for e in run.of("command.result")}
     assert results[ok] == {"result": "ok", "applies_at": None}
