@@ -182,3 +182,15 @@ def test_an_unknown_program_naming_nothing_denied_is_allowed(world_session, comm
         assert world_session.decide(f"Bash({command})", world_session.ctx(s, mode="bypass")).behavior == "allow"
     finally:
         world_session.setup(project=DENY)
+
+
+def test_proc_links_are_the_commands_own_and_only_from_the_root(tmp_path):
+    from metaharness.permissions.paths import PathError, canonical
+
+    cwd = str(tmp_path)
+    assert canonical("/proc/self/cwd/a", cwd).lexical == f"{cwd}/a"
+    assert canonical("/proc/thread-self/root/etc/x", cwd).lexical == "/etc/x"
+    assert canonical("/proc/self/root/proc/self/cwd/a", cwd).lexical == f"{cwd}/a"
+    assert canonical("proc/self/cwd/a", cwd).lexical == f"{cwd}/proc/self/cwd/a"  # a directory named proc
+    with pytest.raises(PathError):
+        canonical("/proc/1/cwd/a", cwd)

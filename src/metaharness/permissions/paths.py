@@ -68,7 +68,7 @@ _PROC_LINK = re.compile(r"/proc/(self|thread-self|[^/]+)(?:/task/[^/]+)?/(cwd|ro
 def _resolve(path: str, cwd: str, home: str | None) -> CanonicalPath:
     joined = os.path.join(cwd, expand_home(path, home))
     lexical = os.path.normpath(joined)
-    while (link := _PROC_LINK.search(lexical)) is not None:
+    while (link := _PROC_LINK.match(lexical)) is not None:  # from the root only: `~/proc/self` is a directory
         if link.group(1) not in ("self", "thread-self"):
             raise PathError(f"{link.group(0)} names another process's directory")
         here = cwd if link.group(2) == "cwd" else "/"
