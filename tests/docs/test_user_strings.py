@@ -96,20 +96,16 @@ def test_the_docstrings_the_api_pages_render_name_no_section_or_outside_document
 
     objects = _api_objects()
     assert objects, "the API page renders nothing"
+    # Each package is loaded once and every directive's object looked up in it (a load per directive
+    # read the whole package again each time: a minute of the fast tier under load).
+    loader = griffe.GriffeLoader(search_paths=[str(ROOT / "src")])
+    packages: dict = {}
     found = []
     for path, members in objects:
-        obj = None
-        parts = path.split(".")
-        for cut in range(len(parts), 0, -1):
-            try:
-                module = griffe.load(".".join(parts[:cut]), search_paths=[str(ROOT / "src")])
-            except ImportError:
-                continue
-            obj = module
-            for part in parts[cut:]:
-                obj = obj.members[part]
-            break
-        assert obj is not None, path
+        package, _, rest = path.partition(".")
+        if package not in packages:
+            packages[package] = loader.load(package)
+        obj = packages[package][rest] if rest else packages[package]
         for where, text in _rendered_docstrings(obj, members):
             if forbidden_in(text):
                 found.append((where, forbidden_in(text)))
