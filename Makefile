@@ -110,9 +110,10 @@ compiled: install-test
 # The tiers are the markers tests/conftest.py applies. `--dist loadfile` keeps a module on one
 # worker, so its module-scoped fixtures (a Ray cluster, a browser, a batch) are built once.
 # CHECK_WORKERS is one more than the cores: most of a test's time is a child process it waits on
-# (measured on 2 cores: 2 workers 3 min 16 s, 3 workers 2 min 30-41 s).
+# (measured on 2 cores: 2 workers 3 min 16 s, 3 workers 2 min 30-41 s). Its property tests draw a
+# quarter of the examples `make test` draws (tests/examples.py).
 check: install-test
-	$(BIN)/python -m pytest -q -n $(CHECK_WORKERS) --dist loadfile -m "not e2e and not browser and not slow" $(PYTEST_ARGS)
+	METAHARNESS_EXAMPLES_SCALE=0.25 $(BIN)/python -m pytest -q -n $(CHECK_WORKERS) --dist loadfile -m "not e2e and not browser and not slow" $(PYTEST_ARGS)
 
 # The whole suite: the tests that drive no real vendor binary in parallel, then the end-to-end
 # tests on the real binaries, two workers with a module on one worker (`--dist loadfile`): they

@@ -24,6 +24,14 @@ import signal
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+from examples import DEFAULT, examples
+
+# A property test that names no number draws hypothesis's default, scaled by the tier
+# (tests/examples.py: a quarter under `make check`).
+settings.register_profile("tier", max_examples=examples(DEFAULT))
+settings.load_profile("tier")
 
 # A suite started in the background of a non-interactive shell (`make test &`, nohup) inherits
 # SIGINT ignored, and so would every process it starts (an ignored signal stays ignored across

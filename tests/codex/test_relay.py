@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from examples import examples
 
 from metaharness.adapters.base import resolve_tool
 from metaharness.adapters.codex import CodexAdapter
@@ -345,7 +346,7 @@ FIELDS = st.fixed_dictionaries({}, optional={
 })
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(FIELDS)
 def test_any_hook_payload_is_presented_or_answered_once(tmp_path_factory, payload):
     """Whatever the hook forwards: no exception, and either one presentation (answered later by its

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
+from examples import examples
 
 from metaharness.export.atif import ATIF_VERSION, trajectory
 from metaharness.export.source import ExportError, read_streams
@@ -140,7 +141,7 @@ def stream_of(responses: list[list[tuple]]) -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.lists(CALL, max_size=4), min_size=1, max_size=5))
 def test_generated_streams_keep_every_property(tmp_path, responses):
     path = tmp_path / "events.jsonl"

@@ -24,6 +24,7 @@ import sys
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
+from examples import examples
 
 import test_benign_variants
 import test_bypass_corpus
@@ -144,7 +145,7 @@ def test_the_corpora_are_decided_alike(builds):
 SHELL_TEXT = st.text(alphabet="abcrmls -./~*$'\"`\\;|&<>(){}[]=#!\n\t\x00é", max_size=40)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=list(HealthCheck))
 @given(command=st.one_of(test_properties.commands, SHELL_TEXT,
                          st.tuples(test_properties.commands, SHELL_TEXT).map(" ".join)))
 def test_generated_commands_are_decided_alike(builds, command):

@@ -9,13 +9,14 @@ from __future__ import annotations
 import os
 
 from hypothesis import HealthCheck, given, settings, strategies as st
+from examples import examples
 
 from metaharness.permissions import Context, RuleSet, decide, notation_call, parse_rule
 from metaharness.permissions.engine import MODES, builtin_rules
 from metaharness.permissions.subjects import analysis_of
 from test_properties import DENY_POOL, _ctx, _decide, _prep, calls
 
-SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+SETTINGS = settings(max_examples=examples(60), deadline=None, suppress_health_check=list(HealthCheck))
 
 
 def _fresh(world, call, mode, ws, rules=None):

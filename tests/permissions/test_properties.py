@@ -7,13 +7,14 @@ from __future__ import annotations
 import os
 
 from hypothesis import HealthCheck, given, settings, strategies as st
+from examples import examples
 
 from permissions_rules import R
 from metaharness.permissions import Context, RuleSet, decide, notation_call, parse_rule
 from metaharness.permissions.engine import MODES
 
 RANK = {"deny": 0, "ask": 1, "allow": 2}
-SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+SETTINGS = settings(max_examples=examples(150), deadline=None, suppress_health_check=list(HealthCheck))
 
 SIMPLE = [
     "ls", "ls -la src", "git status", "git diff", "git push", "git push origin main", "npm test", "npm run test",
@@ -123,7 +124,7 @@ def test_remembering_never_widens(world_session, first, second, mode):
 shell_text = st.text(alphabet=st.sampled_from(list("abrmf -;|&()$`'\"\\\n\r{}<>*?[]~=#!.,/0123456789xyz\t")), max_size=60)
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(400), deadline=None, suppress_health_check=list(HealthCheck))
 @given(text=shell_text, mode=st.sampled_from(MODES))
 def test_any_text_decides_without_error(world_session, text, mode):
     _prep(world_session)

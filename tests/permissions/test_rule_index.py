@@ -14,6 +14,7 @@ import tempfile
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
+from examples import examples
 
 from metaharness.permissions import Context, RuleSet, decide, oharness_call, parse_rule
 from metaharness.permissions import decision, index
@@ -24,7 +25,7 @@ from metaharness.permissions.path_checks import PatternSet, _lazy as path_tables
 from metaharness.permissions.subjects import subjects_of
 from metaharness.permissions.rules import shell_allow_match
 
-SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+SETTINGS = settings(max_examples=examples(300), deadline=None, suppress_health_check=list(HealthCheck))
 
 SHELL_SPECS = [
     "git push*", "git *", "git push", "git push origin main", "git -C * push", "git --no-pager log *",

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 from hypothesis import example, given, settings, strategies as st
+from examples import examples
 
 from metaharness.protocol.decode import LineError, decode_command_line, decode_event_line
 from metaharness.protocol.commands import Halt, ToolDecide
@@ -72,7 +73,7 @@ def repeated(draw, obj: dict) -> list:
     return pairs
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(st.data())
 def test_a_command_with_repeated_keys_decodes_as_its_last_occurrences(data):
     obj = {"format": FORMAT, **data.draw(commands)}
@@ -84,7 +85,7 @@ def test_a_command_with_repeated_keys_decodes_as_its_last_occurrences(data):
     assert decode_command_line(line) == expected
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(["format", "id", "command", "reason", "call_id", "decision", "text"]),
                           st.one_of(junk, st.sampled_from([FORMAT, "halt", "tool.decide", "x"]))),
                 min_size=1, max_size=8))
@@ -184,7 +185,7 @@ def render_nested(pairs: list) -> str:
     return "{" + ",".join(json.dumps(k, ensure_ascii=False) + ":" + _render_any(v) for k, v in pairs) + "}"
 
 
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=examples(600), deadline=None)
 @given(st.lists(st.tuples(keys, nested), max_size=6))
 def test_the_no_repeats_shortcut_is_never_wrong(pairs):
     """`_surely_unrepeated` says True only of a text that repeats no key at any level, and says

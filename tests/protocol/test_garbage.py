@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from hypothesis import HealthCheck, given, settings, strategies as st
+from examples import examples
 
 from metaharness.protocol import (
     CommandRefusal, FrameRefusal, LineError, check_stream, decode_command_line, decode_event_line,
@@ -39,25 +40,25 @@ def answered_once(raw: bytes) -> None:
         assert obj["id"] == result.id
 
 
-@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(400), suppress_health_check=[HealthCheck.too_slow])
 @given(st.binary(max_size=300))
 def test_random_bytes(raw):
     answered_once(raw)
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(st.integers(min_value=0, max_value=len(GOOD)))
 def test_truncated_json(n):
     answered_once(GOOD[:n])
 
 
-@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(400), suppress_health_check=[HealthCheck.too_slow])
 @given(command_like)
 def test_wrong_types_and_shapes(obj):
     answered_once(json.dumps(obj).encode())
 
 
-@settings(max_examples=50)
+@settings(max_examples=examples(50))
 @given(st.integers(min_value=1, max_value=200_000), st.sampled_from(["[", "{\"a\":", "[{\"x\":"]))
 def test_deep_nesting(depth, opener):
     answered_once((opener * depth).encode())
@@ -72,7 +73,7 @@ def test_huge_lines():
     assert isinstance(r, CommandRefusal)
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(st.binary(max_size=200))
 def test_event_decoder_raises_only_line_error(raw):
     try:
@@ -81,7 +82,7 @@ def test_event_decoder_raises_only_line_error(raw):
         assert exc.message
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(st.binary(max_size=200))
 def test_frame_parser_raises_only_frame_refusal(raw):
     try:
@@ -90,7 +91,7 @@ def test_frame_parser_raises_only_frame_refusal(raw):
         assert exc.name == "FrameInvalid" and exc.detail
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(st.lists(st.binary(max_size=60), max_size=6))
 def test_check_stream_always_gives_a_verdict(lines):
     v = check_stream(b"\n".join(lines))

@@ -30,11 +30,13 @@ def events(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def mh_run(tmp_path: Path, *flags: str, key: str | None = None, name: str = "events.jsonl"):
+def mh_run(tmp_path: Path, *flags: str, key: str | None = None, name: str = "events.jsonl",
+           out_dir: Path | None = None):
+    """`metaharness run oharness` in tmp_path/work, its events written to (out_dir or tmp_path)/name."""
     env = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY")}
     if key is not None:
         env["ANTHROPIC_API_KEY"] = key
-    out = tmp_path / name
+    out = (out_dir or tmp_path) / name
     proc = subprocess.run([sys.executable, "-m", "metaharness", "run", "oharness", "--model", "anthropic:claude-test",
                            "-p", "go", "--decisions", "observe", "--cwd", str(tmp_path / "work"),
                            "--events", str(out), *flags],
@@ -59,11 +61,28 @@ def record(tmp_path: Path, *flags: str):
     return proc, stream, cassette, upstream
 
 
+@pytest.fixture(scope="module")
+def recording(tmp_path_factory):
+    """One recorded run for the module (a recording is a whole run: seconds each)."""
+    where = tmp_path_factory.mktemp("recording")
+    _proc, stream, cassette, upstream = record(where)
+    return where, cassette, stream, upstream
+
+
 @pytest.fixture
-def recorded(tmp_path):
-    """A recorded run: (tmp_path, cassette, its events, the stand-in)."""
-    _proc, stream, cassette, upstream = record(tmp_path)
-    return tmp_path, cassette, stream, upstream
+def recorded(recording, tmp_path):
+    """The module's recording for one test: (where it ran, this test's own copy of the cassette,
+    its events, the stand-in). Replays run in the recorded working directory, their events
+    written to this test's tmp_path (`replay_run`)."""
+    where, cassette, stream, upstream = recording
+    copy = tmp_path / cassette.name
+    copy.write_bytes(cassette.read_bytes())
+    return where, copy, stream, upstream
+
+
+def replay_run(recorded_where: Path, cassette: Path, *flags: str, name: str):
+    """Replay `cassette` in the recording's working directory; events beside the cassette."""
+    return mh_run(recorded_where, "--replay", str(cassette), *flags, name=name, out_dir=cassette.parent)
 
 
 def test_replay_gives_the_recorded_stream(recorded):
@@ -78,7 +97,7 @@ def test_replay_gives_the_recorded_stream(recorded):
     assert {line["wire"] for line in lines} == {"anthropic-messages"}
     assert all(line["state"]["part"] == "messages" and line["state"]["digest"].startswith("sha256:") for line in lines)
 
-    proc, replayed = mh_run(tmp_path, "--replay", str(cassette), name="replayed.jsonl")
+    proc, replayed = replay_run(tmp_path, cassette, name="replayed.jsonl")
     assert proc.returncode == 0, proc.stderr
     assert len(upstream.requests) == 3, "the replay never reached the upstream"
     assert differences(stream, replayed) == []
@@ -105,7 +124,7 @@ def recorded_otherwise(cassette: Path) -> None:
 def test_a_divergent_tool_result_is_named_and_strict_stops(recorded):
     tmp_path, cassette, stream, _upstream = recorded
     recorded_otherwise(cassette)
-    proc, replayed = mh_run(tmp_path, "--replay", str(cassette), name="strict.jsonl")
+    proc, replayed = replay_run(tmp_path, cassette, name="strict.jsonl")
     warnings = [e for e in replayed if e["event"] == "warning" and e["code"] == "REPLAY_DIVERGED"]
     assert len(warnings) == 1, replayed
     assert "exchange 2 (POST /v1/messages)" in warnings[0]["message"]
@@ -121,7 +140,7 @@ def test_a_divergent_tool_result_is_named_and_strict_stops(recorded):
 def test_lenient_replay_warns_and_goes_on(recorded):
     tmp_path, cassette, stream, _upstream = recorded
     recorded_otherwise(cassette)
-    proc, replayed = mh_run(tmp_path, "--replay", str(cassette), "--replay-lenient", name="lenient.jsonl")
+    proc, replayed = replay_run(tmp_path, cassette, "--replay-lenient", name="lenient.jsonl")
     assert proc.returncode == 1, "a replay that diverged is a verdict against the run, lenient or not"
     warnings = [e["message"] for e in replayed if e["event"] == "warning" and e["code"] == "REPLAY_DIVERGED"]
     assert [m.split(" (")[0] for m in warnings] == ["exchange 2"]  # exchange 3 repeats the live history
@@ -231,7 +250,7 @@ def test_exchanges_never_requested_are_named_on_stderr(recorded):
     extra = json.loads(lines[-1])
     extra["exchange"] = 4
     cassette.write_text("\n".join([*lines, json.dumps(extra)]) + "\n")
-    proc, replayed = mh_run(tmp_path, "--replay", str(cassette), name="replayed.jsonl")
+    proc, replayed = replay_run(tmp_path, cassette, name="replayed.jsonl")
     assert proc.returncode == 0 and differences(stream, replayed) == []
     assert "the replay ended with 1 recorded exchanges never requested (the first is exchange 4)" in proc.stderr
 

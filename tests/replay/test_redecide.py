@@ -16,6 +16,7 @@ from pathlib import Path
 import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
+from examples import examples
 
 from metaharness.protocol import frame as frames
 from metaharness.replay import redecide as rd
@@ -146,7 +147,7 @@ scopes = st.one_of(st.none(), st.lists(st.fixed_dictionaries({
 }), min_size=1, max_size=2))
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(turns=st.lists(st.lists(calls, max_size=4), min_size=1, max_size=3),
        ops=st.lists(st.sampled_from(OPS), unique=True), mcp=st.booleans(), scope=scopes, deny_only=st.booleans())
 async def test_the_runs_own_frame_redecides_every_call_as_the_run_did(tmp_path, turns, ops, mcp, scope, deny_only):
@@ -173,7 +174,7 @@ policies = st.fixed_dictionaries({kind: st.lists(st.sampled_from(RULES), max_siz
 MODES = ["manual", "accept-edits", "plan", "auto", "bypass"]
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(turns=st.lists(st.lists(calls, max_size=4), min_size=1, max_size=2), rules=policies,
        mode=st.sampled_from(MODES))
 async def test_the_runs_own_policy_redecides_every_call_as_the_run_did(tmp_path, turns, rules, mode):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import msgspec
 from hypothesis import given, settings, strategies as st
+from examples import examples
 
 from metaharness.protocol import frame as frames
 from metaharness.workflow.document import END, problems, shape, LoadedWorkflow
@@ -49,7 +50,7 @@ def workflows(draw):
 verdicts = st.lists(st.tuples(st.booleans(), st.integers(0, 3), line), min_size=1, max_size=25)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(workflows(), verdicts, st.integers(1, 40), st.lists(line, max_size=2))
 def test_minted_frames_verify_and_count_steps_and_attempts(wf, outcomes, first_index, task):
     prior = [frames.PriorLine(text=t, source="task") for t in task]
