@@ -215,7 +215,8 @@ class Calls:
         if not self.harness.delivers_replace or (pending is not None and not pending.call.can_replace):
             return (f"the {self.harness.kind} adapter cannot deliver replace for this call; "
                     "deny with a reason instead")
-        return self.adapter.refuse_replacement(call_id, new_input) if pending is not None else None
+        only = pending.call.replace_only if pending is not None else None
+        return only.refusal(new_input) if only is not None else None
 
     def next_deadline(self) -> float | None:
         """When the earliest pending call's deadline falls (clock time), or None. Every call waits

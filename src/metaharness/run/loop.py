@@ -129,15 +129,9 @@ class Run:
     async def _carry(self, item: Command) -> None:
         await _CARRIERS[type(item)](self, item)
 
-    async def _carry_steer(self, item: Steer) -> None:
+    async def _carry_control(self, item: Steer | PermissionSet) -> None:
         if await self._child_reachable():
-            await self._control(item.id, self.adapter.steer(item.text))
-        else:
-            commands.unreachable(self.core, item.id)
-
-    async def _carry_posture(self, item: PermissionSet) -> None:
-        if await self._child_reachable():
-            await self._control(item.id, self.adapter.set_posture(item.posture))
+            await self._control(item.id, self.adapter.control(item))
         else:
             commands.unreachable(self.core, item.id)
 
@@ -147,7 +141,7 @@ class Run:
             return
         self.core.interrupt_begins()
         try:
-            await self._control(item.id, self.adapter.interrupt())
+            await self._control(item.id, self.adapter.control(item))
         finally:
             self.core.interrupt_ends()
 
@@ -213,7 +207,7 @@ class Run:
             except BaseException:
                 self._settle(spawned=False)
                 raise
-            self._child_done = asyncio.create_task(self.adapter.wait())
+            self._child_done = asyncio.create_task(self.adapter.child.wait())
             self._child_done.add_done_callback(self._child_output_ended)
             self._settle(spawned=True)
             if self.core.stopping:  # a stop that came while the child was spawning
@@ -261,17 +255,15 @@ class Run:
             return
         frame, turn_input = core.open_turn(self.spec.prompt or "")
         while True:
-            if frame is not None and not await self._reach(adapter.set_frame(frame)):
-                return
             ended = core.turns_ended
-            if not await self._reach(adapter.begin_turn(turn_input)):
+            if not await self._reach(adapter.begin_turn(turn_input, frame)):
                 return
             core.turn_delivered()
             while True:  # serve the turn, and any the harness starts by itself
                 if await self._wait_for(lambda: core.turns_ended > ended) == "child":
                     return
                 await self._land_queued_commands()
-                step = core.after_turn(adapter.turn_coming())
+                step = core.after_turn(adapter.turn_coming)
                 if step != "serve":
                     break
                 ended = core.turns_ended
@@ -366,7 +358,8 @@ class Run:
     async def _stop_child(self) -> None:
         try:
             await self.adapter.halt()
-            await asyncio.wait_for(self.adapter.wait(), 10)
+            if self.adapter.child is not None:
+                await asyncio.wait_for(self.adapter.child.wait(), 10)
         except Exception:
             pass
 
@@ -379,8 +372,8 @@ class Run:
 
 # What the driver does with each command the core hands it to carry to the child.
 _CARRIERS = {
-    Steer: Run._carry_steer,
-    PermissionSet: Run._carry_posture,
+    Steer: Run._carry_control,
+    PermissionSet: Run._carry_control,
     Interrupt: Run._carry_interrupt,
     Halt: Run._carry_halt,
 }
