@@ -211,7 +211,9 @@ class CoreRun:
     """A `RunCore` over a FakeAdapter, driven synchronously the way `loop.py` drives it:
     `start()` (the start checks, the spawn settled, `session.started`), `open_turn()` and
     `turn_started()`, `call()` (the harness presents a call), `send()` (one stdin line
-    through the decoder and the pipeline), `expire()` at the fake clock, `wind_up()`."""
+    through the decoder and the pipeline), `expire()` at the fake clock, `wind_up()`. The
+    core's actions are done as the driver does them: when the test reads what the run wrote or
+    delivered (`lines`, `delivered`), or calls `act()`."""
 
     def __init__(self, spec: RunSpec, *, descriptor: CapabilityDescriptor | None = None) -> None:
         from metaharness.run.core import RunCore
@@ -219,22 +221,55 @@ class CoreRun:
 
         self.spec = spec
         self.clock = Clock()
-        self.lines: list[bytes] = []
-        self.stderr: list[str] = []
+        self._lines: list[bytes] = []
+        self._said: list[str] = []
         self.adapter = FakeAdapter(spec, [], descriptor=descriptor)
-        self.delivered = self.adapter.delivered  # (call_id, decision, decided_by), as the run delivered them
         self.turn_inputs: list[Any] = []
         self.frames_set: list[Any] = []
-        self.changes = 0
-        self.core = RunCore(spec, self.lines.append, run_id="test-run", harness=Harness(self.adapter, spec),
-                            stderr=self.stderr.append, clock=self.clock, driver=self)
+        self._changes = 0
+        self.harness = Harness(self.adapter, spec)
+        self.core = RunCore(spec, run_id="test-run", harness=self.harness, clock=self.clock)
+        self._unheard: dict[str, str] = {}  # what the driver's `Deliver` keeps for the `Heard` after it
+        self._write, self._stderr = self._lines.append, self._said.append
 
-    # --- what the core tells its driver (the test is the driver) ---
-    def changed(self) -> None:
-        self.changes += 1
+    # --- the core's actions (the test is the driver): the driver's own table, but for its timer, its
+    # stop and its waits, which need an event loop ---
+    def act(self) -> None:
+        from metaharness.run.actions import Arm, StopHarness, Wake
+        from metaharness.run.loop import ACTIONS
 
-    def budget_spent(self) -> None: ...
-    def deadline_pending(self) -> None: ...
+        does = {**ACTIONS, Arm: lambda run, action: None, StopHarness: lambda run, action: None,
+                Wake: lambda run, action: setattr(run, "_changes", run._changes + 1)}
+        while batch := self.core.actions():
+            for action in batch:
+                does[type(action)](self, action)
+
+    def _moved(self, input, *args):
+        answer = input(*args)
+        self.act()
+        return answer
+
+    @property
+    def changes(self) -> int:
+        """How often the core said a wait may be over (`Wake`)."""
+        self.act()
+        return self._changes
+
+    @property
+    def lines(self) -> list[bytes]:
+        self.act()
+        return self._lines
+
+    @property
+    def stderr(self) -> list[str]:
+        self.act()
+        return self._said
+
+    @property
+    def delivered(self) -> list:
+        """(call_id, decision, decided_by), as the run delivered them."""
+        self.act()
+        return self.adapter.delivered
 
     @property
     def events(self) -> list[dict]:
@@ -277,11 +312,13 @@ class CoreRun:
         self.core.inflight, self.core.inflight_answered = item, False
         try:
             carry = self.core.take(item)
+            self.act()
             if not carry:
                 commands.unanswered(self.core, item, "metaharness could not carry it")
             return carry
         finally:
             self.core.inflight = None
+            self.act()
 
     def expire(self) -> None:
         self.core.expire(self.clock())

@@ -124,7 +124,10 @@ def _check_posture(core: "RunCore", item: PermissionSet) -> Refusal | None:
 
 def _decide(core: "RunCore", item: ToolDecide, _frame: Frame | None) -> bool:
     refusal = core.calls.decide(item.call_id, item.decision)
-    core.result(item.id, refused(*refusal) if refusal is not None else Ok(applies_at=None))
+    if refusal is None:  # delivered: answered once the driver says whether the harness heard it
+        core.hear(item.id, item.call_id)
+    else:
+        core.result(item.id, refused(*refusal))
     return False
 
 

@@ -1,14 +1,18 @@
-"""The run driver: the asyncio around the run core — it moves records and timers, nothing else.
+"""The run driver: the asyncio around the run core — it moves inputs in and actions out, nothing else.
 
 What belongs here: the start checks (on a thread, so a stop cuts them short), the spawn,
 the turns' drive and its waits (a turn's end, a boundary command, the child's end, a stop),
 carrying a command to the child, the one deadline timer, stopping the child (halt,
-SIGINT/SIGTERM) and the awaiting of wind-up. Every rule it applies is the core's
-(`core.py`, and below it `phase.py`, `calls.py`, `commands.py`, `start.py`); the commands are
-taken by the queue's worker (`queue.py`); the adapter's own coroutines are awaited here, as
-`self.adapter`.
+SIGINT/SIGTERM) and the awaiting of wind-up; the adapter's reports (`Run` is its `RunContext`)
+moved into the core, and the core's actions done (`act`, one table: `ACTIONS`). Every rule it
+applies is the core's (`core.py`, and below it `phase.py`, `calls.py`, `commands.py`,
+`start.py`); the commands are taken by the queue's worker (`queue.py`); the adapter is called
+here only, as `self.adapter`.
 
-Rules it keeps (the timing ones):
+Rules it keeps:
+* After every input it moves into the core it does the core's actions, in order; an action that
+  brings inputs of its own (the adapter reports while it takes a decision) has their actions
+  done first, as a direct call would have.
 * Phases are the core's (`phase.py`): every wait here is for a phase, or for what the core
   counts (turns ended, the boundary, stdin's end), re-asked whenever the core says it changed
   (`_until`). A command that must reach the child (steer, permission.set, interrupt) waits
@@ -35,12 +39,14 @@ import time
 from typing import Any, Awaitable, Callable
 
 from metaharness.adapters.base import Adapter, ControlRefused, StartRefusal
+from metaharness.loopback.pricing import Charge, Meter, shipped_prices
 from metaharness.protocol.commands import Command, Halt, Interrupt, PermissionSet, Steer
 from metaharness.protocol.frame import Frame
 from metaharness.protocol.spec import RunSpec
 from metaharness.protocol.values import ProcessTermination, UnknownTermination
 
 from . import commands
+from .actions import Abandon, Arm, Deliver, Heard, Say, StopHarness, Wake, Write
 from .core import RunCore
 from .harness import Harness
 from .queue import CommandQueue, IntakeLink
@@ -50,8 +56,24 @@ STOP_BOUND_S = 15.0  # after a stop, how long the child's output may take to end
 BOUNDARY_BOUND_S = 5.0  # at a turn's end, how long the commands already queued may take to land
 
 
+def _report(name: str) -> Callable[..., None]:
+    """One report of the adapter's `RunContext`, moved into the core (`RunCore.<name>`)."""
+
+    def moved(run: "Run", *args: Any, **kwargs: Any) -> None:
+        getattr(run.core, name)(*args, **kwargs)
+        run.act()
+
+    moved.__name__ = moved.__qualname__ = name
+    return moved
+
+
 class Run:
     """One run of one harness. Use `execute()`; see `metaharness.api` for embedders."""
+
+    # The adapter's reports: `Run` is its `RunContext` (api.py and the cassette host report through it too).
+    session_started, turn_started, turn_ended = _report("session_started"), _report("turn_started"), _report("turn_ended")
+    emit, present, record_call = _report("emit"), _report("present"), _report("record_call")
+    session_ended, warn, opaque = _report("session_ended"), _report("warn"), _report("opaque")
 
     def __init__(
         self,
@@ -68,24 +90,24 @@ class Run:
         self.run_id = run_id or spec.run_id or f"{spec.kind}-{os.getpid()}"
         self.adapter: Adapter = adapter or adapter_class(spec.kind)(spec)
         self.harness = Harness(self.adapter, spec)
+        self._write = write
         self._stderr = stderr or (lambda text: None)
         self._clock = time.monotonic  # the loop's own clock, so timers and deadlines agree
-        self.core = core = RunCore(spec, write, run_id=self.run_id, harness=self.harness,
-                                   stderr=self._stderr, clock=self._clock, driver=self)
+        # A charge (an adapter's, or a proxy's on this loop) is an input like any other (`_charged`).
+        self.meter = Meter(shipped_prices(), spec.max_cost_usd, on_charge=self._charged)
+        self.core = core = RunCore(spec, run_id=self.run_id, harness=self.harness, clock=self._clock, meter=self.meter)
         self._changed = asyncio.Event()  # the core or the queue changed: each wait asks again (`_until`)
         self._stop_sent = False  # adapter.halt() was called after the spawn settled
         self._child_done: asyncio.Task | None = None
         self._timer: asyncio.TimerHandle | None = None
-        self.queue = CommandQueue(core, carry=self._carry, changed=self._changed.set, stderr=self._stderr)
+        self._unheard: dict[str, str] = {}  # call id → why the embedder's decision did not reach the harness
+        self.queue = CommandQueue(core, carry=self._carry, act=self.act, changed=self._changed.set,
+                                  stderr=self._stderr)
         self.feed_line, self.feed_lines, self.feed_command = (self.queue.feed_line, self.queue.feed_lines,
                                                               self.queue.feed_command)
         # What layers above reach (api.py, replay, tests): the core's own, under the old names.
         self.writer, self.census, self.run_cwd = core.writer, core.census, core.run_cwd
         self.descriptor = self.harness.descriptor
-        self.emit, self.warn, self.present = core.emit, core.warn, core.present
-        self.session_started, self.session_ended = core.session_started, core.session_ended
-        self.turn_started, self.turn_ended = core.turn_started, core.turn_ended
-        self.record_call, self.opaque = core.record_call, core.opaque
         self.check_start, self.close_reason = core.check_start, core.close_reason
 
     @property
@@ -103,7 +125,41 @@ class Run:
         self.queue.intake = intake
 
     def stdin_ended(self) -> None:
-        self.core.stdin_ended()
+        self._moved(self.core.stdin_ended)
+
+    def _moved(self, input: Callable[..., Any], *args: Any) -> Any:
+        """Move one input into the core, then do the actions it gave."""
+        answer = input(*args)
+        self.act()
+        return answer
+
+    # --- the core's actions (actions.py), each done through ACTIONS ----------------------------
+    def act(self) -> None:
+        """Do the core's actions, in order; those of an action's own inputs first (nested)."""
+        while batch := self.core.actions():
+            for action in batch:
+                ACTIONS[type(action)](self, action)
+
+    def _deliver(self, action: Deliver) -> None:
+        try:
+            self.adapter.deliver(action.call_id, action.decision, action.decided_by)
+        except Exception as exc:  # a child that went away cannot run the call either
+            why = str(exc) or type(exc).__name__
+            if action.heard:  # the embedder's: said by the Heard that follows, as its answer
+                self._unheard[action.call_id] = why
+            else:
+                self._stderr(f"metaharness: could not deliver the decision for {action.call_id}: {why}")
+
+    def _heard(self, action: Heard) -> None:
+        """A write to a dead peer need not fail (the channel closes under it): heard only when the
+        harness is still alive after it (`Harness.reachable`)."""
+        why = self._unheard.pop(action.call_id, None)
+        if why is None and not self.harness.reachable():
+            why = "it exited as the decision was written"
+        self._moved(self.core.heard, action.call_id, action.command_id, why)
+
+    def _charged(self, charge: Charge) -> None:
+        self._moved(self.core.charged, charge)
 
     async def _land_queued_commands(self) -> None:
         """Wait until every command queued so far was taken (bounded; a stop cuts it short)."""
@@ -133,17 +189,17 @@ class Run:
         if await self._child_reachable():
             await self._control(item.id, self.adapter.control(item))
         else:
-            commands.unreachable(self.core, item.id)
+            self._moved(commands.unreachable, self.core, item.id)
 
     async def _carry_interrupt(self, item: Interrupt) -> None:
         if not await self._child_reachable():
-            commands.unreachable(self.core, item.id)
+            self._moved(commands.unreachable, self.core, item.id)
             return
-        self.core.interrupt_begins()
+        self._moved(self.core.interrupt_begins)
         try:
             await self._control(item.id, self.adapter.control(item))
         finally:
-            self.core.interrupt_ends()
+            self._moved(self.core.interrupt_ends)
 
     async def _carry_halt(self, item: Halt) -> None:
         await self._stop_harness()
@@ -152,9 +208,9 @@ class Run:
         try:
             applies_at = await awaitable
         except (ControlRefused, OSError, EOFError) as exc:  # refused, or the child's channel closed under it
-            commands.control_failed(self.core, cid, exc)
+            self._moved(commands.control_failed, self.core, cid, exc)
             return
-        commands.control_answered(self.core, cid, applies_at)
+        self._moved(commands.control_answered, self.core, cid, applies_at)
 
     async def spawn_settled(self) -> None:
         """Return once the adapter's start returned or failed (or nothing will be spawned)."""
@@ -175,7 +231,7 @@ class Run:
 
     def _deadline_fell(self) -> None:
         self._timer = None
-        self.core.expire(self._clock())
+        self._moved(self.core.expire, self._clock())
         self._arm_deadline()
 
     # --- drive ------------------------------------------------------------------------------------
@@ -196,9 +252,9 @@ class Run:
                 self._settle(spawned=False)
                 await self.queue.drain()
                 return self._wind_up(UnknownTermination())
-            self.core.spawn_begins()
+            self._moved(self.core.spawn_begins)
             try:
-                await self.adapter.start(self.core)
+                await self.adapter.start(self)
             except StartRefusal as exc:
                 self._settle(spawned=False)
                 await self._stop_child()
@@ -248,22 +304,23 @@ class Run:
     def _settle(self, *, spawned: bool) -> None:
         self.queue.spawn_settled()
         self.core.spawn_settles(spawned=spawned)
+        self.act()
 
     async def _drive(self) -> None:
         core, adapter = self.core, self.adapter
         if core.stopping:
             return
-        frame, turn_input = core.open_turn(self.spec.prompt or "")
+        frame, turn_input = self._moved(core.open_turn, self.spec.prompt or "")
         while True:
             ended = core.turns_ended
             if not await self._reach(adapter.begin_turn(turn_input, frame)):
                 return
-            core.turn_delivered()
+            self._moved(core.turn_delivered)
             while True:  # serve the turn, and any the harness starts by itself
                 if await self._wait_for(lambda: core.turns_ended > ended) == "child":
                     return
                 await self._land_queued_commands()
-                step = core.after_turn(adapter.turn_coming)
+                step = self._moved(core.after_turn, adapter.turn_coming)
                 if step != "serve":
                     break
                 ended = core.turns_ended
@@ -274,8 +331,8 @@ class Run:
                 step = core.after_wait()
             if step == "end" or core.stopping:
                 break
-            frame, turn_input = core.open_turn()
-        core.turns_done()
+            frame, turn_input = self._moved(core.open_turn)
+        self._moved(core.turns_done)
         if not core.stopping:
             await adapter.finish()
 
@@ -288,7 +345,7 @@ class Run:
         except Exception as exc:
             if not isinstance(exc, (OSError, EOFError)) and self.harness.reachable():
                 raise  # not the channel: a bug, which must not pass for a dead child
-            self.core.harness_unreachable(str(exc) or type(exc).__name__)
+            self._moved(self.core.harness_unreachable, str(exc) or type(exc).__name__)
             await self._stop_harness()
             return False
         return True
@@ -301,26 +358,19 @@ class Run:
 
     # --- stops and the end ------------------------------------------------------------------------
     def _child_output_ended(self, _task: asyncio.Task) -> None:
-        self.core.child_output_ended()
+        self._moved(self.core.child_output_ended)
 
     async def request_stop(self) -> None:
         """SIGINT/SIGTERM: stop the child and wind up (no halt command was processed).
         Any phase: before the spawn nothing is spawned, during it the child is stopped as
         soon as it exists, during wind-up the wind-up completes (a second signal stops again)."""
-        self.core.stop_requested()
+        self._moved(self.core.stop_requested)
         await self._stop_harness()
 
-    # --- what the core tells its driver (core.Driver) --------------------------------------
-    def changed(self) -> None:
-        self._changed.set()
-
-    def deadline_pending(self) -> None:
-        self._arm_deadline()
-
-    def budget_spent(self) -> None:
+    def _budget_spent(self, _action: StopHarness) -> None:
         """--max-cost-usd reached (the meter, on this loop): stop the harness now, as a signal would."""
         if not self.core.stopping:
-            self.core.stop_requested()
+            self._moved(self.core.stop_requested)
             self._budget_stop = asyncio.ensure_future(self._stop_harness())
 
     async def _stop_harness(self) -> None:
@@ -364,10 +414,26 @@ class Run:
             pass
 
     def refuse_start(self, refusal: RunRefused) -> int:
-        return self.core.refuse_start(refusal, self.queue.leftovers())
+        return self._moved(self.core.refuse_start, refusal, self.queue.leftovers())
 
     def _wind_up(self, termination: ProcessTermination) -> int:
-        return self.core.wind_up(termination, self.queue.leftovers())
+        child, keep = self.adapter.child, self.spec.retain_dir
+        return self._moved(lambda: self.core.wind_up(
+            termination, self.queue.leftovers(), tail=child.stderr_tail() if child is not None else "",
+            retained=child.retain(keep) if keep and child is not None else ()))
+
+
+# What the driver does for each action of the core's (actions.py).
+ACTIONS: dict[type, Callable[[Run, Any], None]] = {
+    Write: lambda run, action: run._write(action.line),
+    Say: lambda run, action: run._stderr(action.text),
+    Deliver: Run._deliver,
+    Heard: Run._heard,
+    Abandon: lambda run, action: run.adapter.abandoning(action.cause),
+    Arm: lambda run, action: run._arm_deadline(),
+    StopHarness: Run._budget_spent,
+    Wake: lambda run, action: run._changed.set(),
+}
 
 
 # What the driver does with each command the core hands it to carry to the child.
