@@ -229,16 +229,18 @@ class CoreRun:
         self._changes = 0
         self.harness = Harness(self.adapter, spec)
         self.core = RunCore(spec, run_id="test-run", harness=self.harness, clock=self.clock)
-        self._unheard: dict[str, str] = {}  # what the driver's `Deliver` keeps for the `Heard` after it
+        self._unheard: dict[str, str] = {}
+        self.carried: list = []  # the commands the core asked to carry to the child (`Carry`)  # what the driver's `Deliver` keeps for the `Heard` after it
         self._write, self._stderr = self._lines.append, self._said.append
 
     # --- the core's actions (the test is the driver): the driver's own table, but for its timer, its
     # stop and its waits, which need an event loop ---
     def act(self) -> None:
-        from metaharness.run.actions import Arm, StopHarness, Wake
+        from metaharness.run.actions import Arm, Carry, StopHarness, Wake
         from metaharness.run.loop import ACTIONS
 
         does = {**ACTIONS, Arm: lambda run, action: None, StopHarness: lambda run, action: None,
+                Carry: lambda run, action: run.carried.append(action.command),
                 Wake: lambda run, action: setattr(run, "_changes", run._changes + 1)}
         while batch := self.core.actions():
             for action in batch:
@@ -311,8 +313,10 @@ class CoreRun:
             return False
         self.core.inflight, self.core.inflight_answered = item, False
         try:
-            carry = self.core.take(item)
+            carried = len(self.carried)
+            self.core.take(item)
             self.act()
+            carry = len(self.carried) > carried
             if not carry:
                 commands.unanswered(self.core, item, "metaharness could not carry it")
             return carry

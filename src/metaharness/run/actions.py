@@ -22,7 +22,7 @@ Rules kept:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
+from typing import Any, Union
 
 from metaharness.protocol.values import Decision
 
@@ -63,6 +63,14 @@ class Heard:
 
 
 @dataclass(frozen=True, slots=True)
+class Carry:
+    """A command that must reach the child (steer, permission.set, interrupt, halt): the driver
+    carries it, and the queue's worker takes no further command until it was carried."""
+
+    command: Any
+
+
+@dataclass(frozen=True, slots=True)
 class Abandon:
     """The calls waiting are about to be abandoned for an "interrupt" or a "stop"
     (`Adapter.abandoning`): their denies are the next deliveries."""
@@ -85,5 +93,5 @@ class Wake:
     """A phase moved, a turn ended, a boundary command came, stdin ended: a wait may be over."""
 
 
-Action = Union[Write, Say, Deliver, Heard, Abandon, Arm, StopHarness, Wake]
+Action = Union[Write, Say, Deliver, Heard, Carry, Abandon, Arm, StopHarness, Wake]
 ARM, STOP_HARNESS, WAKE = Arm(), StopHarness(), Wake()

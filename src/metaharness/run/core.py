@@ -368,9 +368,9 @@ class RunCore:
         self.emit(event, at=at)
 
     # --- commands (commands.py holds the steps) -------------------------------------------------
-    def take(self, item: CommandLine) -> bool:
-        """Process one command; True when the driver must now carry it to the child."""
-        return commands.take(self, item)
+    # One command through the pipeline's steps (a command the child must hear is a `Carry` action):
+    # `commands.take` itself, so the route of a command enters no forwarding frame.
+    take = commands.take
 
     def answer_late(self, item: CommandLine) -> None:
         self.result(item.id, refused(*commands.late_refusal(self, item)))

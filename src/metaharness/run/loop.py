@@ -46,7 +46,7 @@ from metaharness.protocol.spec import RunSpec
 from metaharness.protocol.values import ProcessTermination, UnknownTermination
 
 from . import commands
-from .actions import Abandon, Arm, Deliver, Heard, Say, StopHarness, Wake, Write
+from .actions import Abandon, Arm, Carry, Deliver, Heard, Say, StopHarness, Wake, Write
 from .core import RunCore
 from .harness import Harness
 from .queue import CommandQueue, IntakeLink
@@ -429,6 +429,7 @@ ACTIONS: dict[type, Callable[[Run, Any], None]] = {
     Say: lambda run, action: run._stderr(action.text),
     Deliver: Run._deliver,
     Heard: Run._heard,
+    Carry: lambda run, action: setattr(run.queue, "carrying", action.command),
     Abandon: lambda run, action: run.adapter.abandoning(action.cause),
     Arm: lambda run, action: run._arm_deadline(),
     StopHarness: Run._budget_spent,

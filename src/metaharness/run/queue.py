@@ -51,15 +51,17 @@ class NoIntake:
 
 
 class CommandQueue:
-    """`carry(command)` takes a command the core hands back to the child (steer, permission.set,
-    interrupt, halt); `act()` does the core's actions after each command taken; `changed()` is
-    called when a burst was done with."""
+    """`act()` does the core's actions after each command taken; a `Carry` among them sets
+    `carrying`, which the worker then awaits as `carry(command)` (steer, permission.set,
+    interrupt, halt) before it takes the next command; `changed()` is called when a burst was
+    done with."""
 
     def __init__(self, core: RunCore, *, carry: Callable[[Command], Awaitable[None]], act: Callable[[], None],
                  changed: Callable[[], None], stderr: Callable[[str], None]) -> None:
         self._core, self._carry, self._act, self._changed, self._stderr = core, carry, act, changed, stderr
         self._queue: asyncio.Queue = asyncio.Queue()
         self.intake: IntakeLink = NoIntake()
+        self.carrying: Command | None = None  # the command the core asked to carry (`Carry`), until it is
         self._batch: list | None = None  # the burst the worker is in; its rest from _batch_next
         self._batch_next = 0
         self.fed = self._taken = 0  # bursts put and taken
@@ -120,12 +122,13 @@ class CommandQueue:
                         core.inflight = item
                         core.inflight_answered = False
                         try:
-                            carry = take(item)  # synchronous, but for the commands the child must hear
+                            take(item)  # synchronous, but for the commands the child must hear
                             act()
-                            if carry:
+                            if self.carrying is not None:
+                                command, self.carrying = self.carrying, None
                                 # `leftovers` reads the burst's rest only while the worker waits
                                 self._batch_next = index
-                                await self._carry(item)
+                                await self._carry(command)
                         except Exception as exc:  # a bug must not leave a command unanswered
                             self._internal_error(item, exc)
                         else:
