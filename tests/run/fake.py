@@ -229,15 +229,15 @@ class CoreRun:
         self._changes = 0
         self.harness = Harness(self.adapter, spec)
         self.core = RunCore(spec, run_id="test-run", harness=self.harness, clock=self.clock)
-        self._unheard: dict[str, str] = {}
-        self.carried: list = []  # the commands the core asked to carry to the child (`Carry`)  # what the driver's `Deliver` keeps for the `Heard` after it
-        self._write, self._stderr = self._lines.append, self._said.append
+        self.unheard: dict[str, str] = {}  # what the driver's `Deliver` keeps for the `Heard` after it
+        self.carried: list = []  # the commands the core asked to carry to the child (`Carry`)
+        self.write, self.say = self._lines.append, self._said.append
 
     # --- the core's actions (the test is the driver): the driver's own table, but for its timer, its
     # stop and its waits, which need an event loop ---
     def act(self) -> None:
         from metaharness.run.actions import Arm, Carry, StopHarness, Wake
-        from metaharness.run.loop import ACTIONS
+        from metaharness.run.act import ACTIONS
 
         does = {**ACTIONS, Arm: lambda run, action: None, StopHarness: lambda run, action: None,
                 Carry: lambda run, action: run.carried.append(action.command),
@@ -246,7 +246,7 @@ class CoreRun:
             for action in batch:
                 does[type(action)](self, action)
 
-    def _moved(self, input, *args):
+    def moved(self, input, *args):
         answer = input(*args)
         self.act()
         return answer

@@ -4,7 +4,7 @@ What belongs here: one small frozen type per kind of action, and nothing that pe
 core (`core.py`, and `calls.py`, `commands.py` under it) appends them to its outbox in the order
 their effects must happen; whoever drives it (`loop.py`'s `Run`; a test's `CoreRun`) takes them
 (`RunCore.actions`) after every input it moved into the core and does each, in order, through one
-table (`loop.py`'s `ACTIONS`). So the core never writes a line, never calls the adapter and holds
+table (`act.py`'s `ACTIONS`). So the core never writes a line, never calls the adapter and holds
 no callback of its driver: h11's shape, where the protocol object says what to send and the caller
 sends it.
 

@@ -4,7 +4,7 @@ What belongs here: the steps every command goes through, in order, and the table
 {command type → run-configuration check, handler} that fills in the two steps that
 differ per command. Pure: a handler changes the core's state and answers, or — for the
 four commands that must reach the child (steer, permission.set, interrupt, halt) — asks for
-it to be carried (a `Carry` action), and the driver (`loop.py`) carries it: waits for the
+it to be carried (a `Carry` action), and the driver (`act.py`'s `CARRIERS`) carries it: waits for the
 spawn, calls the adapter, answers with `control_answered` / `control_failed` / `unreachable`
 below.
 
