@@ -233,6 +233,12 @@ class RunCore:
             self.writer.write(CommandResult(id=cid, outcome=answer))
 
     # --- start -----------------------------------------------------------------------------
+    def price_at_endpoint(self) -> Meter:
+        """A service in front of the model (the recorder) prices its traffic on the run's meter: the
+        run counts the traffic as seen, so `--max-cost-usd` is kept rather than refused."""
+        self.priced_at_endpoint = True
+        return self.meter
+
     def check_start(self) -> None:
         """The start checks (start.py); raises RunRefused, else the run is set to start."""
         plan = check_start(self.spec, self.harness, self.run_cwd, priced_at_endpoint=self.priced_at_endpoint)

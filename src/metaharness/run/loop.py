@@ -98,6 +98,14 @@ class Run:
     def frame(self) -> Frame | None:
         return self.core.frame
 
+    def price_at_endpoint(self) -> Meter:
+        """A service in front of the model prices its traffic on this meter (`RunCore.price_at_endpoint`)."""
+        return self.moved(self.core.price_at_endpoint)
+
+    def tap(self, tap: Any) -> None:
+        """A tap on the stream (`protocol.stream.EventTap`: the live spans), told every line as it is numbered."""
+        self.writer.tap = tap
+
     def attach(self, intake: IntakeLink) -> None:
         """The intake that feeds this run (run/host.py's, reading stdin): told when the worker takes
         a burst, asked to catch up before the wind-up."""

@@ -164,7 +164,6 @@ class ClaudeAdapter(VendorAdapter):
             self._write_user("steer", [command.text])
         except (ChannelClosed, ConnectionError, BrokenPipeError):
             raise ControlRefused(CommandCode.TOO_LATE, "the run is ending") from None
-        return None
 
     async def _set_posture(self, command: PermissionSet) -> str | None:
         word = command.posture
@@ -172,7 +171,6 @@ class ClaudeAdapter(VendorAdapter):
             raise ControlRefused(CommandCode.UNSUPPORTED_CONTROL, f"the claude adapter does not accept the posture {word!r}")
         assert self.channel is not None
         await self.channel.set_permission_mode(word, CONTROL_TIMEOUT_S)
-        return None
 
     # The interrupt goes out before the abandonment denies (protocol.py, `INTERRUPT_WHEN`); the
     # denies follow, and the reply is awaited by the interrupt's control (`_interrupt`) or halt().
@@ -186,8 +184,7 @@ class ClaudeAdapter(VendorAdapter):
             self._result_seen.clear()  # the turn's `result` after the interrupt is awaited by halt()
 
     async def _interrupt_replied(self, timeout: float) -> bool:
-        """Send the interrupt unless it went out already; wait for its reply. False when it could
-        not be sent (the channel is closed)."""
+        """Send the interrupt unless it went out already; wait for its reply (False: not sent)."""
         assert self.channel is not None
         self._send_interrupt("interrupt")
         return await self.channel.interrupt_replied(timeout)
