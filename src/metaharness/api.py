@@ -450,8 +450,7 @@ class RunControl:
         """The service prices the model traffic passing it: it is given the run's meter (call
         `meter.charge(model, usage)` per answer, answer `meter.refusal()` when it is not None), and
         the run counts its traffic as seen, so `max_cost_usd` is kept rather than refused."""
-        self._run.core.priced_at_endpoint = True
-        return self._run.core.meter
+        return self._run.price_at_endpoint()
 
 
 class RunService(Protocol):
@@ -548,7 +547,7 @@ def tap_otel(run: Any, stderr: Callable[[str], None]) -> dict[str, str] | None:
     except Exception as exc:  # noqa: BLE001 (the spans are not the run: a tap that cannot start is said, once)
         stderr(f"metaharness: no spans are sent to {url}: {exc}")
         return None
-    run.writer.tap = tap
+    run.tap(tap)
     return tap.carrier
 
 

@@ -19,6 +19,7 @@ from metaharness.adapters.claude.seam import CallSeam, ControlChannel, hook_outp
 from metaharness.adapters.claude.translate import Translator, encode_item, line_digest
 from metaharness.adapters.base import StartRefusal
 from metaharness.protocol.values import Abstain, Allow, Deny, Replace
+from metaharness.protocol.commands import Interrupt
 
 from report_context import ReportContext
 
@@ -272,10 +273,11 @@ class _SelfTurningAdapter(ClaudeAdapter):
         from metaharness.protocol.values import HermeticAttestation, TranscriptRef
 
         self.ctx, self._done = ctx, asyncio.Event()
+        self.child = _NoChild(self._done)
         ctx.session_started(SessionStarted(adapter="claude", offered_tools=["Bash"], transcript=TranscriptRef(),
                                            hermetic=HermeticAttestation()))
 
-    async def begin_turn(self, text):
+    async def begin_turn(self, text, frame=None):
         import asyncio
 
         self.inputs.append(text)
@@ -299,6 +301,7 @@ class _SelfTurningAdapter(ClaudeAdapter):
         self.ctx.turn_ended("end_turn")
         self.ctx.session_ended(SessionEnded(is_error=False, subtype="success", census=DecisionCensus()))
 
+    @property
     def turn_coming(self):
         return self.coming
 
@@ -308,11 +311,30 @@ class _SelfTurningAdapter(ClaudeAdapter):
     async def halt(self):
         self._done.set()
 
+
+class _NoChild:
+    """The child's side with no process: it ends when `done` is set."""
+
+    def __init__(self, done):
+        self.done = done
+
     async def wait(self):
         from metaharness.protocol.values import Exited
 
-        await self._done.wait()
+        await self.done.wait()
         return Exited(code=0)
+
+    def alive(self):
+        return True
+
+    def stderr_tail(self):
+        return ""
+
+    def retain(self, _directory):
+        return []
+
+    def cleanup(self):
+        pass
 
 
 async def test_loop_serves_a_turn_the_harness_starts_itself_and_passes_blocks(tmp_path):
@@ -397,7 +419,7 @@ async def test_api_key_mode_child_gets_the_callers_key_and_no_base_url(tmp_path,
         assert adapter.model_url is None  # no proxy, no loopback: the default endpoint
     finally:
         await adapter.halt()
-        await asyncio.wait_for(adapter.wait(), 10)
+        await asyncio.wait_for(adapter.child.wait(), 10)
         adapter.child.cleanup()
     seen = json.loads((vendor / "child-env.json").read_text())
     assert seen["ANTHROPIC_API_KEY"] == REAL_ANTHROPIC_KEY
@@ -494,7 +516,7 @@ async def test_an_interrupt_that_reaches_nobody_is_never_ok(how):
         adapter.child.output_ended = True
     elif how == "stdin closed":
         adapter.channel.closed = True
-    interrupting = asyncio.ensure_future(adapter.interrupt())
+    interrupting = asyncio.ensure_future(adapter.control(Interrupt(id="i", reason="test")))
     await asyncio.sleep(0)
     if how == "channel failed":
         assert _kinds(wire) == ["deny", "interrupt"]  # sent; its reply will never come
@@ -509,7 +531,7 @@ async def test_an_interrupt_that_claude_code_answers_is_ok():
     import asyncio
 
     adapter, wire = _adapter_with_a_pending_callback()
-    interrupting = asyncio.ensure_future(adapter.interrupt())
+    interrupting = asyncio.ensure_future(adapter.control(Interrupt(id="i", reason="test")))
     await asyncio.sleep(0)
     request_id = [line for line in wire.lines if line["type"] == "control_request"][0]["request_id"]
     adapter.channel.on_control_response({"response": {"subtype": "success", "request_id": request_id}})

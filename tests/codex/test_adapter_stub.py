@@ -11,6 +11,7 @@ import pytest
 
 from metaharness.adapters.base import ControlRefused, StartRefusal, resolve_tool
 from metaharness.adapters.codex import CodexAdapter, launch
+from metaharness.protocol.commands import Interrupt, PermissionSet, Steer
 from metaharness.protocol.frame import seal
 from metaharness.protocol.values import Abstain, Allow, Deny, Exited, Replace
 
@@ -24,15 +25,16 @@ FRAME_FIELDS = {"workflow": {"id": "w", "version": "1"}, "node": {"id": "n"},
                 "reaching": [], "next": [], "handoff": {"handoff": "none"}}
 
 
-async def run_turn(adapter: CodexAdapter, ctx: FakeContext, text: str = "go", timeout: float = 15) -> None:
+async def run_turn(adapter: CodexAdapter, ctx: FakeContext, text: str = "go", timeout: float = 15,
+                   frame=None) -> None:
     ctx.turn_ended_event = asyncio.Event()
-    await adapter.begin_turn(text)
+    await adapter.begin_turn(text, frame)
     await asyncio.wait_for(ctx.turn_ended_event.wait(), timeout)
 
 
 async def finish(adapter: CodexAdapter) -> object:
     await adapter.finish()
-    return await asyncio.wait_for(adapter.wait(), 15)
+    return await asyncio.wait_for(adapter.child.wait(), 15)
 
 
 async def with_a_pending_call(tmp_path, vendor) -> tuple[CodexAdapter, FakeContext, object]:
@@ -207,14 +209,14 @@ async def test_steer_and_too_late(tmp_path, stub_vendor):
     adapter.plan()
     await adapter.start(ctx)
     with pytest.raises(ControlRefused) as early:
-        await adapter.steer("too early")
+        await adapter.control(Steer(id="s0", text="too early"))
     assert early.value.code == "TOO_LATE"
     ctx.turn_ended_event = asyncio.Event()
     await adapter.begin_turn("go")
-    await adapter.steer("STEER-1")
+    await adapter.control(Steer(id="s1", text="STEER-1"))
     await asyncio.wait_for(ctx.turn_ended_event.wait(), 15)
     with pytest.raises(ControlRefused):
-        await adapter.steer("between turns")
+        await adapter.control(Steer(id="s2", text="between turns"))
     await finish(adapter)
     steers = [m for m in wire_log(vendor) if m.get("method") == "turn/steer"]
     assert len(steers) == 1 and steers[0]["params"]["expectedTurnId"] == "turn-1"
@@ -230,14 +232,13 @@ async def test_posture_and_frame_drive_the_sandbox(tmp_path, stub_vendor):
     adapter = CodexAdapter(make_spec(work, vendor, library_frame=frame))
     adapter.plan()
     await adapter.start(ctx)
-    assert await adapter.set_posture("read-only") == "next turn"
+    assert await adapter.control(PermissionSet(id="p1", posture="read-only")) == "next turn"
     with pytest.raises(ControlRefused) as never:
-        await adapter.set_posture("never")
+        await adapter.control(PermissionSet(id="p2", posture="never"))
     assert never.value.code == "UNSUPPORTED_CONTROL" and "never" in never.value.reason
     await run_turn(adapter, ctx)
-    await adapter.set_posture("workspace-write")
-    await adapter.set_frame(seal({**FRAME_FIELDS, "operations": [{"op": "file.write"}]}))
-    await run_turn(adapter, ctx)
+    await adapter.control(PermissionSet(id="p3", posture="workspace-write"))
+    await run_turn(adapter, ctx, frame=seal({**FRAME_FIELDS, "operations": [{"op": "file.write"}]}))
     await finish(adapter)
     sent = wire_log(vendor)
     start = next(m for m in sent if m.get("method") == "thread/start")
@@ -251,7 +252,7 @@ async def test_posture_and_frame_drive_the_sandbox(tmp_path, stub_vendor):
 async def test_interrupt_declines_first_then_turn_interrupt(tmp_path, stub_vendor):
     vendor = stub_vendor({"turns": [[{"command": "echo x > x.txt"}, {"sleep": 3}], [{"text": "second"}]]})
     adapter, ctx, work = await with_a_pending_call(tmp_path, vendor)
-    await adapter.interrupt()
+    await adapter.control(Interrupt(id="i1", reason="test"))
     await asyncio.wait_for(ctx.turn_ended_event.wait(), 15)
     assert ctx.of("turn.ended")[-1] == "interrupted"
     await run_turn(adapter, ctx)
@@ -280,8 +281,8 @@ async def test_an_interrupt_after_codex_died_reaches_nobody_and_says_so(tmp_path
         time.sleep(0.01)
     assert adapter.child.proc.returncode is None and not adapter.child.alive()
     with pytest.raises(BrokenPipeError):
-        await adapter.interrupt()
-    await asyncio.wait_for(adapter.wait(), 10)
+        await adapter.control(Interrupt(id="i1", reason="test"))
+    await asyncio.wait_for(adapter.child.wait(), 10)
     assert not (work / "x.txt").exists()
 
 
@@ -289,7 +290,7 @@ async def test_halt_ends_the_process(tmp_path, stub_vendor):
     vendor = stub_vendor({"turns": [[{"command": "echo x > x.txt"}]]})
     adapter, _ctx, work = await with_a_pending_call(tmp_path, vendor)
     await adapter.halt()
-    termination = await asyncio.wait_for(adapter.wait(), 10)
+    termination = await asyncio.wait_for(adapter.child.wait(), 10)
     assert termination is not None and adapter.child.proc.returncode is not None
     assert not (work / "x.txt").exists()
     assert any(m.get("result") == {"decision": "decline"} for m in wire_log(vendor))

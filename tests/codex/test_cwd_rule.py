@@ -27,5 +27,5 @@ async def test_codex_without_cwd_works_in_the_current_directory(tmp_path, stub_v
         assert not (adapter.child.scratch.root / "work").exists()
     finally:
         await adapter.finish()
-        await asyncio.wait_for(adapter.wait(), 15)
+        await asyncio.wait_for(adapter.child.wait(), 15)
     assert os.getcwd() == str(here)

@@ -263,7 +263,7 @@ async def _launch(tmp_path: Path, vendor: Path, **fields) -> tuple[CodexAdapter,
     finally:
         await adapter.finish()
         await adapter.halt()
-        await adapter.wait()
+        await adapter.child.wait()
     return adapter, recorded, config
 
 

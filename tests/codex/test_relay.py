@@ -216,9 +216,11 @@ async def test_replace_is_delivered_and_the_verified_approval_accepted(tmp_path)
     replies = hook(seam)
     [call] = ctx.calls
     assert (call.call_id, call.name, call.input, call.seam, call.can_replace) == (CALL, "Bash", {"command": "echo hi > out.txt"}, "hook", True)
-    assert seam.replacement_refusal(call.call_id, {"command": "true", "timeout": 5}) == RELAY_REPLACE_REASON
-    assert seam.replacement_refusal(call.call_id, {"command": "  "}) == RELAY_REPLACE_REASON
-    assert seam.replacement_refusal(call.call_id, {"command": "true"}) is None
+    # the one shape of replacement the call carries, as a value the run reads
+    assert call.replace_only.refusal({"command": "true", "timeout": 5}) == RELAY_REPLACE_REASON
+    assert call.replace_only.refusal({"command": "  "}) == RELAY_REPLACE_REASON
+    assert call.replace_only.refusal({"command": 7}) == RELAY_REPLACE_REASON
+    assert call.replace_only.refusal({"command": "true"}) is None
     seam.deliver(call.call_id, Replace(input={"command": "echo new > new.txt"}), "embedder")
     out = json.loads(replies[0])["hookSpecificOutput"]
     assert out == {"hookEventName": "PreToolUse", "permissionDecision": "allow", "updatedInput": {"command": "echo new > new.txt"}}

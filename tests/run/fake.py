@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 from metaharness.adapters.base import Adapter, ControlRefused, PresentedCall
 from metaharness.adapters.oharness import OHarnessAdapter
+from metaharness.protocol.commands import Interrupt, PermissionSet, Steer
 from metaharness.protocol.descriptor import CapabilityDescriptor
 from metaharness.protocol.events import Injection, SessionEnded, SessionStarted, Text, ToolResult
 from metaharness.protocol.values import DecisionCensus, Deny, Exited, HermeticAttestation, TranscriptRef
@@ -37,6 +38,29 @@ class Turn:
     text: str | None = None
 
 
+class FakeChild:
+    """The child's side of a fake harness with no process: its end (`wait`) comes once `done` is
+    set; it is always reachable, says nothing on stderr and keeps nothing."""
+
+    def __init__(self, done: asyncio.Event) -> None:
+        self.done = done
+
+    async def wait(self):
+        await self.done.wait()
+        return Exited(code=0)
+
+    def alive(self) -> bool:
+        return True
+
+    def stderr_tail(self) -> str:
+        return ""
+
+    def retain(self, _directory: str) -> list[str]:
+        return []
+
+    def cleanup(self) -> None: ...
+
+
 class FakeAdapter(Adapter):
     kind = "oharness"
     postures = ("manual", "plan")
@@ -52,7 +76,7 @@ class FakeAdapter(Adapter):
         self.delivered: list[tuple[str, Any, str]] = []
         self.ran: list[str] = []
         self.texts: list[str] = []
-        self.controls: list[str] = []
+        self.heard: list[str] = []  # the controls, finish and halt, in the order the run gave them
         self._done = asyncio.Event()
         self._turn_task: asyncio.Task | None = None
         self._ctx = None
@@ -70,10 +94,11 @@ class FakeAdapter(Adapter):
 
     async def start(self, ctx) -> None:
         self._ctx = ctx
+        self.child = FakeChild(self._done)
         ctx.session_started(SessionStarted(adapter="oharness", offered_tools=["read", "write", "bash"],
                                           transcript=TranscriptRef(), hermetic=HermeticAttestation()))
 
-    async def begin_turn(self, text: str) -> None:
+    async def begin_turn(self, text: str, frame=None) -> None:
         self.texts.append(text)
         turn = self.turns.pop(0) if self.turns else Turn(text="(scenario complete)")
         self._turn_task = asyncio.ensure_future(self._play(turn))
@@ -102,34 +127,35 @@ class FakeAdapter(Adapter):
         if self.crash_after_turn is not None and ctx.turn >= self.crash_after_turn:
             self._done.set()
 
-    async def steer(self, text):
-        self.controls.append(f"steer:{text}")
-        self._ctx.emit(Injection(text=text, origin="steer"))
+    async def steer(self, command):
+        self.heard.append(f"steer:{command.text}")
+        self._ctx.emit(Injection(text=command.text, origin="steer"))
 
-    async def set_posture(self, word):
-        self.controls.append(f"posture:{word}")
+    async def set_posture(self, command):
+        self.heard.append(f"posture:{command.posture}")
         return None
 
-    async def interrupt(self):
-        self.controls.append("interrupt")
+    async def interrupt(self, command):
+        self.heard.append("interrupt")
         if self._turn_task and not self._turn_task.done():
             self._turn_task.cancel()
 
+    # Looked up by name, so a test's subclass overrides one control as a plain method.
+    controls = {Steer: lambda adapter, command: adapter.steer(command),
+                PermissionSet: lambda adapter, command: adapter.set_posture(command),
+                Interrupt: lambda adapter, command: adapter.interrupt(command)}
+
     async def finish(self):
-        self.controls.append("finish")
+        self.heard.append("finish")
         if self.end_session:
             self._ctx.session_ended(SessionEnded(is_error=False, subtype="success", census=DecisionCensus()))
         self._done.set()
 
     async def halt(self):
-        self.controls.append("halt")
+        self.heard.append("halt")
         if self._turn_task and not self._turn_task.done():
             self._turn_task.cancel()
         self._done.set()
-
-    async def wait(self):
-        await self._done.wait()
-        return Exited(code=0)
 
 
 async def drive(spec: RunSpec, adapter: Adapter | None = None, *, on_event: Callable | None = None,
@@ -185,7 +211,9 @@ class CoreRun:
     """A `RunCore` over a FakeAdapter, driven synchronously the way `loop.py` drives it:
     `start()` (the start checks, the spawn settled, `session.started`), `open_turn()` and
     `turn_started()`, `call()` (the harness presents a call), `send()` (one stdin line
-    through the decoder and the pipeline), `expire()` at the fake clock, `wind_up()`."""
+    through the decoder and the pipeline), `expire()` at the fake clock, `wind_up()`. The
+    core's actions are done as the driver does them: when the test reads what the run wrote or
+    delivered (`lines`, `delivered`), or calls `act()`."""
 
     def __init__(self, spec: RunSpec, *, descriptor: CapabilityDescriptor | None = None) -> None:
         from metaharness.run.core import RunCore
@@ -193,22 +221,57 @@ class CoreRun:
 
         self.spec = spec
         self.clock = Clock()
-        self.lines: list[bytes] = []
-        self.stderr: list[str] = []
+        self._lines: list[bytes] = []
+        self._said: list[str] = []
         self.adapter = FakeAdapter(spec, [], descriptor=descriptor)
-        self.delivered = self.adapter.delivered  # (call_id, decision, decided_by), as the run delivered them
         self.turn_inputs: list[Any] = []
         self.frames_set: list[Any] = []
-        self.changes = 0
-        self.core = RunCore(spec, self.lines.append, run_id="test-run", harness=Harness(self.adapter, spec),
-                            stderr=self.stderr.append, clock=self.clock, driver=self)
+        self._changes = 0
+        self.harness = Harness(self.adapter, spec)
+        self.core = RunCore(spec, run_id="test-run", harness=self.harness, clock=self.clock)
+        self.unheard: dict[str, str] = {}  # what the driver's `Deliver` keeps for the `Heard` after it
+        self.carried: list = []  # the commands the core asked to carry to the child (`Carry`)
+        self.write, self.say = self._lines.append, self._said.append
 
-    # --- what the core tells its driver (the test is the driver) ---
-    def changed(self) -> None:
-        self.changes += 1
+    # --- the core's actions (the test is the driver): the driver's own table, but for its timer, its
+    # stop and its waits, which need an event loop ---
+    def act(self) -> None:
+        from metaharness.run.actions import Arm, Carry, StopHarness, Wake
+        from metaharness.run.act import ACTIONS
 
-    def budget_spent(self) -> None: ...
-    def deadline_pending(self) -> None: ...
+        does = {**ACTIONS, Arm: lambda run, action: None, StopHarness: lambda run, action: None,
+                Carry: lambda run, action: run.carried.append(action.command),
+                Wake: lambda run, action: setattr(run, "_changes", run._changes + 1)}
+        while batch := self.core.actions():
+            for action in batch:
+                does[type(action)](self, action)
+
+    def moved(self, input, *args):
+        answer = input(*args)
+        self.act()
+        return answer
+
+    @property
+    def changes(self) -> int:
+        """How often the core said a wait may be over (`Wake`)."""
+        self.act()
+        return self._changes
+
+    @property
+    def lines(self) -> list[bytes]:
+        self.act()
+        return self._lines
+
+    @property
+    def stderr(self) -> list[str]:
+        self.act()
+        return self._said
+
+    @property
+    def delivered(self) -> list:
+        """(call_id, decision, decided_by), as the run delivered them."""
+        self.act()
+        return self.adapter.delivered
 
     @property
     def events(self) -> list[dict]:
@@ -250,12 +313,16 @@ class CoreRun:
             return False
         self.core.inflight, self.core.inflight_answered = item, False
         try:
-            carry = self.core.take(item)
+            carried = len(self.carried)
+            self.core.take(item)
+            self.act()
+            carry = len(self.carried) > carried
             if not carry:
                 commands.unanswered(self.core, item, "metaharness could not carry it")
             return carry
         finally:
             self.core.inflight = None
+            self.act()
 
     def expire(self) -> None:
         self.core.expire(self.clock())

@@ -287,7 +287,8 @@ def test_the_reserved_id_is_refused_for_a_typed_command_too():
     from metaharness.protocol.commands import Halt
 
     run = started()
-    assert run.core.take(Halt(id="-", reason="x")) is False
+    run.core.take(Halt(id="-", reason="x"))
+    assert run.events[-1]["id"] == "-" and run.carried == []  # refused, so nothing to carry
     assert run.events[-1]["id"] == "-" and run.events[-1]["outcome"]["refused"] == {
         "code": "MALFORMED", "reason": 'the id "-" is reserved for lines whose id could not be read'}
 

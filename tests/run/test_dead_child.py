@@ -51,12 +51,17 @@ class DiesAt(OHarnessAdapter):
 
     on_exit = None
 
-    async def wait(self):
-        if self.child is not None and self.child.proc is not None:
-            await self.child.proc.wait()
+    async def start(self, ctx) -> None:
+        await super().start(ctx)
+        child, wait = self.child, self.child.wait
+
+        async def wait_after_exit():  # the run's wait for the child's end (`Child.wait`), hooked
+            await child.proc.wait()
             if self.on_exit is not None:
                 await self.on_exit()
-        return await super().wait()
+            return await wait()
+
+        child.wait = wait_after_exit
 
 
 def kill(adapter: OHarnessAdapter) -> None:
@@ -288,11 +293,11 @@ def test_a_live_harness_still_hears_the_embedder():
 
 
 class GoneAtTheBoundary(FakeAdapter):
-    async def begin_turn(self, text: str) -> None:
+    async def begin_turn(self, text: str, frame=None) -> None:
         if self.texts:  # the second turn's input finds the child gone
             self._done.set()
             raise BrokenPipeError("the harness has exited")
-        await super().begin_turn(text)
+        await super().begin_turn(text, frame)
 
 
 async def test_a_turn_input_that_finds_the_child_gone_winds_up_with_the_reason():
@@ -308,7 +313,7 @@ async def test_a_turn_input_that_finds_the_child_gone_winds_up_with_the_reason()
     (warning,) = [e for e in events if e["event"] == "warning" and e["code"] == "NO_TERMINAL_RECORD"]
     assert warning["message"].endswith(UNREACHABLE + "the harness has exited")
     assert stderr == [f"metaharness: {UNREACHABLE}the harness has exited; the run ends"]
-    assert "halt" in adapter.controls  # the run stopped what was left of it
+    assert "halt" in adapter.heard  # the run stopped what was left of it
     assert [e["outcome"] for e in events if e["event"] == "command.result"] == [
         {"result": "refused", "refused": {"code": "TOO_LATE", "reason": UNREACHABLE + "the harness has exited"}}]
     assert not [e for e in events if e["event"] == "injection"]

@@ -300,7 +300,7 @@ class _StuckPosture(FakeAdapter):
 
     stop = None  # the run's request_stop, given by the test
 
-    async def set_posture(self, word):
+    async def set_posture(self, command):
         asyncio.ensure_future(self.stop())
         await asyncio.Event().wait()
 

@@ -139,8 +139,8 @@ async def test_steer_too_late_between_turns_and_ok_in_turn():
     assert results["early"]["refused"] == {"code": "TOO_LATE", "reason":
         "no turn is running, so there is nothing to steer; message.inject reaches the next turn"}
     assert results["mid"] == {"result": "ok", "applies_at": None}
-    assert "steer:go left" in adapter.controls
-    assert "steer:x" not in adapter.controls
+    assert "steer:go left" in adapter.heard
+    assert "steer:x" not in adapter.heard
 
 
 async def test_permission_set_known_and_unknown_word():
@@ -247,7 +247,7 @@ async def test_keep_open_waits_then_stdin_end_ends():
 
 async def test_without_keep_open_run_ends_after_prompt_turn():
     events, code, adapter, *_ = await drive(spec(), turns=[Turn([]), Turn([])])
-    assert len(by(events, "turn.started")) == 1 and "finish" in adapter.controls
+    assert len(by(events, "turn.started")) == 1 and "finish" in adapter.heard
 
 
 async def test_crashed_harness_still_closes_stream():
@@ -260,7 +260,7 @@ async def test_crashed_harness_still_closes_stream():
 
 async def test_interrupt_result_precedes_turn_end_even_when_the_harness_reports_it_first():
     class EagerEnd(FakeAdapter):
-        async def interrupt(self):
+        async def interrupt(self, command):
             # Codex can send turn/completed before its reply to turn/interrupt.
             self._turn_task.cancel()
             await asyncio.sleep(0.05)
@@ -305,7 +305,7 @@ async def test_an_interrupt_read_before_the_spawn_is_not_carried_to_a_turn_begun
     assert events[-1]["event"] == "stream.closed"
     outcomes = {e["id"]: e["outcome"] for e in events if e["event"] == "command.result"}
     assert outcomes["p"]["result"] == "ok" and outcomes["i"] == {"result": "ok", "applies_at": None}
-    assert "interrupt" not in adapter.controls and adapter.controls[0] == "posture:plan"  # never carried
+    assert "interrupt" not in adapter.heard and adapter.heard[0] == "posture:plan"  # never carried
     assert [e["stop_reason"] for e in events if e["event"] == "turn.ended"] != ["interrupted"]
 
 

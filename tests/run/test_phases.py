@@ -68,16 +68,19 @@ class Phased(OHarnessAdapter):
     async def start(self, ctx) -> None:
         await self.hook("during_spawn")
         await super().start(ctx)
+        child, wait = self.child, self.child.wait
+
+        async def wait_after_exit():  # the run's wait for the child's end (`Child.wait`), hooked
+            await child.proc.wait()
+            await self.hook("after_death_exit")
+            return await wait()
+
+        child.wait = wait_after_exit
 
     async def finish(self) -> None:
         await self.hook("wind_up")
         await super().finish()
 
-    async def wait(self):
-        if self.child is not None and self.child.proc is not None:
-            await self.child.proc.wait()
-            await self.hook("after_death_exit")
-        return await super().wait()
 
 
 async def run_at(tmp_path, phase: str, lines: list[bytes], *, keep_open: bool | None = None,

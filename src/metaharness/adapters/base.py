@@ -6,22 +6,23 @@ nothing of seq, census, deadlines, frames or command results — those are the r
 (`metaharness.run`: its core and its driver, which call the methods here and nothing else),
 the only place they exist.
 
-Flow: the loop calls `plan()` (refusals before anything is spawned), then
+Flow: the run calls `plan()` (refusals before anything is spawned), then
 `start(ctx)` (spawn, vendor capability check, start reading the child), then
-`begin_turn()` for each turn. While it runs the adapter reports through `ctx`
+`begin_turn(text, frame)` for each turn (the frame when a new one takes effect with it;
+rendering it for the vendor is the adapter's). While it runs the adapter reports through `ctx`
 (a `RunContext`): `session_started`, `turn_started`, `emit` (any other event),
-`present` (a call that needs a decision), `turn_ended`, `session_ended`. The loop
-answers a presented call by calling `deliver(call_id, decision, decided_by)`, and hands
-the frame in force over as a value (`set_frame(frame)`); rendering it for the vendor is
-the adapter's. When the loop is done with turns it calls `finish()` (graceful) or
-`halt()` (stop now), then `wait()` for the child's termination.
+`present` (a call that needs a decision), `turn_ended`, `session_ended`. The run
+answers a presented call by calling `deliver(call_id, decision, decided_by)`, and carries
+each control (steer, permission.set, interrupt) as one `control(command)`. When it is done
+with turns it calls `finish()` (graceful) or `halt()` (stop now), then waits for the child's
+termination (`adapter.child.wait()`).
 
-The contract, all of it (`Adapter` below):
-* facts, as class data and a class method: `kind`, `tools`, `postures` and `default_posture`,
-  `turn_blocks`, `replace_hint`, `replace_option`, `descriptor()`;
-* the run's calls: `plan`, `start`, `begin_turn`, `deliver`, `set_frame`, `steer`,
-  `set_posture`, `interrupt`, `abandoning` (an interrupt's or a stop's denies come next),
-  `finish`, `halt`, `wait`; and its questions: `turn_coming`, `refuse_replacement`.
+The contract, all of it (`Adapter` below) — nine methods and the facts they read:
+* facts, as class data and a class method: `kind`, `tools`, `controls` (control type → its
+  handler), `postures` and `default_posture`, `turn_blocks`, `replace_hint`, `replace_option`,
+  `descriptor()`; and one live fact, `turn_coming`;
+* the run's calls: `plan`, `start`, `begin_turn`, `deliver`, `control`, `abandoning` (an
+  interrupt's or a stop's denies come next), `finish`, `halt`.
 What is not a method, and where it lives:
 * what a call does: `resolve_tool(adapter.tools, …)`, a plain function of the tool table;
 * how the policy engine reads a call: `adapters.policy_view(kind)`, the registry entry's;
@@ -35,11 +36,14 @@ What is not a method, and where it lives:
   speaks over (`child.channel`, which `alive` asks too), its own end of the session
   (`child.ending`, run by `Child.wait` once the child was reaped: Codex's and ACP's `exited`),
   how that end is read (`child.dies_with_its_output`: ACP's died-agent rule) and what
-  `--retain-dir` keeps (`child.keep`). `wait` is `Child.wait`.
+  `--retain-dir` keeps (`child.keep`). The run waits for the child's end as `Child.wait`;
+* which replacement a call can carry: values on the call the adapter presents
+  (`PresentedCall.can_replace`, `.replace_only`), read by the run before anything reaches the
+  adapter.
 
-Every hook the loop may call is declared here with its default; the loop probes for
+Every hook the run may call is declared here with its default; the run probes for
 nothing. Options that belong to one vendor are RunSpec fields the adapter's descriptor
-lists in `options`; the loop reads none of them.
+lists in `options`; the run reads none of them.
 """
 
 from __future__ import annotations
@@ -48,7 +52,7 @@ import abc
 import json
 from dataclasses import dataclass, field
 import os
-from typing import Any, Callable, ClassVar, Iterable, Literal, Mapping, Protocol, Union
+from typing import Any, Awaitable, Callable, ClassVar, Iterable, Literal, Mapping, Protocol, Union
 
 from metaharness.adapters.process.child import LaunchError, passed_through, vendor_timeout_ms  # noqa: F401  (the run's)
 from metaharness.adapters.process.lifecycle import Child
@@ -58,7 +62,8 @@ from metaharness.protocol.frame import OPERATION_TYPES, Frame
 from metaharness.protocol.refusals import CommandCode, RefusalName
 from metaharness.protocol.spec import RunSpec
 from metaharness.protocol.subjects import file_subject
-from metaharness.protocol.values import Decision, ProcessTermination, UnknownTermination
+from metaharness.protocol.commands import Interrupt, PermissionSet, Steer
+from metaharness.protocol.values import Decision
 
 # The neutral operations, as the frame's vocabulary names them.
 OPERATION_NAMES: tuple[str, ...] = tuple(t.__struct_config__.tag for t in OPERATION_TYPES)
@@ -113,6 +118,12 @@ class Resolution:
 
 # Why the run abandons the calls waiting (`Adapter.abandoning`).
 Abandonment = Literal["interrupt", "stop"]
+
+# The controls the run carries to the child, each as one `Adapter.control(command)`.
+Control = Union[Steer, PermissionSet, Interrupt]
+# What an adapter with no row in `controls` for a control's type cannot do (its refusal's words).
+CANNOT: dict[type, str] = {Steer: "steer a running turn", PermissionSet: "change its posture",
+                           Interrupt: "interrupt a turn"}
 
 # What `Adapter.begin_turn` receives: the turn's text, or its blocks for an adapter that sets
 # `turn_blocks`.
@@ -189,6 +200,21 @@ def resolve_tool(table: Mapping[str, Tool], name: str, input: Any, cwd: str | No
     return Resolution(operations=[key], subjects=[(file_subject(path, cwd, run_cwd), [key])] if path else [])
 
 
+@dataclass(frozen=True)
+class ReplaceOnly:
+    """The only replacement a presented call can carry: an input of exactly `keys`, each a
+    non-empty text; any other is refused with `reason` before it reaches the adapter (Codex's
+    relay carries a Bash call's `{"command": …}` and nothing else)."""
+
+    keys: frozenset[str]
+    reason: str
+
+    def refusal(self, new_input: Any) -> str | None:
+        fits = isinstance(new_input, dict) and set(new_input) == self.keys and all(
+            isinstance(value, str) and value.strip() for value in new_input.values())
+        return None if fits else self.reason
+
+
 @dataclass
 class PresentedCall:
     """A call the harness is blocked on, waiting for one decision."""
@@ -200,6 +226,7 @@ class PresentedCall:
     cwd: str | None = None  # the call's own working directory, when the vendor said
     at: str | None = None  # vendor timestamp of the record
     can_replace: bool = True  # False where this call cannot carry an updated input
+    replace_only: ReplaceOnly | None = None  # the one shape of replacement it carries (None: any)
 
 
 class RunContext(Protocol):
@@ -235,6 +262,14 @@ class Adapter(abc.ABC):
     replace_option: ClassVar[str | None] = None
     # Vendor tool name → its operation and subject (`resolve_tool`); `mcp__` names resolve by name.
     tools: ClassVar[Mapping[str, Tool]] = {}
+    # Control type → its handler, `(adapter, command) → applies_at` (`control`); a type with no row
+    # is refused by name. A table per vendor, not a method per control.
+    controls: ClassVar[Mapping[type, Callable[[Any, Any], Awaitable[str | None]]]] = {}
+    # True while the harness will start another turn by itself, with no boundary command (Claude
+    # Code: a steer written after the turn's last tool result becomes the next turn); the run then
+    # waits for that turn instead of winding up. A live fact, read at each turn's end: a plain
+    # attribute here, a property where the adapter reads it off its protocol's state.
+    turn_coming: bool = False
 
     def __init__(self, spec: RunSpec) -> None:
         self.spec = spec
@@ -257,10 +292,13 @@ class Adapter(abc.ABC):
         raise StartRefusal before any user line is written."""
 
     @abc.abstractmethod
-    async def begin_turn(self, text: TurnInput) -> None:
+    async def begin_turn(self, text: TurnInput, frame: Frame | None = None) -> None:
         """Deliver the user message that starts the next turn. `text` already holds
         any frame rendering and injected messages, ahead of the prompt (a list of
-        those blocks when the adapter sets `turn_blocks`)."""
+        those blocks when the adapter sets `turn_blocks`). `frame`: the frame in force from
+        this turn on (a sealed `Frame`) when a new one took effect at this boundary, else None;
+        an adapter that shows it to its harness does so before the turn's input (oharness
+        writes it to its system prompt, Codex sets its sandbox from it)."""
 
     @abc.abstractmethod
     def deliver(self, call_id: str, decision: Decision, decided_by: str) -> None:
@@ -268,39 +306,21 @@ class Adapter(abc.ABC):
         for every presentation of the call (a call presented twice hears it twice); an
         adapter ignores a decision for a call it already answered."""
 
-    def refuse_replacement(self, call_id: str, new_input: Any) -> str | None:
-        """Why the pending call cannot carry this replacement input (refused by name), or None."""
-        return None
-
-    def turn_coming(self) -> bool:
-        """True when the harness will start another turn by itself, with no boundary
-        command (Claude Code: a steer written after the turn's last tool result becomes
-        the next turn). The run loop then waits for that turn instead of winding up."""
-        return False
-
-    async def set_frame(self, frame: Frame) -> None:
-        """The frame in force (a sealed `Frame`) from the next turn on, given before that
-        turn begins (oharness also shows it in its system prompt, Codex sets its sandbox
-        from it). Default: nothing beyond the turn's text."""
-
-    async def steer(self, text: str) -> None:
-        raise ControlRefused(CommandCode.UNSUPPORTED_CONTROL, f"the {self.kind} adapter cannot steer a running turn")
-
-    async def set_posture(self, word: str) -> str | None:
-        """Apply a posture word; return applies_at (None: at once). Unknown word →
-        ControlRefused."""
-        raise ControlRefused(CommandCode.UNSUPPORTED_CONTROL, f"the {self.kind} adapter cannot change its posture")
-
-    @abc.abstractmethod
-    async def interrupt(self) -> None:
-        """Stop the running turn; return once the interrupt is delivered."""
+    async def control(self, command: Control) -> str | None:
+        """Carry a control to the child: the row of `controls` for its type (the handler's answer
+        is the command's `applies_at`, None: at once); a type with no row is refused
+        UNSUPPORTED_CONTROL by name. Not overridden: an adapter fills in `controls`."""
+        handler = self.controls.get(type(command))
+        if handler is None:
+            raise ControlRefused(CommandCode.UNSUPPORTED_CONTROL, f"the {self.kind} adapter cannot {CANNOT[type(command)]}")
+        return await handler(self, command)
 
     def abandoning(self, cause: Abandonment) -> None:
         """The calls waiting are about to be abandoned: the decisions delivered next are the
-        abandonment denies of an `"interrupt"` (the spend cap's too), which `interrupt()` follows,
-        or of a `"stop"` (halt, SIGINT/SIGTERM; only mid-turn), which `halt()` follows. An adapter
-        whose harness could hand a deny to the model before it reads the interrupt or the stop
-        carries both as one message, or sends the interrupt first."""
+        abandonment denies of an `"interrupt"` (the spend cap's too), which the interrupt's
+        `control` follows, or of a `"stop"` (halt, SIGINT/SIGTERM; only mid-turn), which `halt()`
+        follows. An adapter whose harness could hand a deny to the model before it reads the
+        interrupt or the stop carries both as one message, or sends the interrupt first."""
 
     @abc.abstractmethod
     async def finish(self) -> None:
@@ -309,11 +329,6 @@ class Adapter(abc.ABC):
     @abc.abstractmethod
     async def halt(self) -> None:
         """Stop the child now (interrupt, close stdin, kill the process group)."""
-
-    async def wait(self) -> ProcessTermination:
-        """Wait until the child's output has been read to the end and it exited (`Child.wait`)."""
-        return await self.child.wait() if self.child is not None else UnknownTermination()
-
 
 
 # --- the launch frame, as the adapters that set their vendor's sandbox from it read it ---------

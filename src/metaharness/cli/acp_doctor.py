@@ -126,8 +126,8 @@ def handshake(kind: str, vendor_dir: str | None) -> Check:
                                            f"{adapter.agent_info.get('name', kind)} {adapter.agent_info.get('version')}")
         finally:
             await adapter.halt()
-            await adapter.wait()
             if adapter.child is not None:
+                await adapter.child.wait()
                 adapter.child.cleanup()
 
     return asyncio.run(go())

@@ -5,7 +5,8 @@ answer and their deadlines, the decisions delivered, abandonment, the census, an
 the decision modes as a table {mode → decider}. Pure: time comes from the `clock`
 given, and a deadline is not a timer — `next_deadline()` says when the earliest falls
 and whoever drives the run calls `expire(now)` then (`loop.py` arms one asyncio timer
-for it; tests call it with a fake clock).
+for it, told by an `Arm` action; tests call it with a fake clock). A decision reaches the
+harness as a `Deliver` action (`actions.py`), the decider's value unchanged.
 
 Rules it keeps:
 * Every presented call gets exactly one decision, delivered to the child before its
@@ -14,7 +15,8 @@ Rules it keeps:
   the call stays pending and closes with the wind-up's deny, which is what the line and the
   census then say. An answer counts as heard once it was written and the harness was still
   alive after the write (`Harness.reachable`, the child's `alive`: not exited, not killed — a
-  SIGKILLed child not yet torn down still takes the write and never reads it).
+  SIGKILLed child not yet torn down still takes the write and never reads it): the driver says
+  so after the `Deliver`s (`Heard`, then `heard`); until then the call is held (`hearing`).
 * A call id presented again with the same input is the same call (it shares the
   decision); with a different input it is denied (REQUEST_MUTATED).
 * A deny-only run never grants: an allow is delivered as abstain (`as_delivered`).
@@ -41,6 +43,7 @@ from metaharness.protocol.spec import RunSpec
 from metaharness.protocol.values import Abstain, Allow, Decision, Deny
 
 from . import decide as texts
+from .actions import ARM, Action, Deliver
 from .harness import Harness
 
 if TYPE_CHECKING:  # the policy engine is imported only by a policy-mode run
@@ -78,21 +81,22 @@ class Calls:
     warning about a call (held with the call's lines until `session.started`)."""
 
     def __init__(self, spec: RunSpec, harness: Harness, census: Census, *, emit: Callable[[Event], None],
-                 warn: Callable[[str, str], None], stderr: Callable[[str], None],
-                 clock: Callable[[], float], run_cwd: str, on_pending: Callable[[], None] = lambda: None) -> None:
+                 warn: Callable[[str, str], None], act: Callable[[Action], None],
+                 clock: Callable[[], float], run_cwd: str) -> None:
         self.spec = spec
-        self.on_pending = on_pending
         self.harness = harness
-        self.adapter = harness.adapter
+        self.tools = harness.adapter.tools
         self.census = census
         self.emit = emit
         self.warn = warn
-        self.stderr = stderr
+        self.act = act  # the core's outbox
         self.clock = clock
         self.run_cwd = run_cwd
         self.presented: dict[str, str] = {}  # call_id → digest, every call presented for decision
         self.pending: dict[str, Pending] = {}  # in presentation order, so in deadline order
         self.decided: dict[str, tuple[Decision, str]] = {}  # call_id → (decision, decided_by) delivered
+        # The embedder's answers handed to the harness, until the driver says it heard them (`heard`).
+        self.hearing: dict[str, tuple[Pending, Decision, str, int, Any]] = {}
         self.ran_undecided: set[str] = set()  # presented, never decided, and a result came
         self.frame: Frame | None = None  # the frame in force, and what it admits (`enforce`)
         self.admitted: list = []
@@ -111,7 +115,7 @@ class Calls:
     def present(self, call: PresentedCall) -> None:
         digest = call_digest(call.call_id, call.name, call.input)
         known = self.presented.get(call.call_id)
-        resolution = resolve_tool(self.adapter.tools, call.name, call.input, call.cwd, self.run_cwd)
+        resolution = resolve_tool(self.tools, call.name, call.input, call.cwd, self.run_cwd)
         view = _View(call, list(dict.fromkeys(op[0] for op in sorted(resolution.operations))),
                      [s for s, _ in resolution.subjects])
         if known is not None:
@@ -123,7 +127,7 @@ class Calls:
                 pending.waiting.append(call)
             elif call.call_id in self.decided:
                 decision, decided_by = self.decided[call.call_id]
-                self.adapter.deliver(call.call_id, decision, decided_by)
+                self.act(Deliver(call.call_id, decision, decided_by))
             return
         self.presented[call.call_id] = digest
         if self.closed is not None:
@@ -162,7 +166,7 @@ class Calls:
         now = self.clock()
         self.pending[call.call_id] = Pending(call=call, requested_at=now, deadline_at=now + deadline / 1000,
                                              waiting=[call], policy=policy)
-        self.on_pending()  # a call began to wait: the driver arms its timer
+        self.act(ARM)  # a call began to wait: the driver arms its timer
 
     def _observe(self, call: PresentedCall, resolution: Resolution, view: _View) -> None:
         self._requested(view, False, call.seam)
@@ -193,8 +197,8 @@ class Calls:
 
     # --- answering pending calls -------------------------------------------------------
     def decide(self, call_id: str, decision: Decision) -> tuple[str, str] | None:
-        """The embedder's answer: None when it closed the call; else the TOO_LATE or UNKNOWN_CALL
-        refusal as (code, reason)."""
+        """The embedder's answer: None when it was handed to the harness (whether it was heard comes
+        back as `heard`); else the TOO_LATE or UNKNOWN_CALL refusal as (code, reason)."""
         if call_id not in self.pending:
             if call_id in self.presented:
                 return CommandCode.TOO_LATE, texts.REPLAYED.format(call_id=call_id)
@@ -203,8 +207,24 @@ class Calls:
         # for it, and the call stays pending, for the wind-up's deny.
         if not self.harness.reachable():
             return CommandCode.TOO_LATE, texts.UNDELIVERED.format(why="it has exited")
-        why = self._close(call_id, decision, "embedder", heard_only=True)
-        return (CommandCode.TOO_LATE, texts.UNDELIVERED.format(why=why)) if why is not None else None
+        self._close(call_id, decision, "embedder", heard_only=True)
+        return None
+
+    def heard(self, call_id: str, why: str | None) -> tuple[str, str] | None:
+        """Whether the harness heard the embedder's answer for `call_id` (`why`: None, or why not).
+        Heard: its line and census count, None. Not: nothing is claimed for it — it is pending again,
+        in deadline order, for the wind-up's deny — and the TOO_LATE refusal as (code, reason)."""
+        pending, decision, decided_by, latency, resolved = self.hearing.pop(call_id)
+        if why is not None:
+            del self.decided[call_id]
+            ordered = sorted([*self.pending.items(), (call_id, pending)], key=lambda item: item[1].requested_at)
+            self.pending.clear()
+            self.pending.update(ordered)
+            return CommandCode.TOO_LATE, texts.UNDELIVERED.format(why=why)
+        if resolved is not None:
+            self.policy.record(pending.call.call_id, resolved)
+        self._record(pending.call, decision, decided_by, pending.call.seam, latency)
+        return None
 
     def was_presented(self, call_id: str) -> bool:
         return call_id in self.presented
@@ -215,7 +235,8 @@ class Calls:
         if not self.harness.delivers_replace or (pending is not None and not pending.call.can_replace):
             return (f"the {self.harness.kind} adapter cannot deliver replace for this call; "
                     "deny with a reason instead")
-        return self.adapter.refuse_replacement(call_id, new_input) if pending is not None else None
+        only = pending.call.replace_only if pending is not None else None
+        return only.refusal(new_input) if only is not None else None
 
     def next_deadline(self) -> float | None:
         """When the earliest pending call's deadline falls (clock time), or None. Every call waits
@@ -253,9 +274,9 @@ class Calls:
             f"{call_id} produced a result though metaharness never decided it: "
             "something other than this run's embedder let it run")))
 
-    def _close(self, call_id: str, decision: Decision, decided_by: str, *, heard_only: bool = False) -> str | None:
-        """Close a pending call with `decision`. `heard_only` (the embedder's answer): when the harness
-        could not be reached, nothing is recorded — the call stays pending — and why is returned."""
+    def _close(self, call_id: str, decision: Decision, decided_by: str, *, heard_only: bool = False) -> None:
+        """Close a pending call with `decision`, delivered to every presentation of it. `heard_only`
+        (the embedder's answer): its line waits until the driver says the harness heard it (`heard`)."""
         pending = self.pending.pop(call_id)  # closed before the child hears it (it may answer at once)
         latency = int((self.clock() - pending.requested_at) * 1000)
         resolved = None
@@ -268,23 +289,21 @@ class Calls:
                 decision = self.policy.as_decision(resolved, decision)
         decision = texts.as_delivered(decision, self.spec.deny_only)
         self.decided[call_id] = (decision, decided_by)
-        why = self._deliver_all(pending.waiting, decision, decided_by, heard_only=heard_only)
-        if why is not None and heard_only:
-            del self.decided[call_id]  # pending again, in deadline order
-            ordered = sorted([*self.pending.items(), (call_id, pending)], key=lambda item: item[1].requested_at)
-            self.pending.clear()
-            self.pending.update(ordered)
-            return why
+        for presented in pending.waiting:
+            self.act(Deliver(presented.call_id, decision, decided_by, heard_only))
+        if heard_only:
+            self.hearing[call_id] = (pending, decision, decided_by, latency, resolved)
+            return
         if resolved is not None:
             self.policy.record(pending.call.call_id, resolved)
         self._record(pending.call, decision, decided_by, pending.call.seam, latency)
-        return None
 
     def _decide(self, call: PresentedCall, waiting: list[PresentedCall], decision: Decision, decided_by: str,
                 seam: str, latency: int | None) -> None:
         decision = texts.as_delivered(decision, self.spec.deny_only)
         self.decided[call.call_id] = (decision, decided_by)
-        self._deliver_all(waiting, decision, decided_by)
+        for presented in waiting:
+            self.act(Deliver(presented.call_id, decision, decided_by))
         self._record(call, decision, decided_by, seam, latency)
 
     def _record(self, call: PresentedCall, decision: Decision, decided_by: str, seam: str, latency: int | None) -> None:
@@ -292,28 +311,6 @@ class Calls:
         self.emit(ToolDecided(call_id=call.call_id, decision=decision, decided_by=decided_by,  # type: ignore[arg-type]
                               seam=seam, latency_ms=latency))  # type: ignore[arg-type]
         self.census.count(decision, decided_by, seam)
-
-    def _deliver_all(self, waiting: list[PresentedCall], decision: Decision, decided_by: str, *,
-                     heard_only: bool = False) -> str | None:
-        """Hand the decision to every presentation (the child hears it before its line is written,
-        and a presentation added meanwhile hears it too). None when it reached the harness, else why
-        not: a write that failed, or — `heard_only` — a harness found gone once it was written (a
-        write to a dead peer need not fail: the channel closes under it)."""
-        why = None
-        index = 0
-        while index < len(waiting):
-            presented = waiting[index]
-            index += 1
-            try:
-                self.adapter.deliver(presented.call_id, decision, decided_by)
-            except Exception as exc:  # a child that went away cannot run the call either
-                why = str(exc) or type(exc).__name__
-                if not heard_only:
-                    self.stderr(f"metaharness: could not deliver the decision for {presented.call_id}: {why}")
-        if why is None and heard_only and not self.harness.reachable():
-            why = "it exited as the decision was written"
-        return why
-
 
 # The decision modes: who decides a call the moment it is presented.
 DECIDERS: dict[str, Callable[[Calls, PresentedCall, Resolution, _View], None]] = {

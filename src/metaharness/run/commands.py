@@ -3,9 +3,10 @@
 What belongs here: the steps every command goes through, in order, and the table
 {command type → run-configuration check, handler} that fills in the two steps that
 differ per command. Pure: a handler changes the core's state and answers, or — for the
-four commands that must reach the child (steer, permission.set, interrupt, halt) — says
-so, and the driver (`loop.py`) carries it: waits for the spawn, calls the adapter,
-answers with `control_answered` / `control_failed` / `unreachable` below.
+four commands that must reach the child (steer, permission.set, interrupt, halt) — asks for
+it to be carried (a `Carry` action), and the driver (`act.py`'s `CARRIERS`) carries it: waits for the
+spawn, calls the adapter, answers with `control_answered` / `control_failed` / `unreachable`
+below.
 
 The steps (the first that refuses answers the command):
 1. a line that did not decode is answered MALFORMED under the id it could read;
@@ -41,6 +42,7 @@ from metaharness.protocol.refusals import CommandCode, Sentence
 from metaharness.protocol.values import Ok, Replace, refused
 
 from . import decide as texts
+from .actions import Carry
 
 if TYPE_CHECKING:
     from .core import RunCore
@@ -53,37 +55,37 @@ class Route:
     name: str
     # step 5: a refusal the run's configuration gives this command, or None
     check: Callable[["RunCore", Any], Refusal | None] | None
-    # step 6: True when the driver must now carry the command to the child
-    handle: Callable[["RunCore", Any, Frame | None], bool]
+    # step 6: the command's effect (a `Carry` action for one the child must hear)
+    handle: Callable[["RunCore", Any, Frame | None], None]
 
 
-def take(core: "RunCore", item: CommandLine) -> bool:
-    """Steps 1–6 for one command; True when the driver must carry it to the child."""
+def take(core: "RunCore", item: CommandLine) -> None:
+    """Steps 1–6 for one command."""
     kind = type(item)
     if kind is CommandRefusal:
         core.result(item.id, refused(item.code, item.reason))
-        return False
+        return
     route = PIPELINE.get(kind)
     if route is None:  # not a command: the worker's last guard answers what carries an id
-        return False
+        return
     cid = item.id
     if cid == RESERVED_ID:
         core.result(RESERVED_ID, refused(CommandCode.MALFORMED, RESERVED_ID_REASON))
-        return False
+        return
     frame, malformed = well_formedness(item)
     if malformed is not None:
         core.result(cid, refused(CommandCode.MALFORMED, malformed))
-        return False
+        return
     if (code := core.harness.command_refusal(route.name)) is not None:
         core.result(cid, refused(code, f"the {core.harness.kind} adapter refuses {route.name}"))
-        return False
+        return
     if route.check is not None and (refusal := route.check(core, item)) is not None:
         core.result(cid, refused(*refusal))
-        return False
+        return
     if core.phases.winding_up:
         core.result(cid, refused(*late_refusal(core, item)))
-        return False
-    return route.handle(core, item, frame)
+        return
+    route.handle(core, item, frame)
 
 
 def late_refusal(core: "RunCore", item: CommandLine) -> Refusal:
@@ -122,46 +124,46 @@ def _check_posture(core: "RunCore", item: PermissionSet) -> Refusal | None:
 # --- step 6: the handlers ---------------------------------------------------------------------
 
 
-def _decide(core: "RunCore", item: ToolDecide, _frame: Frame | None) -> bool:
+def _decide(core: "RunCore", item: ToolDecide, _frame: Frame | None) -> None:
     refusal = core.calls.decide(item.call_id, item.decision)
-    core.result(item.id, refused(*refusal) if refusal is not None else Ok(applies_at=None))
-    return False
+    if refusal is None:  # delivered: answered once the driver says whether the harness heard it
+        core.hear(item.id, item.call_id)
+    else:
+        core.result(item.id, refused(*refusal))
 
 
-def _frame_set(core: "RunCore", item: FrameSet, frame: Frame | None) -> bool:
+def _frame_set(core: "RunCore", item: FrameSet, frame: Frame | None) -> None:
     core.set_frame_at_boundary(item.id, frame)
-    return False
 
 
-def _inject(core: "RunCore", item: MessageInject, _frame: Frame | None) -> bool:
+def _inject(core: "RunCore", item: MessageInject, _frame: Frame | None) -> None:
     core.inject_at_boundary(item.id, item.text)
-    return False
 
 
-def _steer(core: "RunCore", item: Steer, _frame: Frame | None) -> bool:
+def _steer(core: "RunCore", item: Steer, _frame: Frame | None) -> None:
     if not core.turn_running:
         core.result(item.id, refused(CommandCode.TOO_LATE, Sentence.NOTHING_TO_STEER))
-        return False
-    return True
+        return
+    core.out.append(Carry(item))
 
 
-def _posture(core: "RunCore", item: PermissionSet, _frame: Frame | None) -> bool:
-    return True  # before the child exists the posture is held until it does (delivered, then ok)
+def _posture(core: "RunCore", item: PermissionSet, _frame: Frame | None) -> None:
+    core.out.append(Carry(item))  # before the child exists the posture is held until it does (delivered, then ok)
 
 
-def _interrupt(core: "RunCore", item: Interrupt, _frame: Frame | None) -> bool:
+def _interrupt(core: "RunCore", item: Interrupt, _frame: Frame | None) -> None:
     if (core.read_before_spawn or not core.spawn_settled) and not core.winding_up:
         # Read before the child existed (even if taken later, behind a held permission.set):
         # no turn could be running then, so there is nothing to stop (still ok). Carried
         # later it would stop a turn begun after it.
         core.result(item.id, Ok(applies_at=None))
-        return False
-    return True
+        return
+    core.out.append(Carry(item))
 
 
-def _halt(core: "RunCore", item: Halt, _frame: Frame | None) -> bool:
+def _halt(core: "RunCore", item: Halt, _frame: Frame | None) -> None:
     core.halt_taken(item.id)
-    return True  # the driver stops the child; the halt is answered at wind-up, before stream.closed
+    core.out.append(Carry(item))  # the driver stops the child; the halt is answered at wind-up, before stream.closed
 
 
 PIPELINE: dict[type, Route] = {

@@ -1,20 +1,21 @@
 """The run core: a run's rules as plain state and plain calls (docs/reference/wire.md).
 
 What belongs here: the order of the lines (`session.started` first, lines reported
-before it held, a boundary's lines before the turn they open), the `RunContext` the
-adapter reports through, turns and their boundaries (`frame.set`, `message.inject`,
+before it held, a boundary's lines before the turn they open), the reports of the adapter's
+`RunContext` (which the driver moves in), turns and their boundaries (`frame.set`, `message.inject`,
 `--keep-open`, `--max-turns`), halts and interrupts as state, and wind-up ending in
 exactly one `stream.closed`. The calls are `calls.py`'s, the command steps
 `commands.py`'s, the start checks `start.py`'s; the adapter's facts are read through
-`harness.py`, its methods called as `self.adapter`.
+`harness.py`, and the adapter is never called from here: what it must hear is an action.
 
-Pure: no event loop, no timer, no queue. The run's phase and its turn's are `phase.py`'s
-machines, moved here only (`_move`). What must wait (the spawn, a control the child answers,
-a deadline, the child's end) is the driver's (`loop.py`): the core is given it as a value at
-construction (`Driver`: `changed` — a phase moved, a turn ended, a boundary command came,
-stdin ended —, `budget_spent`, `deadline_pending`), and the driver calls back `take`,
-`expire`, `wind_up`. Nothing is set on the core from outside. So every rule can be driven in
-a test by plain calls with a fake clock (tests/run/test_core.py).
+Pure: no event loop, no timer, no queue, no write. The run's phase and its turn's are `phase.py`'s
+machines, moved here only (`_move`). Every input is a plain call (a command taken, a report of
+the adapter's, a tick, the child's end); every effect is an action value (`actions.py`: a line to
+write, a decision to deliver, a timer to arm, a wait to wake, …) appended to the outbox in the
+order it must happen, which the driver takes (`actions()`) and does after each input it moved in.
+What must wait (the spawn, a control the child answers, a deadline, the child's end) is the
+driver's (`loop.py`). Nothing is set on the core from outside and it calls nobody back. So every
+rule can be driven in a test by plain calls with a fake clock (tests/run/test_core.py).
 
 Rules it keeps:
 * Every line goes through one `EventWriter` (so one `seq`); a line about the run
@@ -40,7 +41,7 @@ from __future__ import annotations
 import hashlib
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import msgspec
 
@@ -72,6 +73,7 @@ from metaharness.protocol.values import HermeticAttestation, Ok, ProcessTerminat
 
 from . import commands
 from . import decide as texts
+from .actions import ARM, STOP_HARNESS, WAKE, Abandon, Action, Heard, Say, Write
 from .calls import Calls
 from .harness import Harness
 from .phase import Input, Phase, Phases
@@ -79,27 +81,6 @@ from .start import RunRefused, check_start
 
 if TYPE_CHECKING:  # the policy engine is imported only by a policy-mode run
     from .policy import PolicyDecider
-
-
-class Driver(Protocol):
-    """What the core tells the one that does the waiting (`loop.py`'s `Run`; a test's fake)."""
-
-    def changed(self) -> None:
-        """A phase moved, a turn ended, a boundary command came, stdin ended: a wait may be over."""
-
-    def budget_spent(self) -> None:
-        """--max-cost-usd was reached: stop the harness now."""
-
-    def deadline_pending(self) -> None:
-        """A call began to wait: arm the timer for `next_deadline`."""
-
-
-class Idle:
-    """A driver with nothing waiting: the core driven by plain calls alone."""
-
-    def changed(self) -> None: ...
-    def budget_spent(self) -> None: ...
-    def deadline_pending(self) -> None: ...
 
 
 @dataclass
@@ -121,21 +102,18 @@ class Boundary:
 class RunCore:
     """One run's rules. `harness` is the adapter as the run sees it; `clock` gives seconds."""
 
-    def __init__(self, spec: RunSpec, write: Callable[[bytes], None], *, run_id: str, harness: Harness,
-                 stderr: Callable[[str], None], clock: Callable[[], float] = time.monotonic,
-                 driver: Driver = Idle()) -> None:
+    def __init__(self, spec: RunSpec, *, run_id: str, harness: Harness, clock: Callable[[], float] = time.monotonic,
+                 meter: Meter | None = None) -> None:
         self.spec = spec
         self.run_id = run_id
         self.harness = harness
-        self.adapter = harness.adapter
-        self.writer = EventWriter(write, run_id)
+        self.out: list[Action] = []  # the actions not yet taken by the driver, in order (`actions`)
+        self.writer = EventWriter(self._write, run_id)
         self.run_cwd = spec.work_dir()
-        self.stderr = stderr
         self.refusal: RunRefused | None = None  # set when the start was refused
         self.census = Census()
-        self.driver = driver
-        self.calls = Calls(spec, harness, self.census, emit=self.emit, warn=self.call_warn, stderr=stderr,
-                           clock=clock, run_cwd=self.run_cwd, on_pending=driver.deadline_pending)
+        self.calls = Calls(spec, harness, self.census, emit=self.emit, warn=self.call_warn, act=self.out_append,
+                           clock=clock, run_cwd=self.run_cwd)
         self.boundary = Boundary()
         self._boundary_lines: list[Any] = []
         self._answers: list[list[Any]] = []  # [command id, outcome or None while owed], in order taken
@@ -157,14 +135,32 @@ class RunCore:
         # The command being processed, so its answer is known to have been written.
         self.inflight: CommandLine | None = None  # the command being processed
         self.inflight_answered = False
-        # Every model response metaharness sees is priced here (adapters reach it as ctx.meter).
-        self.meter = Meter(shipped_prices(), spec.max_cost_usd, on_charge=self._charged)
+        # Every model response metaharness sees is priced here (adapters reach it as ctx.meter). A
+        # driver gives a meter whose charges it moves in itself (`charged`, then the actions).
+        self.meter = meter if meter is not None else Meter(shipped_prices(), spec.max_cost_usd, on_charge=self.charged)
         self.priced_at_endpoint = False  # a service in front of the model prices it (the recorder)
+
+    # --- the outbox (actions.py) ---------------------------------------------------------------
+    def actions(self) -> list[Action]:
+        """The actions appended since the last call, in the order they must be done."""
+        out = self.out
+        if out:  # an empty outbox is handed as it is: asked after every command of a flood
+            self.out = []
+        return out
+
+    def out_append(self, action: Action) -> None:
+        self.out.append(action)
+
+    def _write(self, line: bytes) -> None:  # the EventWriter's sink: once per line, kept short
+        self.out.append(Write(line))
+
+    def _say(self, text: str) -> None:
+        self.out.append(Say(text))
 
     # --- phases (phase.py holds the table) -------------------------------------------------------
     def _move(self, given: Input) -> Phase:
         after = self.phases.move(given)
-        self.driver.changed()
+        self.out.append(WAKE)
         return after
 
     @property
@@ -237,6 +233,12 @@ class RunCore:
             self.writer.write(CommandResult(id=cid, outcome=answer))
 
     # --- start -----------------------------------------------------------------------------
+    def price_at_endpoint(self) -> Meter:
+        """A service in front of the model (the recorder) prices its traffic on the run's meter: the
+        run counts the traffic as seen, so `--max-cost-usd` is kept rather than refused."""
+        self.priced_at_endpoint = True
+        return self.meter
+
     def check_start(self) -> None:
         """The start checks (start.py); raises RunRefused, else the run is set to start."""
         plan = check_start(self.spec, self.harness, self.run_cwd, priced_at_endpoint=self.priced_at_endpoint)
@@ -247,7 +249,7 @@ class RunCore:
 
     def refuse_start(self, refusal: RunRefused, queued: Iterable[CommandLine] = ()) -> int:
         self.refusal = refusal  # the library API raises it (metaharness.api.RunRefused)
-        self.stderr(f"metaharness: {refusal.sentence}")
+        self._say(f"metaharness: {refusal.sentence}")
         self._move(Input.CLOSE)
         for command_id, code, reason in refusal.results:
             self.result(command_id, refused(code, reason))
@@ -326,9 +328,9 @@ class RunCore:
         self.emit(TurnEnded(turn=self.turn, stop_reason=stop_reason), at=at)
         self.calls.abandon_all("the turn ended")
         self.turns_ended += 1
-        self.driver.changed()
+        self.out.append(WAKE)
 
-    def _charged(self, charge: Charge) -> None:
+    def charged(self, charge: Charge) -> None:
         """The meter priced a response: past the cap, say so once and stop the run at once."""
         meter = self.meter
         if not meter.reached or self.budget_stop:
@@ -342,14 +344,14 @@ class RunCore:
                    f"no further model request is forwarded and the run stops")
         spent = msgspec.UNSET if meter.unpriced else round(meter.spent_usd, 6)  # unknown, as in session.ended
         self.emit(WarningEvent(code=WarningCode.BUDGET_REACHED, message=message, metered_cost_usd=spent))
-        self.stderr(f"metaharness: {message}")
+        self._say(f"metaharness: {message}")
         # the harness may present the call its last answer asked for before the stop lands: it
         # must not run, and its deny must stop the turn before the harness asks its model again
         # (in-process on oharness, where no proxy of ours stands between them)
         self.calls.closed = "the spend cap was reached"
         if self.spawned:
-            self.adapter.abandoning("interrupt")
-        self.driver.budget_spent()
+            self.out.append(Abandon("interrupt"))
+        self.out.append(STOP_HARNESS)
 
     def session_ended(self, event: SessionEnded, *, at: str | None = None) -> None:
         if self.ended is not None:
@@ -372,9 +374,9 @@ class RunCore:
         self.emit(event, at=at)
 
     # --- commands (commands.py holds the steps) -------------------------------------------------
-    def take(self, item: CommandLine) -> bool:
-        """Process one command; True when the driver must now carry it to the child."""
-        return commands.take(self, item)
+    # One command through the pipeline's steps (a command the child must hear is a `Carry` action):
+    # `commands.take` itself, so the route of a command enters no forwarding frame.
+    take = commands.take
 
     def answer_late(self, item: CommandLine) -> None:
         self.result(item.id, refused(*commands.late_refusal(self, item)))
@@ -388,6 +390,18 @@ class RunCore:
         for item in queued:
             self.answer_late(item)
 
+    def hear(self, cid: str, call_id: str) -> None:
+        """The embedder's decision for `call_id` was handed to the harness (`Deliver`s): its answer
+        is owed until the driver says whether the harness heard it (`Heard`, then `heard`)."""
+        self._owe(cid)
+        self.out.append(Heard(call_id, cid))
+
+    def heard(self, call_id: str, cid: str, why: str | None) -> None:
+        """Whether the harness heard the embedder's decision (`why`: None, or why not): the call's
+        line and census count and an ok, or the call pending again and TOO_LATE."""
+        refusal = self.calls.heard(call_id, why)
+        self._settle(cid, refused(*refusal) if refusal is not None else Ok(applies_at=None))
+
     def set_frame_at_boundary(self, cid: str, new_frame: Frame) -> None:
         frame = self.calls.frame
         same_step = frame is not None and frame.step == new_frame.step
@@ -396,7 +410,7 @@ class RunCore:
         self.boundary.frame = new_frame
         self.boundary.frame_command = cid
         self.result(cid, Ok(applies_at="next turn" if same_step else "next step"))
-        self.driver.changed()
+        self.out.append(WAKE)
 
     def inject_at_boundary(self, cid: str, text: str) -> None:
         """Read while a turn runs: accepted at once (its turn is a boundary away; an answer held
@@ -409,7 +423,7 @@ class RunCore:
         else:
             self.boundary.owed.append(cid)
             self._owe(cid)
-        self.driver.changed()
+        self.out.append(WAKE)
 
     def halt_taken(self, cid: str) -> None:
         self._abandon_for_stop("the run was halted")
@@ -419,7 +433,7 @@ class RunCore:
 
     def interrupt_begins(self) -> None:
         self._move(Input.INTERRUPT)
-        self.adapter.abandoning("interrupt")
+        self.out.append(Abandon("interrupt"))
         self.calls.abandon_all("the run was interrupted")
 
     def interrupt_ends(self) -> None:
@@ -440,12 +454,12 @@ class RunCore:
     def _abandon_for_stop(self, why: str) -> None:
         """A stop's abandonment denies; the harness hears of the stop before them (`abandoning`)."""
         if self.calls.pending and self.spawned:
-            self.adapter.abandoning("stop")
+            self.out.append(Abandon("stop"))
         self.calls.abandon_all(why)
 
     def stdin_ended(self) -> None:
         self.stdin_done = True
-        self.driver.changed()
+        self.out.append(WAKE)
 
     def harness_unreachable(self, why: str) -> None:
         """A write a turn needs (its frame, its input) found the child gone: the run stops (the
@@ -455,7 +469,7 @@ class RunCore:
         self._undelivered(texts.UNREACHABLE.format(why=why))
         if self.unreachable is None:
             self.unreachable = why
-            self.stderr(f"metaharness: {texts.UNREACHABLE.format(why=why)}; the run ends")
+            self._say(f"metaharness: {texts.UNREACHABLE.format(why=why)}; the run ends")
         self._move(Input.STOP)
 
     def turn_delivered(self) -> None:
@@ -560,8 +574,10 @@ class RunCore:
             self.writer.write(line)
 
     # --- wind-up -----------------------------------------------------------------------------------
-    def wind_up(self, termination: ProcessTermination, queued: Iterable[CommandLine] = ()) -> int:
-        """Write the end of the stream; return the exit code. `queued`: commands read and not taken."""
+    def wind_up(self, termination: ProcessTermination, queued: Iterable[CommandLine] = (), *, tail: str = "",
+                retained: Iterable[str] = ()) -> int:
+        """Write the end of the stream; return the exit code. `queued`: commands read and not taken;
+        `tail`: the child's last words on stderr; `retained`: what `--retain-dir` could not keep."""
         self._move(Input.CLOSE)
         self.calls.abandon_all(self.calls.closed or "the stream ended")
         self._undelivered(texts.ENDING)  # a turn taken and never written to the child
@@ -570,16 +586,14 @@ class RunCore:
             for event, at in held:
                 self.writer.write(event, at)
         if self.ended is None:
-            tail = self.adapter.child.stderr_tail() if self.adapter.child is not None else ""
             message = "the harness ended without a terminal record"
             if self.unreachable is not None:
                 message += f"; {texts.UNREACHABLE.format(why=self.unreachable)}"
             if tail and tail.strip():
                 message += f"; its stderr: {tail.strip()}"
             self.warn(WarningCode.NO_TERMINAL_RECORD, message)
-        if self.spec.retain_dir and self.adapter.child is not None:
-            for failure in self.adapter.child.retain(self.spec.retain_dir):
-                self.warn(WarningCode.RETAIN_FAILED, failure)
+        for failure in retained:
+            self.warn(WarningCode.RETAIN_FAILED, failure)
         leftover = self.boundary
         for cid in [slot[0] for slot in self._answers if slot[1] is None]:  # owed by a turn never opened
             self._settle(cid, refused(CommandCode.TOO_LATE, texts.ENDING))
@@ -595,11 +609,11 @@ class RunCore:
         if self.halt_id is not None:
             self.result(self.halt_id, Ok(applies_at=None))
         if self.policy is not None and (kept := self.policy.close()):
-            self.stderr(f"metaharness: the policy decision trail is in {kept}")
+            self._say(f"metaharness: the policy decision trail is in {kept}")
         if self.model_failure is not None and (self.ended is None or self.ended.is_error):
             # One line naming the failure that ended the session (a request the harness retried to
             # an answer is a warning in the stream only).
-            self.stderr(f"metaharness: {self.model_failure.message}")
+            self._say(f"metaharness: {self.model_failure.message}")
         self.writer.close(self.close_reason(), termination if termination is not None else UnknownTermination())
         if self.ended is None:
             return 3

@@ -4,8 +4,8 @@ What belongs here: the few answers the run derives from the adapter's facts — 
 it honours, which decision modes it delivers, which postures it takes, what a turn's input
 looks like, which offered tools render to which operations, which vendor options are foreign
 to it. No run rule lives here (those are in `core.py`, `calls.py`, `commands.py` and
-`start.py`), and nothing is forwarded: the run calls the adapter's own lifecycle methods
-(`adapters/base.py`) directly, as `core.adapter`.
+`start.py`), and nothing is forwarded: the driver calls the adapter's own methods
+(`adapters/base.py`) directly, as `run.adapter`; the core never calls it (its actions do).
 
 Rules it keeps:
 * A descriptor command that is not `"honoured"` is refused with the code it names,

@@ -1,28 +1,23 @@
-"""The run driver: the asyncio around the run core — it moves records and timers, nothing else.
+"""The run driver: the asyncio around the run core — it moves inputs in and actions out, nothing else.
 
-What belongs here: the start checks (on a thread, so a stop cuts them short), the spawn,
-the turns' drive and its waits (a turn's end, a boundary command, the child's end, a stop),
-carrying a command to the child, the one deadline timer, stopping the child (halt,
-SIGINT/SIGTERM) and the awaiting of wind-up. Every rule it applies is the core's
-(`core.py`, and below it `phase.py`, `calls.py`, `commands.py`, `start.py`); the commands are
-taken by the queue's worker (`queue.py`); the adapter's own coroutines are awaited here, as
-`self.adapter`.
+What belongs here: the start checks (on a thread, so a stop cuts them short), the spawn, the
+turns' drive and its waits (a turn's end, a boundary command, the child's end, a stop), the one
+deadline timer, stopping the child (halt, SIGINT/SIGTERM, the spend cap) and the awaiting of
+wind-up; `Run` is the adapter's `RunContext`, each report moved into the core. After every input
+it moves in, the core's actions are done (`act`, through `act.py`'s table, which also carries the
+controls). Every rule it applies is the core's (`core.py`, and below it `phase.py`, `calls.py`,
+`commands.py`, `start.py`); commands are taken by the queue's worker (`queue.py`).
 
 Rules it keeps (the timing ones):
-* Phases are the core's (`phase.py`): every wait here is for a phase, or for what the core
-  counts (turns ended, the boundary, stdin's end), re-asked whenever the core says it changed
-  (`_until`). A command that must reach the child (steer, permission.set, interrupt) waits
-  until the spawn settled, and is refused TOO_LATE once the child is gone; a stop (the core's
-  STOPPING) ends every wait of the run, whatever its phase, and `_stop_harness` stops the child.
-* A boundary sees every command queued before it: at a turn's end, and when a
-  `--keep-open` run is woken at its boundary, the driver waits (at most
-  BOUNDARY_BOUND_S) until the worker has taken every command already queued, so an
-  inject and a frame.set sent together open the same turn however the worker's
-  slices fall.
-* At the end every line already written to stdin is answered (`CommandQueue.drain`).
-* After a stop the child's output may take STOP_BOUND_S to end; then the run winds up
-  without it.
-* One timer at a time, armed for the core's next deadline; when it fires the core
+* Phases are the core's: every wait here is for a phase, or for what the core counts (turns
+  ended, the boundary, stdin's end), re-asked whenever the core says one may be over (`Wake`,
+  `_until`); a stop (the core's STOPPING) ends every wait, and `stop_harness` stops the child.
+* A boundary sees every command queued before it: at a turn's end, and when a `--keep-open`
+  run is woken at its boundary, the driver waits (at most BOUNDARY_BOUND_S) until the worker
+  took every command already queued, so commands sent together open the same turn.
+* At the end every line already written to stdin is answered (`CommandQueue.drain`); after a
+  stop the child's output may take STOP_BOUND_S to end, then the run winds up without it.
+* One timer at a time, armed for the core's next deadline (`Arm`); when it fires the core
   expires what is due and the timer is armed for the next.
 """
 
@@ -34,13 +29,13 @@ import os
 import time
 from typing import Any, Awaitable, Callable
 
-from metaharness.adapters.base import Adapter, ControlRefused, StartRefusal
-from metaharness.protocol.commands import Command, Halt, Interrupt, PermissionSet, Steer
+from metaharness.adapters.base import Adapter, StartRefusal
+from metaharness.loopback.pricing import Charge, Meter, shipped_prices
 from metaharness.protocol.frame import Frame
 from metaharness.protocol.spec import RunSpec
 from metaharness.protocol.values import ProcessTermination, UnknownTermination
 
-from . import commands
+from .act import ACTIONS, carry
 from .core import RunCore
 from .harness import Harness
 from .queue import CommandQueue, IntakeLink
@@ -50,42 +45,49 @@ STOP_BOUND_S = 15.0  # after a stop, how long the child's output may take to end
 BOUNDARY_BOUND_S = 5.0  # at a turn's end, how long the commands already queued may take to land
 
 
+def _report(name: str) -> Callable[..., None]:
+    """One report of the adapter's `RunContext`, moved into the core (`RunCore.<name>`)."""
+
+    def moved(run: "Run", *args: Any, **kwargs: Any) -> None:
+        getattr(run.core, name)(*args, **kwargs)
+        run.act()
+
+    moved.__name__ = moved.__qualname__ = name
+    return moved
+
+
 class Run:
     """One run of one harness. Use `execute()`; see `metaharness.api` for embedders."""
 
-    def __init__(
-        self,
-        spec: RunSpec,
-        write: Callable[[bytes], None],
-        *,
-        run_id: str | None = None,
-        adapter: Adapter | None = None,
-        stderr: Callable[[str], None] | None = None,
-    ) -> None:
+    # The adapter's reports: `Run` is its `RunContext` (api.py and the cassette host report through it too).
+    session_started, turn_started, turn_ended = _report("session_started"), _report("turn_started"), _report("turn_ended")
+    emit, present, record_call = _report("emit"), _report("present"), _report("record_call")
+    session_ended, warn, opaque = _report("session_ended"), _report("warn"), _report("opaque")
+
+    def __init__(self, spec: RunSpec, write: Callable[[bytes], None], *, run_id: str | None = None,
+                 adapter: Adapter | None = None, stderr: Callable[[str], None] | None = None) -> None:
         from metaharness.adapters import adapter_class
 
-        self.spec = spec
+        self.spec, self.write, self.say = spec, write, stderr or (lambda text: None)  # stdout's lines, stderr's
         self.run_id = run_id or spec.run_id or f"{spec.kind}-{os.getpid()}"
         self.adapter: Adapter = adapter or adapter_class(spec.kind)(spec)
         self.harness = Harness(self.adapter, spec)
-        self._stderr = stderr or (lambda text: None)
         self._clock = time.monotonic  # the loop's own clock, so timers and deadlines agree
-        self.core = core = RunCore(spec, write, run_id=self.run_id, harness=self.harness,
-                                   stderr=self._stderr, clock=self._clock, driver=self)
-        self._changed = asyncio.Event()  # the core or the queue changed: each wait asks again (`_until`)
+        # A charge (an adapter's, or a proxy's on this loop) is an input like any other (`_charged`).
+        self.meter = Meter(shipped_prices(), spec.max_cost_usd, on_charge=self._charged)
+        self.core = core = RunCore(spec, run_id=self.run_id, harness=self.harness, clock=self._clock, meter=self.meter)
+        self.changed = asyncio.Event()  # the core or the queue changed: each wait asks again (`_until`)
+        self.unheard: dict[str, str] = {}  # call id → why the embedder's decision did not reach the harness
         self._stop_sent = False  # adapter.halt() was called after the spawn settled
         self._child_done: asyncio.Task | None = None
         self._timer: asyncio.TimerHandle | None = None
-        self.queue = CommandQueue(core, carry=self._carry, changed=self._changed.set, stderr=self._stderr)
+        self.queue = CommandQueue(core, carry=lambda item: carry(self, item), act=self.act, changed=self.changed.set,
+                                  stderr=self.say)
         self.feed_line, self.feed_lines, self.feed_command = (self.queue.feed_line, self.queue.feed_lines,
                                                               self.queue.feed_command)
         # What layers above reach (api.py, replay, tests): the core's own, under the old names.
         self.writer, self.census, self.run_cwd = core.writer, core.census, core.run_cwd
         self.descriptor = self.harness.descriptor
-        self.emit, self.warn, self.present = core.emit, core.warn, core.present
-        self.session_started, self.session_ended = core.session_started, core.session_ended
-        self.turn_started, self.turn_ended = core.turn_started, core.turn_ended
-        self.record_call, self.opaque = core.record_call, core.opaque
         self.check_start, self.close_reason = core.check_start, core.close_reason
 
     @property
@@ -96,95 +98,75 @@ class Run:
     def frame(self) -> Frame | None:
         return self.core.frame
 
-    # --- intake ----------------------------------------------------------------------------
+    def price_at_endpoint(self) -> Meter:
+        """A service in front of the model prices its traffic on this meter (`RunCore.price_at_endpoint`)."""
+        return self.moved(self.core.price_at_endpoint)
+
+    def tap(self, tap: Any) -> None:
+        """A tap on the stream (`protocol.stream.EventTap`: the live spans), told every line as it is numbered."""
+        self.writer.tap = tap
+
     def attach(self, intake: IntakeLink) -> None:
         """The intake that feeds this run (run/host.py's, reading stdin): told when the worker takes
         a burst, asked to catch up before the wind-up."""
         self.queue.intake = intake
 
+    # --- inputs in, actions out -------------------------------------------------------------------
+    def moved(self, input: Callable[..., Any], *args: Any) -> Any:
+        """Move one input into the core, then do the actions it gave."""
+        answer = input(*args)
+        self.act()
+        return answer
+
+    def act(self) -> None:
+        """Do the core's actions, in order (`act.ACTIONS`); those of an action's own inputs first."""
+        while batch := self.core.actions():
+            for action in batch:
+                ACTIONS[type(action)](self, action)
+
     def stdin_ended(self) -> None:
-        self.core.stdin_ended()
+        self.moved(self.core.stdin_ended)
+
+    def _charged(self, charge: Charge) -> None:
+        self.moved(self.core.charged, charge)
+
+    def arm_deadline(self) -> None:
+        if self._timer is None and (due := self.core.next_deadline()) is not None:
+            self._timer = asyncio.get_running_loop().call_later(max(0.0, due - self._clock()), self._deadline_fell)
+
+    def _deadline_fell(self) -> None:
+        self._timer = None
+        self.moved(self.core.expire, self._clock())
+        self.arm_deadline()
+
+    # --- waits ------------------------------------------------------------------------------------
+    async def _until(self, ready: Callable[[], bool], timeout: float | None = None) -> bool:
+        """Wait until `ready()`, asked again whenever the core or the queue changed; False when
+        `timeout` seconds passed first."""
+        give_up = None if timeout is None else self._clock() + timeout
+        while not ready():
+            self.changed.clear()
+            try:
+                await asyncio.wait_for(self.changed.wait(), None if give_up is None else give_up - self._clock())
+            except asyncio.TimeoutError:
+                return ready()
+        return True
+
+    async def spawn_settled(self) -> None:
+        """Return once the adapter's start returned or failed (or nothing will be spawned)."""
+        await self._until(lambda: self.core.spawn_settled)
+
+    async def _wait_for(self, ready: Callable[[], bool]) -> str:
+        """Wait until `ready()`; "child" when the child's output ended or a stop came first."""
+        await self._until(lambda: ready() or self.core.winding_up)
+        return "event" if ready() and not self.core.stopping else "child"
 
     async def _land_queued_commands(self) -> None:
         """Wait until every command queued so far was taken (bounded; a stop cuts it short)."""
         queue, target = self.queue, self.queue.fed
         await self._until(lambda: queue.finished >= target or self.core.stopping, BOUNDARY_BOUND_S)
 
-    async def _until(self, ready: Callable[[], bool], timeout: float | None = None) -> bool:
-        """Wait until `ready()`, asked again whenever the core or the queue changed; False when
-        `timeout` seconds passed first."""
-        give_up = None if timeout is None else self._clock() + timeout
-        while not ready():
-            self._changed.clear()
-            if give_up is None:
-                await self._changed.wait()
-                continue
-            try:
-                await asyncio.wait_for(self._changed.wait(), give_up - self._clock())
-            except asyncio.TimeoutError:
-                return ready()
-        return True
-
-    # --- carrying a command to the child ------------------------------------------------------
-    async def _carry(self, item: Command) -> None:
-        await _CARRIERS[type(item)](self, item)
-
-    async def _carry_steer(self, item: Steer) -> None:
-        if await self._child_reachable():
-            await self._control(item.id, self.adapter.steer(item.text))
-        else:
-            commands.unreachable(self.core, item.id)
-
-    async def _carry_posture(self, item: PermissionSet) -> None:
-        if await self._child_reachable():
-            await self._control(item.id, self.adapter.set_posture(item.posture))
-        else:
-            commands.unreachable(self.core, item.id)
-
-    async def _carry_interrupt(self, item: Interrupt) -> None:
-        if not await self._child_reachable():
-            commands.unreachable(self.core, item.id)
-            return
-        self.core.interrupt_begins()
-        try:
-            await self._control(item.id, self.adapter.interrupt())
-        finally:
-            self.core.interrupt_ends()
-
-    async def _carry_halt(self, item: Halt) -> None:
-        await self._stop_harness()
-
-    async def _control(self, cid: str, awaitable) -> None:
-        try:
-            applies_at = await awaitable
-        except (ControlRefused, OSError, EOFError) as exc:  # refused, or the child's channel closed under it
-            commands.control_failed(self.core, cid, exc)
-            return
-        commands.control_answered(self.core, cid, applies_at)
-
-    async def spawn_settled(self) -> None:
-        """Return once the adapter's start returned or failed (or nothing will be spawned)."""
-        await self._until(lambda: self.core.spawn_settled)
-
-    async def _child_reachable(self) -> bool:
-        """Wait until the spawn settled; True when a child can still be reached."""
-        await self.spawn_settled()
-        return self.core.spawned and not self.core.winding_up and self.harness.reachable()
-
-    # --- deadlines --------------------------------------------------------------------------------
-    def _arm_deadline(self) -> None:
-        if self._timer is not None:
-            return
-        due = self.core.next_deadline()
-        if due is not None:
-            self._timer = asyncio.get_running_loop().call_later(max(0.0, due - self._clock()), self._deadline_fell)
-
-    def _deadline_fell(self) -> None:
-        self._timer = None
-        self.core.expire(self._clock())
-        self._arm_deadline()
-
-    # --- drive ------------------------------------------------------------------------------------
+    # --- the drive --------------------------------------------------------------------------------
     async def execute(self) -> int:
         """Run to the end; return the exit code (docs/reference/wire.md)."""
         from metaharness.adapters.process import make_non_dumpable
@@ -202,9 +184,9 @@ class Run:
                 self._settle(spawned=False)
                 await self.queue.drain()
                 return self._wind_up(UnknownTermination())
-            self.core.spawn_begins()
+            self.moved(self.core.spawn_begins)
             try:
-                await self.adapter.start(self.core)
+                await self.adapter.start(self)
             except StartRefusal as exc:
                 self._settle(spawned=False)
                 await self._stop_child()
@@ -213,11 +195,11 @@ class Run:
             except BaseException:
                 self._settle(spawned=False)
                 raise
-            self._child_done = asyncio.create_task(self.adapter.wait())
+            self._child_done = asyncio.create_task(self.adapter.child.wait())
             self._child_done.add_done_callback(self._child_output_ended)
             self._settle(spawned=True)
             if self.core.stopping:  # a stop that came while the child was spawning
-                await self._stop_harness()
+                await self.stop_harness()
             else:
                 await self._drive()
             termination = await self._child_termination()
@@ -253,25 +235,23 @@ class Run:
 
     def _settle(self, *, spawned: bool) -> None:
         self.queue.spawn_settled()
-        self.core.spawn_settles(spawned=spawned)
+        self.moved(lambda: self.core.spawn_settles(spawned=spawned))
 
     async def _drive(self) -> None:
         core, adapter = self.core, self.adapter
         if core.stopping:
             return
-        frame, turn_input = core.open_turn(self.spec.prompt or "")
+        frame, turn_input = self.moved(core.open_turn, self.spec.prompt or "")
         while True:
-            if frame is not None and not await self._reach(adapter.set_frame(frame)):
-                return
             ended = core.turns_ended
-            if not await self._reach(adapter.begin_turn(turn_input)):
+            if not await self._reach(adapter.begin_turn(turn_input, frame)):
                 return
-            core.turn_delivered()
+            self.moved(core.turn_delivered)
             while True:  # serve the turn, and any the harness starts by itself
                 if await self._wait_for(lambda: core.turns_ended > ended) == "child":
                     return
                 await self._land_queued_commands()
-                step = core.after_turn(adapter.turn_coming())
+                step = self.moved(core.after_turn, adapter.turn_coming)
                 if step != "serve":
                     break
                 ended = core.turns_ended
@@ -282,8 +262,8 @@ class Run:
                 step = core.after_wait()
             if step == "end" or core.stopping:
                 break
-            frame, turn_input = core.open_turn()
-        core.turns_done()
+            frame, turn_input = self.moved(core.open_turn)
+        self.moved(core.turns_done)
         if not core.stopping:
             await adapter.finish()
 
@@ -296,91 +276,65 @@ class Run:
         except Exception as exc:
             if not isinstance(exc, (OSError, EOFError)) and self.harness.reachable():
                 raise  # not the channel: a bug, which must not pass for a dead child
-            self.core.harness_unreachable(str(exc) or type(exc).__name__)
-            await self._stop_harness()
+            self.moved(self.core.harness_unreachable, str(exc) or type(exc).__name__)
+            await self.stop_harness()
             return False
         return True
 
-    async def _wait_for(self, ready: Callable[[], bool]) -> str:
-        """Wait until `ready()`; "child" when the child's output ended or a stop came first."""
-        core = self.core
-        await self._until(lambda: ready() or core.winding_up)
-        return "event" if ready() and not core.stopping else "child"
-
     # --- stops and the end ------------------------------------------------------------------------
     def _child_output_ended(self, _task: asyncio.Task) -> None:
-        self.core.child_output_ended()
+        self.moved(self.core.child_output_ended)
 
     async def request_stop(self) -> None:
         """SIGINT/SIGTERM: stop the child and wind up (no halt command was processed).
         Any phase: before the spawn nothing is spawned, during it the child is stopped as
         soon as it exists, during wind-up the wind-up completes (a second signal stops again)."""
-        self.core.stop_requested()
-        await self._stop_harness()
+        self.moved(self.core.stop_requested)
+        await self.stop_harness()
 
-    # --- what the core tells its driver (core.Driver) --------------------------------------
-    def changed(self) -> None:
-        self._changed.set()
-
-    def deadline_pending(self) -> None:
-        self._arm_deadline()
-
-    def budget_spent(self) -> None:
-        """--max-cost-usd reached (the meter, on this loop): stop the harness now, as a signal would."""
-        if not self.core.stopping:
-            self.core.stop_requested()
-            self._budget_stop = asyncio.ensure_future(self._stop_harness())
-
-    async def _stop_harness(self) -> None:
-        """Stop the child once it exists (the core is STOPPING: halt, signal, spend cap, out of reach)."""
-        if not self.core.spawn_settled:
-            return  # execute() stops it as soon as the spawn settles
-        if not self.core.spawned:
+    async def stop_harness(self) -> None:
+        """Stop the child once it exists (the core is STOPPING: halt, signal, spend cap, out of reach);
+        before the spawn settled, execute() stops it as soon as it does."""
+        if not self.core.spawn_settled or not self.core.spawned:
             return
         self._stop_sent = True
         try:
             await self.adapter.halt()
         except Exception as exc:
-            self._stderr(f"metaharness: stopping the harness failed: {exc}")
+            self.say(f"metaharness: stopping the harness failed: {exc}")
 
     async def _child_termination(self) -> ProcessTermination:
         """The child's termination; once a stop was asked for, bounded by STOP_BOUND_S (a child
         whose output a stray descendant keeps open cannot hold the run)."""
         assert self._child_done is not None
-        while True:
-            stop_waiter = asyncio.ensure_future(self._until(lambda: self.core.stopping))
-            done, _ = await asyncio.wait({self._child_done, stop_waiter}, return_when=asyncio.FIRST_COMPLETED)
-            stop_waiter.cancel()
-            if self._child_done in done:
-                return self._child_done.result()
-            if not self._stop_sent:
-                await self._stop_harness()
-            done, _ = await asyncio.wait({self._child_done}, timeout=STOP_BOUND_S)
-            if done:
-                return self._child_done.result()
-            self._stderr("metaharness: the harness's output did not end after it was stopped; winding up without it")
-            self._child_done.remove_done_callback(self._child_output_ended)
-            self._child_done.cancel()
-            return UnknownTermination()
+        stop_waiter = asyncio.ensure_future(self._until(lambda: self.core.stopping))
+        done, _ = await asyncio.wait({self._child_done, stop_waiter}, return_when=asyncio.FIRST_COMPLETED)
+        stop_waiter.cancel()
+        if self._child_done in done:
+            return self._child_done.result()
+        if not self._stop_sent:
+            await self.stop_harness()
+        done, _ = await asyncio.wait({self._child_done}, timeout=STOP_BOUND_S)
+        if done:
+            return self._child_done.result()
+        self.say("metaharness: the harness's output did not end after it was stopped; winding up without it")
+        self._child_done.remove_done_callback(self._child_output_ended)
+        self._child_done.cancel()
+        return UnknownTermination()
 
     async def _stop_child(self) -> None:
         try:
             await self.adapter.halt()
-            await asyncio.wait_for(self.adapter.wait(), 10)
+            if self.adapter.child is not None:
+                await asyncio.wait_for(self.adapter.child.wait(), 10)
         except Exception:
             pass
 
     def refuse_start(self, refusal: RunRefused) -> int:
-        return self.core.refuse_start(refusal, self.queue.leftovers())
+        return self.moved(self.core.refuse_start, refusal, self.queue.leftovers())
 
     def _wind_up(self, termination: ProcessTermination) -> int:
-        return self.core.wind_up(termination, self.queue.leftovers())
-
-
-# What the driver does with each command the core hands it to carry to the child.
-_CARRIERS = {
-    Steer: Run._carry_steer,
-    PermissionSet: Run._carry_posture,
-    Interrupt: Run._carry_interrupt,
-    Halt: Run._carry_halt,
-}
+        child, keep = self.adapter.child, self.spec.retain_dir
+        return self.moved(lambda: self.core.wind_up(
+            termination, self.queue.leftovers(), tail=child.stderr_tail() if child is not None else "",
+            retained=child.retain(keep) if keep and child is not None else ()))

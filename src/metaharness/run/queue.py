@@ -51,14 +51,17 @@ class NoIntake:
 
 
 class CommandQueue:
-    """`carry(command)` takes a command the core hands back to the child (steer, permission.set,
-    interrupt, halt); `changed()` is called when a burst was done with."""
+    """`act()` does the core's actions after each command taken; a `Carry` among them sets
+    `carrying`, which the worker then awaits as `carry(command)` (steer, permission.set,
+    interrupt, halt) before it takes the next command; `changed()` is called when a burst was
+    done with."""
 
-    def __init__(self, core: RunCore, *, carry: Callable[[Command], Awaitable[None]], changed: Callable[[], None],
-                 stderr: Callable[[str], None]) -> None:
-        self._core, self._carry, self._changed, self._stderr = core, carry, changed, stderr
+    def __init__(self, core: RunCore, *, carry: Callable[[Command], Awaitable[None]], act: Callable[[], None],
+                 changed: Callable[[], None], stderr: Callable[[str], None]) -> None:
+        self._core, self._carry, self._act, self._changed, self._stderr = core, carry, act, changed, stderr
         self._queue: asyncio.Queue = asyncio.Queue()
         self.intake: IntakeLink = NoIntake()
+        self.carrying: Command | None = None  # the command the core asked to carry (`Carry`), until it is
         self._batch: list | None = None  # the burst the worker is in; its rest from _batch_next
         self._batch_next = 0
         self.fed = self._taken = 0  # bursts put and taken
@@ -93,7 +96,8 @@ class CommandQueue:
     # --- the worker ------------------------------------------------------------------------
     async def work(self) -> None:
         # Looked up once: the loop below runs once per line of a flood.
-        core, queue, writer, take, decode = self._core, self._queue, self._core.writer, self._core.take, decode_command_line
+        core, queue, writer, take, act, decode = (self._core, self._queue, self._core.writer, self._core.take, self._act,
+                                                  decode_command_line)
         clock = time.perf_counter
         slice_end = clock() + WORKER_SLICE_S
         while True:
@@ -118,10 +122,13 @@ class CommandQueue:
                         core.inflight = item
                         core.inflight_answered = False
                         try:
-                            if take(item):  # synchronous, but for the commands the child must hear
+                            take(item)  # synchronous, but for the commands the child must hear
+                            act()
+                            if self.carrying is not None:
+                                command, self.carrying = self.carrying, None
                                 # `leftovers` reads the burst's rest only while the worker waits
                                 self._batch_next = index
-                                await self._carry(item)
+                                await self._carry(command)
                         except Exception as exc:  # a bug must not leave a command unanswered
                             self._internal_error(item, exc)
                         else:
@@ -129,6 +136,7 @@ class CommandQueue:
                                 commands.unanswered(core, item, "metaharness could not carry it")
                         finally:
                             core.inflight = None
+                            act()
                     if clock() >= slice_end:
                         # A burst never holds the loop: timers, the child's records and signals
                         # run between slices, however long the backlog is. Several passes, since

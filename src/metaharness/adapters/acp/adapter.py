@@ -28,7 +28,9 @@ from typing import Any
 from metaharness.adapters.base import Abandonment, ControlRefused, StartRefusal
 from metaharness.adapters.process import Scratch, vendor_timeout_ms
 from metaharness.adapters.vendor import VendorAdapter, plan_model
+from metaharness.protocol.commands import Interrupt, Steer
 from metaharness.protocol.events import SessionStarted
+from metaharness.protocol.frame import Frame
 from metaharness.protocol.refusals import CommandCode, RefusalName, WarningCode
 from metaharness.protocol.spec import RunSpec
 from metaharness.protocol.values import TranscriptRef
@@ -164,12 +166,12 @@ class AcpAdapter(AcpVendor, VendorAdapter):
             launch.kill_group(self.child.proc.pid)
 
     # --- turns ----------------------------------------------------------------------------
-    async def begin_turn(self, text: str) -> None:
+    async def begin_turn(self, text: str, frame: Frame | None = None) -> None:
         assert self.turns is not None
         await self.turns.begin(text)
 
     # --- controls -------------------------------------------------------------------------
-    async def steer(self, text: str) -> None:
+    async def _steer(self, command: Steer) -> None:
         raise ControlRefused(CommandCode.UNSUPPORTED_CONTROL, "ACP has no way to add a message to a running turn; "
                                                     "message.inject reaches the next turn")
 
@@ -182,7 +184,7 @@ class AcpAdapter(AcpVendor, VendorAdapter):
         if self.seam is not None:
             self.seam.cancelling = True
 
-    async def interrupt(self) -> None:
+    async def _interrupt(self, command: Interrupt) -> None:
         if self.seam is not None:
             self.seam.cancel_all()
         if not self.session.cancel_sent:
@@ -194,6 +196,8 @@ class AcpAdapter(AcpVendor, VendorAdapter):
             await self.rpc.drain()
         if self.rpc is None or not self.rpc.reaches_the_peer():  # never `ok` for a cancel sent to nobody
             raise BrokenPipeError("the agent has exited, so the cancel reached nothing")
+
+    controls = {Steer: _steer, Interrupt: _interrupt}  # no posture: ACP agents take none
 
     async def finish(self) -> None:
         if self.turns is not None:

@@ -23,7 +23,9 @@ from typing import Any, Callable, ClassVar
 from metaharness.adapters.base import Abandonment, ControlRefused, TurnInput
 from metaharness.adapters.process import Scratch
 from metaharness.adapters.vendor import VendorAdapter, plan_model
+from metaharness.protocol.commands import Interrupt, PermissionSet, Steer
 from metaharness.protocol.descriptor import CapabilityDescriptor, harness_descriptor
+from metaharness.protocol.frame import Frame
 from metaharness.protocol.refusals import CommandCode, Sentence
 from metaharness.protocol.spec import RunSpec
 
@@ -145,33 +147,33 @@ class ClaudeAdapter(VendorAdapter):
         self.translator.expect_replay(kind, blocks)
         self.channel.write(user_line(blocks))
 
-    async def begin_turn(self, text: TurnInput) -> None:
+    async def begin_turn(self, text: TurnInput, frame: Frame | None = None) -> None:
         try:
             self._write_user("prompt", turn_blocks(text))
         except (ChannelClosed, ConnectionError, BrokenPipeError):
             pass  # the child is gone; the loop sees its output end
 
-    def turn_coming(self) -> bool:
+    @property
+    def turn_coming(self) -> bool:  # type: ignore[override]
         return self.session is not None and self.session.turn_coming()
 
-    async def steer(self, text: str) -> None:
+    async def _steer(self, command: Steer) -> None:
         if self.translator is None or not self.translator.in_turn:
             raise ControlRefused(CommandCode.TOO_LATE, Sentence.NOTHING_TO_STEER)
         try:
-            self._write_user("steer", [text])
+            self._write_user("steer", [command.text])
         except (ChannelClosed, ConnectionError, BrokenPipeError):
             raise ControlRefused(CommandCode.TOO_LATE, "the run is ending") from None
-        return None
 
-    async def set_posture(self, word: str) -> str | None:
+    async def _set_posture(self, command: PermissionSet) -> str | None:
+        word = command.posture
         if word not in self.postures:
             raise ControlRefused(CommandCode.UNSUPPORTED_CONTROL, f"the claude adapter does not accept the posture {word!r}")
         assert self.channel is not None
         await self.channel.set_permission_mode(word, CONTROL_TIMEOUT_S)
-        return None
 
     # The interrupt goes out before the abandonment denies (protocol.py, `INTERRUPT_WHEN`); the
-    # denies follow, and the reply is awaited by interrupt() or halt().
+    # denies follow, and the reply is awaited by the interrupt's control (`_interrupt`) or halt().
     def abandoning(self, cause: Abandonment) -> None:
         self._send_interrupt(cause)
 
@@ -182,13 +184,12 @@ class ClaudeAdapter(VendorAdapter):
             self._result_seen.clear()  # the turn's `result` after the interrupt is awaited by halt()
 
     async def _interrupt_replied(self, timeout: float) -> bool:
-        """Send the interrupt unless it went out already; wait for its reply. False when it could
-        not be sent (the channel is closed)."""
+        """Send the interrupt unless it went out already; wait for its reply (False: not sent)."""
         assert self.channel is not None
         self._send_interrupt("interrupt")
         return await self.channel.interrupt_replied(timeout)
 
-    async def interrupt(self) -> None:
+    async def _interrupt(self, command: Interrupt) -> None:
         assert self.channel is not None and self.seam is not None
         try:
             self.seam.deny_unanswered("the run was interrupted before this call was decided, so nothing ran")
@@ -200,6 +201,8 @@ class ClaudeAdapter(VendorAdapter):
         except (ChannelClosed, ConnectionError):
             pass
         raise BrokenPipeError("Claude Code has exited, so the interrupt reached nothing")  # never `ok` then
+
+    controls = {Steer: _steer, PermissionSet: _set_posture, Interrupt: _interrupt}
 
     async def finish(self) -> None:
         if self.session is not None:

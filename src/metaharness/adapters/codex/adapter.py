@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import asyncio
 import os
-from typing import Any
 
 from metaharness.adapters.base import (Abandonment, ControlRefused, StartRefusal, TurnInput, frame_of, frame_operation_names,
                                       vendor_settings)
 from metaharness.adapters.process import Scratch, vendor_timeout_ms
 from metaharness.adapters.vendor import VendorAdapter, plan_model
+from metaharness.protocol.commands import Interrupt, PermissionSet, Steer
 from metaharness.protocol.descriptor import CapabilityDescriptor, harness_descriptor
 from metaharness.protocol.frame import Frame
 from metaharness.protocol.refusals import CommandCode, RefusalName
@@ -156,28 +156,25 @@ class CodexAdapter(VendorAdapter):
             self.spec, version, base_url=self._base_url, key_variable=self.key_variable, work=self.work, relay=relay))
         self.reported(version)
 
-    # --- turns --------------------------------------------------------------------------
-    def turn_coming(self) -> bool:
+    # --- turns ---------------------------------------------------------------------------
+    @property
+    def turn_coming(self) -> bool:  # type: ignore[override]
         """A steer Codex did not take up will open the next turn (`turns.py`)."""
         return self.turns is not None and self.turns.carry_coming
 
-    async def begin_turn(self, text: TurnInput) -> None:
+    async def begin_turn(self, text: TurnInput, frame: Frame | None = None) -> None:
         assert self.turns is not None
+        if frame is not None:  # the frame in force from this turn: its operations set the sandbox
+            self.frame_ops = frame_operation_names(frame)
         await self.turns.begin(text)
 
-    async def set_frame(self, frame: Frame) -> None:
-        """The frame in force from the next turn: its operations set the sandbox (`launch.sandbox_policy`)."""
-        self.frame_ops = frame_operation_names(frame)
-
-    def refuse_replacement(self, call_id: str, new_input: Any) -> str | None:
-        return self.seam.replacement_refusal(call_id, new_input) if self.seam is not None else None
-
     # --- controls -----------------------------------------------------------------------
-    async def steer(self, text: str) -> None:
+    async def _steer(self, command: Steer) -> None:
         assert self.turns is not None
-        await self.turns.steer(text)
+        await self.turns.steer(command.text)
 
-    async def set_posture(self, word: str) -> str | None:
+    async def _set_posture(self, command: PermissionSet) -> str | None:
+        word = command.posture
         if word not in self.postures:
             raise ControlRefused(
                 CommandCode.UNSUPPORTED_CONTROL,
@@ -191,7 +188,7 @@ class CodexAdapter(VendorAdapter):
         if cause == "interrupt" and self.seam is not None:  # a halt declines every call itself
             self.seam.interrupting = True
 
-    async def interrupt(self) -> None:
+    async def _interrupt(self, command: Interrupt) -> None:
         assert self.rpc is not None and self.seam is not None and self.turns is not None
         self.turns.stopping = True  # the interrupted turn carries nothing
         self.seam.interrupting = False
@@ -204,6 +201,8 @@ class CodexAdapter(VendorAdapter):
             self.child.kill_descendants(groups)
         if not self.rpc.reaches_the_peer():  # never `ok` for an interrupt that reached nobody
             raise BrokenPipeError("codex has exited, so the interrupt reached nothing")
+
+    controls = {Steer: _steer, PermissionSet: _set_posture, Interrupt: _interrupt}
 
     async def finish(self) -> None:
         if self.seam is not None:

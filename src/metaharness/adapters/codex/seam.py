@@ -38,7 +38,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from metaharness.adapters.base import ControlRefused, PresentedCall, RunContext, resolve_tool
+from metaharness.adapters.base import ControlRefused, PresentedCall, ReplaceOnly, RunContext, resolve_tool
 from metaharness.protocol.refusals import CommandCode, WarningCode
 from metaharness.protocol.values import Abstain, Allow, Decision, Deny, Replace
 
@@ -57,6 +57,8 @@ RELAY_REPLACE_REASON = (
     "the codex relay can replace only a Bash call's command: answer replace with {\"command\": \"<new command>\"}, "
     "or deny with a reason instead"
 )
+# A relay hook's Bash call carries `{"command": "<non-empty text>"}` as its replacement, nothing else.
+COMMAND_ONLY = ReplaceOnly(frozenset({"command"}), RELAY_REPLACE_REASON)
 HOOK_DENY_FALLBACK = "metaharness refused this call"
 NOT_SUPPORTED = {"code": -32601, "message": "metaharness: method not supported"}
 APPROVAL_METHODS = ("item/commandExecution/requestApproval", "item/fileChange/requestApproval")
@@ -187,13 +189,7 @@ class Seam:
         self.hook_calls[call_id] = hook_call
         self.translator.presented.add(call_id)
         self.ctx.present(PresentedCall(call_id=call_id, name=name, input=hook_call.input, seam="hook",
-                                       cwd=cwd, can_replace=name == "Bash"))
-
-    def replacement_refusal(self, call_id: str, new_input: Any) -> str | None:
-        """A hook's Bash call carries only `{"command": "<new command>"}` as its replacement."""
-        if call_id in self.hook_calls and not _command_only(new_input):
-            return RELAY_REPLACE_REASON
-        return None
+                                       cwd=cwd, can_replace=name == "Bash", replace_only=COMMAND_ONLY))
 
     def _deliver_hook(self, hook_call: HookCall, decision: Decision) -> None:
         if hook_call.verdict is not None:
@@ -347,12 +343,6 @@ class Seam:
             await asyncio.gather(*tasks, return_exceptions=True)
 
 
-def _command_only(new_input: Any) -> bool:
-    """A replacement the relay can carry: `{"command": "<non-empty text>"}`, nothing else."""
-    return (isinstance(new_input, dict) and set(new_input) == {"command"}
-            and isinstance(new_input["command"], str) and bool(new_input["command"].strip()))
-
-
 # Each decision → the approval's answer (one table; a type not in it is declined).
 APPROVAL_ANSWERS: dict[type, Callable[[Seam, Pending, Any, str], None]] = {
     Allow: Seam._accept, Abstain: Seam._accept, Deny: Seam._deny, Replace: Seam._refuse_replace,
@@ -371,7 +361,7 @@ def _hook_deny(hook_call: HookCall, decision: Decision) -> None:
 
 
 def _hook_replace(hook_call: HookCall, decision: Replace) -> None:
-    if hook_call.name != "Bash" or not _command_only(decision.input):
+    if hook_call.name != "Bash" or COMMAND_ONLY.refusal(decision.input) is not None:
         _hook_deny(hook_call, decision)  # what the relay cannot carry: fail closed
         return
     hook_call.verdict, hook_call.expected = "accept", decision.input["command"]

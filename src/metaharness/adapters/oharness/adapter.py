@@ -19,6 +19,7 @@ import msgspec
 from metaharness.adapters.base import Abandonment, Adapter, RunContext, StartRefusal, Tool, path_at
 from metaharness.adapters.process import Child, Scratch, ScratchRefused, new_scratch
 from metaharness.permissions import MODES
+from metaharness.protocol.commands import Interrupt, PermissionSet, Steer
 from metaharness.protocol.descriptor import CapabilityDescriptor, harness_descriptor
 from metaharness.protocol.frame import Frame, render
 from metaharness.protocol.refusals import RefusalName, WarningCode
@@ -176,26 +177,27 @@ class OHarnessAdapter(Adapter):
         assert self.child is not None
         await self.child.drain()
 
-    async def begin_turn(self, text: str) -> None:
+    async def begin_turn(self, text: str, frame: Frame | None = None) -> None:
+        if frame is not None:  # shown in oharness's system prompt from this turn on
+            await self._send_now({"type": "frame", "text": render(frame)})
         await self._send_now({"type": "user", "text": text})
 
-    async def set_frame(self, frame: Frame) -> None:
-        await self._send_now({"type": "frame", "text": render(frame)})
+    async def _steer(self, command: Steer) -> None:
+        await self._send_now({"type": "steer", "text": command.text})
 
-    async def steer(self, text: str) -> None:
-        await self._send_now({"type": "steer", "text": text})
-
-    async def set_posture(self, word: str) -> str | None:
-        await self._send_now({"type": "set_mode", "mode": word})
+    async def _set_posture(self, command: PermissionSet) -> str | None:
+        await self._send_now({"type": "set_mode", "mode": command.posture})
         return None
 
-    async def interrupt(self) -> None:
+    async def _interrupt(self, command: Interrupt) -> None:
         carried, self._interrupt_carried, self._interrupt_with_decisions = self._interrupt_carried, False, False
         if carried:  # the deny lines already stopped the turn; a second stop could hit the next one
             assert self.child is not None
             await self.child.drain()
             return
         await self._send_now({"type": "interrupt"})
+
+    controls = {Steer: _steer, PermissionSet: _set_posture, Interrupt: _interrupt}
 
     async def finish(self) -> None:
         if self.child is not None:

@@ -1,0 +1,122 @@
+"""What the driver does for each of the core's actions, and how it carries a control: one table each.
+
+What belongs here: `ACTIONS` {action type → what the driver does} (`actions.py` names them) and
+`CARRIERS` {command type → how it reaches the child}, as plain functions of the driver (`loop.py`'s
+`Run`), which calls `ACTIONS` from `Run.act` after every input it moved into the core and
+`carry` from the queue's worker. No rule of the run's lives here: when an action's outcome matters
+to the core it goes back in as an input (`RunCore.heard`, `commands.control_answered`, …).
+
+Rules it keeps:
+* a decision the harness could not take is said on stderr — but the embedder's, whose failure is
+  its command's answer: kept for the `Heard` that follows, which counts it heard only when the
+  harness is still alive after the write (a write to a dead peer need not fail);
+* a control (steer, permission.set, interrupt) waits until the spawn settled and is refused
+  TOO_LATE once the child is out of reach; an interrupt is a phase of the core's while it is
+  carried (`interrupt_begins` … `interrupt_ends`); a halt stops the harness.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
+
+from metaharness.adapters.base import ControlRefused
+from metaharness.protocol.commands import Command, Halt, Interrupt, PermissionSet, Steer
+
+from . import commands
+from .actions import Abandon, Arm, Carry, Deliver, Heard, Say, StopHarness, Wake, Write
+
+if TYPE_CHECKING:
+    from .loop import Run
+
+
+def _deliver(run: "Run", action: Deliver) -> None:
+    try:
+        run.adapter.deliver(action.call_id, action.decision, action.decided_by)
+    except Exception as exc:  # a child that went away cannot run the call either
+        why = str(exc) or type(exc).__name__
+        if action.heard:  # the embedder's: said by the Heard that follows, as its answer
+            run.unheard[action.call_id] = why
+        else:
+            run.say(f"metaharness: could not deliver the decision for {action.call_id}: {why}")
+
+
+def _heard(run: "Run", action: Heard) -> None:
+    why = run.unheard.pop(action.call_id, None)
+    if why is None and not run.harness.reachable():
+        why = "it exited as the decision was written"
+    run.moved(run.core.heard, action.call_id, action.command_id, why)
+
+
+def _budget_spent(run: "Run", _action: StopHarness) -> None:
+    """--max-cost-usd reached (the meter, on the run's loop): stop the harness now, as a signal would."""
+    if not run.core.stopping:
+        run.moved(run.core.stop_requested)
+        run.budget_stop = asyncio.ensure_future(run.stop_harness())
+
+
+# What the driver does for each action of the core's (actions.py).
+ACTIONS: dict[type, Callable[["Run", Any], None]] = {
+    Write: lambda run, action: run.write(action.line),
+    Say: lambda run, action: run.say(action.text),
+    Deliver: _deliver,
+    Heard: _heard,
+    Carry: lambda run, action: setattr(run.queue, "carrying", action.command),
+    Abandon: lambda run, action: run.adapter.abandoning(action.cause),
+    Arm: lambda run, action: run.arm_deadline(),
+    StopHarness: _budget_spent,
+    Wake: lambda run, action: run.changed.set(),
+}
+
+
+# --- carrying a command to the child -----------------------------------------------------------
+
+
+async def carry(run: "Run", item: Command) -> None:
+    await CARRIERS[type(item)](run, item)
+
+
+async def _child_reachable(run: "Run") -> bool:
+    """Wait until the spawn settled; True when a child can still be reached."""
+    await run.spawn_settled()
+    return run.core.spawned and not run.core.winding_up and run.harness.reachable()
+
+
+async def _control(run: "Run", cid: str, answer: Awaitable[Any]) -> None:
+    try:
+        applies_at = await answer
+    except (ControlRefused, OSError, EOFError) as exc:  # refused, or the child's channel closed under it
+        run.moved(commands.control_failed, run.core, cid, exc)
+        return
+    run.moved(commands.control_answered, run.core, cid, applies_at)
+
+
+async def _carry_control(run: "Run", item: Steer | PermissionSet) -> None:
+    if await _child_reachable(run):
+        await _control(run, item.id, run.adapter.control(item))
+    else:
+        run.moved(commands.unreachable, run.core, item.id)
+
+
+async def _carry_interrupt(run: "Run", item: Interrupt) -> None:
+    if not await _child_reachable(run):
+        run.moved(commands.unreachable, run.core, item.id)
+        return
+    run.moved(run.core.interrupt_begins)
+    try:
+        await _control(run, item.id, run.adapter.control(item))
+    finally:
+        run.moved(run.core.interrupt_ends)
+
+
+async def _carry_halt(run: "Run", item: Halt) -> None:
+    await run.stop_harness()
+
+
+# How each command the core asks to carry (`Carry`) reaches the child.
+CARRIERS: dict[type, Callable[["Run", Any], Awaitable[None]]] = {
+    Steer: _carry_control,
+    PermissionSet: _carry_control,
+    Interrupt: _carry_interrupt,
+    Halt: _carry_halt,
+}
