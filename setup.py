@@ -38,6 +38,9 @@ COMPILED = [
     ENGINE + "match.py",
     ENGINE + "index.py",
     ENGINE + "subjects.py",
+    ENGINE + "paths.py",
+    ENGINE + "grants.py",
+    ENGINE + "decision.py",
 ]
 # The type check the compiled modules pass; the modules they import are read, not compiled. The
 # package is a namespace package (src/metaharness has no __init__.py): its base is named, so the
