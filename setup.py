@@ -27,6 +27,7 @@ from setuptools import setup
 ENGINE = "src/metaharness/permissions/"
 COMPILED = [
     ENGINE + "shell/words.py",
+    ENGINE + "shell/entries.py",
     ENGINE + "shell/lexical.py",
     ENGINE + "shell/model.py",
     ENGINE + "shell/walk.py",

@@ -8,6 +8,7 @@ The analysis runs in steps, one module each, and this package's `analyse` is the
 * `wrappers` — programs that run other commands (`data/wrappers.toml`), one handler per kind;
 * `fileops`  — read/write operands of known file commands, and code-running marks;
 * `words`, `model` — the values passed between them (`Word`, `Cmd`, `PathRef`, `Analysis`).
+* `entries`  — the tables' entries as the steps read them (an option list as a set, built once).
 
 Rules the package keeps (each module states its own):
 * every `command` node at any depth becomes a simple command, and nothing stops the walk early:
@@ -48,20 +49,6 @@ __getattr__, _lazy = lazy_attributes(globals(), {
     "DATAOPERANDS": lambda: load_table("dataoperands.toml"),
     "_LANGUAGE": _language,
 })
-
-# A table entry's option list as a set, built once per entry object (kept beside the entry, so
-# its id is not reused): every layer and command of every decision reads these sets, and a table
-# entry is never changed in place (a test replaces an entry, which is a new object).
-_ENTRY_SETS: dict[tuple[int, str], tuple[Any, frozenset[str]]] = {}
-
-
-def entry_set(entry: dict, key: str) -> frozenset[str]:
-    """`frozenset(entry.get(key, ()))` (a list's items, a table's keys), built once per entry."""
-    kept = _ENTRY_SETS.get((id(entry), key))
-    if kept is None or kept[0] is not entry:
-        kept = _ENTRY_SETS[(id(entry), key)] = (entry, frozenset(entry.get(key, ())))
-    return kept[1]
-
 
 from .words import DYNAMIC_ITEM, SAFE_ASSIGNMENTS, Word, parse_word, static_word  # noqa: E402
 from .model import Analysis, Cmd, PathRef  # noqa: E402

@@ -23,7 +23,8 @@ from __future__ import annotations
 import os
 import re
 
-from . import _lazy, entry_set
+from . import _lazy
+from .entries import entry_set
 from ..paths import unwitnessed_read
 from .interpreters import code_flags, code_of, program_spec
 from .model import Cmd, PathRef

@@ -21,7 +21,8 @@ import re
 import shlex
 from typing import Callable, NamedTuple
 
-from . import _lazy, entry_set
+from . import _lazy
+from .entries import entry_set
 from .interpreters import analyse_code
 from .model import Cmd
 from .walk import Env, State, assigned_command, recurse, unknown
