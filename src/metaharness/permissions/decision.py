@@ -130,7 +130,7 @@ def _forced_asks(subjects: list[Subject], maybe_deny: list[tuple[Subject | None,
     forced: list[tuple[str, Subject | None, Rule | None]] = []
     ask_index = index_of(ctx.rules.ask, ctx)
     for subject in subjects:
-        result, matched = strongest_match(ctx.rules.ask, subject, call, ctx)
+        result, matched = strongest_match(ctx.rules.ask, subject, call, ctx, ask_index)
         if result != NO:
             # A certain ask match outranks a possible deny; a possible ask match does not.
             forced.append(("ask-rule" if result == MATCH else _POSSIBLE_ASK, subject, matched))
@@ -283,7 +283,7 @@ def _decide(call: Call, ctx: Context, external: ExternalDecision | None) -> Verd
         if call_level_match(rule, call) == MATCH and first_deny is None:
             first_deny = (rule, None)
     for subject in subjects:
-        result, matched = strongest_match(ctx.rules.deny, subject, call, ctx)
+        result, matched = strongest_match(ctx.rules.deny, subject, call, ctx, deny_index)
         deny_results.append((result, matched))
         if result == MATCH:
             assert matched is not None  # a match names its rule
