@@ -32,7 +32,6 @@ if TYPE_CHECKING:
     from .rules import Rule
     from .shell import Cmd, PathRef
     from .subjects import Subject
-    from .verdict import SubjectResult
 
 __all__ = ["grant_subjects", "grant_reason", "cmd_read_only", "adds_nothing", "classifier_module"]
 
