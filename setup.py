@@ -27,6 +27,7 @@ from setuptools import setup
 ENGINE = "src/metaharness/permissions/"
 COMPILED = [
     ENGINE + "shell/words.py",
+    ENGINE + "shell/entries.py",
     ENGINE + "shell/lexical.py",
     ENGINE + "shell/model.py",
     ENGINE + "shell/walk.py",
@@ -38,6 +39,9 @@ COMPILED = [
     ENGINE + "match.py",
     ENGINE + "index.py",
     ENGINE + "subjects.py",
+    ENGINE + "paths.py",
+    ENGINE + "grants.py",
+    ENGINE + "decision.py",
 ]
 # The type check the compiled modules pass; the modules they import are read, not compiled. The
 # package is a namespace package (src/metaharness has no __init__.py): its base is named, so the

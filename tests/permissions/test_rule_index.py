@@ -18,6 +18,7 @@ from examples import examples
 
 from metaharness.permissions import Context, RuleSet, decide, oharness_call, parse_rule
 from metaharness.permissions import decision, index
+from metaharness.permissions.build import engine_build
 from metaharness.permissions.context import builtin_rules
 from metaharness.permissions.index import index_of, strongest_match
 from metaharness.permissions.match import MATCH, NO, allow_covers, broad_match
@@ -144,6 +145,9 @@ class _EveryRule(index.RuleIndex):
         return next((r for r in self.rules if r.tool == tool and r.kind == "any"), None)
 
 
+@pytest.mark.skipif(engine_build() == "compiled", reason=(
+    "the compiled decision binds strongest_match at build time, so the scan cannot be put in its "
+    "place; checked on the pure engine, and test_compiled_equivalence shows the compiled one decides alike"))
 @SETTINGS
 @given(pairs=rule_lists, command=commands, mode=st.sampled_from(["manual", "accept-edits", "auto", "bypass"]))
 def test_verdict_equals_the_verdict_of_a_scan_of_every_rule(dirs, pairs, command, mode):
@@ -161,8 +165,8 @@ def test_verdict_equals_the_verdict_of_a_scan_of_every_rule(dirs, pairs, command
     assert indexed == brute, command
 
 
-def _brute_per_subject_engine(rules, s, call, ctx):
-    return _brute_per_subject(rules, s, call, ctx)
+def _brute_per_subject_engine(rules, s, call, ctx, index=None):
+    return _brute_per_subject(rules, s, call, ctx)  # the index the decision holds is not read
 
 
 def test_an_exact_allow_rule_spelling_an_assignment_covers_it(dirs):

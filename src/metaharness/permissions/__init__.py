@@ -11,7 +11,7 @@ Public API — small and typed; everything else is internal:
 * `always_allow(ctx, verdict, scope)` — "always allow": write + add in memory (persist.py)
 * `TrailWriter(path, enabled=…)` — `record(verdict, settlement=…)`, `answer(id, …)`, `close()` (trail.py)
 * `MODES`, `WORKSPACE_MODES` — the one list of each, least permissive first (modes.py)
-* `canonical(p, cwd)`, `open_decided(canon, flags)` — what file tools must use (paths.py)
+* `canonical(p, cwd)`, `open_decided(canon, flags)` — what file tools must use (paths.py, opened.py)
 """
 
 from importlib import import_module
@@ -25,7 +25,8 @@ from .modes import MODES, WORKSPACE_MODES
 _HOME = {
     "engine": ("Call", "Context", "ExternalDecision", "RuleSet", "Settlement", "SubjectResult", "Verdict",
                "builtin_rules", "decide", "oharness_call", "replace_input", "settle", "subagent_context"),
-    "paths": ("canonical", "PathChanged", "open_decided"),
+    "paths": ("canonical",),
+    "opened": ("PathChanged", "open_decided"),
     "persist": ("PersistError", "always_allow", "remember_rule"),
     "policy": ("PolicyDecision", "policy_answer", "policy_decision", "policy_object", "reason_text"),
     "rules": ("Rule", "RuleError", "parse_rule"),

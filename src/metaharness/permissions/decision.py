@@ -41,7 +41,7 @@ from .reasons import CATALOGUE, POSSIBLE_ASK_RANK
 from .remember import remember
 from .rules import Rule
 from .subjects import Subject, principal_of, subjects_of
-from .verdict import Behavior, ExternalDecision, Verdict
+from .verdict import Behavior, ExternalDecision, SubjectResult, Verdict
 
 __all__ = ["decide", "forget_decisions", "DECISION_MEMO_SIZE", "KEPT_INPUT_LIMIT"]
 
@@ -110,22 +110,36 @@ def _position(rules: list[Rule], rule: Rule) -> int:
     return len(rules)
 
 
-def _forced_asks(subjects: list[Subject], maybe_deny: list, opaque: list[Subject], call: Call,
+def _shown(subject: Subject) -> SubjectResult:
+    shown = subject.shown
+    assert shown is not None  # `_decide` shows every subject before it decides any
+    return shown
+
+
+def _forced_rank(ask: tuple[str, Subject | None, Rule | None]) -> int:
+    if ask[0] == _POSSIBLE_ASK:
+        return POSSIBLE_ASK_RANK
+    rank = CATALOGUE[ask[0]].rank
+    assert rank is not None  # every forced ask is ranked (reasons.FORCED_ORDER)
+    return rank
+
+
+def _forced_asks(subjects: list[Subject], maybe_deny: list[tuple[Subject | None, Rule | None]], opaque: list[Subject], call: Call,
                  ctx: Context) -> list[tuple[str, Subject | None, Rule | None]]:
     """Step 5 outside Bypass: every forced ask, strongest first (reasons.FORCED_ORDER)."""
     forced: list[tuple[str, Subject | None, Rule | None]] = []
     ask_index = index_of(ctx.rules.ask, ctx)
     for subject in subjects:
-        result, rule = strongest_match(ctx.rules.ask, subject, call, ctx)
+        result, matched = strongest_match(ctx.rules.ask, subject, call, ctx, ask_index)
         if result != NO:
             # A certain ask match outranks a possible deny; a possible ask match does not.
-            forced.append(("ask-rule" if result == MATCH else _POSSIBLE_ASK, subject, rule))
+            forced.append(("ask-rule" if result == MATCH else _POSSIBLE_ASK, subject, matched))
     for rule in ask_index.call_level:
         if call_level_match(rule, call) != NO:
             forced.append(("ask-rule", None, rule))
             break
-    for subject, rule in maybe_deny:
-        forced.append(("maybe-deny", subject, rule))
+    for maybe_subject, maybe_rule in maybe_deny:
+        forced.append(("maybe-deny", maybe_subject, maybe_rule))
     for subject in subjects:
         if subject.deny_only:
             continue
@@ -142,7 +156,7 @@ def _forced_asks(subjects: list[Subject], maybe_deny: list, opaque: list[Subject
             forced.append(("dynamic-write", subject, None))
     for subject in opaque:
         forced.append(("opaque", subject, None))
-    forced.sort(key=lambda ask: POSSIBLE_ASK_RANK if ask[0] == _POSSIBLE_ASK else CATALOGUE[ask[0]].rank)
+    forced.sort(key=_forced_rank)
     return [("ask-rule" if reason == _POSSIBLE_ASK else reason, subject, rule) for reason, subject, rule in forced]
 
 
@@ -154,11 +168,14 @@ def _call_key(call: Call, ctx: Context, external: ExternalDecision | None) -> tu
     read (a cut principal's digest is, but such a decision is not kept), so a Bash call's
     `description` or a Write's content is no part of the key. A value carries its type: `1`,
     `1.0` and `True` are equal keys but not equal inputs."""
-    fields = call.input if isinstance(call.input, Mapping) else {}
+    fields: Mapping[str, Any] = call.input if isinstance(call.input, Mapping) else {}
     named = index_of(ctx.rules.deny, ctx).param_names + index_of(ctx.rules.ask, ctx).param_names
     try:
         items = tuple((name, type(value), value) for name in named for value in (fields.get(name),))
-        size = sum(len(value) for _, kind, value in items if kind is str) + len(call.command or "")
+        size = len(call.command or "")
+        for _, kind, value in items:
+            if kind is str and value is not None:  # (a str is never None: for the type checker)
+                size += len(value)
         if size > KEPT_INPUT_LIMIT:
             return None  # a large input: not worth keeping, nor its memory
         key = (call.tool, call.rule_tool, items, call.command, call.argv, call.reads, call.writes,
@@ -228,23 +245,27 @@ def _decide(call: Call, ctx: Context, external: ExternalDecision | None) -> Verd
     principal, truncated, digest = principal_of(call, subjects)
     for subject in subjects:
         subject.show()
-    results = [subject.shown for subject in subjects]
+    results = [_shown(subject) for subject in subjects]
     opaque_why = [subject.opaque_why for subject in subjects if subject.opaque_why]
 
     def verdict_of(behavior: Behavior, reason: str, rule: "Rule | tuple | None" = None,
                    matched: str | None = None) -> Verdict:
+        text: str | None
+        scope: str | None
+        file: str | None
         if isinstance(rule, Rule):
             text, scope, file = rule.text, rule.scope, rule.file
         else:
             text, scope, file = rule or (None, None, None)
-        if any(not subject.shown.reason for subject in subjects if not subject.deny_only and subject.kind != "opaque"):
+        if any(not _shown(subject).reason for subject in subjects if not subject.deny_only and subject.kind != "opaque"):
             grant_subjects(subjects, call, ctx, only_display=True)  # every subject is listed with its own result
         for subject in subjects:
-            if not subject.shown.reason:
+            shown = _shown(subject)
+            if not shown.reason:
                 if subject.kind == "opaque":
                     subject.mark("ask", "opaque", None)
                 else:
-                    subject.mark(subject.shown.result, "deny-only", None)
+                    subject.mark(shown.result, "deny-only", None)
         return Verdict(behavior, reason, principal, results, text, scope, file, mode=ctx.mode,
                        workspace_mode=ctx.workspace_mode, tool=call.tool, matched=matched, call=call,
                        principal_truncated=truncated, input_sha256=digest, opaque_why=opaque_why)
@@ -262,16 +283,17 @@ def _decide(call: Call, ctx: Context, external: ExternalDecision | None) -> Verd
         if call_level_match(rule, call) == MATCH and first_deny is None:
             first_deny = (rule, None)
     for subject in subjects:
-        result, rule = strongest_match(ctx.rules.deny, subject, call, ctx)
-        deny_results.append((result, rule))
+        result, matched = strongest_match(ctx.rules.deny, subject, call, ctx, deny_index)
+        deny_results.append((result, matched))
         if result == MATCH:
-            subject.mark("deny", "deny-rule", rule)
+            assert matched is not None  # a match names its rule
+            subject.mark("deny", "deny-rule", matched)
             # Report the earliest rule in list order (built-in rules first), whatever the subject.
-            if first_deny is None or _position(ctx.rules.deny, rule) < _position(ctx.rules.deny, first_deny[0]):
-                first_deny = (rule, subject)
+            if first_deny is None or _position(ctx.rules.deny, matched) < _position(ctx.rules.deny, first_deny[0]):
+                first_deny = (matched, subject)
     if first_deny is not None:
-        rule, subject = first_deny
-        return verdict_of("deny", "deny-rule", rule, subject.label if subject else None)
+        deny_rule, deny_subject = first_deny
+        return verdict_of("deny", "deny-rule", deny_rule, deny_subject.label if deny_subject else None)
     call_maybe = next((rule for rule in call_level_deny if call_level_match(rule, call) == MAYBE), None)
 
     # 2 — the workspace gate
@@ -293,22 +315,23 @@ def _decide(call: Call, ctx: Context, external: ExternalDecision | None) -> Verd
         return verdict_of("deny", "hook-deny")
 
     # 5 — Bypass; the forced asks
-    maybe_deny = [(subject, rule) for subject, (result, rule) in zip(subjects, deny_results) if result == MAYBE]
+    maybe_deny: list[tuple[Subject | None, Rule | None]] = [
+        (subject, rule) for subject, (result, rule) in zip(subjects, deny_results) if result == MAYBE]
     if call_maybe is not None:
         maybe_deny.insert(0, (None, call_maybe))
     opaque = [subject for subject in subjects
               if subject.kind == "opaque" or (subject.cmd is not None and subject.cmd.opaque)]
     if ctx.mode == "bypass":
         if maybe_deny:
-            subject, rule = maybe_deny[0]
-            if subject is not None:
-                subject.mark("deny", "maybe-deny", rule)
-            return verdict_of("deny", "maybe-deny", rule, subject.label if subject else None)
-        deny_rule = _deny_rules_for(call, ctx) if opaque else None
-        if deny_rule is not None:
+            maybe_subject, maybe_rule = maybe_deny[0]
+            if maybe_subject is not None:
+                maybe_subject.mark("deny", "maybe-deny", maybe_rule)
+            return verdict_of("deny", "maybe-deny", maybe_rule, maybe_subject.label if maybe_subject else None)
+        opaque_rule = _deny_rules_for(call, ctx) if opaque else None
+        if opaque_rule is not None:
             for subject in opaque:
                 subject.mark("deny", "opaque", None)
-            return verdict_of("deny", "opaque", deny_rule, opaque[0].label)
+            return verdict_of("deny", "opaque", opaque_rule, opaque[0].label)
         for subject in subjects:
             if not subject.deny_only:
                 subject.mark("allow", "bypass", None)
@@ -316,11 +339,11 @@ def _decide(call: Call, ctx: Context, external: ExternalDecision | None) -> Verd
 
     forced = _forced_asks(subjects, maybe_deny, opaque, call, ctx)
     if forced:
-        reason, first, rule = forced[0]
-        for forced_reason, subject, forced_rule in forced:
-            if subject is not None and subject.shown.result != "ask":
-                subject.mark("ask", forced_reason, forced_rule)
-        verdict = verdict_of("ask", reason, rule, first.label if first else None)
+        reason, first_forced, forced_first_rule = forced[0]
+        for forced_reason, forced_subject, forced_rule in forced:
+            if forced_subject is not None and _shown(forced_subject).result != "ask":
+                forced_subject.mark("ask", forced_reason, forced_rule)
+        verdict = verdict_of("ask", reason, forced_first_rule, first_forced.label if first_forced else None)
         verdict.remember_why_not = CATALOGUE[reason].not_remembered
         return verdict
 
@@ -331,11 +354,11 @@ def _decide(call: Call, ctx: Context, external: ExternalDecision | None) -> Verd
             subject.mark("allow", "hook-allow", None)
         return verdict_of("allow", "hook-allow")
     if not pending:
-        reason, rule = grant_reason(subjects)
-        return verdict_of("allow", reason, rule)
+        grant, rule_ref = grant_reason(subjects)
+        return verdict_of("allow", grant, rule_ref)
     # Among pending subjects, call order — except that a risky feature is reported before
     # "not recognised" (the cmd of `cp x /usr/bin/x` is unknown only because its target is risky).
-    first = next((subject for subject in pending if subject.shown.reason.startswith("auto-risky:")), pending[0])
-    verdict = verdict_of("ask", first.shown.reason)
+    first = next((subject for subject in pending if _shown(subject).reason.startswith("auto-risky:")), pending[0])
+    verdict = verdict_of("ask", _shown(first).reason)
     remember(verdict, pending, subjects, call, ctx)
     return verdict

@@ -17,7 +17,7 @@ Rules it keeps:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Callable
 
 from .index import index_of
 from .match import allow_covers, command_allowed, covers
@@ -28,6 +28,7 @@ from .reasons import CATALOGUE
 if TYPE_CHECKING:
     from .calls import Call
     from .context import Context
+    from .index import RuleIndex
     from .rules import Rule
     from .shell import Cmd, PathRef
     from .subjects import Subject
@@ -35,10 +36,10 @@ if TYPE_CHECKING:
 __all__ = ["grant_subjects", "grant_reason", "cmd_read_only", "adds_nothing", "classifier_module"]
 
 _EDIT_MODES = ("accept-edits", "auto")
-_classifier = None  # bound by `classifier_module()` on first use
+_classifier: Any = None  # bound by `classifier_module()` on first use
 
 
-def classifier_module():
+def classifier_module() -> Any:
     """The Auto classifier, imported on first use: it loads the shell analyser's tables, and a
     session opens (and answers `init`) before its first tool call."""
     global _classifier
@@ -49,7 +50,7 @@ def classifier_module():
     return _classifier
 
 
-def _kept(cmd: "Cmd", key: tuple, work):
+def _kept(cmd: "Cmd", key: tuple, work: Callable[[], Any]) -> Any:
     """What `work()` answers for `cmd`, kept on the command: each answer kept here depends only on
     the command's words (and what `key` names), and a memoised analysis (subjects.analysis_of)
     hands the same command to every decision of the same string."""
@@ -64,7 +65,7 @@ def _read_only(cmd: "Cmd", trusted: bool) -> bool:
     return _kept(cmd, ("read-only", trusted), lambda: classifier_module().is_read_only(cmd, trusted=trusted))
 
 
-def _first_allow(index, cmd: "Cmd") -> "Rule | None":
+def _first_allow(index: "RuleIndex", cmd: "Cmd") -> "Rule | None":
     """The first allow rule of `index` that covers `cmd`, kept on the command for this index."""
     key = ("first-allow", id(index))
     kept = cmd.norm_cache.get(key)
@@ -116,14 +117,18 @@ def grant_subjects(subjects: list["Subject"], call: "Call", ctx: "Context", only
     index = index_of(ctx.rules.allow, ctx)
     for subject in subjects:
         if subject.kind == "cmd":
-            rule = _first_allow(index, subject.cmd)
+            cmd = subject.cmd
+            assert cmd is not None  # a cmd subject carries its command
+            rule = _first_allow(index, cmd)
             if rule is not None:
-                rule_of_cmd[id(subject.cmd)] = rule
-                if rule.kind == "shell" and rule.shell.exact and subject.cmd.layer == 0:
-                    exact_groups.add(subject.cmd.group)
-                    exact_rule_of_group[subject.cmd.group] = rule
+                rule_of_cmd[id(cmd)] = rule
+                if rule.kind == "shell" and rule.shell is not None and rule.shell.exact and cmd.layer == 0:
+                    exact_groups.add(cmd.group)
+                    exact_rule_of_group[cmd.group] = rule
     for subject in subjects:
-        if subject.shown.result == "deny" or (only_display and subject.shown.reason):
+        shown = subject.shown
+        assert shown is not None  # decision.py shows every subject before any grant
+        if shown.result == "deny" or (only_display and shown.reason):
             continue
         if subject.deny_only or subject.kind == "opaque":
             continue
@@ -131,6 +136,7 @@ def grant_subjects(subjects: list["Subject"], call: "Call", ctx: "Context", only
         risky: str | None = None
         if subject.kind == "cmd":
             cmd = subject.cmd
+            assert cmd is not None
             if cmd.group in exact_groups:
                 grant = ("allow-rule", exact_rule_of_group[cmd.group])
             elif id(cmd) in rule_of_cmd:
@@ -185,6 +191,12 @@ def grant_subjects(subjects: list["Subject"], call: "Call", ctx: "Context", only
     return pending
 
 
+def _rank(reason: str) -> int:
+    rank = CATALOGUE[reason].rank
+    assert rank is not None  # every grant reason is ranked (reasons.py)
+    return rank
+
+
 def grant_reason(subjects: list["Subject"]) -> tuple[str, tuple | None]:
     """The reason an allowed verdict names: the strongest grant among its subjects (by the
     catalogue's rank), and the rule that gave it as (text, scope, file)."""
@@ -192,10 +204,11 @@ def grant_reason(subjects: list["Subject"]) -> tuple[str, tuple | None]:
     rule_ref: tuple | None = None
     for subject in subjects:
         shown = subject.shown
+        assert shown is not None  # decision.py shows every subject before any grant
         if shown.result != "allow" or subject.deny_only or not shown.reason:
             continue  # a deny-only subject (a link target, a possible path) grants nothing
         reason = shown.reason
-        if best is None or CATALOGUE[reason].rank < CATALOGUE[best].rank:
+        if best is None or _rank(reason) < _rank(best):
             best = reason
             rule_ref = (shown.rule, shown.scope, shown.file) if shown.rule is not None else None
     return (best or "read-only"), rule_ref

@@ -6,6 +6,7 @@ Rules this module keeps:
 * containment compares path components, never string prefixes;
 * a pattern matches a path if it matches the path or any of its ancestors (a rule on a directory
   covers everything beneath it); deny/ask compare case-insensitively, allow exactly;
+* a file tool opens a decided path with `open_decided` (opened.py), never by its text again;
 * what a decision reads of the filesystem is witnessed (`Witness`): every `canonical` is
   recorded with its answer, so the decision can be kept and handed out again while every one
   of them still answers the same (decision.py); any other read of the disk (a directory walk)
@@ -267,21 +268,6 @@ def compile_path_pattern(spec: str, *, project_root: str, home: str, broad: bool
     return PathPattern(spec, anchor, regex, first, broad)
 
 
-class PathChanged(OSError):
-    """The file changed between the decision and its use."""
-
-
-def open_decided(path: CanonicalPath, flags: int, mode: int = 0o644) -> int:
-    """Open a path exactly as decided: `O_NOFOLLOW` on the final component unless the decided path
-    was itself a symlink, then compare the descriptor's real path with the decided one.
-    Returns the fd; raises PathChanged (fd closed) when they differ."""
-    was_link = path.lexical != path.real and os.path.islink(path.lexical)
-    descriptor = os.open(path.lexical, flags | (0 if was_link else os.O_NOFOLLOW), mode)
-    try:
-        actual = os.readlink(f"/proc/self/fd/{descriptor}") if os.path.isdir("/proc/self/fd") else os.path.realpath(path.lexical)
-    except OSError:
-        actual = os.path.realpath(path.lexical)
-    if actual != path.real:
-        os.close(descriptor)
-        raise PathChanged(f"{path.lexical} changed between the decision and its use (now {actual})")
-    return descriptor
+# Opening a decided path lives in opened.py: its error is an OSError, a class mypyc cannot
+# compile (setup.py compiles this module). Named here too, where file tools have always found it.
+from .opened import PathChanged, open_decided  # noqa: E402

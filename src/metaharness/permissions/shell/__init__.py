@@ -8,6 +8,7 @@ The analysis runs in steps, one module each, and this package's `analyse` is the
 * `wrappers` — programs that run other commands (`data/wrappers.toml`), one handler per kind;
 * `fileops`  — read/write operands of known file commands, and code-running marks;
 * `words`, `model` — the values passed between them (`Word`, `Cmd`, `PathRef`, `Analysis`).
+* `entries`  — the tables' entries as the steps read them (an option list as a set, built once).
 
 Rules the package keeps (each module states its own):
 * every `command` node at any depth becomes a simple command, and nothing stops the walk early:

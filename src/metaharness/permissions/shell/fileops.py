@@ -24,6 +24,7 @@ import os
 import re
 
 from . import _lazy
+from .entries import entry_set
 from ..paths import unwitnessed_read
 from .interpreters import code_flags, code_of, program_spec
 from .model import Cmd, PathRef
@@ -184,7 +185,7 @@ def _data_operands(cmd: Cmd) -> bool:
         return False
     subcommands = spec.get("subcommands")
     if subcommands is not None:
-        global_value_options = set(_lazy("OPTIONS")["git"]["global_value"]) if cmd.basename == "git" else set()
+        global_value_options = entry_set(_lazy("OPTIONS")["git"], "global_value") if cmd.basename == "git" else frozenset()
         index = 0
         while index < len(texts) and texts[index].startswith("-"):
             if texts[index] in ("-c", "--config-env") or texts[index].startswith(("-c", "--config-env", "--exec-path")):
@@ -228,16 +229,16 @@ def file_operands(cmd: Cmd, state: State) -> None:
         return
     start = len(cmd.paths)
     operands, values, flags = _operands(words, spec)
-    has_pattern_opt = bool(values.get("pattern")) or bool(flags & set(spec.get("script_opts", [])))
+    has_pattern_opt = bool(values.get("pattern")) or bool(flags & entry_set(spec, "script_opts"))
     reads_how = spec.get("reads")
     if reads_how == "after_first" and has_pattern_opt:
         reads_how = "all"  # `sed -f SCRIPT FILE`, `grep -e P FILE`: no operand is the script
-    recursive = bool(spec.get("recursive")) or bool(flags & set(spec.get("recursive_opts", [])))
-    keep = spec.get("inplace_unless_opts")
-    inplace = bool(flags & set(spec.get("inplace_opts", []))) or (keep is not None and not flags & set(keep))
+    recursive = bool(spec.get("recursive")) or bool(flags & entry_set(spec, "recursive_opts"))
+    keep = entry_set(spec, "inplace_unless_opts") if "inplace_unless_opts" in spec else None
+    inplace = bool(flags & entry_set(spec, "inplace_opts")) or (keep is not None and not flags & keep)
     target = values.get("target_opts") or []
     write_how = spec.get("writes")
-    if write_how and flags & set(spec.get("all_operands_opts", [])):
+    if write_how and flags & entry_set(spec, "all_operands_opts"):
         write_how = "all"  # `chmod --reference=R FILE`: no mode operand
     if target:
         # `cp -t DIR a b`: every operand is a source, DIR the destination.
@@ -273,7 +274,7 @@ def file_operands(cmd: Cmd, state: State) -> None:
             cmd.paths.append(PathRef("read", static_word(value[at_index + 1 :]), cmd.cwd, "operand", cmd))
     if base in ("grep", "egrep", "fgrep", "rg", "ag") and recursive and not _select(operands, reads_how):
         cmd.paths.append(PathRef("read", static_word("."), cmd.cwd, "operand", cmd, recursive=True))
-    if spec.get("links") or flags & set(spec.get("link_opts", [])):
+    if spec.get("links") or flags & entry_set(spec, "link_opts"):
         _link_targets(cmd, _select(operands, reads_how) if not target else operands,
                       target[0] if target else (operands[-1] if len(operands) > 1 else None),
                       symbolic="-s" in flags or "--symbolic" in flags or "--symbolic-link" in flags or base != "ln")
@@ -417,7 +418,7 @@ def _git_paths(cmd: Cmd) -> None:
     words = [word for word in cmd.words[1:]]
     # skip global options
     index = 0
-    global_value_options = set(_lazy("OPTIONS")["git"]["global_value"])
+    global_value_options = entry_set(_lazy("OPTIONS")["git"], "global_value")
     directories: list[Word] = []
     while index < len(words) and (words[index].deny_value or "").startswith("-"):
         if words[index].deny_value == "-C" and index + 1 < len(words):

@@ -22,6 +22,7 @@ import shlex
 from typing import Callable, NamedTuple
 
 from . import _lazy
+from .entries import entry_set
 from .interpreters import analyse_code
 from .model import Cmd
 from .walk import Env, State, assigned_command, recurse, unknown
@@ -329,14 +330,27 @@ def _keyed_string(spelled: Word | None, keys: frozenset[str]) -> tuple[bool, Wor
     return (True, static_word(string)) if key.casefold() in keys else (False, None)
 
 
+_KEYED_OPTIONS: dict[int, tuple[dict, dict[str, frozenset[str]]]] = {}
+
+
+def _keyed_options(spec: dict) -> dict[str, frozenset[str]]:
+    """A wrapper entry's `keyed_strings` as {option: its keys, case-folded}, built once per entry
+    object (kept beside it, so its id is not reused)."""
+    kept = _KEYED_OPTIONS.get(id(spec))
+    if kept is None or kept[0] is not spec:
+        table: dict[str, list[str]] = spec.get("keyed_strings", {})
+        options = {name: frozenset(key.casefold() for key in keys) for name, keys in table.items()}
+        kept = _KEYED_OPTIONS[id(spec)] = (spec, options)
+    return kept[1]
+
+
 def keyed_strings(layer: Layer) -> list[Word | None]:
     """The command strings a layer is given as the value of a key of an option (`keyed_strings`:
     `ssh -o ProxyCommand=S`, `tar --checkpoint-action=exec=S`), in every spelling: the option and
     its value as two words, joined by `=`, or a one-letter option with the value attached."""
-    table: dict[str, list[str]] = layer.spec.get("keyed_strings", {})
-    if not table:
+    options = _keyed_options(layer.spec)
+    if not options:
         return []
-    options = {name: frozenset(key.casefold() for key in keys) for name, keys in table.items()}
     found: list[Word | None] = []
     args = layer.args
     for index, word in enumerate(args):
@@ -362,9 +376,9 @@ def _strings_given(layer: Layer) -> tuple[list[Word | None], list[Word]]:
     cluster ending in the letter, `--run=S`), scanned over every word (options may follow
     operands), with its `keyed_strings`, and the words that are neither options nor their values
     (with `plus_strings`, a word `+S` is a string too: `vim +S`, `less +S`)."""
-    names = set(layer.spec.get("string_opts", []))
+    names = entry_set(layer.spec, "string_opts")
     letters = {name[1] for name in names if len(name) == 2}
-    value_opts = set(layer.spec.get("value_opts", [])) | set(layer.spec.get("keyed_strings", {}))
+    value_opts = entry_set(layer.spec, "value_opts") | entry_set(layer.spec, "keyed_strings")
     plus = bool(layer.spec.get("plus_strings"))
     args = layer.args
     strings: list[Word | None] = keyed_strings(layer)
@@ -690,7 +704,7 @@ def _ssh(layer: Layer) -> Result:
 def _git(layer: Layer) -> Result:
     """`git -c alias.NAME=VALUE … NAME …`: the alias is what runs (`!…` through a shell)."""
     args = layer.args
-    global_value_options = set(_lazy("OPTIONS")["git"]["global_value"])
+    global_value_options = entry_set(_lazy("OPTIONS")["git"], "global_value")
     aliases: dict[str, tuple[int, Word]] = {}
     index = 0
     while index < len(args):
