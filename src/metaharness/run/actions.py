@@ -27,7 +27,7 @@ from typing import Any, Union
 from metaharness.protocol.values import Decision
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: a frozen init costs twice as much, once per line of a flood
 class Write:
     """One encoded event line for stdout (numbered by the core's `EventWriter`)."""
 

@@ -36,6 +36,7 @@ from metaharness.protocol.spec import RunSpec
 from metaharness.protocol.values import ProcessTermination, UnknownTermination
 
 from .act import ACTIONS, carry
+from .actions import Write
 from .core import RunCore
 from .harness import Harness
 from .queue import CommandQueue, IntakeLink
@@ -120,9 +121,13 @@ class Run:
 
     def act(self) -> None:
         """Do the core's actions, in order (`act.ACTIONS`); those of an action's own inputs first."""
-        while batch := self.core.actions():
+        core, write = self.core, self.write
+        while batch := core.actions():
             for action in batch:
-                ACTIONS[type(action)](self, action)
+                if type(action) is Write:  # the flood's one action, done without the table's call
+                    write(action.line)
+                else:
+                    ACTIONS[type(action)](self, action)
 
     def stdin_ended(self) -> None:
         self.moved(self.core.stdin_ended)

@@ -136,7 +136,8 @@ class CommandQueue:
                                 commands.unanswered(core, item, "metaharness could not carry it")
                         finally:
                             core.inflight = None
-                            act()
+                            if core.out:  # most lines left nothing more to do
+                                act()
                     if clock() >= slice_end:
                         # A burst never holds the loop: timers, the child's records and signals
                         # run between slices, however long the backlog is. Several passes, since
