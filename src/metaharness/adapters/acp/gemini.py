@@ -12,7 +12,9 @@ Pinning (every tool asks, nothing in the workspace can undo it):
   `privacy.usageStatisticsEnabled: false` (no usage telemetry), and `general.maxAttempts` when
   the caller sets METAHARNESS_GEMINI_MAX_ATTEMPTS (`PASSED_THROUGH`);
 * `GEMINI_CLI_TRUST_WORKSPACE` is never set, so a workspace `.gemini/settings.json` is not
-  read.
+  read;
+* `GEMINI_CLI_NO_RELAUNCH=1` keeps it in one process (it would start itself again with a larger
+  heap, paying its start-up twice).
 
 What Gemini CLI cannot give over ACP, and the refusals that follow (`vendor_plan`):
 * the permission request carries no arguments object: the shell command is its `title`, a
@@ -164,7 +166,9 @@ class GeminiAdapter(AcpAdapter):
         gemini_home.mkdir(parents=True, exist_ok=True)
         (gemini_home / "settings.json").write_text(json.dumps(settings(getattr(self, "passed", None)), indent=2))
         (scratch.root / "ask-all.toml").write_text(ASK_ALL)
-        env = {"GEMINI_API_KEY": PLACEHOLDER_KEY, "GOOGLE_GEMINI_BASE_URL": base_url}
+        # GEMINI_CLI_NO_RELAUNCH: left to itself, Gemini CLI starts a second node with a larger heap
+        # and runs there (its start-up paid twice, a second process between the run and the agent).
+        env = {"GEMINI_API_KEY": PLACEHOLDER_KEY, "GOOGLE_GEMINI_BASE_URL": base_url, "GEMINI_CLI_NO_RELAUNCH": "1"}
         if self.spec.model:
             env["GEMINI_MODEL"] = self.spec.model
         return env
