@@ -20,8 +20,10 @@ import threading
 import time
 
 FLAVOUR = sys.argv[sys.argv.index("--flavour") + 1]
+VERSION = "0.61.0" if FLAVOUR == "gemini" else "1.18.33"
+ANONYMOUS = "--anonymous" in sys.argv  # its `initialize` names no version
 if "--version" in sys.argv:
-    print("0.61.0" if FLAVOUR == "gemini" else "1.18.33")
+    print(VERSION)
     sys.exit(0)
 OPTIONS = {
     "opencode": [{"optionId": "once", "kind": "allow_once", "name": "Allow once"},
@@ -165,7 +167,7 @@ def main() -> None:
         if method == "initialize":
             send({"jsonrpc": "2.0", "id": message["id"], "result": {
                 "protocolVersion": 1, "agentCapabilities": {}, "authMethods": [],
-                "agentInfo": {"name": FLAVOUR, "version": "0.61.0" if FLAVOUR == "gemini" else "1.18.33"}}})
+                "agentInfo": {"name": FLAVOUR} if ANONYMOUS else {"name": FLAVOUR, "version": VERSION}}})
         elif method == "session/new":
             mode = "default" if FLAVOUR == "gemini" else "build"
             if FLAVOUR == "opencode":

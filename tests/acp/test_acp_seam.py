@@ -34,6 +34,14 @@ def vendor(tmp_path) -> Path:
     return directory
 
 
+def logging_probes(vendor: Path, kind: str, *agent_args: str) -> Path:
+    """`kind`'s script noting each `--version` asked of it in the returned log."""
+    log = vendor / "version-probes.log"
+    (vendor / kind).write_text(f"#!/bin/sh\ncase \"$*\" in *--version*) echo probed >> {log};; esac\n"
+                               f"exec {sys.executable} {AGENT} --flavour {kind} {' '.join(agent_args)} \"$@\"\n")
+    return log
+
+
 class Driven:
     def __init__(self, lines: list[bytes], code: int, ws: Path) -> None:
         self.events = [json.loads(line) for line in lines]
@@ -255,3 +263,27 @@ def test_gemini_refuses_subject_rules_over_search_and_listing(tmp_path, vendor):
     assert drive("opencode", tmp_path / "o", vendor, "SHELL", frame=str(scoped), decisions="frame").code == 0
     unscoped = frame(tmp_path / "unscoped.json", ["file.read", "search"])
     assert drive("gemini", tmp_path / "u", vendor, "SHELL", frame=str(unscoped)).code == 0
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_version_initialize_names_is_the_runs_and_no_probe_starts_the_agent_twice(kind, tmp_path, vendor):
+    log = logging_probes(vendor, kind)
+    run = drive(kind, tmp_path, vendor, "SHELL", answer=lambda event: ALLOW)
+    assert run.of("session.started")[0]["harness_version"] == ("0.61.0" if kind == "gemini" else "1.18.33")
+    assert not log.exists()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_an_agent_that_names_no_version_is_asked_its_version(kind, tmp_path, vendor):
+    log = logging_probes(vendor, kind, "--anonymous")
+    run = drive(kind, tmp_path, vendor, "SHELL", answer=lambda event: ALLOW)
+    started = run.of("session.started")[0]
+    assert started["harness_version"] == ("0.61.0" if kind == "gemini" else "1.18.33")
+    assert log.read_text().splitlines() == ["probed"]
+
+
+def test_strict_version_reads_the_version_before_the_agent_starts(tmp_path, vendor):
+    log = logging_probes(vendor, "opencode")
+    run = drive("opencode", tmp_path, vendor, "SHELL", answer=lambda event: ALLOW, strict_version=True)
+    assert run.of("session.started")[0]["harness_version"] == "1.18.33"
+    assert log.read_text().splitlines() == ["probed"]

@@ -69,7 +69,7 @@ class AcpAdapter(AcpVendor, VendorAdapter):
                 "pinned to ask metaharness about every call, so an abstain would grant"))
         self.access = plan_model(self.spec, (), None)
         self.vendor_plan()
-        self.plan_binary(probe=True)  # its version, should the agent's `initialize` name none
+        self.plan_binary()  # its version is read only under --strict-version: `initialize` names it
         self.plan_scratch()
 
     # --- start --------------------------------------------------------------------------
@@ -107,6 +107,12 @@ class AcpAdapter(AcpVendor, VendorAdapter):
         if self.seam is not None:
             self.seam.stop_timers()
 
+    async def _probed_version(self) -> str | None:
+        """`--version`, for an agent whose `initialize` names none (the pinned ones all do: a
+        probe on every run would start the vendor twice, seconds of CPU for Node agents)."""
+        assert self.binary is not None
+        return await asyncio.to_thread(launch.binary_version, self.binary, self.child_path, timeout=30)
+
     async def handshake(self) -> None:
         assert self.rpc is not None and self.translator is not None and self.child is not None
         init = await self.rpc.request("initialize", protocol.initialize_params(), timeout=HANDSHAKE_TIMEOUT_S)
@@ -115,7 +121,7 @@ class AcpAdapter(AcpVendor, VendorAdapter):
                                         timeout=HANDSHAKE_TIMEOUT_S)
         self.session.id = protocol.opened(result, self.binary_name)
         self.check_session(result)
-        version = self.agent_info.get("version") or self.version
+        version = self.agent_info.get("version") or self.version or await self._probed_version()
         self.ctx.session_started(SessionStarted(
             adapter=self.kind, harness_version=version, session_id=self.session.id,
             model=self.spec.model or session_model(result), permission_mode=self.initial_mode, cwd=self.work,
