@@ -121,15 +121,11 @@ class ClaudeAdapter(VendorAdapter):
             async for number, raw in self.child.lines():
                 read_ns = time.perf_counter_ns()
                 for item in self.translator.feed(raw, number):
-                    self._dispatch(item, read_ns)
+                    DISPATCH[item[0]](self, item, read_ns)
         finally:
             if self.channel is not None:
                 self.channel.fail_waiting("claude's output ended")
             self._finish_session()
-
-    def _dispatch(self, item: tuple, read_ns: int) -> None:
-        """One translated item to where it goes (`DISPATCH`)."""
-        DISPATCH[item[0]](self, item, read_ns)
 
     def _on_result(self) -> None:
         self._result_seen.set()
@@ -139,7 +135,7 @@ class ClaudeAdapter(VendorAdapter):
         """End of the child's output: the last `result` is the session's terminal record."""
         if self.ctx is not None and self.session is not None:
             for item in self.session.ended_items():
-                self._dispatch(item, 0)
+                DISPATCH[item[0]](self, item, 0)
 
     # --- turns and controls -----------------------------------------------------------------
     def _write_user(self, kind: str, blocks: list[str]) -> None:
