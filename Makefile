@@ -116,8 +116,9 @@ compiled: install-test
 check: install-test
 	METAHARNESS_EXAMPLES_SCALE=0.25 $(BIN)/python -m pytest -q -n $(CHECK_WORKERS) --dist loadfile -m "not e2e and not browser and not slow" $(PYTEST_ARGS)
 
-# The whole suite: the tests that drive no real vendor binary in parallel, then the end-to-end
-# tests on the real binaries, two workers with a module on one worker (`--dist loadfile`): they
+# The whole suite: the tests that drive no real vendor binary in parallel (as many workers as
+# `make check`: they mostly wait on the children they start), then the end-to-end tests on the
+# real binaries, two workers with a module on one worker (`--dist loadfile`): they
 # measure deadlines and signal timing, so they get no more workers than cores (on 2 cores: 24 min
 # serially, 14 min with two workers on a fresh clone). The `waits` cases (a vendor's minute-long
 # retry back-off, next to no CPU; a third of the end-to-end tier's time) run beside the first tier,
@@ -138,7 +139,7 @@ test: test-deps compiled
 	METAHARNESS_REQUIRE_VENDOR=1 METAHARNESS_EXPECT_BUILD=compiled PYTHONPATH=$(COMPILED) OH_FUZZ_COUNT=$(COMPILED_FUZZ_COUNT) \
 	  $(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile -m "not e2e" tests/permissions $(PYTEST_ARGS); compiled=$$?; \
 	exit $$(( tier || slept || e2e || compiled ))
-TEST_WORKERS ?= 2
+TEST_WORKERS ?= $(CHECK_WORKERS)
 # What the suite needs, the independent installs at once (pip into two venvs, npm, and apt — one
 # Debian package step at a time, as they share dpkg's lock).
 test-deps:
