@@ -73,7 +73,7 @@ from metaharness.protocol.values import HermeticAttestation, Ok, ProcessTerminat
 
 from . import commands
 from . import decide as texts
-from .actions import ARM, STOP_HARNESS, WAKE, Abandon, Action, Heard, Say, Write
+from .actions import FINISH, LAND, STOP_HARNESS, WAKE, Abandon, Action, BeginTurn, ClosePolicy, Heard, Say, Write
 from .calls import Calls
 from .harness import Harness
 from .phase import Input, Phase, Phases
@@ -123,7 +123,8 @@ class RunCore:
         self.ended: SessionEnded | None = None  # the harness's terminal record
         self.phases = Phases()
         self.turn = 0
-        self.turns_ended = 0  # `turn.ended` lines written (the driver waits for the next)
+        self.turns_ended = 0  # `turn.ended` lines written
+        self._served = 0  # ... when the turn being served was opened: a later one ends it
         self.halt_id: str | None = None
         self.budget_stop = False
         self.model_failure: WarningEvent | None = None  # the last MODEL_REQUEST_FAILED written
@@ -189,8 +190,18 @@ class RunCore:
         self._move(Input.SPAWN)
 
     def spawn_settles(self, *, spawned: bool) -> None:
+        """The adapter's start() returned (a child exists: its first turn opens, or it is stopped
+        when a stop came first) or failed."""
         self.child = spawned
-        self._move(Input.SPAWNED if spawned else Input.NOT_SPAWNED)
+        if self._move(Input.SPAWNED if spawned else Input.NOT_SPAWNED) is Phase.OPENING:
+            self._open(self.spec.prompt or "")
+        elif spawned:  # a stop came while the child was spawning
+            self.out.append(STOP_HARNESS)
+
+    def _stop(self) -> None:
+        """Move to STOPPING, and stop the child if one exists (one before it is stopped when it does)."""
+        if self._move(Input.STOP) is Phase.STOPPING and self.child:
+            self.out.append(STOP_HARNESS)
 
     @property
     def frame(self) -> Frame | None:
@@ -328,7 +339,11 @@ class RunCore:
         self.emit(TurnEnded(turn=self.turn, stop_reason=stop_reason), at=at)
         self.calls.abandon_all("the turn ended")
         self.turns_ended += 1
-        self.out.append(WAKE)
+        if self.phases.run is Phase.SERVING:
+            self._move(Input.TURN_SERVED)
+            self.out.append(LAND)
+        else:
+            self.out.append(WAKE)
 
     def charged(self, charge: Charge) -> None:
         """The meter priced a response: past the cap, say so once and stop the run at once."""
@@ -351,7 +366,8 @@ class RunCore:
         self.calls.closed = "the spend cap was reached"
         if self.spawned:
             self.out.append(Abandon("interrupt"))
-        self.out.append(STOP_HARNESS)
+        if not self.stopping:
+            self.stop_requested()
 
     def session_ended(self, event: SessionEnded, *, at: str | None = None) -> None:
         if self.ended is not None:
@@ -410,12 +426,12 @@ class RunCore:
         self.boundary.frame = new_frame
         self.boundary.frame_command = cid
         self.result(cid, Ok(applies_at="next turn" if same_step else "next step"))
-        self.out.append(WAKE)
+        self._wake()
 
     def inject_at_boundary(self, cid: str, text: str) -> None:
         """Read while a turn runs: accepted at once (its turn is a boundary away; an answer held
         that long would stall the calls the embedder must decide meanwhile). Read while none runs:
-        its turn opens now, and it is answered once that turn reached the harness (`turn_delivered`,
+        its turn opens now, and it is answered once that turn reached the harness (`turn_written`,
         `harness_unreachable`), like a decision."""
         self.boundary.injects.append((cid, text))
         if self.turn_running:
@@ -423,13 +439,13 @@ class RunCore:
         else:
             self.boundary.owed.append(cid)
             self._owe(cid)
-        self.out.append(WAKE)
+        self._wake()
 
     def halt_taken(self, cid: str) -> None:
         self._abandon_for_stop("the run was halted")
         self.halt_id = cid
         self.calls.closed = "the run was halted"
-        self._move(Input.STOP)
+        self._stop()
 
     def interrupt_begins(self) -> None:
         self._move(Input.INTERRUPT)
@@ -449,7 +465,7 @@ class RunCore:
         The calls still pending are abandoned the first time the run begins to wind up."""
         if not self.winding_up:
             self._abandon_for_stop(self.calls.closed or "the stream ended")
-        self._move(Input.STOP)
+        self._stop()
 
     def _abandon_for_stop(self, why: str) -> None:
         """A stop's abandonment denies; the harness hears of the stop before them (`abandoning`)."""
@@ -459,7 +475,7 @@ class RunCore:
 
     def stdin_ended(self) -> None:
         self.stdin_done = True
-        self.out.append(WAKE)
+        self._wake()
 
     def harness_unreachable(self, why: str) -> None:
         """A write a turn needs (its frame, its input) found the child gone: the run stops (the
@@ -470,18 +486,22 @@ class RunCore:
         if self.unreachable is None:
             self.unreachable = why
             self._say(f"metaharness: {texts.UNREACHABLE.format(why=why)}; the run ends")
-        self._move(Input.STOP)
+        self._stop()
 
-    def turn_delivered(self) -> None:
-        """The turn opened by `open_turn` was written to the child: its owed answers, then its lines."""
+    def turn_written(self) -> None:
+        """The turn `BeginTurn` asked for was written to the child: its owed answers, then its lines;
+        it is served until a turn ends (one may have ended while it was written)."""
         opening, self._opening = self._opening, None
         for cid in opening.owed if opening is not None else ():
             self._settle(cid, Ok(applies_at="next turn"))
         if self._session_started:
             self._flush_boundary_lines()
+        if self._move(Input.TURN_WRITTEN) is Phase.SERVING and self.turns_ended > self._served:
+            self._move(Input.TURN_SERVED)
+            self.out.append(LAND)
 
     def _undelivered(self, why: str) -> None:
-        """The turn `open_turn` took never reached the child: its `injection` lines go unwritten,
+        """The turn `_open` took never reached the child: its `injection` lines go unwritten,
         its owed answers are refused TOO_LATE with `why`, its accepted injects said not applied —
         and so is its `frame.set` (no `step.entered` claims it; the frame before it stays in force)."""
         boundary, self._opening = self._opening, None
@@ -510,39 +530,60 @@ class RunCore:
     def expire(self, now: float) -> None:
         self.calls.expire(now)
 
-    # --- turns and boundaries ----------------------------------------------------------------
-    def open_turn(self, prompt: str | None = None) -> tuple[Any, Any]:
-        """Take the boundary that opens the next turn: (the frame to hand the harness when a new
-        one took effect, else None; the turn's input for begin_turn). `prompt` for the first turn."""
+    # --- the turns' sequence (phase.py's OPENING … WOKEN) and boundaries ---------------------------
+    def landed(self, turn_coming: bool) -> None:
+        """The commands queued at a boundary landed (`Land`); `turn_coming`: the harness says it will
+        start a turn by itself. What follows the end of a turn: serve the harness's own turn to its
+        end, open the next turn (a boundary waits), idle (`--keep-open`, nothing at the boundary,
+        stdin open), or finish (no more turns; `--max-turns` spent sets the budget close reason).
+        Woken at an idle boundary: open, idle again, or finish. Winding up: nothing follows."""
+        run = self.phases.run
+        if run is Phase.LANDING:
+            step = Input.SERVE if self.turn_running or turn_coming else self._next_turn()
+        elif run is Phase.WOKEN:
+            step = self._after_wait()
+        else:
+            return
+        self._move(step)
+        if step is Input.SERVE:
+            self._served = self.turns_ended
+        elif step is Input.OPEN:
+            self._open()
+        elif step is Input.TURNS_DONE:
+            self.out.append(FINISH)
+
+    def _next_turn(self) -> Input:
+        if self.spec.max_turns is not None and self.turn >= self.spec.max_turns:
+            self.budget_stop = True
+            return Input.TURNS_DONE
+        if not self.boundary and self.spec.keep_open:
+            return self._after_wait()
+        return Input.OPEN if self.boundary else Input.TURNS_DONE
+
+    def _after_wait(self) -> Input:
+        if self.boundary:
+            return Input.OPEN
+        return Input.TURNS_DONE if self.stdin_done else Input.WAIT
+
+    def _wake(self) -> None:
+        """A boundary command came or stdin ended: a run idle at its boundary lands them."""
+        if self.phases.run is Phase.WAITING and (self.boundary or self.stdin_done):
+            self._move(Input.WAKE)
+            self.out.append(LAND)
+        else:
+            self.out.append(WAKE)
+
+    def _open(self, prompt: str | None = None) -> None:
+        """Take the boundary that opens the next turn and ask for it to be written (`BeginTurn`: the
+        frame to hand the harness when a new one took effect, else None; the turn's input). `prompt`
+        for the first turn."""
         before = self.calls.frame
         blocks = self._take_boundary()
         if prompt is not None:
             blocks.append(prompt)
         frame = self.calls.frame
-        return (frame if frame is not before else None), self.harness.turn_input(blocks)
-
-    def after_turn(self, turn_coming: bool) -> str:
-        """What follows the end of a turn: "serve" (the harness runs — or will run — a turn of its
-        own: serve it fully and take the boundary when it ends), "end" (no more turns; `--max-turns`
-        spent sets the budget close reason), "wait" (`--keep-open` with nothing at the boundary
-        and stdin open), or "turn" (a boundary waits)."""
-        if self.turn_running or turn_coming:
-            return "serve"
-        if self.spec.max_turns is not None and self.turn >= self.spec.max_turns:
-            self.budget_stop = True
-            return "end"
-        if not self.boundary and self.spec.keep_open:
-            return self.after_wait()
-        return "turn" if self.boundary else "end"
-
-    def after_wait(self) -> str:
-        """A `--keep-open` run idle at its boundary, woken: "wait" again, "turn" or "end"."""
-        if self.boundary:
-            return "turn"
-        return "end" if self.stdin_done else "wait"
-
-    def turns_done(self) -> None:
-        self._move(Input.TURNS_DONE)
+        self._served = self.turns_ended
+        self.out.append(BeginTurn(self.harness.turn_input(blocks), frame if frame is not before else None))
 
     def _take_boundary(self) -> list[str]:
         """Apply what waits for this boundary; return the text blocks that open the turn
@@ -565,7 +606,7 @@ class RunCore:
         for _cid, text in boundary.injects:
             lines.append(Injection(text=text, origin="message.inject"))
             pieces.append(text)
-        self._boundary_lines.extend(lines)  # written once the turn reached the child (`turn_delivered`)
+        self._boundary_lines.extend(lines)  # written once the turn reached the child (`turn_written`)
         return pieces
 
     def _flush_boundary_lines(self) -> None:
@@ -608,8 +649,8 @@ class RunCore:
         self.answer_leftovers(queued)
         if self.halt_id is not None:
             self.result(self.halt_id, Ok(applies_at=None))
-        if self.policy is not None and (kept := self.policy.close()):
-            self._say(f"metaharness: the policy decision trail is in {kept}")
+        if self.policy is not None:
+            self.out.append(ClosePolicy(self.policy))
         if self.model_failure is not None and (self.ended is None or self.ended.is_error):
             # One line naming the failure that ended the session (a request the harness retried to
             # an answer is a warning in the stream only).
