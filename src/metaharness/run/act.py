@@ -27,7 +27,7 @@ from metaharness.adapters.base import ControlRefused
 from metaharness.protocol.commands import Command, Halt, Interrupt, PermissionSet, Steer
 
 from . import commands
-from .actions import (Abandon, Arm, BeginTurn, Carry, ClosePolicy, Deliver, Finish, Heard, Land, Say, StopHarness,
+from .actions import (ARM, Abandon, Arm, BeginTurn, Carry, ClosePolicy, Deliver, Finish, Heard, Land, Say, StopHarness,
                       Wake, Write)
 
 if TYPE_CHECKING:
@@ -57,8 +57,27 @@ def _heard(run: "Run", action: Heard) -> None:
     run.moved(run.core.heard, action.call_id, action.command_id, why)
 
 
+def _arm(run: "Run", _action: Arm) -> None:
+    """One timer at a time, for the core's next deadline; when it fires the core expires what is due."""
+    if run.timer is None and (due := run.core.next_deadline()) is not None:
+        run.timer = asyncio.get_running_loop().call_later(max(0.0, due - run.clock()), _deadline_fell, run)
+
+
+def _deadline_fell(run: "Run") -> None:
+    run.timer = None
+    run.moved(run.core.expire, run.clock())
+    _arm(run, ARM)
+
+
+async def _halt(run: "Run") -> None:
+    try:
+        await run.adapter.halt()
+    except Exception as exc:
+        run.say(f"metaharness: stopping the harness failed: {exc}")
+
+
 def _stop_harness(run: "Run", _action: StopHarness) -> None:
-    run.stopping = asyncio.ensure_future(run.stop_harness())
+    run.stopping = asyncio.ensure_future(_halt(run))
 
 
 def _close_policy(run: "Run", action: ClosePolicy) -> None:
@@ -79,7 +98,7 @@ ACTIONS: dict[type, Callable[["Run", Any], None]] = {
     Heard: _heard,
     Carry: lambda run, action: setattr(run.queue, "carrying", action.command),
     Abandon: lambda run, action: run.adapter.abandoning(action.cause),
-    Arm: lambda run, action: run.arm_deadline(),
+    Arm: _arm,
     StopHarness: _stop_harness,
     BeginTurn: _step,
     Land: _step,

@@ -2,26 +2,24 @@
 
 What belongs here: `Run`, the adapter's `RunContext` (each report moved into the core), and the
 waiting the core cannot do: the start checks (on a thread, so a stop cuts them short), the spawn,
-the turns' steps the core asks for (`BeginTurn`, `Land`, `Finish`, awaited one at a time by
-`_drive` through `act.py`'s `STEPS`), the one deadline timer, the child's end and the awaiting of
-wind-up. After every input it moves in, the core's actions are done (`act`, through `act.py`'s
-`ACTIONS`). Every rule is the core's (`core.py`, and below it `phase.py`, `calls.py`,
-`commands.py`, `start.py`): when a turn opens, is served, lands or finishes, and when the child
-is stopped (`StopHarness`: halt, signal, spend cap, out of reach). Commands are taken by the
-queue's worker (`queue.py`).
+the turns' steps the core asks for (`BeginTurn`, `Land`, `Finish`: awaited one at a time, through
+`act.py`'s `STEPS`), the one deadline timer, the child's end. After every input it moves in, the
+core's actions are done (`act`, through `act.py`'s `ACTIONS`). Every rule is the core's
+(`core.py`, `phase.py`, …): when a turn opens, is served, lands or finishes, when the child is
+stopped. Commands are taken by the queue's worker (`queue.py`).
 
 Rules it keeps (the timing ones):
-* The driver keeps no phase of its own: it waits for a step the core asked for, or for what the
-  core says (the spawn settled, a stop), re-asked whenever the core says one may be over (`Wake`).
+* No phase of its own: it waits for a step the core asked for, or for what the core says (the
+  spawn settled, a stop), asked again whenever the core says one may be over (`Wake`).
 * At the end every line already written to stdin is answered (`CommandQueue.drain`); after a
   stop the child's output may take STOP_BOUND_S to end, then the run winds up without it.
-* One timer at a time, armed for the core's next deadline (`Arm`); when it fires the core
-  expires what is due and the timer is armed for the next.
+* One timer at a time, armed for the core's next deadline (`Arm`), expiring what is due.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import os
 import time
@@ -72,16 +70,16 @@ class Run:
         self.run_id = run_id or spec.run_id or f"{spec.kind}-{os.getpid()}"
         self.adapter: Adapter = adapter or adapter_class(spec.kind)(spec)
         self.harness = Harness(self.adapter, spec)
-        self._clock = time.monotonic  # the loop's own clock, so timers and deadlines agree
+        self.clock = time.monotonic  # the loop's own clock, so timers and deadlines agree
         # A charge (an adapter's, or a proxy's on this loop) is an input like any other (`_charged`).
         self.meter = Meter(shipped_prices(), spec.max_cost_usd, on_charge=self._charged)
-        self.core = core = RunCore(spec, run_id=self.run_id, harness=self.harness, clock=self._clock, meter=self.meter)
+        self.core = core = RunCore(spec, run_id=self.run_id, harness=self.harness, clock=self.clock, meter=self.meter)
         self.changed = asyncio.Event()  # the core or the queue changed: each wait asks again (`until`)
         self.unheard: dict[str, str] = {}  # call id → why the embedder's decision did not reach the harness
         self.step: Any = None  # the turns' step the core asked for (`BeginTurn`, `Land`, `Finish`), until done
         self.stopping: asyncio.Future | None = None  # the last stop of the child (`StopHarness`)
         self._child_done: asyncio.Task | None = None
-        self._timer: asyncio.TimerHandle | None = None
+        self.timer: asyncio.TimerHandle | None = None  # the one deadline timer (`Arm`)
         self.queue = CommandQueue(core, carry=lambda item: carry(self, item), act=self.act, changed=self.changed.set,
                                   stderr=self.say)
         self.feed_line, self.feed_lines, self.feed_command = (self.queue.feed_line, self.queue.feed_lines,
@@ -99,8 +97,7 @@ class Run:
         self.writer.tap = tap
 
     def attach(self, intake: IntakeLink) -> None:
-        """The intake that feeds this run (run/host.py's, reading stdin): told when the worker takes
-        a burst, asked to catch up before the wind-up."""
+        """The intake feeding this run (run/host.py's): told of each burst taken, asked to catch up at the end."""
         self.queue.intake = intake
 
     # --- inputs in, actions out -------------------------------------------------------------------
@@ -120,23 +117,13 @@ class Run:
                 else:
                     ACTIONS[type(action)](self, action)
 
-    def arm_deadline(self) -> None:
-        if self._timer is None and (due := self.core.next_deadline()) is not None:
-            self._timer = asyncio.get_running_loop().call_later(max(0.0, due - self._clock()), self._deadline_fell)
-
-    def _deadline_fell(self) -> None:
-        self._timer = None
-        self.moved(self.core.expire, self._clock())
-        self.arm_deadline()
-
     async def until(self, ready: Callable[[], bool], timeout: float | None = None) -> bool:
-        """Wait until `ready()`, asked again whenever the core or the queue changed; False when
-        `timeout` seconds passed first."""
-        give_up = None if timeout is None else self._clock() + timeout
+        """Wait until `ready()`, asked again whenever the core or the queue changed; False after `timeout`."""
+        give_up = None if timeout is None else self.clock() + timeout
         while not ready():
             self.changed.clear()
             try:
-                await asyncio.wait_for(self.changed.wait(), None if give_up is None else give_up - self._clock())
+                await asyncio.wait_for(self.changed.wait(), None if give_up is None else give_up - self.clock())
             except asyncio.TimeoutError:
                 return ready()
         return True
@@ -183,12 +170,9 @@ class Run:
                 await self.adapter.start(self)
             except StartRefusal as exc:
                 self._settle(spawned=False)
-                try:  # the child of a refused start, if any, is stopped and reaped
+                with contextlib.suppress(Exception):  # the child of a refused start, if any, stopped and reaped
                     await self.adapter.halt()
-                    if self.adapter.child is not None:
-                        await asyncio.wait_for(self.adapter.child.wait(), 10)
-                except Exception:
-                    pass
+                    await asyncio.wait_for(self.adapter.child.wait(), 10) if self.adapter.child else None
                 await self.queue.drain()
                 return self.refuse_start(RunRefused(f"{exc.name}: {exc.sentence}"))
             except BaseException:
@@ -205,8 +189,8 @@ class Run:
             return self._wind_up(termination)
         finally:
             worker.cancel()
-            if self._timer is not None:
-                self._timer.cancel()
+            if self.timer is not None:
+                self.timer.cancel()
             if self.adapter.child is not None:
                 self.adapter.child.cleanup()
 
@@ -219,23 +203,13 @@ class Run:
         self.moved(self.core.child_output_ended)
 
     async def request_stop(self) -> None:
-        """SIGINT/SIGTERM: the core stops the child and winds up (no halt command was processed), in
-        any phase: before the spawn nothing is spawned, during it the child is stopped as soon as
-        it exists, during wind-up the wind-up completes (a second signal stops again)."""
+        """SIGINT/SIGTERM, in any phase: the core stops the child (once it exists) and winds up."""
         self.moved(self.core.stop_requested)
         if self.stopping is not None:
             await self.stopping
 
-    async def stop_harness(self) -> None:
-        """Stop the child (`StopHarness`, asked by the core once it exists)."""
-        try:
-            await self.adapter.halt()
-        except Exception as exc:
-            self.say(f"metaharness: stopping the harness failed: {exc}")
-
     async def _child_termination(self) -> ProcessTermination:
-        """The child's termination; once a stop was asked for, bounded by STOP_BOUND_S (a child
-        whose output a stray descendant keeps open cannot hold the run)."""
+        """The child's termination; after a stop, bounded by STOP_BOUND_S (a stray descendant may hold its output)."""
         child_done = self._child_done
         assert child_done is not None
         if not await self._until_stopping(child_done):
