@@ -77,7 +77,7 @@ async def _halt(run: "Run") -> None:
 
 
 def _stop_harness(run: "Run", _action: StopHarness) -> None:
-    run.stopping = asyncio.ensure_future(_halt(run))
+    run.stop_task = asyncio.ensure_future(_halt(run))
 
 
 def _close_policy(run: "Run", action: ClosePolicy) -> None:
@@ -179,8 +179,8 @@ async def _carry_interrupt(run: "Run", item: Interrupt) -> None:
 
 
 async def _carry_halt(run: "Run", item: Halt) -> None:
-    if run.stopping is not None:  # the stop the core asked for with the halt (none before the child exists)
-        await run.stopping
+    if run.stop_task is not None:  # the stop the core asked for with the halt (none before the child exists)
+        await run.stop_task
 
 
 # How each command the core asks to carry (`Carry`) reaches the child.

@@ -77,7 +77,7 @@ class Run:
         self.changed = asyncio.Event()  # the core or the queue changed: each wait asks again (`until`)
         self.unheard: dict[str, str] = {}  # call id → why the embedder's decision did not reach the harness
         self.step: Any = None  # the turns' step the core asked for (`BeginTurn`, `Land`, `Finish`), until done
-        self.stopping: asyncio.Future | None = None  # the last stop of the child (`StopHarness`)
+        self.stop_task: asyncio.Future | None = None  # the last stop of the child (`StopHarness`)
         self._child_done: asyncio.Task | None = None
         self.timer: asyncio.TimerHandle | None = None  # the one deadline timer (`Arm`)
         self.queue = CommandQueue(core, carry=lambda item: carry(self, item), act=self.act, changed=self.changed.set,
@@ -205,8 +205,8 @@ class Run:
     async def request_stop(self) -> None:
         """SIGINT/SIGTERM, in any phase: the core stops the child (once it exists) and winds up."""
         self.moved(self.core.stop_requested)
-        if self.stopping is not None:
-            await self.stopping
+        if self.stop_task is not None:
+            await self.stop_task
 
     async def _child_termination(self) -> ProcessTermination:
         """The child's termination; after a stop, bounded by STOP_BOUND_S (a stray descendant may hold its output)."""
