@@ -209,8 +209,8 @@ class Clock:
 
 class CoreRun:
     """A `RunCore` over a FakeAdapter, driven synchronously the way `loop.py` drives it:
-    `start()` (the start checks, the spawn settled, `session.started`), `open_turn()` and
-    `turn_started()`, `call()` (the harness presents a call), `send()` (one stdin line
+    `start()` (the start checks, the spawn settled, `session.started`), `turn()` (the turn the core
+    asks to begin, written, then started by the harness; `landed()` first when a turn ended), `call()` (the harness presents a call), `send()` (one stdin line
     through the decoder and the pipeline), `expire()` at the fake clock, `wind_up()`. The
     core's actions are done as the driver does them: when the test reads what the run wrote or
     delivered (`lines`, `delivered`), or calls `act()`."""
@@ -231,15 +231,18 @@ class CoreRun:
         self.core = RunCore(spec, run_id="test-run", harness=self.harness, clock=self.clock)
         self.unheard: dict[str, str] = {}  # what the driver's `Deliver` keeps for the `Heard` after it
         self.carried: list = []  # the commands the core asked to carry to the child (`Carry`)
+        self.steps: list = []  # the turns' steps the core asked for (`BeginTurn`, `Land`, `Finish`)
         self.write, self.say = self._lines.append, self._said.append
 
     # --- the core's actions (the test is the driver): the driver's own table, but for its timer, its
     # stop and its waits, which need an event loop ---
     def act(self) -> None:
-        from metaharness.run.actions import Arm, Carry, StopHarness, Wake
+        from metaharness.run.actions import Arm, BeginTurn, Carry, Finish, Land, StopHarness, Wake
         from metaharness.run.act import ACTIONS
 
+        step = lambda run, action: run.steps.append(action)  # noqa: E731
         does = {**ACTIONS, Arm: lambda run, action: None, StopHarness: lambda run, action: None,
+                BeginTurn: step, Land: step, Finish: step,
                 Carry: lambda run, action: run.carried.append(action.command),
                 Wake: lambda run, action: setattr(run, "_changes", run._changes + 1)}
         while batch := self.core.actions():
@@ -293,12 +296,33 @@ class CoreRun:
 
     def turn(self, first: bool = False) -> None:
         """A boundary, then the harness starts the turn."""
-        frame, turn_input = self.core.open_turn(self.spec.prompt or "" if first else None)
-        if frame is not None:
-            self.frames_set.append(frame)
-        self.turn_inputs.append(turn_input)
-        self.core.turn_delivered()
+        begin = self.begun()
+        if begin.frame is not None:
+            self.frames_set.append(begin.frame)
+        self.turn_inputs.append(begin.text)
+        self.core.turn_written()
         self.core.turn_started()
+
+    def landed(self, turn_coming: bool = False) -> str:
+        """The commands queued at a boundary landed (the core asked with `Land`): the run's phase after."""
+        from metaharness.run.actions import Land
+
+        self.act()
+        assert self.steps and type(self.steps[-1]) is Land, self.steps
+        self.steps.pop()
+        self.core.landed(turn_coming)
+        self.act()
+        return self.core.phases.run.value
+
+    def begun(self):
+        """The turn the core asked to begin (`BeginTurn`), landing the boundary first when it asks."""
+        from metaharness.run.actions import BeginTurn, Land
+
+        self.act()
+        if self.steps and type(self.steps[-1]) is Land:
+            self.landed()
+        assert self.steps and type(self.steps[-1]) is BeginTurn, self.steps
+        return self.steps.pop()
 
     def call(self, name: str, input: Any, call_id: str) -> None:
         self.core.present(PresentedCall(call_id=call_id, name=name, input=input, seam="owned_tool"))

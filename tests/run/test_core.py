@@ -411,7 +411,7 @@ def test_frame_set_takes_effect_at_the_next_step_boundary(frame_file):
     assert run.result("f1") == {"result": "ok", "applies_at": "next step"} and run.changes == before + 1
     run.call("bash", {"command": "x"}, "c1")
     run.core.turn_ended("end_turn")
-    assert run.core.after_turn(False) == "turn"  # a boundary waits: it opens the next turn
+    assert run.landed() == "opening"  # a boundary waits: it opens the next turn
     run.turn()
     run.call("bash", {"command": "x"}, "c2")
     assert [d["decision"]["decision"] for d in run.by("tool.decided")] == ["deny", "allow"]
@@ -437,17 +437,17 @@ def test_frame_set_in_the_same_step_is_next_turn_and_a_superseded_one_is_said(fr
 def test_message_inject_opens_the_next_turn_and_one_left_over_is_said_at_wind_up():
     run = started(keep_open=True)
     run.core.turn_ended("end_turn")
-    assert run.core.after_turn(False) == "wait"  # --keep-open: idle at the boundary
+    assert run.landed() == "waiting"  # --keep-open: idle at the boundary
     run.send(cmd("message.inject", id="m1", text="remember the handoff"))
     assert not run.by("command.result")  # it opens the next turn now: answered once that reached the harness
-    assert run.core.after_wait() == "turn"
+    assert run.landed() == "opening"  # woken by it
     run.turn()
     assert run.result("m1") == {"result": "ok", "applies_at": "next turn"}
     assert run.turn_inputs[1] == "remember the handoff"
     assert [e["text"] for e in run.by("injection") if e["origin"] == "message.inject"] == ["remember the handoff"]
     run.core.turn_ended("end_turn")
     run.core.stdin_ended()
-    assert run.core.after_turn(False) == "end"
+    assert run.landed() == "ending"
     run.send(cmd("message.inject", id="m2", text="never"))  # no turn will open for it
     run.end_session()
     assert run.wind_up() == 0
@@ -460,8 +460,9 @@ def test_a_turn_the_harness_starts_itself_is_served_and_max_turns_is_the_budget(
     run = started(max_turns=1)
     run.send(cmd("message.inject", id="m", text="again"))
     run.core.turn_ended("end_turn")
-    assert run.core.after_turn(True) == "serve"  # the harness said a turn of its own is coming
-    assert run.core.after_turn(False) == "end"
+    assert run.landed(True) == "serving"  # the harness said a turn of its own is coming
+    run.core.turn_ended("end_turn")
+    assert run.landed() == "ending"
     run.wind_up()
     assert run.events[-1]["reason"] == "budget"
     assert [e["code"] for e in run.by("warning")] == ["NO_TERMINAL_RECORD", "COMMAND_NOT_APPLIED"]

@@ -326,8 +326,7 @@ def test_an_inject_accepted_during_a_turn_whose_boundary_finds_the_child_gone_is
     run.send(cmd("message.inject", id="i1", text="later"))  # a turn runs: accepted for the next one
     assert run.result("i1") == {"result": "ok", "applies_at": "next turn"}
     run.core.turn_ended("end_turn")
-    assert run.core.after_turn(False) == "turn"
-    run.core.open_turn()
+    assert run.landed() == "opening"  # the core opened the next turn (`BeginTurn`)
     run.core.harness_unreachable("the harness has exited")  # the boundary's write found it gone
     run.send(cmd("message.inject", id="i2", text="and then"))  # read before the run noticed: owed
     run.end_session()
@@ -361,11 +360,11 @@ def test_a_frame_set_at_an_idle_boundary_whose_turn_finds_the_child_gone_is_not_
     run.start()
     run.turn(first=True)
     run.core.turn_ended("end_turn")
-    assert run.core.after_turn(False) == "wait"  # idle at the boundary
+    assert run.landed() == "waiting"  # idle at the boundary
     run.send(cmd("frame.set", id="f1", frame=make_frame([{"op": "shell"}], state="s2")))
     assert run.result("f1") == {"result": "ok", "applies_at": "next step"}
-    assert run.core.after_wait() == "turn"
-    frame, _input = run.core.open_turn()
+    assert run.landed() == "opening"  # woken by it
+    frame = run.begun().frame
     assert frame is not None and run.core.frame is frame  # taken for the turn
     run.core.harness_unreachable("the harness has exited")  # the frame's write found it gone
     run.end_session()
@@ -385,8 +384,7 @@ def test_a_frame_set_whose_turn_was_taken_and_never_written_is_not_applied_at_wi
     run.send(cmd("frame.set", id="f2", frame=make_frame([{"op": "shell"}], state="s1")))
     first = run.core.frame
     run.core.turn_ended("end_turn")
-    assert run.core.after_turn(False) == "turn"
-    run.core.open_turn()
+    assert run.landed() == "opening"  # the core opened the next turn (`BeginTurn`)
     run.end_session()
     run.wind_up()
     assert [e["message"] for e in run.by("warning") if e["code"] == "COMMAND_NOT_APPLIED"] == [

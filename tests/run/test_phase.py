@@ -1,16 +1,23 @@
-"""The run's two machines (metaharness.run.phase): the table, and what a phase means."""
+"""The run's phases (metaharness.run.phase): one table with the run's column and its turn's, and what a phase means."""
 
 import pytest
 
 from metaharness.run.phase import TRANSITIONS, TURN_INPUTS, Input, Phase, PhaseError, Phases
 
-RUN_PHASES = [Phase.CHECKING, Phase.SPAWNING, Phase.LIVE, Phase.ENDING, Phase.STOPPING, Phase.CLOSED]
+SEQUENCE = [Phase.OPENING, Phase.SERVING, Phase.LANDING, Phase.WAITING, Phase.WOKEN]
+RUN_PHASES = [Phase.CHECKING, Phase.SPAWNING, *SEQUENCE, Phase.ENDING, Phase.STOPPING, Phase.CLOSED]
 TURN_PHASES = [Phase.IDLE, Phase.RUNNING, Phase.INTERRUPTING, Phase.INTERRUPTING_IDLE, Phase.ENDED_IN_INTERRUPT]
 RUN_INPUTS = [given for given in Input if given not in TURN_INPUTS]
+# what may come from outside the turns' sequence (the core moves the sequence's own only in its steps)
+OUTSIDE = [Input.SPAWNED, Input.NOT_SPAWNED, Input.TURN_WRITTEN, Input.STOP, Input.OUTPUT_ENDED]
 
 
-ROUTES = {Phase.CHECKING: [], Phase.SPAWNING: [Input.SPAWN], Phase.LIVE: [Input.SPAWN, Input.SPAWNED],
-          Phase.ENDING: [Input.SPAWN, Input.SPAWNED, Input.TURNS_DONE], Phase.STOPPING: [Input.STOP],
+OPENED = [Input.SPAWN, Input.SPAWNED]
+LANDED = [*OPENED, Input.TURN_WRITTEN, Input.TURN_SERVED]
+ROUTES = {Phase.CHECKING: [], Phase.SPAWNING: [Input.SPAWN], Phase.OPENING: OPENED,
+          Phase.SERVING: [*OPENED, Input.TURN_WRITTEN], Phase.LANDING: LANDED, Phase.WAITING: [*LANDED, Input.WAIT],
+          Phase.WOKEN: [*LANDED, Input.WAIT, Input.WAKE],
+          Phase.ENDING: [*LANDED, Input.TURNS_DONE], Phase.STOPPING: [Input.STOP],
           Phase.CLOSED: [Input.CLOSE], Phase.IDLE: [], Phase.RUNNING: [Input.TURN_STARTED],
           Phase.INTERRUPTING: [Input.TURN_STARTED, Input.INTERRUPT]}
 
@@ -43,18 +50,21 @@ def test_the_turn_machine_answers_every_input_in_every_phase_but_a_second_interr
 
 def test_a_life_from_the_checks_to_the_close():
     phases = Phases()
-    for given, run in [(Input.SPAWN, Phase.SPAWNING), (Input.SPAWNED, Phase.LIVE), (Input.TURNS_DONE, Phase.ENDING),
+    for given, run in [(Input.SPAWN, Phase.SPAWNING), (Input.SPAWNED, Phase.OPENING), (Input.TURN_WRITTEN, Phase.SERVING),
+                       (Input.TURN_SERVED, Phase.LANDING), (Input.SERVE, Phase.SERVING),
+                       (Input.TURN_SERVED, Phase.LANDING), (Input.WAIT, Phase.WAITING), (Input.WAKE, Phase.WOKEN),
+                       (Input.OPEN, Phase.OPENING), (Input.TURN_WRITTEN, Phase.SERVING),
+                       (Input.TURN_SERVED, Phase.LANDING), (Input.TURNS_DONE, Phase.ENDING),
                        (Input.OUTPUT_ENDED, Phase.ENDING), (Input.CLOSE, Phase.CLOSED)]:
         assert phases.move(given) is run and phases.run is run
     assert phases.winding_up and not phases.stopping
 
 
 def test_a_stop_holds_through_everything_after_it_but_the_close():
-    for start in (Phase.CHECKING, Phase.SPAWNING, Phase.LIVE, Phase.ENDING):
+    for start in (Phase.CHECKING, Phase.SPAWNING, *SEQUENCE, Phase.ENDING):
         phases = at(start)
         assert phases.move(Input.STOP) is Phase.STOPPING
-        for given in RUN_INPUTS:
-            if given not in (Input.CLOSE, Input.SPAWN):
+        for given in OUTSIDE:
                 assert phases.move(given) is Phase.STOPPING and phases.stopping and phases.winding_up
         assert phases.move(Input.CLOSE) is Phase.CLOSED and not phases.stopping
 
@@ -76,7 +86,13 @@ def test_a_turn_that_ends_under_an_interrupt_waits_for_its_answer():
     assert phases.move(Input.INTERRUPT_ANSWERED) is Phase.IDLE
 
 
-@pytest.mark.parametrize("phase, given", [(Phase.LIVE, Input.SPAWN), (Phase.CLOSED, Input.CLOSE),
+def test_the_child_s_end_ends_every_step_of_the_sequence():
+    for phase in SEQUENCE:
+        assert at(phase).move(Input.OUTPUT_ENDED) is Phase.ENDING
+
+
+@pytest.mark.parametrize("phase, given", [(Phase.OPENING, Input.SPAWN), (Phase.SERVING, Input.OPEN),
+                                          (Phase.STOPPING, Input.TURNS_DONE), (Phase.WAITING, Input.TURN_SERVED), (Phase.CLOSED, Input.CLOSE),
                                           (Phase.CHECKING, Input.OUTPUT_ENDED), (Phase.CLOSED, Input.SPAWNED),
                                           (Phase.ENDING, Input.SPAWNED)])
 def test_an_input_the_table_does_not_list_is_raised_not_guessed(phase, given):

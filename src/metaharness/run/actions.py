@@ -24,6 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Union
 
+from metaharness.adapters.base import TurnInput
+from metaharness.protocol.frame import Frame
 from metaharness.protocol.values import Decision
 
 
@@ -85,7 +87,35 @@ class Arm:
 
 @dataclass(frozen=True, slots=True)
 class StopHarness:
-    """--max-cost-usd was reached: stop the harness now, as a signal would."""
+    """Stop the child (`Adapter.halt`): a halt, a signal, the spend cap, a child out of reach —
+    asked once the child exists (a stop before it is asked again when the spawn settles)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BeginTurn:
+    """Write a turn to the child (`Adapter.begin_turn(text, frame)`); the driver answers
+    `RunCore.turn_written`, or `RunCore.harness_unreachable` when the write found the child gone."""
+
+    text: TurnInput
+    frame: Frame | None
+
+
+@dataclass(frozen=True, slots=True)
+class Land:
+    """A boundary: wait (bounded) until every command queued so far was taken, then answer
+    `RunCore.landed(turn_coming)` with the adapter's live fact."""
+
+
+@dataclass(frozen=True, slots=True)
+class Finish:
+    """No further turn: tell the harness to finish (`Adapter.finish`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClosePolicy:
+    """Wind-up: close the policy decision trail (`PolicyDecider.close`) and say where it is kept."""
+
+    policy: Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,5 +123,5 @@ class Wake:
     """A phase moved, a turn ended, a boundary command came, stdin ended: a wait may be over."""
 
 
-Action = Union[Write, Say, Deliver, Heard, Carry, Abandon, Arm, StopHarness, Wake]
-ARM, STOP_HARNESS, WAKE = Arm(), StopHarness(), Wake()
+Action = Union[Write, Say, Deliver, Heard, Carry, Abandon, Arm, StopHarness, BeginTurn, Land, Finish, ClosePolicy, Wake]
+ARM, STOP_HARNESS, LAND, FINISH, WAKE = Arm(), StopHarness(), Land(), Finish(), Wake()

@@ -203,10 +203,8 @@ class Calls:
             if call_id in self.presented:
                 return CommandCode.TOO_LATE, texts.REPLAYED.format(call_id=call_id)
             return CommandCode.UNKNOWN_CALL, texts.UNKNOWN_CALL.format(call_id=call_id)
-        # A harness that died before the run noticed cannot hear the answer: nothing is claimed
-        # for it, and the call stays pending, for the wind-up's deny.
-        if not self.harness.reachable():
-            return CommandCode.TOO_LATE, texts.UNDELIVERED.format(why="it has exited")
+        # Whether the harness heard it comes back from the driver (`heard`): one that died before
+        # the run noticed is not handed the answer, and the call is pending again, for the wind-up's deny.
         self._close(call_id, decision, "embedder", heard_only=True)
         return None
 
