@@ -1,8 +1,7 @@
 """The run driver: the asyncio around the run core — it moves inputs in and does actions out, nothing else.
 
 What belongs here: `Run`, the adapter's `RunContext` (each report moved into the core), and the
-waiting the core cannot do: the start checks (on a thread, so a stop cuts them short), the spawn,
-the turns' steps the core asks for (`BeginTurn`, `Land`, `Finish`: awaited one at a time, through
+waiting the core cannot do: the start checks and the spawn (`spawn.py`), the turns' steps the core asks for (`BeginTurn`, `Land`, `Finish`: awaited one at a time, through
 `act.py`'s `STEPS`), the one deadline timer, the child's end. After every input it moves in, the
 core's actions are done (`act`, through `act.py`'s `ACTIONS`). Every rule is the core's
 (`core.py`, `phase.py`, …): when a turn opens, is served, lands or finishes, when the child is
@@ -19,13 +18,11 @@ Rules it keeps (the timing ones):
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import contextvars
 import os
 import time
 from typing import Any, Callable
 
-from metaharness.adapters.base import Adapter, StartRefusal
+from metaharness.adapters.base import Adapter
 from metaharness.loopback.pricing import Meter, shipped_prices
 from metaharness.protocol.spec import RunSpec
 from metaharness.protocol.values import ProcessTermination, UnknownTermination
@@ -35,6 +32,7 @@ from .actions import Write
 from .core import RunCore
 from .harness import Harness
 from .queue import CommandQueue, IntakeLink
+from .spawn import bring_up
 from .start import RunRefused  # noqa: F401  (re-exported: api.py and replay refuse starts through it)
 
 STOP_BOUND_S = 15.0  # after a stop, how long the child's output may take to end
@@ -79,6 +77,7 @@ class Run:
         self.step: Any = None  # the turns' step the core asked for (`BeginTurn`, `Land`, `Finish`), until done
         self.stop_task: asyncio.Future | None = None  # the last stop of the child (`StopHarness`)
         self._child_done: asyncio.Task | None = None
+        self.worker: asyncio.Task | None = None  # the queue's worker, taking commands (`spawn.bring_up` starts it)
         self.timer: asyncio.TimerHandle | None = None  # the one deadline timer (`Arm`)
         self.queue = CommandQueue(core, carry=lambda item: carry(self, item), act=self.act, changed=self.changed.set,
                                   stderr=self.say)
@@ -132,7 +131,7 @@ class Run:
         """Return once the adapter's start returned or failed (or nothing will be spawned)."""
         await self.until(lambda: self.core.spawn_settled)
 
-    async def _until_stopping(self, work: "asyncio.Future[Any]") -> bool:
+    async def until_stopping(self, work: "asyncio.Future[Any]") -> bool:
         """Await `work` or a stop, whichever comes first; True when `work` is done."""
         stopping = asyncio.ensure_future(self.until(lambda: self.core.stopping))
         try:
@@ -144,57 +143,30 @@ class Run:
     # --- the run ----------------------------------------------------------------------------------
     async def execute(self) -> int:
         """Run to the end; return the exit code (docs/reference/wire.md)."""
-        from metaharness.adapters.process import VERSION_PROBES, VersionProbes, make_non_dumpable
+        from metaharness.adapters.process import make_non_dumpable
 
         make_non_dumpable()  # nothing of this user's reaches our fds, environment or memory
-        if not self.core.stopping:  # the start checks, on a thread: a stop meanwhile kills a vendor's --version probe
-            probes, context = VersionProbes(), contextvars.copy_context()
-            context.run(VERSION_PROBES.set, probes)
-            checking = asyncio.get_running_loop().run_in_executor(None, context.run, self.core.check_start)
-            if not await self._until_stopping(checking):
-                probes.stop()
-            try:
-                await checking
-            except RunRefused as refusal:
-                if not self.core.stopping:  # a stop that came during the checks is the answer
-                    return self.refuse_start(refusal)
-        worker = asyncio.create_task(self.queue.work())
         try:
-            await asyncio.sleep(0)  # commands already read go first: a halt before the spawn spawns nothing
-            if self.core.stopping:
-                self._settle(spawned=False)
-                await self.queue.drain()
-                return self._wind_up(UnknownTermination())
-            self.moved(self.core.spawn_begins)
-            try:
-                await self.adapter.start(self)
-            except StartRefusal as exc:
-                self._settle(spawned=False)
-                with contextlib.suppress(Exception):  # the child of a refused start, if any, stopped and reaped
-                    await self.adapter.halt()
-                    await asyncio.wait_for(self.adapter.child.wait(), 10) if self.adapter.child else None
-                await self.queue.drain()
-                return self.refuse_start(RunRefused(f"{exc.name}: {exc.sentence}"))
-            except BaseException:
-                self._settle(spawned=False)
-                raise
+            if (ended := await bring_up(self)) is not None:  # checked, spawned; or ended there
+                return ended
             self._child_done = asyncio.create_task(self.adapter.child.wait())
             self._child_done.add_done_callback(self._child_output_ended)
-            self._settle(spawned=True)  # the core opens the first turn, or stops the child
+            self.settle(spawned=True)  # the core opens the first turn, or stops the child
             while await self.until(lambda: self.step is not None or self.core.winding_up) and self.step is not None:
                 step, self.step = self.step, None  # the turns' steps, one at a time, until the core asks none
                 await STEPS[type(step)](self, step)
             termination = await self._child_termination()
             await self.queue.drain()
-            return self._wind_up(termination)
+            return self.wind_up(termination)
         finally:
-            worker.cancel()
+            if self.worker is not None:
+                self.worker.cancel()
             if self.timer is not None:
                 self.timer.cancel()
             if self.adapter.child is not None:
                 self.adapter.child.cleanup()
 
-    def _settle(self, *, spawned: bool) -> None:
+    def settle(self, *, spawned: bool) -> None:
         self.queue.spawn_settled()
         self.moved(lambda: self.core.spawn_settles(spawned=spawned))
 
@@ -212,7 +184,7 @@ class Run:
         """The child's termination; after a stop, bounded by STOP_BOUND_S (a stray descendant may hold its output)."""
         child_done = self._child_done
         assert child_done is not None
-        if not await self._until_stopping(child_done):
+        if not await self.until_stopping(child_done):
             done, _ = await asyncio.wait({child_done}, timeout=STOP_BOUND_S)
             if not done:
                 self.say("metaharness: the harness's output did not end after it was stopped; winding up without it")
@@ -224,7 +196,7 @@ class Run:
     def refuse_start(self, refusal: RunRefused) -> int:
         return self.moved(self.core.refuse_start, refusal, self.queue.leftovers())
 
-    def _wind_up(self, termination: ProcessTermination) -> int:
+    def wind_up(self, termination: ProcessTermination) -> int:
         child, keep = self.adapter.child, self.spec.retain_dir
         return self.moved(lambda: self.core.wind_up(
             termination, self.queue.leftovers(), tail=child.stderr_tail() if child is not None else "",
