@@ -21,30 +21,30 @@ Rules kept:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Union
+
+# msgspec's Struct, not a dataclass: a dataclass is made at import by generated code (about a
+# millisecond each, at every start), and a Struct's init is also the cheaper, once per flood line.
+from msgspec import Struct
 
 from metaharness.adapters.base import TurnInput
 from metaharness.protocol.frame import Frame
 from metaharness.protocol.values import Decision
 
 
-@dataclass(slots=True)  # not frozen: a frozen init costs twice as much, once per line of a flood
-class Write:
+class Write(Struct, frozen=True):
     """One encoded event line for stdout (numbered by the core's `EventWriter`)."""
 
     line: bytes
 
 
-@dataclass(frozen=True, slots=True)
-class Say:
+class Say(Struct, frozen=True):
     """One line for the operator, on stderr."""
 
     text: str
 
 
-@dataclass(frozen=True, slots=True)
-class Deliver:
+class Deliver(Struct, frozen=True):
     """Hand `decision` to the harness for one presentation of `call_id` (`Adapter.deliver`), the
     decider's value unchanged. `heard`: the embedder's answer, whose failure the driver keeps for
     the `Heard` that follows instead of saying it."""
@@ -55,8 +55,7 @@ class Deliver:
     heard: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class Heard:
+class Heard(Struct, frozen=True):
     """After the embedder's decision was delivered: tell the core whether the harness heard it
     (`RunCore.heard`), so the command is answered ok or TOO_LATE."""
 
@@ -64,35 +63,30 @@ class Heard:
     command_id: str
 
 
-@dataclass(frozen=True, slots=True)
-class Carry:
+class Carry(Struct, frozen=True):
     """A command that must reach the child (steer, permission.set, interrupt, halt): the driver
     carries it, and the queue's worker takes no further command until it was carried."""
 
     command: Any
 
 
-@dataclass(frozen=True, slots=True)
-class Abandon:
+class Abandon(Struct, frozen=True):
     """The calls waiting are about to be abandoned for an "interrupt" or a "stop"
     (`Adapter.abandoning`): their denies are the next deliveries."""
 
     cause: str
 
 
-@dataclass(frozen=True, slots=True)
-class Arm:
+class Arm(Struct, frozen=True):
     """A call began to wait: arm the one timer for the core's next deadline (`next_deadline`)."""
 
 
-@dataclass(frozen=True, slots=True)
-class StopHarness:
+class StopHarness(Struct, frozen=True):
     """Stop the child (`Adapter.halt`): a halt, a signal, the spend cap, a child out of reach —
     asked once the child exists (a stop before it is asked again when the spawn settles)."""
 
 
-@dataclass(frozen=True, slots=True)
-class BeginTurn:
+class BeginTurn(Struct, frozen=True):
     """Write a turn to the child (`Adapter.begin_turn(text, frame)`); the driver answers
     `RunCore.turn_written`, or `RunCore.harness_unreachable` when the write found the child gone."""
 
@@ -100,26 +94,22 @@ class BeginTurn:
     frame: Frame | None
 
 
-@dataclass(frozen=True, slots=True)
-class Land:
+class Land(Struct, frozen=True):
     """A boundary: wait (bounded) until every command queued so far was taken, then answer
     `RunCore.landed(turn_coming)` with the adapter's live fact."""
 
 
-@dataclass(frozen=True, slots=True)
-class Finish:
+class Finish(Struct, frozen=True):
     """No further turn: tell the harness to finish (`Adapter.finish`)."""
 
 
-@dataclass(frozen=True, slots=True)
-class ClosePolicy:
+class ClosePolicy(Struct, frozen=True):
     """Wind-up: close the policy decision trail (`PolicyDecider.close`) and say where it is kept."""
 
     policy: Any
 
 
-@dataclass(frozen=True, slots=True)
-class Wake:
+class Wake(Struct, frozen=True):
     """A phase moved, a turn ended, a boundary command came, stdin ended: a wait may be over."""
 
 
