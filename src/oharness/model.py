@@ -16,7 +16,7 @@ Neutral content blocks:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from msgspec import Struct, field
 from typing import Any, AsyncIterator, Protocol, Union
 
 Message = dict[str, Any]  # {"role": "user"|"assistant", "content": [block, ...]}
@@ -24,8 +24,7 @@ Message = dict[str, Any]  # {"role": "user"|"assistant", "content": [block, ...]
 USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
 
 
-@dataclass(frozen=True)
-class ToolSpec:
+class ToolSpec(Struct, frozen=True):
     """A tool as offered to the model."""
 
     name: str
@@ -33,41 +32,35 @@ class ToolSpec:
     input_schema: dict[str, Any]
 
 
-@dataclass
-class ModelRequest:
+class ModelRequest(Struct):
     system: str
     messages: list[Message]
     tools: list[ToolSpec]
     main: bool = True  # a main request counts as a scenario turn; a side request does not
 
 
-@dataclass(frozen=True)
-class TextBlock:
+class TextBlock(Struct, frozen=True):
     text: str
 
 
-@dataclass(frozen=True)
-class ThinkingBlock:
+class ThinkingBlock(Struct, frozen=True):
     text: str
 
 
-@dataclass(frozen=True)
-class ToolCallBlock:
+class ToolCallBlock(Struct, frozen=True):
     id: str
     name: str
     input: dict[str, Any]
 
 
-@dataclass(frozen=True)
-class Usage:
+class Usage(Struct, frozen=True):
     """Token counts exactly as the provider reported them; a missing count is None."""
 
     counts: dict[str, int | None]
     cost_usd: float | None = None
 
 
-@dataclass(frozen=True)
-class Stop:
+class Stop(Struct, frozen=True):
     reason: str  # "end_turn" | "tool_use" | "max_tokens"
 
 
@@ -91,8 +84,7 @@ class ProviderError(Exception):
     failure: Any = None
 
 
-@dataclass
-class ToolCall:
+class ToolCall(Struct):
     """One call the model made, as the loop presents it to the gate and the tools."""
 
     id: str
@@ -114,6 +106,5 @@ def add_usage(total: dict[str, int | None], more: dict[str, int | None]) -> None
             total[key] = (total.get(key) or 0) + value
 
 
-@dataclass
-class Conversation:
+class Conversation(Struct):
     messages: list[Message] = field(default_factory=list)

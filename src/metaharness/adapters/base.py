@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import abc
 import json
-from dataclasses import dataclass, field
+from msgspec import Struct, field
 import os
 from typing import Any, Awaitable, Callable, ClassVar, Iterable, Literal, Mapping, Protocol, Union
 
@@ -102,8 +102,7 @@ class ControlRefused(Exception):
         self.reason = reason
 
 
-@dataclass
-class Resolution:
+class Resolution(Struct):
     """What a call does, in the neutral vocabulary (docs/reference/frame.md).
 
     `operations` empty means the tool renders to no operation (UNCOVERED_TOOL).
@@ -133,8 +132,7 @@ TurnInput = Union[str, list[str]]
 SubjectPath = Callable[[Any], "str | None"]
 
 
-@dataclass(frozen=True)
-class Tool:
+class Tool(Struct, frozen=True):
     """One row of an adapter's tool table: the vendor tool's operation and where its subject is.
 
     `subject` reads the path from the call's input; `resolve` replaces the whole row's rule for a
@@ -200,8 +198,7 @@ def resolve_tool(table: Mapping[str, Tool], name: str, input: Any, cwd: str | No
     return Resolution(operations=[key], subjects=[(file_subject(path, cwd, run_cwd), [key])] if path else [])
 
 
-@dataclass(frozen=True)
-class ReplaceOnly:
+class ReplaceOnly(Struct, frozen=True):
     """The only replacement a presented call can carry: an input of exactly `keys`, each a
     non-empty text; any other is refused with `reason` before it reaches the adapter (Codex's
     relay carries a Bash call's `{"command": …}` and nothing else)."""
@@ -215,8 +212,7 @@ class ReplaceOnly:
         return None if fits else self.reason
 
 
-@dataclass
-class PresentedCall:
+class PresentedCall(Struct):
     """A call the harness is blocked on, waiting for one decision."""
 
     call_id: str

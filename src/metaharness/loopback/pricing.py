@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import threading
 import tomllib
-from dataclasses import dataclass, field
+from msgspec import Struct, field
 from typing import Any, Callable
 
 PRICES_FORMAT = "metaharness.prices/1"
@@ -38,8 +38,7 @@ class PricesError(ValueError):
     """A price file that cannot be used; the message names the file and the row."""
 
 
-@dataclass(frozen=True)
-class Price:
+class Price(Struct, frozen=True):
     model: str
     provider: str
     input: float
@@ -52,8 +51,7 @@ class Price:
         return sum((usage.get(key) or 0) * getattr(self, column) for key, column in USAGE_COLUMN.items()) / 1e6
 
 
-@dataclass(frozen=True)
-class PriceTable:
+class PriceTable(Struct, frozen=True):
     taken: str
     rows: dict[str, Price]
     source: str = "shipped"
@@ -136,8 +134,7 @@ def disagrees(metered: float, reported: float) -> bool:
     return abs(metered - reported) > max(TOLERANCE_ABSOLUTE_USD, TOLERANCE_RELATIVE * max(metered, reported))
 
 
-@dataclass
-class Charge:
+class Charge(Struct):
     """One priced response. `cost_usd` None: the model has no row in the table."""
 
     model: str | None
@@ -145,8 +142,7 @@ class Charge:
     cost_usd: float | None
 
 
-@dataclass
-class Meter:
+class Meter(Struct):
     """One run's spend. `on_charge(charge)` is called after every response is priced (from
     whatever thread served it); `refusal()` is the sentence to answer a request with once the
     run may spend no more, else None."""
@@ -157,7 +153,7 @@ class Meter:
     spent_usd: float = 0.0
     responses: int = 0
     unpriced: list[str] = field(default_factory=list)
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def charge(self, model: str | None, usage: dict[str, Any]) -> Charge:
         cost = self.prices.cost(model, usage)

@@ -16,12 +16,11 @@ Adding a harness is one entry here plus its own adapter package.
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
+from msgspec import Struct
 from typing import Any, Literal
 
 
-@dataclass(frozen=True)
-class Harness:
+class Harness(Struct, frozen=True):
     name: str
     title: str  # as the docs name it
     adapter: str  # "module:Class", the `base.Adapter` subclass

@@ -29,7 +29,7 @@ Rules it keeps:
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from msgspec import Struct, field
 from typing import TYPE_CHECKING, Any, Callable
 
 import msgspec
@@ -56,8 +56,7 @@ def call_digest(call_id: str, name: str, input: Any) -> str:
     return hashlib.sha256(_KEY_ENCODER.encode({"call_id": call_id, "input": input, "name": name})).hexdigest()
 
 
-@dataclass
-class Pending:
+class Pending(Struct):
     """A call waiting for the embedder; every presentation of it waits on the one decision."""
 
     call: PresentedCall
@@ -67,8 +66,7 @@ class Pending:
     policy: Any = None  # (verdict, outcome) of a call the policy forwarded to the embedder
 
 
-@dataclass
-class _View:
+class _View(Struct):
     """How one presentation reads on the wire (its `tool.requested`)."""
 
     call: PresentedCall

@@ -23,7 +23,7 @@ up is TOO_LATE — both worded once, in `late_refusal`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from msgspec import Struct
 from typing import TYPE_CHECKING, Any, Callable
 
 from metaharness.adapters.base import ControlRefused
@@ -50,8 +50,7 @@ if TYPE_CHECKING:
 Refusal = tuple[str, str]  # (code, reason)
 
 
-@dataclass(frozen=True)
-class Route:
+class Route(Struct, frozen=True):
     name: str
     # step 5: a refusal the run's configuration gives this command, or None
     check: Callable[["RunCore", Any], Refusal | None] | None

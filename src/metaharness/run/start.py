@@ -17,7 +17,7 @@ Rules it keeps:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from msgspec import Struct
 from typing import TYPE_CHECKING, Any
 
 from metaharness.adapters.base import StartRefusal
@@ -45,8 +45,7 @@ class RunRefused(Exception):
         self.results = results or []  # (id, code, reason)
 
 
-@dataclass
-class StartPlan:
+class StartPlan(Struct):
     """What the checks resolved for a run that may start."""
 
     launch_frame: frames.Frame | None = None  # a sealed frame, taking effect at the first boundary

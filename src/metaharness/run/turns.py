@@ -20,7 +20,7 @@ Rules it keeps:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from msgspec import Struct, field
 from typing import TYPE_CHECKING, Any
 
 from metaharness.protocol import frame as frames
@@ -36,8 +36,7 @@ if TYPE_CHECKING:
     from .core import RunCore
 
 
-@dataclass
-class Boundary:
+class Boundary(Struct):
     """What takes effect at the next turn boundary."""
 
     frame: Frame | None = None
