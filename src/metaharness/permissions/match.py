@@ -8,7 +8,8 @@ index's business (index.py); shell patterns themselves are compiled and matched 
 Rules it keeps:
 * broad matching over-matches on purpose: a word whose value is only known when it runs, a
   program we do not know that may run its arguments (the backstop over the command's tails), a
-  recursive reader over a tree that holds a denied entry — each gives `MAYBE`, never `NO`;
+  recursive reader over a tree that holds a denied entry, another spelling of a denied git
+  subcommand (`git send-pack` for `git push`) — each gives `MAYBE`, never `NO`;
 * strict (allow) matching must hold for every spelling: both the lexical and the real path, and
   never for a command that cannot be proven (unprovable, opaque, program unknown);
 * a `Read` deny or ask rule also covers writes of the same paths; a `Write` rule covers writes only.
@@ -295,6 +296,8 @@ def broad_match(rule: Rule, subject: "Subject", call: "Call", ctx: "Context") ->
         cmd = subject.cmd
         assert cmd is not None  # a cmd subject carries its command
         result = _cmd_broad(rule, cmd, ctx)
+        if result == MATCH and cmd.spelling is not None:
+            return MAYBE  # `git send-pack` spelled as the `git push` it may be: it may not be one
         if result == NO and rule.kind in ("shell", "builtin-rm") and not cmd.program_unknown:
             # The backstop: a pattern met by a tail of the words gives `maybe` (a program we do
             # not know may run its arguments as a command; over-matching is the intended side).
