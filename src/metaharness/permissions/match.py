@@ -22,7 +22,7 @@ import os
 import re
 from typing import TYPE_CHECKING, Any, Mapping
 
-from .paths import PathError, canonical, compile_path_pattern, unwitnessed_read
+from .paths import PathError, canonical, compile_path_pattern, is_directory, unwitnessed_read
 from .rules import LITERAL, MATCH, MAYBE, NO, Rule, _normalise, shell_allow_match, shell_broad_match
 
 if TYPE_CHECKING:
@@ -62,10 +62,10 @@ def _path_match(rule: Rule, subject: "Subject", ctx: "Context", *, broad: bool) 
 
 def _walk_for_denied(root: str, rule: Rule, ctx: "Context", limit: int = WALK_LIMIT) -> bool:
     """A recursive reader over `root`: does it hold an entry a Read deny rule matches?"""
+    if not is_directory(root):
+        return False
     pattern = compile_path_pattern(rule.path, project_root=ctx.project_root, home=ctx.home, broad=True)
     unwitnessed_read()  # what the tree holds now (a decision that walked it is not kept)
-    if not os.path.isdir(root):
-        return False
     seen = 0
     stack = [root]
     while stack:
