@@ -45,7 +45,9 @@ BENIGN_REAL = [
     "python3 -m tarfile -c /tmp/o.tar build src",
 ]
 BENIGN = ["frob src", "frob README src/a.txt", "make build", "npm test", "python3 -m pytest src", "python3 x.py src",
-          "python3 -c 'print(1)' ."]
+          "python3 -c 'print(1)' .",
+          # programs that look at a directory's names and metadata only, never its files' contents
+          "ls .", "ls -R .", "du -sh .", "tree .", "cd . && ls", "test -d .", "realpath .", "stat .", "mkdir -p ./x"]
 
 
 def _needs(command: str) -> None:

@@ -415,7 +415,9 @@ def _possible_reads(cmd: Cmd, words: list[Word] | None = None) -> None:
     `tool --config=secret/key`): each static operand, and each `--option=VALUE`'s value, is a
     possible read, for deny (a match is only `maybe`: the word may name no file). An operand that
     is a directory may be read whole (`somearchiver dir/`, issue 24): it is a recursive read, so a
-    `Read` deny rule matching an entry under it gives `maybe` too (match._walk_for_denied)."""
+    `Read` deny rule matching an entry under it gives `maybe` too (match._walk_for_denied) — unless
+    the program only looks at names and metadata (`NAMES_ONLY`: `ls`, `du`, `tree`, `cd`, …)."""
+    recursive = cmd.basename not in NAMES_ONLY
     for word in cmd.words[1:] if words is None else words:
         value = word.deny_value
         if value is None or word.value is None or not value or value == "-":
@@ -425,7 +427,16 @@ def _possible_reads(cmd: Cmd, words: list[Word] | None = None) -> None:
             if not (equals and attached and name.startswith("--")):
                 continue
             word = static_word(attached)
-        cmd.paths.append(PathRef("read", word, cmd.cwd, "operand", cmd, recursive=True, deny_only=True, guess=True))
+        cmd.paths.append(PathRef("read", word, cmd.cwd, "operand", cmd, recursive=recursive, deny_only=True, guess=True))
+
+
+#: Programs the file table does not know that look at a directory operand's names or metadata,
+#: never at the contents of the files under it: their operands are possible reads, not recursive.
+NAMES_ONLY = frozenset({
+    "ls", "dir", "vdir", "du", "tree", "stat", "realpath", "readlink", "namei", "cd", "pushd", "popd", "test", "[",
+    "[[", "mkdir", "basename", "dirname", "pwd", "df", "exa", "eza", "lsd", "fd", "fdfind", "ncdu", "mountpoint",
+    "findmnt", "lsattr", "getfacl", "getfattr", "ls-files",
+})
 
 
 def _find_starts(args: list[Word]) -> list[Word]:
