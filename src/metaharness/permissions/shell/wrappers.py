@@ -116,8 +116,8 @@ def unwrap(cmd: Cmd, state: State, env: Env, stdin_script: str | None, stdin_dyn
             more.unprovable.extend(cmd.unprovable)
             chain.append(more)
     for layer_cmd in chain:
-        base = layer_cmd.basename
-        if base is not None and base[:3].casefold() == "git" and (len(base) == 3 or base[3] == "-"):
+        layer_name = layer_cmd.basename
+        if layer_name is not None and layer_name[:3].casefold() == "git" and (len(layer_name) == 3 or layer_name[3] == "-"):
             spelled = git_spellings(layer_cmd, state, env)
             if spelled:
                 chain.extend(spelled)
