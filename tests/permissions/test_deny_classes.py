@@ -60,6 +60,9 @@ CLASS_A = [
     "if cat <<EOF; then rm -rf build; fi\nhi\nEOF",
     "cat <<EOF | sh -s\nrm -rf build\nEOF",
     "cat << EOF|tee .env\nx\nEOF",
+    # a body whose first line starts with a backslash, which the grammar reads as words (make fuzz, issue 24)
+    "bash <<'EOF'\n\\rm -rf build\nEOF", ": \"$(bash <<'EOF'\n\\rm -rf build\nEOF)\"", "sh <<EOF\n\\rm -rf build\nEOF",
+    "x=$(sh <<'EOF'\n\\rm -rf build\nEOF)", "echo \"$(bash <<'EOF'\n\\git push\nEOF)\"",
 ]
 
 # b. `time` in front of a group or a subshell.
