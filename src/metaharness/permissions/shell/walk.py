@@ -472,8 +472,13 @@ class Walker:
         self._run_after(after, env)
 
     def _track_cd(self, cmd: Cmd, env: Env) -> None:
-        """A static `cd` at the top level of a list moves the directory for what follows."""
-        if cmd.basename not in ("cd", "pushd", "popd") or cmd.layer != 0:
+        """A static `cd` at the top level of a list moves the directory for what follows — also
+        through `command` and `builtin` (`command cd src`), which run the same builtin."""
+        if cmd.layer != 0:
+            return
+        while cmd.basename in ("command", "builtin") and cmd.inner is not None:
+            cmd = cmd.inner
+        if cmd.basename not in ("cd", "pushd", "popd"):
             return
         args = [word for word in cmd.words[1:] if not (word.value or "").startswith("-") or word.value == "-"]
         target = args[0].deny_value if len(args) == 1 and args[0].value != "-" else None
