@@ -64,10 +64,11 @@ sandbox:
 
 # Debian's other shells, for the permission tests' oracle (tests/permissions/bash_oracle.py): each
 # runs the strings the engine reads as shell (or refuses as opaque); and the programs the oracle's
-# class spellings run (rsync into a directory; ssh, zip, vim and gdb running an option's value).
+# class spellings run (rsync into a directory; ssh, zip, vim and gdb running an option's value;
+# ruby's in-place edits, `ruby -i`).
 # PROGRAM or PROGRAM:PACKAGE. A program Debian does not package here is left out, and its oracle
 # cases fail under make test (METAHARNESS_REQUIRE_VENDOR=1).
-SHELLS := busybox toybox mksh yash posh fish tcsh zsh ksh dash rsync zip gdb vim ssh:openssh-client
+SHELLS := busybox toybox mksh yash posh fish tcsh zsh ksh dash rsync zip gdb vim ssh:openssh-client ruby
 shells:
 	@command -v apt-get >/dev/null 2>&1 || { echo "no apt-get: the oracle's other shells are not installed"; exit 0; }; \
 	missing=""; for p in $(SHELLS); do command -v $${p%%:*} >/dev/null 2>&1 || missing="$$missing $${p#*:}"; done; \

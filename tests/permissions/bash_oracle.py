@@ -10,7 +10,7 @@ exactly those actions, decided in Bypass.
 
 The other shells (issue "deny holds wherever the shell can reach"): `SHELLS` names the ones the
 oracle runs strings in, each with the program that must be installed (`make shells`, Debian's
-packages), `TOOLS` the other programs the class spellings use (rsync, ssh, zip, vim, gdb). `missing_shell` says whether one is absent: its oracle cases are then skipped, and fail
+packages), `TOOLS` the other programs the class spellings use (rsync, ssh, zip, vim, gdb, ruby). `missing_shell` says whether one is absent: its oracle cases are then skipped, and fail
 under METAHARNESS_REQUIRE_VENDOR=1 (make test) — a missing shell never passes silently.
 """
 
@@ -41,8 +41,9 @@ SHELLS = (
 # Programs whose applets reach the file system without the recorders (`busybox rm`, `toybox cat`).
 APPLETS = ("busybox", "toybox")
 # Programs beyond coreutils that the class spellings use: rsync into a directory, and the programs
-# that run an option's value (`ssh -o ProxyCommand=S`, `zip -TT S`, `vim -c '!S'`, `gdb -ex 'shell S'`).
-TOOLS = ("rsync", "ssh", "zip", "vim", "gdb")
+# that run an option's value (`ssh -o ProxyCommand=S`, `zip -TT S`, `vim -c '!S'`, `gdb -ex 'shell S'`),
+# and ruby's in-place edit (`ruby -i -pe … .env`, tests/permissions/test_interpreter_code.py).
+TOOLS = ("rsync", "ssh", "zip", "vim", "gdb", "ruby")
 
 
 def missing_shell(program: str) -> bool:

@@ -60,6 +60,9 @@ CLASS_A = [
     "if cat <<EOF; then rm -rf build; fi\nhi\nEOF",
     "cat <<EOF | sh -s\nrm -rf build\nEOF",
     "cat << EOF|tee .env\nx\nEOF",
+    # a body whose first line starts with a backslash, which the grammar reads as words (make fuzz, issue 24)
+    "bash <<'EOF'\n\\rm -rf build\nEOF", ": \"$(bash <<'EOF'\n\\rm -rf build\nEOF)\"", "sh <<EOF\n\\rm -rf build\nEOF",
+    "x=$(sh <<'EOF'\n\\rm -rf build\nEOF)", "echo \"$(bash <<'EOF'\n\\git push\nEOF)\"",
 ]
 
 # b. `time` in front of a group or a subshell.
@@ -69,6 +72,8 @@ CLASS_B = [
     "time (cd src && rm -rf ../build)", "time { echo x > .env; }", "time ( cat .env )", "time -p { git push; }",
     "true && time { rm -rf build; }", "time { rm -rf build; } 2>/dev/null", "time -- rm -rf build",
     "time if true; then rm -rf build; fi", "time while rm -rf build; do break; done", "time -p rm -rf build",
+    # `time` repeated before a compound command (make fuzz, issue 24)
+    "time time if false; then :; else $'\\x72m' -rf build; fi", "time -p time { rm -rf build; }", "time time -p ( rm -rf build )",
 ]
 
 # c. Substitutions nested where the walk used not to reach.
@@ -163,6 +168,8 @@ CLASS_H = [
     "grep --recursive x ~/.ssh", "tar c ~/.ssh", "tar cf - ~/.ssh", "tar -czf /tmp/x.tgz keys", "tar czf /tmp/x.tgz ~/.ssh",
     "tar --create -f /tmp/x.tar ~/.ssh", "cp -r ~/.ssh /tmp/x", "cp -a keys /tmp/x", "zip -r /tmp/z.zip ~/.ssh", "rsync -a ~/.ssh /tmp/x",
     "rg x ~/.ssh", "ag x ~/.ssh", "tar c .", "grep -r KEY .", "diff -r . /tmp/x",
+    # a cd through `command` or `builtin` moves the directory as a plain one does (make fuzz, issue 24)
+    "command cd src && cat ../.env", "builtin cd src; cat ../.env", "command cd src && cd .. && cat .env",
 ]
 
 # i. Programs that run their arguments as a command.

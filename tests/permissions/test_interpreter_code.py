@@ -11,6 +11,7 @@ sandbox (bash_oracle.py): the action the engine denies is one the code really pe
 
 from __future__ import annotations
 
+import os
 import shutil
 
 import pytest
@@ -164,16 +165,28 @@ REAL = [
     # perl's in-place edit writes its operands, and its loops read them
     ("env-write", "perl -i -pe 's/K/J/' .env"), ("env-write", "perl -pi.bak -e 1 .env"),
     ("secret-read", "perl -ne print secret/key"),
+    # ruby's likewise (ruby is one of the oracle's programs: `make shells`)
+    ("env-write", "ruby -i -pe 'sub(/K/, \"J\")' .env"), ("env-write", "ruby -pi -e 'sub(/K/, \"J\")' .env"),
+    ("env-write", "ruby -i.bak -pe '$_ = \"X=2\\n\"' .env"), ("env-write", "ruby -pi.bak -e 'sub(/1/, \"2\")' .env"),
+    ("env-write", "ruby -i -ne 'print $_.sub(/K/, \"J\")' -- .env"), ("secret-read", "ruby -ne print secret/key"),
+    ("rm", "ruby -e 'system(\"rm -rf build\")'"), ("env-write", "ruby -e 'File.write(\".env\", \"X=2\")'"),
+    ("secret-read", "ruby -e 'puts File.read(\"secret/key\")'"),
 ]
 REAL_BENIGN = ["python3 -c 'print(1+1)'", "node -e 'console.log(1)'", "perl -e 'print 1'", "awk 'BEGIN{print 1}'",
                "python3 -c 'import subprocess; subprocess.run([\"ls\"])'", "sed -n '/a/p' README", "sed '/^w/d' README",
                "sed 's/a/b/g' README", "sed --sandbox '1r secret/key' README", "sed -e 1d -e '$d' README",
-               "perl -pe 's/a/b/' README"]
+               "perl -pe 's/a/b/' README", "ruby -pe 'sub(/a/, \"b\")' README", "ruby -e 'puts 1'"]
 
 
 def _needs(command: str) -> None:
+    # A program `make shells` installs for the oracle (bash_oracle.TOOLS: ruby) is required under
+    # make test (METAHARNESS_REQUIRE_VENDOR=1): its cases fail there rather than pass unrun.
+    from bash_oracle import TOOLS
+
     program = command.split()[0]
     if shutil.which(program) is None:
+        if program in TOOLS and os.environ.get("METAHARNESS_REQUIRE_VENDOR") == "1":
+            pytest.fail(f"{program} is not installed; `make shells` installs it for the oracle")
         pytest.skip(f"{program} is not installed here")
 
 

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 from . import match as _match
 from .match import CALL_LEVEL_TOOLS, MATCH, MAYBE, NO, broad_match, path_rule_applies, tail_starts
-from .paths import compile_path_pattern
+from .paths import compile_path_pattern, is_directory
 from .rules import LITERAL, Rule, ShellPattern, broad_wordset, literal_texts, required_words, strict_values
 
 if TYPE_CHECKING:
@@ -209,8 +209,10 @@ class RuleIndex:
             assert subject.cmd is not None  # a cmd subject carries its command
             return self.for_cmd(subject.cmd)
         if subject.kind in ("read", "write"):
-            if subject.canon is None or subject.recursive or not self.path_by_first:
+            if subject.canon is None or not self.path_by_first:
                 return self.path
+            if subject.recursive and is_directory(subject.canon.real):
+                return self.path  # a rule may match an entry anywhere under it (match._walk_for_denied)
             found: list[Rule] = list(self.path_always)
             for spelling in subject.canon.spellings:
                 for anchor in self.path_anchors:

@@ -8,7 +8,8 @@ index's business (index.py); shell patterns themselves are compiled and matched 
 Rules it keeps:
 * broad matching over-matches on purpose: a word whose value is only known when it runs, a
   program we do not know that may run its arguments (the backstop over the command's tails), a
-  recursive reader over a tree that holds a denied entry — each gives `MAYBE`, never `NO`;
+  recursive reader over a tree that holds a denied entry, another spelling of a denied git
+  subcommand (`git send-pack` for `git push`) — each gives `MAYBE`, never `NO`;
 * strict (allow) matching must hold for every spelling: both the lexical and the real path, and
   never for a command that cannot be proven (unprovable, opaque, program unknown);
 * a `Read` deny or ask rule also covers writes of the same paths; a `Write` rule covers writes only.
@@ -21,7 +22,7 @@ import os
 import re
 from typing import TYPE_CHECKING, Any, Mapping
 
-from .paths import PathError, canonical, compile_path_pattern, unwitnessed_read
+from .paths import PathError, canonical, compile_path_pattern, is_directory, unwitnessed_read
 from .rules import LITERAL, MATCH, MAYBE, NO, Rule, _normalise, shell_allow_match, shell_broad_match
 
 if TYPE_CHECKING:
@@ -61,10 +62,10 @@ def _path_match(rule: Rule, subject: "Subject", ctx: "Context", *, broad: bool) 
 
 def _walk_for_denied(root: str, rule: Rule, ctx: "Context", limit: int = WALK_LIMIT) -> bool:
     """A recursive reader over `root`: does it hold an entry a Read deny rule matches?"""
+    if not is_directory(root):
+        return False
     pattern = compile_path_pattern(rule.path, project_root=ctx.project_root, home=ctx.home, broad=True)
     unwitnessed_read()  # what the tree holds now (a decision that walked it is not kept)
-    if not os.path.isdir(root):
-        return False
     seen = 0
     stack = [root]
     while stack:
@@ -295,6 +296,8 @@ def broad_match(rule: Rule, subject: "Subject", call: "Call", ctx: "Context") ->
         cmd = subject.cmd
         assert cmd is not None  # a cmd subject carries its command
         result = _cmd_broad(rule, cmd, ctx)
+        if result == MATCH and cmd.spelling is not None:
+            return MAYBE  # `git send-pack` spelled as the `git push` it may be: it may not be one
         if result == NO and rule.kind in ("shell", "builtin-rm") and not cmd.program_unknown:
             # The backstop: a pattern met by a tail of the words gives `maybe` (a program we do
             # not know may run its arguments as a command; over-matching is the intended side).

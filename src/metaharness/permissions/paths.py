@@ -33,6 +33,7 @@ __all__ = [
     "PathChanged",
     "Witness",
     "unwitnessed_read",
+    "is_directory",
 ]
 
 
@@ -99,10 +100,11 @@ class Witness:
     Used as a context manager around the decision (one per thread); a witness inside another
     hands what it saw to the one around it when it ends."""
 
-    __slots__ = ("reads", "replayable", "_outer")
+    __slots__ = ("reads", "dirs", "replayable", "_outer")
 
     def __init__(self) -> None:
         self.reads: dict[tuple[str, str, str | None], CanonicalPath] = {}
+        self.dirs: dict[str, bool] = {}  # `is_directory` answers
         self.replayable = True
         self._outer: Witness | None = None
 
@@ -120,6 +122,9 @@ class Witness:
         if outer is not None:  # what a nested decision read, the one around it read too
             for key, answer in self.reads.items():
                 outer.saw(key, answer)
+            for path, is_dir in self.dirs.items():
+                if outer.dirs.setdefault(path, is_dir) != is_dir:
+                    outer.replayable = False
             outer.replayable = outer.replayable and self.replayable
 
     def still_holds(self) -> bool:
@@ -130,6 +135,9 @@ class Witness:
                     return False
             except PathError:
                 return False
+        for path, is_dir in self.dirs.items():
+            if os.path.isdir(path) != is_dir:
+                return False
         return True
 
 
@@ -138,6 +146,17 @@ class _Watching(threading.local):
 
 
 _watching = _Watching()
+
+
+def is_directory(path: str) -> bool:
+    """Whether `path` is a directory now, witnessed (a kept decision checks it again)."""
+    witness = _watching.witness
+    if witness is None:
+        return os.path.isdir(path)
+    known = witness.dirs.get(path)
+    if known is None:
+        known = witness.dirs[path] = os.path.isdir(path)
+    return known
 
 
 def unwitnessed_read() -> None:

@@ -228,6 +228,9 @@ def file_operands(cmd: Cmd, state: State) -> None:
         _tar_paths(cmd, words)
         return
     start = len(cmd.paths)
+    script_args: list[Word] = []
+    if spec.get("script_args"):
+        words, script_args = _script_args(words, spec)
     operands, values, flags = _operands(words, spec)
     has_pattern_opt = bool(values.get("pattern")) or bool(flags & entry_set(spec, "script_opts"))
     reads_how = spec.get("reads")
@@ -280,6 +283,8 @@ def file_operands(cmd: Cmd, state: State) -> None:
                       symbolic="-s" in flags or "--symbolic" in flags or "--symbolic-link" in flags or base != "ln")
     if values.get("base_dir_opts"):
         _rebase(cmd, start, values["base_dir_opts"])
+    if script_args:
+        _possible_reads(cmd, script_args)
     if spec.get("dir_dest"):
         sources = operands if target else operands[:-1]  # `-t DIR`: every operand is a source
         destination = target[-1] if target else (operands[-1] if len(operands) > 1 else None)
@@ -371,11 +376,49 @@ def _tail_operands(cmd: Cmd, state: State, table: dict) -> None:
             return
 
 
-def _possible_reads(cmd: Cmd) -> None:
+def _script_args(words: list[Word], spec: dict) -> tuple[list[Word], list[Word]]:
+    """(the interpreter's own words, its program's arguments): the words after the script file, or
+    after a `program_opts` option's module (`python3 -m zipfile -c out.zip dir`: `-c out.zip dir`,
+    never python's `-c`). After a `code_opts` option there are none here (the code's own)."""
+    value_opts = entry_set(spec, "value_opts")
+    code_opts = entry_set(spec, "code_opts")
+    program_opts = entry_set(spec, "program_opts")
+    index = 0
+    while index < len(words):
+        value = words[index].deny_value
+        if value is None:
+            return words, []
+        if value == "--":
+            return words, words[index + 2 :]
+        if not value.startswith("-") or value == "-":
+            return words, words[index + 1 :]
+        if value in code_opts or value.split("=", 1)[0] in code_opts:
+            return words, []
+        if value in program_opts:
+            return words[: index + 2], words[index + 2 :]
+        if not value.startswith("--") and len(value) > 2:
+            for position, letter in enumerate(value[1:]):
+                if "-" + letter in code_opts:
+                    return words, []
+                if "-" + letter in program_opts:
+                    attached = position + 2 < len(value)
+                    cut = index + (1 if attached else 2)
+                    return words[:cut], words[cut:]
+                if "-" + letter in value_opts:
+                    break
+        index += 2 if value in value_opts else 1
+    return words, []
+
+
+def _possible_reads(cmd: Cmd, words: list[Word] | None = None) -> None:
     """A program the table does not know may read what its operands name (`bat secret/key`,
     `tool --config=secret/key`): each static operand, and each `--option=VALUE`'s value, is a
-    possible read, for deny (a match is only `maybe`: the word may name no file)."""
-    for word in cmd.words[1:]:
+    possible read, for deny (a match is only `maybe`: the word may name no file). An operand that
+    is a directory may be read whole (`somearchiver dir/`, issue 24): it is a recursive read, so a
+    `Read` deny rule matching an entry under it gives `maybe` too (match._walk_for_denied) — unless
+    the program only looks at names and metadata (`NAMES_ONLY`: `ls`, `du`, `tree`, `cd`, …)."""
+    recursive = cmd.basename not in NAMES_ONLY
+    for word in cmd.words[1:] if words is None else words:
         value = word.deny_value
         if value is None or word.value is None or not value or value == "-":
             continue
@@ -384,7 +427,16 @@ def _possible_reads(cmd: Cmd) -> None:
             if not (equals and attached and name.startswith("--")):
                 continue
             word = static_word(attached)
-        cmd.paths.append(PathRef("read", word, cmd.cwd, "operand", cmd, deny_only=True, guess=True))
+        cmd.paths.append(PathRef("read", word, cmd.cwd, "operand", cmd, recursive=recursive, deny_only=True, guess=True))
+
+
+#: Programs the file table does not know that look at a directory operand's names or metadata,
+#: never at the contents of the files under it: their operands are possible reads, not recursive.
+NAMES_ONLY = frozenset({
+    "ls", "dir", "vdir", "du", "tree", "stat", "realpath", "readlink", "namei", "cd", "pushd", "popd", "test", "[",
+    "[[", "mkdir", "basename", "dirname", "pwd", "df", "exa", "eza", "lsd", "fd", "fdfind", "ncdu", "mountpoint",
+    "findmnt", "lsattr", "getfacl", "getfattr", "ls-files",
+})
 
 
 def _find_starts(args: list[Word]) -> list[Word]:

@@ -119,9 +119,10 @@ def has_unquoted_cr(text: str) -> bool:
 
 # `time` is a reserved word in front of a pipeline; before a group, a subshell, `!` or another
 # compound command the grammar misreads it, so it is blanked (same length: positions stay) — it
-# adds nothing to what runs (transparent).
+# adds nothing to what runs (transparent). A `time` after it is the reserved word again (`time
+# time if …`: make fuzz, issue 24).
 _TIME_KW = re.compile(
-    r"(^|[;&|(){}\n!]|\b(?:then|do|else|elif)\b)([ \t]*)(time(?:[ \t]+-p)*(?:[ \t]+--)?)"
+    r"(^|[;&|(){}\n!]|\b(?:then|do|else|elif)\b)([ \t]*)(time(?:[ \t]+(?:-p|--|time(?=[ \t])))*)"
     r"(?=[ \t]+(?:[{(!]|(?:if|while|until|for|case|select)\b|\[\[))")
 
 

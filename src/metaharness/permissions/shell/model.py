@@ -48,7 +48,7 @@ class Cmd:
 
     __slots__ = ("words", "basename", "assigns", "group", "layer", "wrapper", "transparent", "inner", "alt_tails",
                  "unprovable", "opaque", "program_unknown", "deny_only", "in_body", "cwd", "paths",
-                 "norm_cache", "env_marks", "stdin", "data_operands", "read_disk")
+                 "norm_cache", "env_marks", "stdin", "data_operands", "read_disk", "spelling")
 
     def __init__(self, words: list[Word], assigns: list[tuple[str, Word]] | None = None, group: int = 0,
                  layer: int = 0, in_body: bool = False, cwd: str | None = None, deny_only: bool = False,
@@ -76,6 +76,7 @@ class Cmd:
         self.stdin: str | None = None  # "pipe" (dynamic stdin), "script" (a static heredoc/here-string)
         self.data_operands = False  # data/dataoperands.toml: its words are never run (no tail backstop)
         self.read_disk = False  # its paths depend on the disk now (a directory destination): never memoised
+        self.spelling: str | None = None  # another spelling of the command named here (`git send-pack`): a match is only `maybe`
 
     def __repr__(self) -> str:
         return f"Cmd({self.display()!r}, group={self.group}, layer={self.layer})"

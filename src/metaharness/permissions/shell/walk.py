@@ -168,6 +168,15 @@ def recurse(text: str, state: State, env: Env, *, deny_only: bool = False, unpro
             cmd.deny_only = True
 
 
+def _body_read_as_words(redirect_node: "tree_sitter.Node") -> bool:
+    """Whether the grammar filed a here-document's body under its redirect as words (a word that
+    reaches past the operator's line)."""
+    row = redirect_node.start_point[0]
+    return any(part.is_named and part.end_point[0] > row
+               and part.type not in ("heredoc_start", "heredoc_body", "heredoc_end", "comment")
+               for part in redirect_node.children)
+
+
 def unknown(state: State, cmd: Cmd, why: str) -> None:
     """The program that will run cannot be read: maybe against every Bash deny/ask rule."""
     cmd.program_unknown = True
@@ -426,6 +435,7 @@ class Walker:
         # arguments of this command, its redirects are this command's, its statements run after.
         after: list = []
         heredoc_words = False
+        body_nodes: list = []
         for redirect_node in list(redirects) + list(outer_redirects or ()):
             if redirect_node.type == "heredoc_redirect":
                 for part in redirect_node.children:
@@ -434,11 +444,14 @@ class Walker:
                     elif part.type in _STATEMENTS:
                         after.append(part)
                     elif part.is_named and part.type not in ("heredoc_start", "heredoc_body", "heredoc_end", "comment"):
+                        if part.end_point[0] > redirect_node.start_point[0]:
+                            body_nodes.append(part)  # the body, misread as words (`_stdin_of` reads it)
+                            continue
                         arg_nodes.append(part)
                         heredoc_words = True
         if may_nest:
             search = _MAY_NEST.search
-            for arg_node in arg_nodes:
+            for arg_node in arg_nodes + body_nodes:
                 if search(self.src, arg_node.start_byte, arg_node.end_byte):  # no opener: nothing runs inside
                     self.walk(arg_node, nested_env)
         home = self._home()
@@ -459,8 +472,13 @@ class Walker:
         self._run_after(after, env)
 
     def _track_cd(self, cmd: Cmd, env: Env) -> None:
-        """A static `cd` at the top level of a list moves the directory for what follows."""
-        if cmd.basename not in ("cd", "pushd", "popd") or cmd.layer != 0:
+        """A static `cd` at the top level of a list moves the directory for what follows — also
+        through `command` and `builtin` (`command cd src`), which run the same builtin."""
+        if cmd.layer != 0:
+            return
+        while cmd.basename in ("command", "builtin") and cmd.inner is not None:
+            cmd = cmd.inner
+        if cmd.basename not in ("cd", "pushd", "popd"):
             return
         args = [word for word in cmd.words[1:] if not (word.value or "").startswith("-") or word.value == "-"]
         target = args[0].deny_value if len(args) == 1 and args[0].value != "-" else None
@@ -545,6 +563,14 @@ class Walker:
             body = next((child for child in redirect_node.children if child.type == "heredoc_body"), None)
             quoted = start is not None and re.search(r"['\"\\]", self.text(start)) is not None
             text = self.text(body) if body is not None else ""
+            if start is not None and _body_read_as_words(redirect_node):
+                # The grammar read a body whose first line starts with `\` as words of the command
+                # (`bash <<'EOF'\n\\rm -rf build\nEOF`): the script is the source's lines after
+                # the operator's, up to the terminator.
+                end = next((child for child in redirect_node.children if child.type == "heredoc_end"), None)
+                first = self.src.find(b"\n", start.end_byte) + 1
+                stop = end.start_byte if end is not None else redirect_node.end_byte
+                text = self.src[first:stop].decode("utf-8", "replace") if 0 < first <= stop else text
             if quoted or not re.search(r"[$`]", text):
                 return "static", text
             return "dynamic", None

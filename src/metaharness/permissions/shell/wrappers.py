@@ -115,6 +115,13 @@ def unwrap(cmd: Cmd, state: State, env: Env, stdin_script: str | None, stdin_dyn
             more.group, more.layer, more.cwd, more.in_body = cmd.group, layer, current.cwd, current.in_body
             more.unprovable.extend(cmd.unprovable)
             chain.append(more)
+    for layer_cmd in chain:
+        layer_name = layer_cmd.basename
+        if layer_name is not None and layer_name[:3].casefold() == "git" and (len(layer_name) == 3 or layer_name[3] == "-"):
+            spelled = git_spellings(layer_cmd, state, env)
+            if spelled:
+                chain.extend(spelled)
+                break
     return chain
 
 
@@ -770,6 +777,148 @@ def _git(layer: Layer) -> Result:
     width = 1 if args[at_index].deny_value not in ("-c",) else 2
     globals_kept = args[:at_index] + args[at_index + width : index]
     return [layer.cmd.words[0]] + globals_kept + expansion + rest, False, {}
+
+
+def git_spellings(cmd: Cmd, state: State, env: Env) -> list[Cmd]:
+    """Git by another name (issue 24): what a git command also is, for deny and ask only.
+
+    * `git-push …`, `/usr/lib/git-core/git-send-pack …`: the dashed program is `git push …`,
+      `git send-pack …` (a deny-only layer of its own);
+    * a subcommand of the `spellings` table (`send-pack`, `subtree push`, `remote-https`, `pull`) is
+      also the subcommand it names (`git push …`, `git fetch …`): a deny-only layer whose match is
+      only `maybe`, for it may not be one (`git send-pack` of nothing);
+    * `submodule foreach CMD`, `bisect run CMD`, `rebase -x CMD`, `filter-branch --tree-filter CMD`
+      run CMD, and `git config alias.NAME VALUE` (or a command key: `core.pager`, …) stores a command
+      a later `git NAME` runs: analysed for deny and ask, like `alias NAME=VALUE`. A dynamic one
+      cannot be read: the program is unknown."""
+    spec = _lazy("WRAPPERS")["git"]
+    base = cmd.basename or ""
+    words = cmd.words
+    if len(base) > 4:  # `git-send-pack ARGS`: `git send-pack ARGS`
+        globals_: list[Word] = []
+        sub_word = static_word(base[4:])
+        rest = words[1:]
+    else:
+        global_value_options = entry_set(_lazy("OPTIONS")["git"], "global_value")
+        index = 1
+        while index < len(words):
+            spelled = words[index].deny_value
+            if spelled is None or not spelled.startswith("-") or spelled == "--":
+                break
+            index += 2 if spelled in global_value_options else 1
+        if index >= len(words) or words[index].deny_value is None:
+            return []
+        globals_, sub_word, rest = words[1:index], words[index], words[index + 1 :]
+    sub = (sub_word.deny_value or "").casefold()
+    made: list[Cmd] = []
+
+    def layer(sub_words: list[Word], spelling: str | None) -> None:
+        extra = Cmd([words[0] if len(base) == 3 else static_word("git"), *globals_, *sub_words, *rest],
+                    group=cmd.group, layer=cmd.layer + 1, in_body=cmd.in_body, cwd=cmd.cwd, deny_only=True,
+                    unprovable=list(cmd.unprovable))
+        extra.spelling = spelling
+        made.append(extra)
+
+    if len(base) > 4:
+        layer([sub_word], None)
+    later = {word.deny_value.casefold() for word in rest if word.deny_value and not word.deny_value.startswith("-")}
+    spellings = spec.get("spellings", {})
+    for key, names in spellings.items():
+        first, _, second = key.partition(" ")
+        if first == sub or (first.endswith("*") and sub.startswith(first[:-1])):
+            if not second or second in later:
+                for name in names:
+                    layer([static_word(name)], f"git {key}")
+    for key in spec.get("runs_rest", ()):
+        first, _, second = key.partition(" ")
+        if first == sub:
+            _git_runs_rest(cmd, rest, second, state, env)
+    opts = spec.get("runs_opts", {}).get(sub)
+    if opts:
+        _git_runs_opts(cmd, rest, opts, state, env)
+    if sub == "config":
+        _git_config_command(cmd, rest, spec, state, env)
+    return made
+
+
+def _git_runs_rest(cmd: Cmd, rest: list[Word], second: str, state: State, env: Env) -> None:
+    """`git submodule foreach [--recursive] CMD …`, `git bisect run CMD …`: CMD runs."""
+    for position, word in enumerate(rest):
+        if word.deny_value is None:
+            unknown(state, cmd, f"dynamic git {second} argument")
+            return
+        if word.deny_value.casefold() == second:
+            tail = rest[position + 1 :]
+            while tail and (tail[0].deny_value or "").startswith("-") and tail[0].deny_value not in ("-",):
+                tail = tail[1:]  # `--recursive`, `--quiet`
+            texts = static_texts(tail)
+            if texts is None:
+                unknown(state, cmd, f"dynamic git {second} command")
+            elif texts:
+                recurse(texts[0] if len(texts) == 1 else shlex.join(texts), state, env, outer=cmd, deny_only=True)
+            return
+
+
+def _git_runs_opts(cmd: Cmd, rest: list[Word], opts: list[str], state: State, env: Env) -> None:
+    """`git rebase -x CMD`, `--exec=CMD`, `-xCMD`, `git filter-branch --tree-filter CMD`: CMD runs."""
+    for position, word in enumerate(rest):
+        spelled = word.deny_value
+        if spelled is None:
+            continue
+        value: Word | None = None
+        found = False
+        for opt in opts:
+            if spelled == opt:
+                found, value = True, rest[position + 1] if position + 1 < len(rest) else None
+            elif opt.startswith("--") and spelled.startswith(opt + "="):
+                found, value = True, static_word(spelled[len(opt) + 1 :])
+            elif not opt.startswith("--") and spelled.startswith(opt) and len(spelled) > len(opt):
+                found, value = True, static_word(spelled[len(opt) :])
+        if not found:
+            continue
+        if value is None:
+            continue
+        if value.deny_value is None:
+            unknown(state, cmd, "dynamic git command option")
+            return
+        recurse(value.deny_value, state, env, outer=cmd, deny_only=True)
+
+
+_GIT_CONFIG_VERBS = {"set", "get", "unset", "list", "edit", "rename-section", "remove-section"}
+_GIT_CONFIG_VALUE_OPTS = {"-f", "--file", "--blob", "--type", "--default", "--comment", "--value", "--url"}
+
+
+def _git_config_command(cmd: Cmd, rest: list[Word], spec: dict, state: State, env: Env) -> None:
+    """`git config [set] alias.NAME VALUE`: a later `git NAME` runs `git VALUE` (`!VALUE` through a
+    shell); `git config core.pager VALUE` (a command key) stores a command git runs. A dynamic word
+    before the key may be the key: unknown."""
+    index = 0
+    while index < len(rest):
+        spelled = rest[index].deny_value
+        if spelled is None:
+            unknown(state, cmd, "dynamic git config key may define an alias")
+            return
+        if spelled.startswith("-"):
+            index += 2 if spelled in _GIT_CONFIG_VALUE_OPTS else 1
+        elif spelled.casefold() in _GIT_CONFIG_VERBS:
+            index += 1
+        else:
+            break
+    if index + 1 >= len(rest):
+        return  # no key, or a read of it
+    key = (rest[index].deny_value or "").casefold()
+    is_alias = key.startswith("alias.")
+    if not is_alias and not _git_command_key(key, spec):
+        return
+    value = rest[index + 1]
+    if value.deny_value is None:
+        unknown(state, cmd, "dynamic git config value may name a command")
+        return
+    text = value.deny_value
+    if text.startswith("!") or not is_alias:
+        recurse(text.removeprefix("!"), state, env, outer=cmd, deny_only=True)
+    else:
+        recurse("git " + text, state, env, outer=cmd, deny_only=True)
 
 
 def _git_command_key(key: str, spec: dict, *, prefix: bool = False) -> bool:
