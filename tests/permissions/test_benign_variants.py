@@ -63,7 +63,9 @@ def test_benign_read_stays_allowed(world_session, ctxs, command):
         assert v.behavior == "allow", (mode, command, v.to_json())
 
 
-ROUTINE = ["npm test", "npm run build", "cargo test", "pytest -q", "make", "git add .", "git commit -m 'rm -rf stuff'",
+# `git add .` is not here: with `.env` in the tree and `Read(.env)` denied it copies .env into the
+# object store, a possible read (maybe-deny) — tests/permissions/test_git_reads.py.
+ROUTINE = ["npm test", "npm run build", "cargo test", "pytest -q", "make", "git add src", "git commit -m 'rm -rf stuff'",
            "git fetch", "git checkout feature", "git switch main", "mkdir -p src/util", "touch src/new.py",
            "cp src/a.py src/b.py", "npm run test:unit", "go test ./...", "cargo build",
            "timeout 60 npm test", "LANG=C make test", "npm test && npm run lint"]

@@ -3,7 +3,7 @@
 What belongs here: which operands of a known file command are read and which are written (per
 `data/filecommands.toml`, options with their values parsed as getopt does: clusters, attached
 values, GNU long-option abbreviations), the special readers and writers (`dd`, `tar`, `find`,
-`git checkout`/`restore`), links that make a later write land elsewhere, and the unprovable marks
+`git checkout`/`restore`, git's readers of file content: `git.reads` in data/wrappers.toml), links that make a later write land elsewhere, and the unprovable marks
 of interpreters and other programs that run code their arguments do not show.
 
 Rules this module keeps:
@@ -12,6 +12,8 @@ Rules this module keeps:
   of another kind or lost;
 * where an operand may or may not be a path (`git checkout NAME`), it is a path for deny
   (`deny_only`), never silently nothing;
+* a git object name `REV:PATH` is a read of PATH under the repository root, tried under the
+  working directory and each of its ancestors (the engine does not look for the root);
 * a link created by the call is a write of its target, for deny: a later write through it in the
   same call reaches the target;
 * an interpreter whose program does not come from a file it names (`-c`, `-e` in any cluster, a
@@ -511,6 +513,102 @@ def _git_sub_paths(cmd: Cmd, sub: str | None, rest: list[Word]) -> None:
         for word in rest:
             if not (word.deny_value or "x").startswith("-"):
                 cmd.paths.append(PathRef("write", word, cmd.cwd, "operand", cmd))
+    reads = _lazy("WRAPPERS")["git"].get("reads", {})
+    if sub in reads.get("operands", ()):
+        _git_reads(cmd, sub, rest, reads)
+
+
+def _git_roots(cwd: str | None) -> list[str | None]:
+    """Where the repository root may be: the working directory or one of its ancestors (unknown,
+    None, when the working directory is)."""
+    if cwd is None:
+        return [None]
+    roots: list[str | None] = []
+    here = os.path.normpath(cwd)
+    while True:
+        roots.append(here)
+        parent = os.path.dirname(here)
+        if parent == here:
+            return roots
+        here = parent
+
+
+def _git_path(cmd: Cmd, word: Word, path: str, *, rooted: bool, guess: bool) -> None:
+    """A read of `path` that a git operand names: relative to the working directory, or (`rooted`:
+    an object name's PATH, a `:(top)` or `:/` pathspec) to the repository root, wherever it is."""
+    if word.value is None:
+        # a dynamic part: the path cannot be known statically, a possible match of every Read rule
+        cmd.paths.append(PathRef("read", word, None, "operand", cmd, recursive=True, deny_only=True))
+        return
+    target = static_word(path or ".")
+    if path.startswith(("./", "../")) or path in (".", ".."):
+        rooted = False  # `HEAD:./key`: relative to the working directory
+    for root in _git_roots(cmd.cwd) if rooted else [cmd.cwd]:
+        cmd.paths.append(PathRef("read", target, root, "operand", cmd, recursive=True, deny_only=True, guess=guess))
+
+
+def _git_pathspec(value: str) -> tuple[str, bool]:
+    """(the path, whether it is relative to the root) of a pathspec: magic (`:(top)P`, `:/P`, `:!P`)
+    taken off — an excluded path counts too (over-matching)."""
+    if value.startswith(":("):
+        magic, _, path = value[2:].partition(")")
+        return path, "top" in magic.split(",")
+    if value.startswith(":") and len(value) > 1 and value[1] in "/!^":
+        path = value[2:] if value[1] == "/" or value[2:3] != "/" else value[3:]
+        return path, value[1] == "/" or value[2:3] == "/"
+    return value, False
+
+
+def _git_reads(cmd: Cmd, sub: str, rest: list[Word], reads: dict) -> None:
+    """Git reading file content (data/wrappers.toml `git.reads`): each operand a read — an object
+    name `REV:PATH`/`:PATH`/`:N:PATH` of PATH under the repository root, a pathspec after `--` of
+    its path, a bare operand (it may be a revision) a possible one — and the whole tree under the
+    working directory for the subcommands and options that read it (a recursive possible read)."""
+    verbs = reads.get("verbs", {}).get(sub)
+    words = rest
+    if verbs is not None:
+        first = next((word for word in rest if word.deny_value is None or not word.deny_value.startswith("-")), None)
+        if first is not None:
+            if first.deny_value not in verbs:
+                return  # `git stash list`, `git stash pop`: no file content is read
+            words = [word for word in rest if word is not first]
+    whole = sub in reads.get("whole", ())
+    whole_opts = set(reads.get("whole_opts", {}).get(sub, ()))
+    after_dd = False
+    pathspecs = 0
+    for word in words:
+        value = word.deny_value
+        if not after_dd and value == "--":
+            after_dd = True
+            continue
+        if not after_dd and value is not None and value.startswith("-"):
+            name = value.partition("=")[0]
+            if name in whole_opts or (not name.startswith("--") and any("-" + letter in whole_opts for letter in name[1:])):
+                whole = True  # `git commit -am x`: a letter anywhere in a cluster (over-matching a value's)
+            continue
+        if value is None or word.value is None:
+            _git_path(cmd, word, "", rooted=False, guess=not after_dd)
+            pathspecs += int(after_dd)
+            continue
+        if after_dd:
+            path, rooted = _git_pathspec(value)
+            _git_path(cmd, word, path, rooted=rooted, guess=False)
+            pathspecs += 1
+            continue
+        if value.startswith(":"):
+            name = value[1:]
+            if name[:1] in "0123" and name[1:2] == ":":
+                name = name[2:]  # `:2:PATH`, a stage of the index
+            elif name[:1] in "/(!^":
+                name, _ = _git_pathspec(value)  # `:/TEXT` names a commit by message: a path too, for deny
+            _git_path(cmd, word, name, rooted=True, guess=False)
+        elif ":" in value:
+            _git_path(cmd, word, value.partition(":")[2], rooted=True, guess=False)
+        else:
+            _git_path(cmd, word, value, rooted=False, guess=True)
+    if whole and not pathspecs:
+        cmd.paths.append(PathRef("read", static_word("."), cmd.cwd, "operand", cmd, recursive=True, deny_only=True,
+                                 guess=True))
 
 
 def _tar_paths(cmd: Cmd, words: list[Word]) -> None:
