@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
+import tempfile
 import subprocess
 import threading
 import time
@@ -33,14 +35,18 @@ def cluster(tmp_path_factory):
     cache = tmp_path_factory.mktemp("ray-cache")
     saved = os.environ.get("XDG_CACHE_HOME")
     os.environ["XDG_CACHE_HOME"] = str(cache)
+    # Its sessions in a directory of its own (short: Ray's socket paths must fit 107 bytes), removed after.
+    temp = tempfile.mkdtemp(prefix="r", dir="/tmp")
     cluster = Cluster(initialize_head=True, connect=False,
-                      head_node_args={"num_cpus": 1, "include_dashboard": False, "node_ip_address": "127.0.0.1"})
+                      head_node_args={"num_cpus": 1, "include_dashboard": False, "node_ip_address": "127.0.0.1",
+                                      "temp_dir": temp})
     worker = cluster.add_node(num_cpus=1, node_ip_address="127.0.0.1")
     cluster.wait_for_nodes()
     try:
         yield cluster, worker
     finally:
         cluster.shutdown()
+        shutil.rmtree(temp, ignore_errors=True)
         if saved is None:
             os.environ.pop("XDG_CACHE_HOME", None)
         else:
@@ -175,13 +181,21 @@ def test_without_an_address_the_batch_starts_a_ray_of_its_own_whatever_ray_addre
         monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{s.getsockname()[1]}")
     script = write_scenario(tmp_path / "s.json", {"text": "done"})
     plan = write_plan(tmp_path / "plan.json", [{"id": "t", "prompt": "go", "script": script}], [{"kind": "oharness"}])
-    started = time.monotonic()
-    proc = subprocess.run([*METAHARNESS, "batch", "run", plan, "--out", str(tmp_path / "out"), "--backend", "ray",
-                           "--jobs", "1"], capture_output=True, text=True, timeout=240)
-    assert proc.returncode == 0, proc.stderr
-    assert "ray: on a Ray of its own, started for this batch (" in proc.stderr
-    assert [c["passed"] for c in last_by_cell(tmp_path / "out").values()] == [True]
-    assert time.monotonic() - started < 200
+    # Its own temp directory, short (Ray's socket paths must fit 107 bytes): what the batch and its
+    # Ray leave there, they left on the user's disk — Ray's session directory by default.
+    temp = tempfile.mkdtemp(prefix="t", dir="/tmp")
+    try:
+        started = time.monotonic()
+        proc = subprocess.run([*METAHARNESS, "batch", "run", plan, "--out", str(tmp_path / "out"), "--backend", "ray",
+                               "--jobs", "1"], capture_output=True, text=True, timeout=240,
+                              env={**os.environ, "TMPDIR": temp})
+        assert proc.returncode == 0, proc.stderr
+        assert "ray: on a Ray of its own, started for this batch (" in proc.stderr
+        assert [c["passed"] for c in last_by_cell(tmp_path / "out").values()] == [True]
+        assert time.monotonic() - started < 200
+        assert os.listdir(temp) == []
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)
 
 
 def test_an_address_that_accepts_and_says_nothing_is_refused_in_seconds(tmp_path):

@@ -241,14 +241,20 @@ class RayBackend:
         if self._owns and address is not None:
             check_reachable(address)  # before the bundle: nothing to clean up
         self._bundle, self._mapping = _bundle(plan, [os.path.abspath(f) for f in files or []])
+        # A Ray of our own keeps its session (logs, sockets, spilled objects) in a directory of
+        # ours, removed at close: by default it would stay in the temp directory's ray/ for good.
+        self._temp = tempfile.mkdtemp(prefix="mh-ray-") if self._owns and address is None else None
         if self._owns:
             try:
                 with _bounded_join(address is not None):
                     # "local": a Ray of our own, never one RAY_ADDRESS or ray_current_cluster names
                     ray.init(address=address or "local", include_dashboard=False, log_to_driver=False,
-                             runtime_env={"working_dir": self._bundle}, configure_logging=False)
+                             runtime_env={"working_dir": self._bundle}, configure_logging=False,
+                             **({"_temp_dir": self._temp} if self._temp else {}))
             except (ConnectionError, RuntimeError, ValueError) as exc:
                 shutil.rmtree(self._bundle, ignore_errors=True)
+                if self._temp:
+                    shutil.rmtree(self._temp, ignore_errors=True)
                 if address is None:
                     raise PlanError(f"{RefusalName.RayStartFailed}: the batch's own Ray did not start: {exc}") from None
                 raise RayUnreachable(address, f"did not answer as a Ray cluster ({exc})") from None
@@ -347,3 +353,5 @@ class RayBackend:
         if self._owns and self._ray.is_initialized():
             self._ray.shutdown()
         shutil.rmtree(self._bundle, ignore_errors=True)
+        if self._temp:
+            shutil.rmtree(self._temp, ignore_errors=True)
