@@ -18,7 +18,6 @@ import tempfile
 
 import pytest
 
-from bash_oracle import EngineWorld
 
 # (command, where the oracle finds the secret: "out" its output, or a git command printing what it stored)
 READS = [
@@ -99,44 +98,37 @@ def repo():
     r.close()
 
 
-@pytest.fixture(scope="module")
-def world():
-    w = EngineWorld()
-    yield w
-    w.close()
-
-
-def _denied(world, command):
-    v = world.decide(command)
+def _denied(engine, command):
+    v = engine.decide(command)
     assert (v.behavior, v.reason) in (("deny", "deny-rule"), ("deny", "maybe-deny")), (command, v.to_json())
 
 
 @pytest.mark.parametrize("command,where", READS)
-def test_git_reading_a_denied_file_is_denied(world, repo, command, where):
+def test_git_reading_a_denied_file_is_denied(engine, repo, command, where):
     assert repo.reads(command, where), f"the oracle: {command!r} did not read secret/key, so it tests nothing"
-    _denied(world, command)
+    _denied(engine, command)
 
 
 @pytest.mark.parametrize("command", DENIED_UNRUN)
-def test_other_git_reads_are_denied(world, command):
-    _denied(world, command)
+def test_other_git_reads_are_denied(engine, command):
+    _denied(engine, command)
 
 
-def test_an_object_name_is_a_read_not_a_guess(world):
+def test_an_object_name_is_a_read_not_a_guess(engine):
     # `REV:PATH` names a file: a match of the rule itself, not a maybe.
     for command in ("git show HEAD:secret/key", "git cat-file -p :secret/key", "git log -p -- secret/key"):
-        assert world.decide(command).reason == "deny-rule", command
+        assert engine.decide(command).reason == "deny-rule", command
 
 
 @pytest.mark.parametrize("command", BENIGN)
-def test_ordinary_git_still_allowed(world, command):
-    v = world.decide(command)
+def test_ordinary_git_still_allowed(engine, command):
+    v = engine.decide(command)
     assert v.behavior == "allow", (command, v.to_json())
 
 
-def test_adding_the_whole_tree_is_a_possible_read(world):
+def test_adding_the_whole_tree_is_a_possible_read(engine):
     # `git add .` / `git add -A` copy every file under the directory into the object store — the
     # denied one too (unless .gitignore keeps it out, which the engine does not read): maybe-deny.
     for command in ("git add .", "git add -A", "git add --all"):
-        v = world.decide(command)
+        v = engine.decide(command)
         assert (v.behavior, v.reason) == ("deny", "maybe-deny"), (command, v.to_json())
