@@ -16,7 +16,7 @@ PIP_FLAGS := --quiet --disable-pip-version-check
 # module's asserts again. The caches are __pycache__ directories, ignored by git; `make clean` goes.
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: install install-test vendor browser sandbox shells debian phoenix docs demo check test test-deps bench clean fuzz compiled
+.PHONY: install install-test vendor browser sandbox shells debian phoenix docs demo check test test-deps bench clean fuzz compiled durations
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -109,13 +109,16 @@ compiled: install-test
 	$(BIN)/python setup.py -q build --build-base build/mypyc --build-lib $(COMPILED)
 
 # The tiers are the markers tests/conftest.py applies. `--dist loadfile` keeps a module on one
-# worker, so its module-scoped fixtures (a Ray cluster, a browser, a batch) are built once.
+# worker, so its module-scoped fixtures (a Ray cluster, a browser, a batch) are built once;
+# `--no-loadscope-reorder` keeps conftest's order, the longest files first (tests/durations.json,
+# `make durations`), where xdist's own puts the files with fewest tests last — the long
+# single-test files, which left one worker running for 20 s after the others were done.
 # CHECK_WORKERS is one more than the cores: most of a test's time is a child process it waits on
 # (measured on 2 cores: 2 workers 3 min 16 s, 3 workers 2 min 30-41 s; on the larger suite of
 # 2026-12-07 3 workers 2 min 58 s, 4 workers 3 min 3 s). Its property tests draw a
 # quarter of the examples `make test` draws (tests/examples.py).
 check: install-test
-	METAHARNESS_EXAMPLES_SCALE=0.25 $(BIN)/python -m pytest -q -n $(CHECK_WORKERS) --dist loadfile -m "not e2e and not browser and not slow" $(PYTEST_ARGS)
+	METAHARNESS_EXAMPLES_SCALE=0.25 $(BIN)/python -m pytest -q -n $(CHECK_WORKERS) --dist loadfile --no-loadscope-reorder -m "not e2e and not browser and not slow" $(PYTEST_ARGS)
 
 # The whole suite: the tests that drive no real vendor binary in parallel (as many workers as
 # `make check`: they mostly wait on the children they start), then the end-to-end tests on the
@@ -132,13 +135,13 @@ test: test-deps compiled
 	@waits=$$(mktemp); trap 'rm -f "$$waits"' EXIT; export METAHARNESS_REQUIRE_COMPILED=1; \
 	METAHARNESS_REQUIRE_VENDOR=1 $(BIN)/python -m pytest -q -p no:cacheprovider -n $(WAITS_WORKERS) --dist load \
 	  -m waits $(PYTEST_ARGS) > "$$waits" 2>&1 & beside=$$!; \
-	METAHARNESS_REQUIRE_VENDOR=1 $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not e2e" $(PYTEST_ARGS); tier=$$?; \
+	METAHARNESS_REQUIRE_VENDOR=1 $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "not e2e" $(PYTEST_ARGS); tier=$$?; \
 	wait $$beside; slept=$$?; [ $$slept != 5 ] || slept=0; echo "== the end-to-end cases that wait out a vendor's back-off, run beside the tier above"; \
 	cat "$$waits"; \
-	METAHARNESS_REQUIRE_VENDOR=1 $(BIN)/python -m pytest -n $(E2E_WORKERS) --dist loadfile -m "e2e and not waits" $(PYTEST_ARGS); e2e=$$?; \
+	METAHARNESS_REQUIRE_VENDOR=1 $(BIN)/python -m pytest -n $(E2E_WORKERS) --dist loadfile --no-loadscope-reorder -m "e2e and not waits" $(PYTEST_ARGS); e2e=$$?; \
 	echo "== the permission tests on the compiled engine ($(COMPILED))"; \
 	METAHARNESS_REQUIRE_VENDOR=1 METAHARNESS_EXPECT_BUILD=compiled PYTHONPATH=$(COMPILED) OH_FUZZ_COUNT=$(COMPILED_FUZZ_COUNT) \
-	  $(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile -m "not e2e" tests/permissions $(PYTEST_ARGS); compiled=$$?; \
+	  $(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "not e2e" tests/permissions $(PYTEST_ARGS); compiled=$$?; \
 	exit $$(( tier || slept || e2e || compiled ))
 TEST_WORKERS ?= $(CHECK_WORKERS)
 # What the suite needs, the independent installs at once (pip into two venvs, npm, and apt — one
@@ -170,6 +173,14 @@ fuzz: install-test shells
 	after=$$(wc -l < $(FUZZ_BYPASSES)); \
 	echo "fuzz: $$((after - before)) new bypass(es) recorded in $(FUZZ_BYPASSES)"; \
 	test $$after -eq $$before
+
+# Each test file's seconds, for the order above: the whole suite run once in parallel, its JUnit
+# report read by tools/durations.py into tests/durations.json (commit it).
+durations: test-deps compiled
+	@reports=$$(mktemp -d); trap 'rm -rf "$$reports"' EXIT; \
+	METAHARNESS_REQUIRE_VENDOR=1 $(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile \
+	  --junitxml="$$reports/tier.xml" $(PYTEST_ARGS) >/dev/null; \
+	$(BIN)/python tools/durations.py "$$reports/tier.xml"
 
 clean:
 	rm -rf $(VENV) $(PHOENIX_VENV) .vendor/node_modules .pytest_cache .hypothesis test-artifacts site build

@@ -19,7 +19,10 @@ file, so a new test file cannot forget one (tests/test_tiers.py holds this to it
 from __future__ import annotations
 
 import fnmatch
+import itertools
+import json
 import os
+import re
 import signal
 from pathlib import Path
 
@@ -99,11 +102,43 @@ def tiers_of(nodeid: str, fixtures: tuple[str, ...] = ()) -> set[str]:
     return found | {FIXTURE_TIERS[name] for name in fixtures if name in FIXTURE_TIERS}
 
 
+def pytest_ignore_collect(collection_path, config):
+    """A test file whose path alone puts it in a tier the `-m` expression leaves out is not imported
+    at all: every worker collects every file, and some import seconds of libraries (Inspect, Ray,
+    the vendor SDKs) for tests that will not run. Left out means out whatever marks its tests add."""
+    expression = config.option.markexpr
+    if not expression or collection_path.suffix != ".py" or not collection_path.name.startswith("test_"):
+        return None
+    marks = tiers_of(os.path.relpath(str(collection_path), ROOT))
+    if not marks:
+        return None
+    named = set(re.findall(r"[A-Za-z_]\w*", expression)) - {"and", "or", "not"}
+    compiled = _compiled(expression)
+    for extra in itertools.chain.from_iterable(itertools.combinations(sorted(named), n) for n in range(len(named) + 1)):
+        if compiled.evaluate(lambda name, *_, **__: name in marks or name in extra):
+            return None
+    return True
+
+
+def _compiled(expression: str):
+    from _pytest.mark.expression import Expression  # pytest's own reading of `-m`
+
+    return Expression.compile(expression)
+
+
+# Each test file's seconds in a recent run (`make durations` writes them). The files go to the
+# workers longest first (the Makefile's `--dist loadfile --no-loadscope-reorder` keeps this order),
+# so a run does not end on one worker busy with a long file started last; a file not measured yet
+# goes first of all. Only the order comes from here, never which tests run.
+DURATIONS: dict[str, float] = json.loads((ROOT / "tests" / "durations.json").read_text())
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         nodeid = os.path.relpath(str(item.path), ROOT) + item.nodeid[len(item.nodeid.split("::", 1)[0]):]
         for tier in sorted(tiers_of(nodeid, tuple(getattr(item, "fixturenames", ())))):
             item.add_marker(tier)
+    items.sort(key=lambda item: -DURATIONS.get(os.path.relpath(str(item.path), ROOT), float("inf")))
 
 
 # --- the browser ---------------------------------------------------------------------------------

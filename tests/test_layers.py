@@ -25,6 +25,7 @@ that no longer matches any import fails the test too, so the list only shrinks.
 from __future__ import annotations
 
 import ast
+import functools
 import pathlib
 
 import pytest
@@ -79,6 +80,7 @@ def imports_of(module: str, source: str, is_package: bool, known: set[str]) -> s
     return {t for t in found if t.split(".")[0] in OURS}
 
 
+@functools.cache  # read when a test first asks, not at collection (every test worker collects)
 def import_graph() -> dict[str, set[str]]:
     modules = all_modules()
     known = set(modules)
@@ -173,13 +175,12 @@ def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
 
 # -- the tests -----------------------------------------------------------------------------
 
-GRAPH = import_graph()
 
 
 def test_every_arrow_points_down():
     broken = sorted(
         f"{importer} -> {imported}: {why}"
-        for importer, targets in GRAPH.items()
+        for importer, targets in import_graph().items()
         for imported in targets
         if (why := wrong_way(importer, imported)) and (importer, imported) not in ALLOWED
     )
@@ -187,13 +188,13 @@ def test_every_arrow_points_down():
 
 
 def test_every_allowed_exception_is_still_needed():
-    stale = [pair for pair in ALLOWED if pair[1] not in GRAPH.get(pair[0], set()) or not wrong_way(*pair)]
+    stale = [pair for pair in ALLOWED if pair[1] not in import_graph().get(pair[0], set()) or not wrong_way(*pair)]
     assert not stale, f"allowlist entries no import needs any more (remove them): {stale}"
 
 
 def test_no_cycle_between_packages():
     edges: dict[str, set[str]] = {}
-    for importer, targets in GRAPH.items():
+    for importer, targets in import_graph().items():
         for imported in targets:
             if (importer, imported) not in ALLOWED and unit(importer) != unit(imported):
                 edges.setdefault(unit(importer), set()).add(unit(imported))
@@ -264,6 +265,6 @@ def test_a_cycle_is_found():
 def test_the_two_packages_depend_one_way():
     """oharness stands on metaharness's wire and permission engine; nothing of metaharness imports
     oharness (it runs oharness as a child process), so the two packages never tie both ways."""
-    upward = sorted((importer, imported) for importer, targets in GRAPH.items() if importer.startswith("metaharness")
+    upward = sorted((importer, imported) for importer, targets in import_graph().items() if importer.startswith("metaharness")
                     for imported in targets if imported.split(".")[0] == "oharness")
     assert not upward, upward

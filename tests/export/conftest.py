@@ -11,11 +11,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-# Harbor's own ATIF models and validator (harbor==0.25.0; installed with --no-deps, see the
-# Makefile: its ATIF package imports only pydantic). A missing harbor fails these tests.
-from harbor.models.trajectories import Trajectory
-from harbor.utils.trajectory_validator import TrajectoryValidator
-
 from metaharness.export.atif import trajectory
 from metaharness.export.source import read_streams
 
@@ -58,8 +53,13 @@ def run_oharness(root: Path, scenario: Path, *args: str, answers: dict[str, dict
     return out
 
 
-def validated(doc: dict[str, Any]) -> Trajectory:
+def validated(doc: dict[str, Any]):
     """The trajectory through Harbor's validator (every error listed) and its model."""
+    # Harbor's own ATIF models and validator (harbor==0.25.0; installed with --no-deps, see the
+    # Makefile: its ATIF package imports only pydantic). A missing harbor fails these tests.
+    from harbor.models.trajectories import Trajectory
+    from harbor.utils.trajectory_validator import TrajectoryValidator
+
     validator = TrajectoryValidator()
     assert validator.validate(json.loads(json.dumps(doc))), validator.errors
     return Trajectory.model_validate(doc)

@@ -8,6 +8,15 @@ from typing import Any
 from metaharness.protocol.scenario import Scenario, parse_scenario
 
 
+def sdks():
+    """The official anthropic and openai SDKs, imported when a test first asks: seconds of import that
+    a test worker which only collects the file should not pay."""
+    import anthropic
+    import openai
+
+    return anthropic, openai
+
+
 def scenario(*turns: dict[str, Any]) -> Scenario:
     return parse_scenario(json.dumps({"format": "metaharness.scenario/1", "turns": list(turns)}))
 

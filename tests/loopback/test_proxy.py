@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import anthropic
 import httpx
-import openai
 import pytest
 
 from metaharness.loopback import CredentialProxy, LoopbackServer
 
-from loopback_support import CLAUDE_TOOLS, CODEX_TOOLS, scenario
+from loopback_support import CLAUDE_TOOLS, CODEX_TOOLS, scenario, sdks
 
 REAL_KEY = "sk-ant-api03-REALKEY-0123456789abcdefghijklmnopqrstuvwxyz"
 USER = [{"role": "user", "content": "hi"}]
@@ -28,6 +26,7 @@ async def test_proxy_substitutes_the_key_for_both_clients(tmp_path):
     try:
         await proxy.start()
         assert proxy.placeholder.startswith("mh-placeholder-") and REAL_KEY not in proxy.placeholder
+        anthropic, openai = sdks()
         claude = anthropic.AsyncAnthropic(base_url=proxy.url, api_key=proxy.placeholder, max_retries=0)
         async with claude.messages.stream(model="m", max_tokens=10, messages=USER, tools=CLAUDE_TOOLS) as stream:
             assert (await stream.get_final_message()).content[0].text == "through the proxy"
@@ -113,6 +112,7 @@ def test_proxy_rejects_empty_or_equal_keys():
 def test_proxy_in_a_thread(tmp_path):
     with LoopbackServer(scenario({"text": "t"}), workdir=str(tmp_path), expect_key=REAL_KEY, stderr=None) as upstream:
         with CredentialProxy(upstream.url, REAL_KEY) as proxy:
+            anthropic, _ = sdks()
             client = anthropic.Anthropic(base_url=proxy.url, api_key=proxy.placeholder, max_retries=0)
             message = client.messages.create(model="m", max_tokens=5, messages=USER, tools=CLAUDE_TOOLS)
             assert message.content[0].text == "t"

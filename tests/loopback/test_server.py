@@ -8,28 +8,28 @@ import io
 import json
 import time
 
-import anthropic
 import httpx
-import openai
 import pytest
 
 from metaharness.loopback import LoggedRequest, LoopbackServer
 from metaharness.protocol.scenario import FINAL_TEXT
 
-from loopback_support import CLAUDE_TOOLS, CODEX_TOOLS, scenario
+from loopback_support import CLAUDE_TOOLS, CODEX_TOOLS, scenario, sdks
 
 USER = [{"role": "user", "content": "do the task"}]
 
 
-def _anthropic(url: str, key: str = "placeholder") -> anthropic.AsyncAnthropic:
+def _anthropic(url: str, key: str = "placeholder"):
+    anthropic, _ = sdks()
     return anthropic.AsyncAnthropic(base_url=url, api_key=key, max_retries=0)
 
 
-def _openai(url: str, key: str = "placeholder") -> openai.AsyncOpenAI:
+def _openai(url: str, key: str = "placeholder"):
+    _, openai = sdks()
     return openai.AsyncOpenAI(base_url=url + "/v1", api_key=key, max_retries=0)
 
 
-async def _claude_turn(url: str, messages: list, tools=CLAUDE_TOOLS, **kw) -> anthropic.types.Message:
+async def _claude_turn(url: str, messages: list, tools=CLAUDE_TOOLS, **kw):
     async with _anthropic(url, **kw).messages.stream(model="claude-opus-5-5", max_tokens=1000, messages=messages,
                                                      tools=tools) as stream:
         return await stream.get_final_message()
@@ -171,6 +171,7 @@ async def test_responses_turn_counts_runs_of_model_items(tmp_path):
 
 
 async def test_call_without_an_offered_tool_fails_clearly(tmp_path):
+    anthropic, openai = sdks()
     stderr = io.StringIO()
     server = LoopbackServer(scenario(
         {"id": "look", "calls": [{"op": "search", "input": {"pattern": "x", "path": "."}}]}),
@@ -194,6 +195,7 @@ async def test_call_without_an_offered_tool_fails_clearly(tmp_path):
 
 
 async def test_a_refused_turn_stays_refused_when_the_client_retries_with_a_wider_offer(tmp_path):
+    anthropic, openai = sdks()
     # Claude Code 2.1.328 answers a 400 by retrying, finally with its full undeferred tool list
     # (WebFetch included); the call must still fail.
     server = LoopbackServer(scenario({"calls": [{"op": "web.read", "input": {"url": "http://x.invalid/"}}]}),
@@ -211,6 +213,7 @@ async def test_a_refused_turn_stays_refused_when_the_client_retries_with_a_wider
 
 
 async def test_deferred_tool_does_not_count_and_unfillable_required_key_fails(tmp_path):
+    anthropic, openai = sdks()
     server = LoopbackServer(scenario(
         {"calls": [{"op": "web.read", "input": {"url": "http://example.invalid/"}}]},
     ), workdir=str(tmp_path), stderr=None)
@@ -241,6 +244,7 @@ async def test_delay_ms_delays_the_answer_and_the_request_is_logged_while_in_fli
 
 
 async def test_request_log_file_and_expect_key(tmp_path):
+    anthropic, openai = sdks()
     log = tmp_path / "log.jsonl"
     server = LoopbackServer(scenario({"text": "hi"}), workdir=str(tmp_path), log_path=str(log),
                             expect_key="sk-expected", stderr=None)
@@ -287,6 +291,7 @@ async def test_compressed_bodies(tmp_path):
 
 
 def test_run_in_thread_and_context_manager(tmp_path):
+    anthropic, openai = sdks()
     server = LoopbackServer(scenario({"text": "threaded"}), workdir=str(tmp_path), stderr=None)
     url, stop = server.run_in_thread()
     try:
