@@ -131,7 +131,7 @@ check: install-test
 # the first tier compares its decisions with pure Python's (tests/permissions/
 # test_compiled_equivalence.py), and the permission tests run once more on it at the end, the
 # bash-oracle fuzzer a slice of its count (COMPILED_FUZZ_COUNT).
-test: test-deps compiled
+test: test-deps
 	@waits=$$(mktemp); trap 'rm -f "$$waits"' EXIT; export METAHARNESS_REQUIRE_COMPILED=1; \
 	METAHARNESS_REQUIRE_VENDOR=1 $(BIN)/python -m pytest -q -p no:cacheprovider -n $(WAITS_WORKERS) --dist load \
 	  -m waits $(PYTEST_ARGS) > "$$waits" 2>&1 & beside=$$!; \
@@ -145,9 +145,10 @@ test: test-deps compiled
 	exit $$(( tier || slept || e2e || compiled ))
 TEST_WORKERS ?= $(CHECK_WORKERS)
 # What the suite needs, the independent installs at once (pip into two venvs, npm, and apt — one
-# Debian package step at a time, as they share dpkg's lock).
+# Debian package step at a time, as they share dpkg's lock), and the compiled engine built while
+# npm and apt still download.
 test-deps:
-	@$(MAKE) --no-print-directory -j4 install-test vendor phoenix debian
+	@$(MAKE) --no-print-directory -j5 install-test vendor phoenix debian compiled
 debian:
 	@$(MAKE) --no-print-directory browser && $(MAKE) --no-print-directory sandbox && $(MAKE) --no-print-directory shells
 E2E_WORKERS ?= 2
@@ -176,7 +177,7 @@ fuzz: install-test shells
 
 # Each test file's seconds, for the order above: the whole suite run once in parallel, its JUnit
 # report read by tools/durations.py into tests/durations.json (commit it).
-durations: test-deps compiled
+durations: test-deps
 	@reports=$$(mktemp -d); trap 'rm -rf "$$reports"' EXIT; \
 	METAHARNESS_REQUIRE_VENDOR=1 $(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile \
 	  --junitxml="$$reports/tier.xml" $(PYTEST_ARGS) >/dev/null; \

@@ -111,10 +111,12 @@ class Phoenix:
 
 
 def _environment(home: Path, port: int, grpc_port: int) -> dict[str, str]:
-    # Nothing of the caller's Phoenix or OpenTelemetry settings, and a HOME of its own.
+    # Nothing of the caller's Phoenix or OpenTelemetry settings, and a HOME and a temporary
+    # directory of its own (Phoenix keeps its pid files in the temporary directory's .arize-phoenix).
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PHOENIX_", "OTEL_"))}
-    env.update(SWITCHES, HOME=str(home), PHOENIX_WORKING_DIR=str(home / "phoenix"), PHOENIX_HOST="127.0.0.1",
-               PHOENIX_PORT=str(port), PHOENIX_GRPC_PORT=str(grpc_port))
+    (home / "tmp").mkdir(exist_ok=True)
+    env.update(SWITCHES, HOME=str(home), TMPDIR=str(home / "tmp"), PHOENIX_WORKING_DIR=str(home / "phoenix"),
+               PHOENIX_HOST="127.0.0.1", PHOENIX_PORT=str(port), PHOENIX_GRPC_PORT=str(grpc_port))
     return env
 
 
