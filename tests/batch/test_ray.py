@@ -46,7 +46,11 @@ def cluster(tmp_path_factory):
         yield cluster, worker
     finally:
         cluster.shutdown()
-        shutil.rmtree(temp, ignore_errors=True)
+        for _ in range(50):  # Ray's processes, going, may still write their last files there
+            shutil.rmtree(temp, ignore_errors=True)
+            if not os.path.exists(temp):
+                break
+            time.sleep(0.1)
         if saved is None:
             os.environ.pop("XDG_CACHE_HOME", None)
         else:
