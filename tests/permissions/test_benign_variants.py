@@ -26,6 +26,8 @@ CONTEXTS = [
     "{C}", "{C} && ls", "ls; {C}", "{C} | head -n 1", "( {C} )", "{{ {C}; }}", "time {C}", "time -p {C}",
     "LANG=C {C}", "timeout 5 {C}", "nice -n 5 {C}", "command {C}",
     "{C} 2>/dev/null", "cat <<'EOF'\nhello\nEOF\n{C}", "cat <<< hi && {C}",
+    # a body whose first line starts with a backslash (the grammar reads it as words; bash as text)
+    "cat <<EOF\n\\hello $HOME\nEOF\n{C}", "cat <<'EOF'\n\\x '$(rm -rf build)'\nEOF\n{C}",
 ]
 
 

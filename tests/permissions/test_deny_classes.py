@@ -63,6 +63,9 @@ CLASS_A = [
     # a body whose first line starts with a backslash, which the grammar reads as words (make fuzz, issue 24)
     "bash <<'EOF'\n\\rm -rf build\nEOF", ": \"$(bash <<'EOF'\n\\rm -rf build\nEOF)\"", "sh <<EOF\n\\rm -rf build\nEOF",
     "x=$(sh <<'EOF'\n\\rm -rf build\nEOF)", "echo \"$(bash <<'EOF'\n\\git push\nEOF)\"",
+    # … and what such a body runs or where it goes (quotes are ordinary in an unquoted body)
+    "cat <<EOF\n\\x '$(rm -rf build)'\nEOF", "cat <<EOF\n\\x\n$(rm -rf build)\nEOF", "cat <<-EOF\n\\x `git push`\nEOF",
+    "cat <<EOF > .env\n\\x\nEOF", "cat <<EOF\n\\x\nEOF\nrm -rf build", "<<EOF\n\\x '$(rm -rf build)'\nEOF",
 ]
 
 # b. `time` in front of a group or a subshell.

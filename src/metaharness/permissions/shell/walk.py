@@ -168,13 +168,27 @@ def recurse(text: str, state: State, env: Env, *, deny_only: bool = False, unpro
             cmd.deny_only = True
 
 
-def _body_read_as_words(redirect_node: "tree_sitter.Node") -> bool:
-    """Whether the grammar filed a here-document's body under its redirect as words (a word that
-    reaches past the operator's line)."""
-    row = redirect_node.start_point[0]
-    return any(part.is_named and part.end_point[0] > row
-               and part.type not in ("heredoc_start", "heredoc_body", "heredoc_end", "comment")
-               for part in redirect_node.children)
+def _misread_body(part: "tree_sitter.Node", redirect_node: "tree_sitter.Node") -> bool:
+    """Whether `part`, a child of a here-document's redirect, is its body misread as a word:
+    tree-sitter-bash files a body whose first line starts with `\\` under the redirect as words,
+    the first of them reaching past the operator's line."""
+    return (part.is_named and part.end_point[0] > redirect_node.start_point[0]
+            and part.type not in ("heredoc_start", "heredoc_body", "heredoc_end", "comment")
+            and part.type not in _REDIRECTS and part.type not in _STATEMENTS)  # never a body: stays a disagreement
+
+
+def _body_span(src: bytes, redirect_node: "tree_sitter.Node") -> tuple[int, int] | None:
+    """Where the body of a here-document the grammar misread (`_misread_body`) lies in the source:
+    the lines after the operator's, up to the terminator. None when it read the body right."""
+    if not any(_misread_body(part, redirect_node) for part in redirect_node.children):
+        return None
+    start = next((child for child in redirect_node.children if child.type == "heredoc_start"), None)
+    if start is None:
+        return None
+    end = next((child for child in redirect_node.children if child.type == "heredoc_end"), None)
+    first = src.find(b"\n", start.end_byte) + 1
+    stop = end.start_byte if end is not None else redirect_node.end_byte
+    return (first, stop) if 0 < first <= stop else None
 
 
 def unknown(state: State, cmd: Cmd, why: str) -> None:
@@ -191,7 +205,10 @@ def _word_spans_newline(node: "tree_sitter.Node") -> bool:
         current = stack.pop()
         if current.type == "word" and b"\n" in (current.text or b""):  # a node of a parsed source has its text
             return True
-        if current.type not in ("heredoc_body", "string", "raw_string", "comment"):
+        if current.type == "heredoc_redirect":
+            # a body misread as words is no disagreement: the walker reads it as the body (`_body_span`)
+            stack.extend(child for child in current.children if not _misread_body(child, current))
+        elif current.type not in ("heredoc_body", "string", "raw_string", "comment"):
             stack.extend(current.children)
     return False
 
@@ -313,10 +330,13 @@ class Walker:
         self.scan(node, env, quotes=True)
 
     def scan(self, node, env: Env, *, quotes: bool) -> None:
-        src, start, end = self.src, node.start_byte, node.end_byte
-        if not _MAY_NEST.search(src, start, end):
+        self.scan_span(node.start_byte, node.end_byte, env, quotes=quotes)
+
+    def scan_span(self, start: int, end: int, env: Env, *, quotes: bool) -> None:
+        """The substitutions in the source from `start` to `end`, read as text."""
+        if not _MAY_NEST.search(self.src, start, end):
             return
-        text = self.text(node)
+        text = self.src[start:end].decode("utf-8", "replace")
         if not any(opener in text for opener in _SUBST_OPENERS):
             return
         for inner in substitutions(text, quotes=quotes):
@@ -330,8 +350,10 @@ class Walker:
         if start is not None and re.search(r"['\"\\]", self.text(start)):
             return  # a quoted delimiter: the body is literal text
         # Unquoted: every substitution in it runs. Scanned as text (quotes are ordinary there),
-        # not through the grammar's children, which miss `<<-` bodies.
-        self.scan(node, env, quotes=False)
+        # not through the grammar's children, which miss `<<-` bodies; a body the grammar misread
+        # as words (`_body_span`) from its first line.
+        span = _body_span(self.src, node.parent) if node.parent is not None else None
+        self.scan_span(node.start_byte if span is None else span[0], node.end_byte, env, quotes=False)
 
     # -- statements ------------------------------------------------------------------------
     def redirected(self, node, env: Env) -> None:
@@ -435,7 +457,6 @@ class Walker:
         # arguments of this command, its redirects are this command's, its statements run after.
         after: list = []
         heredoc_words = False
-        body_nodes: list = []
         for redirect_node in list(redirects) + list(outer_redirects or ()):
             if redirect_node.type == "heredoc_redirect":
                 for part in redirect_node.children:
@@ -443,15 +464,14 @@ class Walker:
                         redirects.append(part)
                     elif part.type in _STATEMENTS:
                         after.append(part)
+                    elif _misread_body(part, redirect_node):
+                        continue  # the body, misread as words: read as the body (`_body_span`)
                     elif part.is_named and part.type not in ("heredoc_start", "heredoc_body", "heredoc_end", "comment"):
-                        if part.end_point[0] > redirect_node.start_point[0]:
-                            body_nodes.append(part)  # the body, misread as words (`_stdin_of` reads it)
-                            continue
                         arg_nodes.append(part)
                         heredoc_words = True
         if may_nest:
             search = _MAY_NEST.search
-            for arg_node in arg_nodes + body_nodes:
+            for arg_node in arg_nodes:
                 if search(self.src, arg_node.start_byte, arg_node.end_byte):  # no opener: nothing runs inside
                     self.walk(arg_node, nested_env)
         home = self._home()
@@ -563,14 +583,9 @@ class Walker:
             body = next((child for child in redirect_node.children if child.type == "heredoc_body"), None)
             quoted = start is not None and re.search(r"['\"\\]", self.text(start)) is not None
             text = self.text(body) if body is not None else ""
-            if start is not None and _body_read_as_words(redirect_node):
-                # The grammar read a body whose first line starts with `\` as words of the command
-                # (`bash <<'EOF'\n\\rm -rf build\nEOF`): the script is the source's lines after
-                # the operator's, up to the terminator.
-                end = next((child for child in redirect_node.children if child.type == "heredoc_end"), None)
-                first = self.src.find(b"\n", start.end_byte) + 1
-                stop = end.start_byte if end is not None else redirect_node.end_byte
-                text = self.src[first:stop].decode("utf-8", "replace") if 0 < first <= stop else text
+            span = _body_span(self.src, redirect_node)
+            if span is not None:  # `bash <<'EOF'\n\\rm -rf build\nEOF`: the body misread as words
+                text = self.src[span[0]:span[1]].decode("utf-8", "replace")
             if quoted or not re.search(r"[$`]", text):
                 return "static", text
             return "dynamic", None
@@ -591,6 +606,8 @@ class Walker:
             elif child.type in _REDIRECTS:
                 if owner is None:
                     self.redirect(child, env, None, after)
+            elif redirect_node.type == "heredoc_redirect" and _misread_body(child, redirect_node):
+                continue  # the body, misread as words: its heredoc_body child reads it (`_body_span`)
             elif child.is_named and child.type not in ("heredoc_start", "heredoc_end", "file_descriptor"):
                 if owner is None or redirect_node.type != "heredoc_redirect":
                     self.walk(child, nested_env)
