@@ -166,7 +166,7 @@ FILE_CASES = {
     "patch": ("patch a -i p", ["p"], ["a"]), "curl": ("curl -o out -d @body https://x", ["body"], ["out"]),
     "wget": ("wget -O out https://x", [], ["out"]), "dd": ("dd if=a of=b", ["a"], ["b"]),
     "tar": ("tar -xf a.tar -C dest", ["a.tar"], ["dest"]), "zip": ("zip -r out.zip dir", ["dir"], ["out.zip"]),
-    "rsync": ("rsync -a src dst", ["src"], ["dst"]), "perl": ("perl -pi -e s/a/b/ f", [], ["f"]),
+    "rsync": ("rsync -a src dst", ["src"], ["dst"]), "perl": ("perl -pi -e s/a/b/ f", ["f"], ["f"]),
     "ruby": ("ruby -ne print a", ["a"], []), "shuf": ("shuf -o out a", ["a"], ["out"]),
     "split": ("split -l 1 a part", ["a"], ["part"]), "csplit": ("csplit -f part a 1", ["a"], ["part"]),
     "sponge": ("sponge a", [], ["a"]), "tac": ("tac a", ["a"], []), "rev": ("rev a", ["a"], []),

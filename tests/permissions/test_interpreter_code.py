@@ -171,6 +171,12 @@ REAL = [
     ("env-write", "ruby -i -ne 'print $_.sub(/K/, \"J\")' -- .env"), ("secret-read", "ruby -ne print secret/key"),
     ("rm", "ruby -e 'system(\"rm -rf build\")'"), ("env-write", "ruby -e 'File.write(\".env\", \"X=2\")'"),
     ("secret-read", "ruby -e 'puts File.read(\"secret/key\")'"),
+    # the code's arguments are what a script's are: a directory among them may be read whole
+    ("secret-read", "python3 -c 'import os,sys; [print(open(os.path.join(d, f)).read()) for d, _, fs in os.walk(sys.argv[1]) for f in fs]' secret"),
+    ("secret-read", "python3 -c 'import sys; print(open(sys.argv[1]).read())' secret/key"),
+    ("secret-read", "node -e 'const fs = require(\"fs\"); for (const f of fs.readdirSync(process.argv[1])) console.log(fs.readFileSync(process.argv[1] + \"/\" + f, \"utf8\"))' secret"),
+    ("secret-read", "perl -e 'for (glob(\"$ARGV[0]/*\")) { open(F, $_); print <F> }' secret"),
+    ("secret-read", "ruby -e 'Dir.glob(ARGV[0] + \"/*\").each { |f| puts File.read(f) }' secret"),
 ]
 REAL_BENIGN = ["python3 -c 'print(1+1)'", "node -e 'console.log(1)'", "perl -e 'print 1'", "awk 'BEGIN{print 1}'",
                "python3 -c 'import subprocess; subprocess.run([\"ls\"])'", "sed -n '/a/p' README", "sed '/^w/d' README",

@@ -37,6 +37,9 @@ REAL = [
 DENIED = [
     "somearchiver a /tmp/x.7z .", "somearchiver --input=. /tmp/x", "frob ./", "frob secret/", "cd src && frob ..",
     "node x.js .", "python3 x.py .", "bash x.sh .", "python3 -m somemodule .",
+    # inline code's arguments are a script's: code may read them without naming them
+    # (`perl -e 'print <>'`, python's fileinput), so no reading of the code narrows them
+    "python3 -c 'print(1)' .", "node -e 1 .", "perl -e 1 .", "ruby -e 1 .",
 ]
 BENIGN_REAL = [
     "python3 -m zipfile -c /tmp/o.zip src",
@@ -45,7 +48,7 @@ BENIGN_REAL = [
     "python3 -m tarfile -c /tmp/o.tar build src",
 ]
 BENIGN = ["frob src", "frob README src/a.txt", "make build", "npm test", "python3 -m pytest src", "python3 x.py src",
-          "python3 -c 'print(1)' .",
+          "python3 -c 'print(1)' src",
           # programs that look at a directory's names and metadata only, never its files' contents
           "ls .", "ls -R .", "du -sh .", "tree .", "cd . && ls", "test -d .", "realpath .", "stat .", "mkdir -p ./x"]
 

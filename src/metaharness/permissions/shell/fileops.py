@@ -381,7 +381,8 @@ def _tail_operands(cmd: Cmd, state: State, table: dict) -> None:
 def _script_args(words: list[Word], spec: dict) -> tuple[list[Word], list[Word]]:
     """(the interpreter's own words, its program's arguments): the words after the script file, or
     after a `program_opts` option's module (`python3 -m zipfile -c out.zip dir`: `-c out.zip dir`,
-    never python's `-c`). After a `code_opts` option there are none here (the code's own)."""
+    never python's `-c`), or after the code a `code_opts` option gives (`python3 -c CODE secret/`:
+    the code may open its arguments as a script may)."""
     value_opts = entry_set(spec, "value_opts")
     code_opts = entry_set(spec, "code_opts")
     program_opts = entry_set(spec, "program_opts")
@@ -394,8 +395,10 @@ def _script_args(words: list[Word], spec: dict) -> tuple[list[Word], list[Word]]
             return words, words[index + 2 :]
         if not value.startswith("-") or value == "-":
             return words, words[index + 1 :]
-        if value in code_opts or value.split("=", 1)[0] in code_opts:
-            return words, []
+        if value in code_opts:
+            return words, words[index + 2 :]
+        if value.split("=", 1)[0] in code_opts:
+            return words, words[index + 1 :]
         if value in program_opts:
             return words[: index + 2], words[index + 2 :]
         if not value.startswith("--") and len(value) > 2:
