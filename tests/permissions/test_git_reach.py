@@ -274,6 +274,23 @@ def test_a_worktree_reads_its_own_index(world):
     assert world.leaks("git diff", cwd=linked)
 
 
+def test_a_submodule_counts_as_every_entry_under_it(world):
+    # a gitlink's files are another repository's (`git diff --submodule=diff` prints their
+    # changes): the engine walks all of it, over-matching
+    inner = os.path.join(world.work, "sub")
+    world.git("init", "-q", "-b", "main", inner)
+    world.write("secret.txt", f"{MARK}\n", root=inner)
+    world.git("add", ".", cwd=inner)
+    world.git("commit", "-q", "-m", "inner", cwd=inner)
+    world.write(".gitignore", ".oharness/\n")
+    world.git("add", ".gitignore", "sub")
+    world.git("commit", "-q", "-m", "outer")
+    world.write("secret.txt", "more\n", root=inner)
+    assert world.verdict("git diff") == "deny"
+    assert world.leaks("git diff --submodule=diff")
+    assert world.verdict("git diff -- README") == "allow"
+
+
 def _random_tree(w: World, seed: int) -> None:
     rng = random.Random(seed)
     words = ["a", "b", "src", "lib", "x" * 40, "deep", "é", "名前", "with space", "z.txt", "prefix", "prefixed"]

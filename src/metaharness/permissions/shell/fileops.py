@@ -3,7 +3,9 @@
 What belongs here: which operands of a known file command are read and which are written (per
 `data/filecommands.toml`, options with their values parsed as getopt does: clusters, attached
 values, GNU long-option abbreviations), the special readers and writers (`dd`, `tar`, `find`,
-`git checkout`/`restore`, git's readers of file content: `git.reads` in data/wrappers.toml), links that make a later write land elsewhere, and the unprovable marks
+`git checkout`/`restore`, git's readers of file content: `git.reads` in data/wrappers.toml, each
+read carrying its operation's reach — which entries git's own files say it covers is decided at
+match time, gitreach.py), links that make a later write land elsewhere, and the unprovable marks
 of interpreters and other programs that run code their arguments do not show.
 
 Rules this module keeps:
