@@ -44,8 +44,8 @@ READS = [
 # Spellings the oracle does not run: their path is dynamic, or they read what they are fed.
 DENIED_UNRUN = ['git show "$R":secret/key', "git cat-file --batch", "git stash push -m x -- secret/key",
                 "git hash-object -w secret/key", "git log -p HEAD -- ':(top)secret/key'", "git archive -o o.tar HEAD"]
-BENIGN = ["git status", "git log", "git diff", "git show HEAD --stat", "git add src/a.txt", "git commit -m x",
-          "git log --oneline", "git stash list", "git show HEAD:src/a.txt", "git log -p -- src", "git diff README",
+BENIGN = ["git status", "git log", "git diff --stat", "git show HEAD --stat", "git add src/a.txt", "git commit -m x",
+          "git log --oneline", "git stash list", "git show HEAD:src/a.txt", "git log -p -- src", "git diff -- README",
           "git grep foo -- src", "git blame README", "git add src", "git branch", "git checkout -b topic"]
 
 
@@ -127,8 +127,10 @@ def test_ordinary_git_still_allowed(engine, command):
 
 
 def test_adding_the_whole_tree_is_a_possible_read(engine):
-    # `git add .` / `git add -A` copy every file under the directory into the object store — the
-    # denied one too (unless .gitignore keeps it out, which the engine does not read): maybe-deny.
-    for command in ("git add .", "git add -A", "git add --all"):
+    # `git add .` / `git add -A` copy every file under the directory into the object store, and
+    # `git diff` prints every tracked file's changes. The engine's world is no repository: with no
+    # `.git` to say what is tracked or ignored, every entry counts (test_git_reach.py has real
+    # repositories, where an ignored or untracked secret leaves these allowed): maybe-deny.
+    for command in ("git add .", "git add -A", "git add --all", "git diff", "git show", "git log -p"):
         v = engine.decide(command)
         assert (v.behavior, v.reason) == ("deny", "maybe-deny"), (command, v.to_json())

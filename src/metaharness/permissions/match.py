@@ -22,7 +22,7 @@ import os
 import re
 from typing import TYPE_CHECKING, Any, Mapping
 
-from .paths import PathError, canonical, compile_path_pattern, is_directory, unwitnessed_read
+from .paths import PathError, PathPattern, canonical, compile_path_pattern, is_directory, unwitnessed_read
 from .rules import LITERAL, MATCH, MAYBE, NO, Rule, _normalise, shell_allow_match, shell_broad_match
 
 if TYPE_CHECKING:
@@ -60,12 +60,30 @@ def _path_match(rule: Rule, subject: "Subject", ctx: "Context", *, broad: bool) 
     return MATCH if all(hits) else NO
 
 
-def _walk_for_denied(root: str, rule: Rule, ctx: "Context", limit: int = WALK_LIMIT) -> bool:
-    """A recursive reader over `root`: does it hold an entry a Read deny rule matches?"""
+def _walk_for_denied(root: str, rule: Rule, ctx: "Context", reach: str = "", repo_wide: bool = False,
+                     limit: int = WALK_LIMIT) -> bool:
+    """A recursive reader over `root`: does it hold an entry a Read deny rule matches? A git
+    operation (`reach` "tracked" or "added", data/wrappers.toml `git.reads`) reaches only the
+    entries git's own files say it does (gitreach.py), over the whole work tree when `repo_wide`;
+    where those files say nothing certain, every entry counts."""
     if not is_directory(root):
         return False
     pattern = compile_path_pattern(rule.path, project_root=ctx.project_root, home=ctx.home, broad=True)
     unwitnessed_read()  # what the tree holds now (a decision that walked it is not kept)
+    if reach or repo_wide:
+        from . import gitreach  # pure Python, imported on a git reader's first walk
+
+        top, view = gitreach.view_of(root)
+        if view is not None and reach in ("tracked", "added"):
+            return view.reaches_denied(top if repo_wide else root, reach, pattern.matches, limit,
+                                       lambda path: _walk_every_entry(path, pattern, limit))
+        if repo_wide:
+            root = top
+    return _walk_every_entry(root, pattern, limit)
+
+
+def _walk_every_entry(root: str, pattern: PathPattern, limit: int) -> bool:
+    """Does any entry under `root` (or its real path) match `pattern`? Past `limit` entries: yes."""
     seen = 0
     stack = [root]
     while stack:
@@ -316,7 +334,7 @@ def broad_match(rule: Rule, subject: "Subject", call: "Call", ctx: "Context") ->
             return MAYBE  # a literal of interpreter code: it may never be opened
         if (result == NO and subject.recursive and rule.behavior == "deny" and rule.tool == "Read"
                 and rule.kind == "path" and subject.canon):
-            if _walk_for_denied(subject.canon.real, rule, ctx):
+            if _walk_for_denied(subject.canon.real, rule, ctx, subject.reach, subject.repo_wide):
                 return MAYBE
         return result
     if kind == "opaque":

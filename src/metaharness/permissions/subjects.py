@@ -58,6 +58,8 @@ class Subject:
     opaque_why: str | None = None
     deny_only: bool = False
     recursive: bool = False
+    reach: str = ""  # a git operation's reach over a recursive read (PathRef.reach)
+    repo_wide: bool = False
     shown: SubjectResult | None = None
 
     def mark(self, result: Behavior, reason: str, rule: "Rule | None") -> None:
@@ -96,7 +98,7 @@ def _opaque(why: str) -> Subject:
 def _path_subject(access: str, ref: "PathRef", ctx: "Context") -> Subject:
     value = ref.word.deny_value
     subject = Subject(access, value if value is not None else ref.word.text, ref=ref, deny_only=ref.deny_only,
-                      recursive=ref.recursive)
+                      recursive=ref.recursive, reach=ref.reach, repo_wide=ref.repo_wide)
     if value is None or (ref.cwd is None and not value.startswith("/")):
         subject.dynamic = True
         return subject

@@ -3,7 +3,9 @@
 What belongs here: which operands of a known file command are read and which are written (per
 `data/filecommands.toml`, options with their values parsed as getopt does: clusters, attached
 values, GNU long-option abbreviations), the special readers and writers (`dd`, `tar`, `find`,
-`git checkout`/`restore`, git's readers of file content: `git.reads` in data/wrappers.toml), links that make a later write land elsewhere, and the unprovable marks
+`git checkout`/`restore`, git's readers of file content: `git.reads` in data/wrappers.toml, each
+read carrying its operation's reach — which entries git's own files say it covers is decided at
+match time, gitreach.py), links that make a later write land elsewhere, and the unprovable marks
 of interpreters and other programs that run code their arguments do not show.
 
 Rules this module keeps:
@@ -156,7 +158,8 @@ def _rebase(cmd: Cmd, start: int, directories: list[Word]) -> None:
             continue
         for directory in directories:
             cmd.paths.append(PathRef(ref.access, ref.word, based(cmd.cwd, directory), ref.via, cmd,
-                                     recursive=ref.recursive, removal=ref.removal, deny_only=ref.deny_only))
+                                     recursive=ref.recursive, removal=ref.removal, deny_only=ref.deny_only,
+                                     guess=ref.guess, reach=ref.reach, repo_wide=ref.repo_wide))
 
 
 def _select(operands: list[Word], how: str | None) -> list[Word]:
@@ -476,20 +479,25 @@ def _git_paths(cmd: Cmd) -> None:
     # skip global options
     index = 0
     global_value_options = entry_set(_lazy("OPTIONS")["git"], "global_value")
+    unknown_globals = entry_set(_lazy("WRAPPERS")["git"].get("reads", {}), "reach_unknown_globals")
     directories: list[Word] = []
+    # git's own files say what it reaches unless the repository, index or config is moved
+    followed = not cmd.env_marks and not any(name.startswith("GIT_") for name, _ in cmd.assigns)
     while index < len(words) and (words[index].deny_value or "").startswith("-"):
         if words[index].deny_value == "-C" and index + 1 < len(words):
             directories.append(words[index + 1])  # `git -C DIR checkout -- F`: F is DIR/F
+        if (words[index].deny_value or "").partition("=")[0] in unknown_globals:
+            followed = False
         index += 2 if words[index].deny_value in global_value_options else 1
     if index >= len(words):
         return
     start = len(cmd.paths)
-    _git_sub_paths(cmd, words[index].deny_value, words[index + 1 :])
+    _git_sub_paths(cmd, words[index].deny_value, words[index + 1 :], followed)
     if directories:
         _rebase(cmd, start, directories)
 
 
-def _git_sub_paths(cmd: Cmd, sub: str | None, rest: list[Word]) -> None:
+def _git_sub_paths(cmd: Cmd, sub: str | None, rest: list[Word], followed: bool) -> None:
     if sub is None:
         return
     sub = sub
@@ -518,7 +526,7 @@ def _git_sub_paths(cmd: Cmd, sub: str | None, rest: list[Word]) -> None:
                 cmd.paths.append(PathRef("write", word, cmd.cwd, "operand", cmd))
     reads = _lazy("WRAPPERS")["git"].get("reads", {})
     if sub in reads.get("operands", ()):
-        _git_reads(cmd, sub, rest, reads)
+        _git_reads(cmd, sub, rest, reads, followed)
 
 
 def _git_roots(cwd: str | None) -> list[str | None]:
@@ -536,9 +544,10 @@ def _git_roots(cwd: str | None) -> list[str | None]:
         here = parent
 
 
-def _git_path(cmd: Cmd, word: Word, path: str, *, rooted: bool, guess: bool) -> None:
+def _git_path(cmd: Cmd, word: Word, path: str, *, rooted: bool, guess: bool, reach: str = "") -> None:
     """A read of `path` that a git operand names: relative to the working directory, or (`rooted`:
-    an object name's PATH, a `:(top)` or `:/` pathspec) to the repository root, wherever it is."""
+    an object name's PATH, a `:(top)` or `:/` pathspec) to the repository root, wherever it is;
+    `reach`: what of a directory's entries the operation reaches (PathRef.reach)."""
     if word.value is None:
         # a dynamic part: the path cannot be known statically, a possible match of every Read rule
         cmd.paths.append(PathRef("read", word, None, "operand", cmd, recursive=True, deny_only=True))
@@ -547,7 +556,8 @@ def _git_path(cmd: Cmd, word: Word, path: str, *, rooted: bool, guess: bool) -> 
     if path.startswith(("./", "../")) or path in (".", ".."):
         rooted = False  # `HEAD:./key`: relative to the working directory
     for root in _git_roots(cmd.cwd) if rooted else [cmd.cwd]:
-        cmd.paths.append(PathRef("read", target, root, "operand", cmd, recursive=True, deny_only=True, guess=guess))
+        cmd.paths.append(PathRef("read", target, root, "operand", cmd, recursive=True, deny_only=True, guess=guess,
+                                 reach=reach))
 
 
 def _git_pathspec(value: str) -> tuple[str, bool]:
@@ -562,32 +572,58 @@ def _git_pathspec(value: str) -> tuple[str, bool]:
     return value, False
 
 
-def _git_reads(cmd: Cmd, sub: str, rest: list[Word], reads: dict) -> None:
+#: The reaches of a git operation, narrowest first ("" — every entry — is as wide as "all").
+_REACH_WIDTH = {"tracked": 0, "added": 1, "all": 2, "": 2}
+
+
+def _git_option_names(words: list[Word]) -> set[str]:
+    """The options given before `--`: a long one by its name, a short cluster as each of its
+    letters too (`-am` is `-a` and `-m`; over-matching a value's letters)."""
+    names: set[str] = set()
+    for word in words:
+        value = word.deny_value
+        if value == "--":
+            break
+        if value is not None and value.startswith("-") and value != "-":
+            name = value.partition("=")[0]
+            names.add(name)
+            if not name.startswith("--"):
+                names.update("-" + letter for letter in name[1:])
+    return names
+
+
+def _git_reads(cmd: Cmd, sub: str, rest: list[Word], reads: dict, followed: bool) -> None:
     """Git reading file content (data/wrappers.toml `git.reads`): each operand a read — an object
     name `REV:PATH`/`:PATH`/`:N:PATH` of PATH under the repository root, a pathspec after `--` of
-    its path, a bare operand (it may be a revision) a possible one — and the whole tree under the
-    working directory for the subcommands and options that read it (a recursive possible read)."""
+    its path, a bare operand (it may be a revision) a possible one — and the whole tree for the
+    operations and options that read it (a recursive possible read). Pathspecs and the whole tree
+    carry the operation's reach (tracked, added, all); object names read history as today."""
+    operation, words = sub, rest
     verbs = reads.get("verbs", {}).get(sub)
-    words = rest
     if verbs is not None:
-        first = next((word for word in rest if word.deny_value is None or not word.deny_value.startswith("-")), None)
-        if first is not None:
-            if first.deny_value not in verbs:
+        verb = rest[0].deny_value if rest else None
+        if rest and verb is not None and not verb.startswith("-"):
+            if verb not in verbs:
                 return  # `git stash list`, `git stash pop`: no file content is read
-            words = [word for word in rest if word is not first]
-    whole = sub in reads.get("whole", ())
-    whole_opts = set(reads.get("whole_opts", {}).get(sub, ()))
+            operation, words = f"{sub} {verb}", rest[1:]
+        else:
+            operation = f"{sub} {verbs[0]}"  # `git stash -u`: the first verb (a dynamic word may be it too)
+    given = _git_option_names(words)
+    patch = bool(given.intersection(reads.get("whole_opts", {}).get(operation, ())))
+    names_only = bool(given.intersection(reads.get("no_content_opts", {}).get(operation, ())))
+    whole = patch or (operation in reads.get("whole", ()) and not names_only)
+    widened = [reach for option, reach in reads.get("reach_opts", {}).get(operation, {}).items() if option in given]
+    reach = max(widened, key=_REACH_WIDTH.__getitem__) if widened else reads.get("reach", {}).get(operation, "")
+    if not followed:
+        reach = ""
     after_dd = False
-    pathspecs = 0
+    pathspecs = objects = bare = 0
     for word in words:
         value = word.deny_value
         if not after_dd and value == "--":
             after_dd = True
             continue
         if not after_dd and value is not None and value.startswith("-"):
-            name = value.partition("=")[0]
-            if name in whole_opts or (not name.startswith("--") and any("-" + letter in whole_opts for letter in name[1:])):
-                whole = True  # `git commit -am x`: a letter anywhere in a cluster (over-matching a value's)
             continue
         if value is None or word.value is None:
             _git_path(cmd, word, "", rooted=False, guess=not after_dd)
@@ -595,7 +631,7 @@ def _git_reads(cmd: Cmd, sub: str, rest: list[Word], reads: dict) -> None:
             continue
         if after_dd:
             path, rooted = _git_pathspec(value)
-            _git_path(cmd, word, path, rooted=rooted, guess=False)
+            _git_path(cmd, word, path, rooted=rooted, guess=False, reach=reach)
             pathspecs += 1
             continue
         if value.startswith(":"):
@@ -605,13 +641,19 @@ def _git_reads(cmd: Cmd, sub: str, rest: list[Word], reads: dict) -> None:
             elif name[:1] in "/(!^":
                 name, _ = _git_pathspec(value)  # `:/TEXT` names a commit by message: a path too, for deny
             _git_path(cmd, word, name, rooted=True, guess=False)
+            objects += 1
         elif ":" in value:
             _git_path(cmd, word, value.partition(":")[2], rooted=True, guess=False)
+            objects += 1
         else:
-            _git_path(cmd, word, value, rooted=False, guess=True)
+            _git_path(cmd, word, value, rooted=False, guess=True, reach=reach)
+            bare += 1
+    if objects and not bare and not patch and operation in reads.get("object_views", ()):
+        whole = False  # `git show HEAD:a.txt`: the blob, no patch
     if whole and not pathspecs:
         cmd.paths.append(PathRef("read", static_word("."), cmd.cwd, "operand", cmd, recursive=True, deny_only=True,
-                                 guess=True))
+                                 guess=True, reach=reach,
+                                 repo_wide=followed and operation not in reads.get("here", ())))
 
 
 def _tar_paths(cmd: Cmd, words: list[Word]) -> None:

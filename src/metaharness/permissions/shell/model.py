@@ -29,6 +29,10 @@ class PathRef:
     removal: bool = False
     deny_only: bool = False
     guess: bool = False  # a literal that may never be opened: a deny match is only `maybe`
+    # A git operation's reach over a recursive read (data/wrappers.toml `git.reads`): "tracked",
+    # "added" (tracked, or untracked and not ignored), "all"; "" = every entry, like any reader.
+    reach: str = ""
+    repo_wide: bool = False  # the read covers the repository's whole work tree, not just this directory
 
     @property
     def static(self) -> bool:
