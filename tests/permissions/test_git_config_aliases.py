@@ -197,6 +197,23 @@ def test_a_decision_is_not_kept_past_a_config_change(world):
     assert world.decide("git x") == "allow"
 
 
+def test_a_kept_decision_follows_includes_and_the_environment(world, monkeypatch):
+    """The decision of `git y` is kept (the files are stats, not reads) and made again when an
+    included file or a variable git reads changes."""
+    world.write({"repo": "[include]\n\tpath = ~/inc.cfg\n", "inc": "[alias]\n\ty = status\n"})
+    assert world.decide("git y") == "allow"
+    assert world.decide("git y") == "allow"
+    world.write({"inc": "[alias]\n\ty = !rm -rf dist\n"})
+    assert world.decide("git y") == "deny"
+    elsewhere = os.path.join(world.base, "xdg2")
+    os.makedirs(os.path.join(elsewhere, "git"))
+    with open(os.path.join(elsewhere, "git", "config"), "w") as handle:
+        handle.write("[alias]\n\tz = !rm -rf dist\n")
+    assert world.decide("git z") == "allow"
+    monkeypatch.setenv("XDG_CONFIG_HOME", elsewhere)
+    assert world.decide("git z") == "deny"
+
+
 def test_a_builtin_reads_no_config(world, monkeypatch):
     """`git status`, `git push` are decided without the alias table (what keeps them fast)."""
     def refuse(*_args, **_kwargs):

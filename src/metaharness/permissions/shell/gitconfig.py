@@ -14,8 +14,9 @@ Rules this module keeps:
 * a missing file or include is no error (git skips it too);
 * later definitions win: files in git's order (system, global — XDG then ~/.gitconfig —, the
   repository's, the worktree's), then `GIT_CONFIG_COUNT`'s; the wrapper lets `-c` win over all;
-* each file is parsed once per (path, mtime_ns, size, inode): a decision stats the files, it
-  does not read them again.
+* each file is parsed once per (path, mode, mtime_ns, size, inode): a decision stats the files,
+  it does not read them again; every stat and variable is witnessed (paths.file_stamp,
+  paths.environment), so a kept decision stands while none of them changes.
 
 Not compiled (setup.py's COMPILED): it reads the disk and the process environment.
 """
@@ -24,7 +25,10 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from typing import Mapping, NamedTuple
+
+from ..paths import environment, file_stamp
 
 __all__ = ["AliasTable", "aliases", "parse_config"]
 
@@ -197,20 +201,14 @@ def _entries(items: list[tuple[str, str | None]]) -> list[_Entry]:
     return entries
 
 
-_PARSED: dict[str, tuple[tuple[int, int, int], _Parsed]] = {}
+_PARSED: dict[str, tuple[tuple[int, int, int, int], _Parsed]] = {}
 
 
 def _parsed(path: str) -> _Parsed | None:
     """The file's entries (None: no such file), parsed once per version of it."""
-    try:
-        info = os.stat(path)
-    except FileNotFoundError:
+    stamp = file_stamp(path)
+    if stamp is None:
         return None
-    except NotADirectoryError:
-        return None
-    except OSError as error:
-        return _Parsed([], f"cannot read {path}: {error.strerror}")
-    stamp = (info.st_mtime_ns, info.st_size, info.st_ino)
     kept = _PARSED.get(path)
     if kept is not None and kept[0] == stamp:
         return kept[1]
@@ -243,11 +241,12 @@ def find_repository(cwd: str, git_dir: str | None) -> _Repo | None:
         current = os.path.normpath(cwd)
         while gitdir is None:
             dot_git = os.path.join(current, ".git")
-            if os.path.isdir(dot_git):
+            mode = _mode(dot_git)
+            if stat.S_ISDIR(mode):
                 gitdir = dot_git
-            elif os.path.isfile(dot_git):
+            elif stat.S_ISREG(mode):
                 gitdir = _gitdir_file(dot_git)
-            elif all(os.path.exists(os.path.join(current, part)) for part in ("HEAD", "objects", "refs")):
+            elif all(_mode(os.path.join(current, part)) for part in ("HEAD", "objects", "refs")):
                 gitdir = current  # a bare repository, or the inside of .git
             parent = os.path.dirname(current)
             if gitdir is None and parent == current:
@@ -255,11 +254,19 @@ def find_repository(cwd: str, git_dir: str | None) -> _Repo | None:
             current = parent
     commondir = gitdir
     try:
+        if file_stamp(os.path.join(gitdir, "commondir")) is None:
+            raise FileNotFoundError
         with open(os.path.join(gitdir, "commondir"), encoding="utf-8", errors="surrogateescape") as handle:
             commondir = os.path.normpath(os.path.join(gitdir, handle.read().strip()))
     except OSError:
         pass
     return _Repo(gitdir, commondir)
+
+
+def _mode(path: str) -> int:
+    """The file's mode (0: none), witnessed."""
+    stamp = file_stamp(path)
+    return stamp[0] if stamp is not None and stamp[0] > 0 else 0
 
 
 def _gitdir_file(path: str) -> str:
@@ -382,6 +389,7 @@ class _Reader:
     def _branch(self) -> str | None:
         if self.repo is None:
             return None
+        file_stamp(os.path.join(self.repo.gitdir, "HEAD"))  # witnessed: a checkout changes it
         try:
             with open(os.path.join(self.repo.gitdir, "HEAD"), encoding="utf-8", errors="surrogateescape") as handle:
                 head = handle.read().strip()
@@ -394,18 +402,30 @@ def _truthy(value: str | None) -> bool:
     return value is not None and value.lower() in ("1", "true", "yes", "on")
 
 
-def aliases(cwd: str, home: str | None, environ: Mapping[str, str], git_dir: str | None = None) -> AliasTable:
-    """The alias table git reads in `cwd` with `environ` (the process's, with the command's own
-    assignments) and HOME `home`; `git_dir` from --git-dir (relative to `cwd`)."""
-    if git_dir is None and environ.get("GIT_DIR"):
-        git_dir = environ["GIT_DIR"]
+class _Environ:
+    """The variables git reads: the command's own assignments, else the process's (witnessed)."""
+
+    def __init__(self, assigned: Mapping[str, str]) -> None:
+        self.assigned = assigned
+
+    def get(self, name: str) -> str | None:
+        return self.assigned[name] if name in self.assigned else environment(name)
+
+
+def aliases(cwd: str, home: str | None, assigned: Mapping[str, str], git_dir: str | None = None) -> AliasTable:
+    """The alias table git reads in `cwd` with HOME `home`, the command's own assignments
+    `assigned` (else the process's variables); `git_dir` from --git-dir (relative to `cwd`)."""
+    environ = _Environ(assigned)
+    if git_dir is None:
+        git_dir = environ.get("GIT_DIR") or None
     repo = find_repository(cwd, git_dir)
     reader = _Reader(home, repo)
     if not _truthy(environ.get("GIT_CONFIG_NOSYSTEM")):
         reader.read(environ.get("GIT_CONFIG_SYSTEM") or "/etc/gitconfig")
-    if "GIT_CONFIG_GLOBAL" in environ:
-        if environ["GIT_CONFIG_GLOBAL"]:
-            reader.read(os.path.join(cwd, environ["GIT_CONFIG_GLOBAL"]))
+    global_file = environ.get("GIT_CONFIG_GLOBAL")
+    if global_file is not None:
+        if global_file:
+            reader.read(os.path.join(cwd, global_file))
     else:
         xdg = environ.get("XDG_CONFIG_HOME") or (os.path.join(home, ".config") if home else None)
         if xdg is None:
@@ -421,11 +441,11 @@ def aliases(cwd: str, home: str | None, environ: Mapping[str, str], git_dir: str
     return AliasTable(reader.values, frozenset(reader.uncertain), reader.unknown)
 
 
-def _from_environment(reader: _Reader, environ: Mapping[str, str]) -> None:
+def _from_environment(reader: _Reader, environ: _Environ) -> None:
     """`GIT_CONFIG_COUNT` with `GIT_CONFIG_KEY_n`/`GIT_CONFIG_VALUE_n` (read), and
     `GIT_CONFIG_PARAMETERS` (`-c` handed down by a parent git: not read, unknown if it names an
     alias)."""
-    if "alias" in environ.get("GIT_CONFIG_PARAMETERS", "").casefold():
+    if "alias" in (environ.get("GIT_CONFIG_PARAMETERS") or "").casefold():
         reader.unknown = reader.unknown or "git alias from GIT_CONFIG_PARAMETERS"
     count_text = environ.get("GIT_CONFIG_COUNT")
     if not count_text:

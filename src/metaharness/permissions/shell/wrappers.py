@@ -17,7 +17,6 @@ Rules this module keeps:
 from __future__ import annotations
 
 import functools
-import os
 import re
 import shlex
 from typing import TYPE_CHECKING, Callable, NamedTuple
@@ -26,7 +25,6 @@ from . import _lazy
 from .entries import entry_set
 from .interpreters import analyse_code
 from .model import Cmd
-from ..paths import unwitnessed_read
 from .walk import GIT_CONFIG_VARIABLES, MAX_DEPTH, Env, State, assigned_command, recurse, unknown
 from .words import DYNAMIC_ITEM, SAFE_ASSIGNMENTS, Word, parse_word, static_word
 
@@ -831,7 +829,8 @@ def _git_alias_table(layer: Layer, directories: list[Word], git_dir: Word | None
     None with the command made unknown when where git runs or what it reads cannot be told: an
     unknown or dynamic directory, a dynamic `--git-dir`, a variable git reads set elsewhere in the
     call (`export GIT_DIR=…; git x`) or dynamically. The table depends on the disk now: the
-    command's analysis is not kept, nor the decision (paths.unwitnessed_read)."""
+    command's analysis is not kept; the decision is, while every file and variable the table was
+    read from stays the same (gitconfig.py witnesses them)."""
     from .fileops import based
     from .gitconfig import aliases as read_aliases
 
@@ -845,7 +844,7 @@ def _git_alias_table(layer: Layer, directories: list[Word], git_dir: Word | None
     if git_dir is not None and (git_dir.deny_value is None or git_dir.value is None):
         unknown(state, cmd, "dynamic --git-dir: its aliases cannot be read")
         return None
-    environ = dict(os.environ)
+    assigned: dict[str, str] = {}
     home = state.home
     own: set[str] = set()
     for name, word in cmd.assigns:
@@ -854,7 +853,7 @@ def _git_alias_table(layer: Layer, directories: list[Word], git_dir: Word | None
                 unknown(state, cmd, f"dynamic {name}: git's aliases cannot be read")
                 return None
             own.add(name)
-            environ[name] = word.value
+            assigned[name] = word.value
             if name == "HOME":
                 home = word.value
     elsewhere = sorted(state.git_env - own) + (["HOME"] if state.home_assigned and "HOME" not in own else [])
@@ -862,8 +861,7 @@ def _git_alias_table(layer: Layer, directories: list[Word], git_dir: Word | None
         unknown(state, cmd, f"{elsewhere[0]} set elsewhere in the call: git's aliases cannot be read")
         return None
     cmd.read_disk = True
-    unwitnessed_read()
-    return read_aliases(cwd, home, environ, git_dir.value if git_dir is not None else None)
+    return read_aliases(cwd, home, assigned, git_dir.value if git_dir is not None else None)
 
 
 def git_spellings(cmd: Cmd, state: State, env: Env) -> list[Cmd]:
