@@ -26,7 +26,7 @@ from metaharness.permissions.shell import gitconfig
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 
-DENY = ["Bash(rm -rf *)", "Bash(git push*)"]
+DENY = ["Bash(rm -rf *)", "Bash(git push*)", "Read(secret/**)"]
 
 RM_BANG = "!rm -rf dist"
 
@@ -187,6 +187,20 @@ def test_plain_alias_to_a_denied_git_command(world):
     heads = subprocess.run(["git", "--git-dir", os.path.join(world.base, "remote.git"), "show-ref"],
                            capture_output=True, text=True, env=world.env).stdout
     assert "refs/heads/main" in heads, "the oracle: git pp did not push"
+
+
+@pytest.mark.parametrize("command", ["cd src && git x", "git -C src x", "cd src && git -c alias.x='!cat secret/key' x"])
+def test_a_shell_alias_runs_at_the_top_of_the_tree(world, command):
+    """git runs a `!` alias in the top of the working tree: `cat secret/key` there, from `src/`, is
+    the tree's `secret/key`, which `Read(secret/**)` denies."""
+    os.makedirs(os.path.join(world.repo, "secret"))
+    os.makedirs(os.path.join(world.repo, "src"))
+    with open(os.path.join(world.repo, "secret", "key"), "w") as handle:
+        handle.write("s3cr3t\n")
+    world.write({"repo": "[alias]\n\tx = !cat secret/key\n"})
+    assert world.decide(command) == "deny"
+    shown = subprocess.run(["bash", "-c", command], cwd=world.repo, env=world.env, capture_output=True, text=True)
+    assert "s3cr3t" in shown.stdout, "the oracle: the alias did not read the tree's secret/key"
 
 
 def test_a_decision_is_not_kept_past_a_config_change(world):

@@ -39,6 +39,7 @@ class AliasTable(NamedTuple):
     values: dict[str, str | None]  # casefolded alias name → value (None: a key without `=`)
     uncertain: frozenset[str]  # names an include git may or may not read defines
     unknown: str | None  # why any name may be an alias (the table cannot be read)
+    top: str  # where git runs a `!` alias: the top of the working tree (else the directory it runs in)
 
 
 class _Entry(NamedTuple):
@@ -229,12 +230,14 @@ def _parsed(path: str) -> _Parsed | None:
 class _Repo(NamedTuple):
     gitdir: str  # the repository's own directory (a worktree's: .git/worktrees/NAME)
     commondir: str  # where its config lives
+    top: str | None  # the directory holding `.git` (None: a bare repository, or one named by --git-dir)
 
 
 def find_repository(cwd: str, git_dir: str | None) -> _Repo | None:
     """The repository git finds from `cwd` (or `git_dir`, from --git-dir/GIT_DIR): the first
     ancestor with a `.git` directory or `gitdir:` file, or that is itself a git directory."""
     gitdir: str | None = None
+    top: str | None = None
     if git_dir is not None:
         gitdir = os.path.normpath(os.path.join(cwd, git_dir))
     else:
@@ -243,9 +246,9 @@ def find_repository(cwd: str, git_dir: str | None) -> _Repo | None:
             dot_git = os.path.join(current, ".git")
             mode = _mode(dot_git)
             if stat.S_ISDIR(mode):
-                gitdir = dot_git
+                gitdir, top = dot_git, current
             elif stat.S_ISREG(mode):
-                gitdir = _gitdir_file(dot_git)
+                gitdir, top = _gitdir_file(dot_git), current
             elif all(_mode(os.path.join(current, part)) for part in ("HEAD", "objects", "refs")):
                 gitdir = current  # a bare repository, or the inside of .git
             parent = os.path.dirname(current)
@@ -260,7 +263,7 @@ def find_repository(cwd: str, git_dir: str | None) -> _Repo | None:
             commondir = os.path.normpath(os.path.join(gitdir, handle.read().strip()))
     except OSError:
         pass
-    return _Repo(gitdir, commondir)
+    return _Repo(gitdir, commondir, top)
 
 
 def _mode(path: str) -> int:
@@ -412,13 +415,18 @@ class _Environ:
         return self.assigned[name] if name in self.assigned else environment(name)
 
 
-def aliases(cwd: str, home: str | None, assigned: Mapping[str, str], git_dir: str | None = None) -> AliasTable:
+def aliases(cwd: str, home: str | None, assigned: Mapping[str, str], git_dir: str | None = None,
+            work_tree: str | None = None) -> AliasTable:
     """The alias table git reads in `cwd` with HOME `home`, the command's own assignments
-    `assigned` (else the process's variables); `git_dir` from --git-dir (relative to `cwd`)."""
+    `assigned` (else the process's variables); `git_dir`, `work_tree` from --git-dir and
+    --work-tree (relative to `cwd`)."""
     environ = _Environ(assigned)
     if git_dir is None:
         git_dir = environ.get("GIT_DIR") or None
+    if work_tree is None:
+        work_tree = environ.get("GIT_WORK_TREE") or None
     repo = find_repository(cwd, git_dir)
+    top = os.path.normpath(os.path.join(cwd, work_tree)) if work_tree else repo.top if repo and repo.top else cwd
     reader = _Reader(home, repo)
     if not _truthy(environ.get("GIT_CONFIG_NOSYSTEM")):
         reader.read(environ.get("GIT_CONFIG_SYSTEM") or "/etc/gitconfig")
@@ -438,7 +446,7 @@ def aliases(cwd: str, home: str | None, assigned: Mapping[str, str], git_dir: st
         if reader.worktree_config:
             reader.read(os.path.join(repo.gitdir, "config.worktree"))
     _from_environment(reader, environ)
-    return AliasTable(reader.values, frozenset(reader.uncertain), reader.unknown)
+    return AliasTable(reader.values, frozenset(reader.uncertain), reader.unknown, top)
 
 
 def _from_environment(reader: _Reader, environ: _Environ) -> None:

@@ -113,13 +113,14 @@ def analyse_text(text: str, state: State, env: Env) -> None:
         Walker(source, state).walk(tree.root_node, env)
 
 
-# Variables that change which configuration git reads, and so which aliases it has (gitconfig.py);
+# Variables that change which configuration git reads, and so which aliases it has, or where it
+# runs a `!` alias (gitconfig.py);
 # GIT_CONFIG_KEY_n and GIT_CONFIG_VALUE_n are GIT_CONFIG_COUNT's. `analyse` notes which the call names.
 GIT_CONFIG_VARIABLES = frozenset({
-    "GIT_DIR", "GIT_COMMON_DIR", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG_NOSYSTEM", "GIT_CONFIG_COUNT",
+    "GIT_DIR", "GIT_COMMON_DIR", "GIT_WORK_TREE", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG_NOSYSTEM", "GIT_CONFIG_COUNT",
     "GIT_CONFIG_PARAMETERS", "XDG_CONFIG_HOME",
 })
-_GIT_ENV_NAMES = re.compile(r"(?<![$\w{])(GIT_DIR|GIT_COMMON_DIR|GIT_CONFIG\w*|XDG_CONFIG_HOME)\b")
+_GIT_ENV_NAMES = re.compile(r"(?<![$\w{])(GIT_DIR|GIT_COMMON_DIR|GIT_WORK_TREE|GIT_CONFIG\w*|XDG_CONFIG_HOME)\b")
 
 
 def git_env_named(command: str) -> frozenset[str]:

@@ -723,6 +723,7 @@ def _git(layer: Layer) -> Result:
     aliases: dict[str, tuple[int, Word]] = {}
     directories: list[Word] = []  # -C DIR, in order
     git_dir: Word | None = None
+    work_tree: Word | None = None
     index = 0
     while index < len(args):
         word = args[index]
@@ -742,12 +743,16 @@ def _git(layer: Layer) -> Result:
             value = static_word(spelled.split("=", 1)[1])
         elif spelled.startswith("--git-dir="):
             git_dir = static_word(spelled.split("=", 1)[1])
+        elif spelled.startswith("--work-tree="):
+            work_tree = static_word(spelled.split("=", 1)[1])
         elif spelled in global_value_options:
             width = 2
             if spelled == "-C" and operand is not None:
                 directories.append(operand)
             elif spelled == "--git-dir":
                 git_dir = operand
+            elif spelled == "--work-tree":
+                work_tree = operand
         if value is not None:
             if spelled.startswith("--config-env"):
                 if (value.deny_value or "alias.").casefold().startswith("alias."):
@@ -775,12 +780,13 @@ def _git(layer: Layer) -> Result:
     if sub_text is not None and sub_text in entry_set(layer.spec, "builtins"):
         return None, False, {}
     hit = aliases.get(sub_text.casefold()) if sub_text is not None else None
+    where = (directories, git_dir, work_tree)
     if hit is not None:
         at_index, value = hit
         width = 1 if args[at_index].deny_value not in ("-c",) else 2
         globals_kept = args[:at_index] + args[at_index + width : index]
-        return _git_alias(layer, value.deny_value or "", globals_kept, args[index + 1 :])
-    table = _git_alias_table(layer, directories, git_dir)
+        return _git_alias(layer, value.deny_value or "", globals_kept, args[index + 1 :], where)
+    table = _git_alias_table(layer, where)
     if table is None:
         return None, False, {}
     if sub_text is None:
@@ -797,15 +803,17 @@ def _git(layer: Layer) -> Result:
     if text is None:
         unknown(layer.state, layer.cmd, "git alias without a value")
         return None, False, {}
-    return _git_alias(layer, text, args[:index], args[index + 1 :])
+    return _git_alias(layer, text, args[:index], args[index + 1 :], where, table)
 
 
 MAX_GIT_ALIAS_LAYERS = 16  # git stops an alias loop with an error; the analysis stops here, unknown
 
 
-def _git_alias(layer: Layer, text: str, globals_kept: list[Word], rest: list[Word]) -> Result:
-    """What an alias runs: `!TEXT ARGS…` through a shell, or `git GLOBALS TEXT ARGS…` (unwrapped
-    again by `unwrap`, so an alias naming an alias is expanded in turn)."""
+def _git_alias(layer: Layer, text: str, globals_kept: list[Word], rest: list[Word], where: "_GitWhere",
+               table: "AliasTable | None" = None) -> Result:
+    """What an alias runs: `!TEXT ARGS…` through a shell, in the top of the working tree (as git
+    runs it: relative paths in it are the tree's), or `git GLOBALS TEXT ARGS…` (unwrapped again by
+    `unwrap`, so an alias naming an alias is expanded in turn)."""
     if layer.cmd.layer >= MAX_GIT_ALIAS_LAYERS or layer.env.depth >= MAX_DEPTH:
         unknown(layer.state, layer.cmd, "git alias loop")
         return None, False, {}
@@ -814,7 +822,16 @@ def _git_alias(layer: Layer, text: str, globals_kept: list[Word], rest: list[Wor
         if texts is None:
             unknown(layer.state, layer.cmd, "git shell alias with dynamic arguments")
             return None, False, {}
-        recurse(" ".join([text[1:]] + [shlex.quote(item) for item in texts]), layer.state, layer.env, outer=layer.cmd)
+        if table is None:
+            table = _git_alias_table(layer, where)
+            if table is None:
+                return None, False, {}
+        cmd = layer.cmd
+        cwd, cmd.cwd = cmd.cwd, table.top
+        try:
+            recurse(" ".join([text[1:]] + [shlex.quote(item) for item in texts]), layer.state, layer.env, outer=cmd)
+        finally:
+            cmd.cwd = cwd
         return None, False, {}
     try:
         expansion = [static_word(token) for token in shlex.split(text)]
@@ -824,7 +841,11 @@ def _git_alias(layer: Layer, text: str, globals_kept: list[Word], rest: list[Wor
     return [layer.cmd.words[0]] + globals_kept + expansion + rest, False, {}
 
 
-def _git_alias_table(layer: Layer, directories: list[Word], git_dir: Word | None) -> "AliasTable | None":
+# Where a git command runs and what repository it names: its `-C DIR`s, `--git-dir`, `--work-tree`.
+_GitWhere = tuple[list[Word], Word | None, Word | None]
+
+
+def _git_alias_table(layer: Layer, where: _GitWhere) -> "AliasTable | None":
     """The alias table of the configuration files git reads for this command (gitconfig.py), or
     None with the command made unknown when where git runs or what it reads cannot be told: an
     unknown or dynamic directory, a dynamic `--git-dir`, a variable git reads set elsewhere in the
@@ -835,15 +856,17 @@ def _git_alias_table(layer: Layer, directories: list[Word], git_dir: Word | None
     from .gitconfig import aliases as read_aliases
 
     state, cmd = layer.state, layer.cmd
+    directories, git_dir, work_tree = where
     cwd = cmd.cwd
     for directory in directories:
         cwd = based(cwd, directory)
     if cwd is None:
         unknown(state, cmd, "git runs in an unknown directory: its aliases cannot be read")
         return None
-    if git_dir is not None and (git_dir.deny_value is None or git_dir.value is None):
-        unknown(state, cmd, "dynamic --git-dir: its aliases cannot be read")
-        return None
+    for option, word in (("--git-dir", git_dir), ("--work-tree", work_tree)):
+        if word is not None and (word.deny_value is None or word.value is None):
+            unknown(state, cmd, f"dynamic {option}: git's aliases cannot be read")
+            return None
     assigned: dict[str, str] = {}
     home = state.home
     own: set[str] = set()
@@ -861,7 +884,8 @@ def _git_alias_table(layer: Layer, directories: list[Word], git_dir: Word | None
         unknown(state, cmd, f"{elsewhere[0]} set elsewhere in the call: git's aliases cannot be read")
         return None
     cmd.read_disk = True
-    return read_aliases(cwd, home, assigned, git_dir.value if git_dir is not None else None)
+    return read_aliases(cwd, home, assigned, git_dir.value if git_dir is not None else None,
+                        work_tree.value if work_tree is not None else None)
 
 
 def git_spellings(cmd: Cmd, state: State, env: Env) -> list[Cmd]:
