@@ -86,21 +86,21 @@ def parse_config(text: str) -> list[tuple[str, str | None]]:
         if char == "[":
             section, pos = _section(text, pos)
             continue
-        if not char.isascii() or not char.isalpha() or not section:
+        if not char.isascii() or not char.isalpha():
             raise ConfigSyntaxError(f"bad config line near {text[pos - 1:pos + 20]!r}")
         start = pos - 1
         while pos < end and _KEY_CHARS.match(text[pos]):
             pos += 1
-        key = text[start:pos].lower()
+        key = section + "." + text[start:pos].lower() if section else text[start:pos].lower()
         while pos < end and text[pos] in " \t":
             pos += 1
         if pos >= end or text[pos] == "\n":
-            items.append((section + "." + key, None))
+            items.append((key, None))
             continue
         if text[pos] != "=":
             raise ConfigSyntaxError(f"bad config line near {text[start:pos + 20]!r}")
         value, pos = _value(text, pos + 1)
-        items.append((section + "." + key, value))
+        items.append((key, value))
     return items
 
 
