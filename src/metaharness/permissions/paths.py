@@ -9,8 +9,10 @@ Rules this module keeps:
 * a file tool opens a decided path with `open_decided` (opened.py), never by its text again;
 * what a decision reads of the filesystem is witnessed (`Witness`): every `canonical` is
   recorded with its answer, so the decision can be kept and handed out again while every one
-  of them still answers the same (decision.py); any other read of the disk (a directory walk)
-  calls `unwitnessed_read`, and that decision is never kept.
+  of them still answers the same (decision.py); so are `is_directory`, `file_stamp` (a file's
+  stat: git's config files, read by shell/gitconfig.py) and `environment` (a variable of the
+  process); any other read of the disk (a directory walk) calls `unwitnessed_read`, and that
+  decision is never kept.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ __all__ = [
     "Witness",
     "unwitnessed_read",
     "is_directory",
+    "file_stamp",
+    "environment",
 ]
 
 
@@ -100,11 +104,13 @@ class Witness:
     Used as a context manager around the decision (one per thread); a witness inside another
     hands what it saw to the one around it when it ends."""
 
-    __slots__ = ("reads", "dirs", "replayable", "_outer")
+    __slots__ = ("reads", "dirs", "files", "env", "replayable", "_outer")
 
     def __init__(self) -> None:
         self.reads: dict[tuple[str, str, str | None], CanonicalPath] = {}
         self.dirs: dict[str, bool] = {}  # `is_directory` answers
+        self.files: dict[str, tuple[int, int, int, int] | None] = {}  # `file_stamp` answers
+        self.env: dict[str, str | None] = {}  # `environment` answers
         self.replayable = True
         self._outer: Witness | None = None
 
@@ -125,6 +131,12 @@ class Witness:
             for path, is_dir in self.dirs.items():
                 if outer.dirs.setdefault(path, is_dir) != is_dir:
                     outer.replayable = False
+            for path, stamp in self.files.items():
+                if outer.files.setdefault(path, stamp) != stamp:
+                    outer.replayable = False
+            for name, value in self.env.items():
+                if outer.env.setdefault(name, value) != value:
+                    outer.replayable = False
             outer.replayable = outer.replayable and self.replayable
 
     def still_holds(self) -> bool:
@@ -137,6 +149,12 @@ class Witness:
                 return False
         for path, is_dir in self.dirs.items():
             if os.path.isdir(path) != is_dir:
+                return False
+        for path, stamp in self.files.items():
+            if _file_stamp(path) != stamp:
+                return False
+        for name, value in self.env.items():
+            if os.environ.get(name) != value:
                 return False
         return True
 
@@ -157,6 +175,35 @@ def is_directory(path: str) -> bool:
     if known is None:
         known = witness.dirs[path] = os.path.isdir(path)
     return known
+
+
+def file_stamp(path: str) -> tuple[int, int, int, int] | None:
+    """The file at `path` now — (mode, mtime_ns, size, inode); None when there is none; mode -1
+    and the error number when it cannot be looked at — witnessed (a kept decision checks it again)."""
+    stamp = _file_stamp(path)
+    witness = _watching.witness
+    if witness is not None and witness.files.setdefault(path, stamp) != stamp:
+        witness.replayable = False
+    return stamp
+
+
+def _file_stamp(path: str) -> tuple[int, int, int, int] | None:
+    try:
+        info = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as error:
+        return (-1, error.errno or 0, 0, 0)
+    return (info.st_mode, info.st_mtime_ns, info.st_size, info.st_ino)
+
+
+def environment(name: str) -> str | None:
+    """The process environment's `name`, witnessed (a kept decision checks it again)."""
+    value = os.environ.get(name)
+    witness = _watching.witness
+    if witness is not None and witness.env.setdefault(name, value) != value:
+        witness.replayable = False
+    return value
 
 
 def unwitnessed_read() -> None:

@@ -52,7 +52,7 @@ __getattr__, _lazy = lazy_attributes(globals(), {
 
 from .words import DYNAMIC_ITEM, SAFE_ASSIGNMENTS, Word, parse_word, static_word  # noqa: E402
 from .model import Analysis, Cmd, PathRef  # noqa: E402
-from .walk import Env, State, analyse_text  # noqa: E402
+from .walk import Env, State, analyse_text, git_env_named  # noqa: E402
 from . import wrappers as _wrappers, fileops as _fileops  # noqa: E402,F401  (bound before the first call)
 
 
@@ -64,7 +64,7 @@ def analyse(command: str, cwd: str | None, home: str | None = None) -> Analysis:
         return result
     # `~` is the session's HOME unless the call assigns HOME anywhere.
     home_assigned = re.search(r"(?<![$\w{])HOME\b", command) is not None
-    state = State(home=home, cwd=cwd, result=result, home_assigned=home_assigned)
+    state = State(home=home, cwd=cwd, result=result, home_assigned=home_assigned, git_env=git_env_named(command))
     analyse_text(command, state, Env())
     if state.limit_hit:
         result.opaque.append("analysis limit reached")

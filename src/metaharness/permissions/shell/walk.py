@@ -53,6 +53,7 @@ class State:
     result: Analysis
     tainted: bool = False
     home_assigned: bool = False
+    git_env: frozenset[str] = frozenset()  # GIT_CONFIG_VARIABLES the call names (git's aliases depend on them)
     groups: int = 0
     commands: int = 0
     limit_hit: bool = False
@@ -110,6 +111,24 @@ def analyse_text(text: str, state: State, env: Env) -> None:
             state.result.opaque.append(f"parse error at {where}")
             state.result.program_unknown.append(f"parse error at {where}")
         Walker(source, state).walk(tree.root_node, env)
+
+
+# Variables that change which configuration git reads, and so which aliases it has, or where it
+# runs a `!` alias (gitconfig.py);
+# GIT_CONFIG_KEY_n and GIT_CONFIG_VALUE_n are GIT_CONFIG_COUNT's. `analyse` notes which the call names.
+GIT_CONFIG_VARIABLES = frozenset({
+    "GIT_DIR", "GIT_COMMON_DIR", "GIT_WORK_TREE", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG_NOSYSTEM", "GIT_CONFIG_COUNT",
+    "GIT_CONFIG_PARAMETERS", "XDG_CONFIG_HOME",
+})
+_GIT_ENV_NAMES = re.compile(r"(?<![$\w{])(GIT_DIR|GIT_COMMON_DIR|GIT_WORK_TREE|GIT_CONFIG\w*|XDG_CONFIG_HOME)\b")
+
+
+def git_env_named(command: str) -> frozenset[str]:
+    """The variables of GIT_CONFIG_VARIABLES (and GIT_CONFIG_KEY_n, GIT_CONFIG_VALUE_n) `command`
+    names other than as an expansion: ones it may set."""
+    if "GIT_" not in command and "XDG_" not in command:
+        return frozenset()
+    return frozenset(_GIT_ENV_NAMES.findall(command))
 
 
 # Variables whose value a program hands to a shell when it needs one: git's ssh, editor, pager and

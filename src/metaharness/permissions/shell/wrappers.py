@@ -19,14 +19,17 @@ from __future__ import annotations
 import functools
 import re
 import shlex
-from typing import Callable, NamedTuple
+from typing import TYPE_CHECKING, Callable, NamedTuple
 
 from . import _lazy
 from .entries import entry_set
 from .interpreters import analyse_code
 from .model import Cmd
-from .walk import Env, State, assigned_command, recurse, unknown
+from .walk import GIT_CONFIG_VARIABLES, MAX_DEPTH, Env, State, assigned_command, recurse, unknown
 from .words import DYNAMIC_ITEM, SAFE_ASSIGNMENTS, Word, parse_word, static_word
+
+if TYPE_CHECKING:
+    from .gitconfig import AliasTable
 
 __all__ = ["unwrap", "KINDS", "STDIN_DEVICES"]
 
@@ -709,10 +712,18 @@ def _ssh(layer: Layer) -> Result:
 
 
 def _git(layer: Layer) -> Result:
-    """`git -c alias.NAME=VALUE … NAME …`: the alias is what runs (`!…` through a shell)."""
+    """`git [GLOBAL…] NAME …` where NAME is an alias: the alias is what runs (`!…` through a shell,
+    otherwise the git command it names, unwrapped again: an alias of an alias is followed).
+
+    The alias comes from `-c alias.NAME=VALUE` (which wins), then the configuration files git reads
+    in the directory it runs in (gitconfig.py). A built-in subcommand is never an alias (git ignores
+    one of the same name: the `builtins` of the git entry), and is decided without reading a file."""
     args = layer.args
     global_value_options = entry_set(_lazy("OPTIONS")["git"], "global_value")
     aliases: dict[str, tuple[int, Word]] = {}
+    directories: list[Word] = []  # -C DIR, in order
+    git_dir: Word | None = None
+    work_tree: Word | None = None
     index = 0
     while index < len(args):
         word = args[index]
@@ -723,14 +734,25 @@ def _git(layer: Layer) -> Result:
             break
         value: Word | None = None
         width = 1
+        operand = args[index + 1] if index + 1 < len(args) else None
         if spelled in ("-c", "--config-env"):
-            value, width = (args[index + 1] if index + 1 < len(args) else None), 2
+            value, width = operand, 2
         elif spelled.startswith("-c") and len(spelled) > 2:
             value = static_word(spelled[2:])
         elif spelled.startswith("--config-env="):
             value = static_word(spelled.split("=", 1)[1])
+        elif spelled.startswith("--git-dir="):
+            git_dir = static_word(spelled.split("=", 1)[1])
+        elif spelled.startswith("--work-tree="):
+            work_tree = static_word(spelled.split("=", 1)[1])
         elif spelled in global_value_options:
             width = 2
+            if spelled == "-C" and operand is not None:
+                directories.append(operand)
+            elif spelled == "--git-dir":
+                git_dir = operand
+            elif spelled == "--work-tree":
+                work_tree = operand
         if value is not None:
             if spelled.startswith("--config-env"):
                 if (value.deny_value or "alias.").casefold().startswith("alias."):
@@ -752,31 +774,118 @@ def _git(layer: Layer) -> Result:
                     # what git hands to a shell when it needs it: analysed for deny/ask
                     recurse(val.removeprefix("!"), layer.state, layer.env, outer=layer.cmd, deny_only=True)
         index += width
-    sub_text = args[index].deny_value if aliases and index < len(args) else None
+    if index >= len(args):
+        return None, False, {}
+    sub_text = args[index].deny_value
+    if sub_text is not None and sub_text in entry_set(layer.spec, "builtins"):
+        return None, False, {}
+    hit = aliases.get(sub_text.casefold()) if sub_text is not None else None
+    where = (directories, git_dir, work_tree)
+    if hit is not None:
+        at_index, value = hit
+        width = 1 if args[at_index].deny_value not in ("-c",) else 2
+        globals_kept = args[:at_index] + args[at_index + width : index]
+        return _git_alias(layer, value.deny_value or "", globals_kept, args[index + 1 :], where)
+    table = _git_alias_table(layer, where)
+    if table is None:
+        return None, False, {}
     if sub_text is None:
+        if aliases or table.values or table.uncertain or table.unknown:
+            unknown(layer.state, layer.cmd, "dynamic git subcommand may name an alias")
         return None, False, {}
-    sub = sub_text.casefold()
-    hit = aliases.get(sub)
-    if hit is None:
+    name = sub_text.casefold()
+    if table.unknown is not None or name in table.uncertain:
+        unknown(layer.state, layer.cmd, f"git alias table unreadable: {table.unknown or 'a conditional include'}")
         return None, False, {}
-    at_index, value = hit
-    text = value.deny_value or ""
-    rest = args[index + 1 :]
+    if name not in table.values:
+        return None, False, {}  # `git-NAME` from PATH, a program of its own
+    text = table.values[name]
+    if text is None:
+        unknown(layer.state, layer.cmd, "git alias without a value")
+        return None, False, {}
+    return _git_alias(layer, text, args[:index], args[index + 1 :], where, table)
+
+
+MAX_GIT_ALIAS_LAYERS = 16  # git stops an alias loop with an error; the analysis stops here, unknown
+
+
+def _git_alias(layer: Layer, text: str, globals_kept: list[Word], rest: list[Word], where: "_GitWhere",
+               table: "AliasTable | None" = None) -> Result:
+    """What an alias runs: `!TEXT ARGS…` through a shell, in the top of the working tree (as git
+    runs it: relative paths in it are the tree's), or `git GLOBALS TEXT ARGS…` (unwrapped again by
+    `unwrap`, so an alias naming an alias is expanded in turn)."""
+    if layer.cmd.layer >= MAX_GIT_ALIAS_LAYERS or layer.env.depth >= MAX_DEPTH:
+        unknown(layer.state, layer.cmd, "git alias loop")
+        return None, False, {}
     if text.startswith("!"):
         texts = static_texts(rest)
         if texts is None:
             unknown(layer.state, layer.cmd, "git shell alias with dynamic arguments")
             return None, False, {}
-        recurse(" ".join([text[1:]] + [shlex.quote(item) for item in texts]), layer.state, layer.env, outer=layer.cmd)
+        if table is None:
+            table = _git_alias_table(layer, where)
+            if table is None:
+                return None, False, {}
+        cmd = layer.cmd
+        cwd, cmd.cwd = cmd.cwd, table.top
+        try:
+            recurse(" ".join([text[1:]] + [shlex.quote(item) for item in texts]), layer.state, layer.env, outer=cmd)
+        finally:
+            cmd.cwd = cwd
         return None, False, {}
     try:
         expansion = [static_word(token) for token in shlex.split(text)]
     except ValueError:
         unknown(layer.state, layer.cmd, "git alias does not parse")
         return None, False, {}
-    width = 1 if args[at_index].deny_value not in ("-c",) else 2
-    globals_kept = args[:at_index] + args[at_index + width : index]
     return [layer.cmd.words[0]] + globals_kept + expansion + rest, False, {}
+
+
+# Where a git command runs and what repository it names: its `-C DIR`s, `--git-dir`, `--work-tree`.
+_GitWhere = tuple[list[Word], Word | None, Word | None]
+
+
+def _git_alias_table(layer: Layer, where: _GitWhere) -> "AliasTable | None":
+    """The alias table of the configuration files git reads for this command (gitconfig.py), or
+    None with the command made unknown when where git runs or what it reads cannot be told: an
+    unknown or dynamic directory, a dynamic `--git-dir`, a variable git reads set elsewhere in the
+    call (`export GIT_DIR=…; git x`) or dynamically. The table depends on the disk now: the
+    command's analysis is not kept; the decision is, while every file and variable the table was
+    read from stays the same (gitconfig.py witnesses them)."""
+    from .fileops import based
+    from .gitconfig import aliases as read_aliases
+
+    state, cmd = layer.state, layer.cmd
+    directories, git_dir, work_tree = where
+    cwd = cmd.cwd
+    for directory in directories:
+        cwd = based(cwd, directory)
+    if cwd is None:
+        unknown(state, cmd, "git runs in an unknown directory: its aliases cannot be read")
+        return None
+    for option, word in (("--git-dir", git_dir), ("--work-tree", work_tree)):
+        if word is not None and (word.deny_value is None or word.value is None):
+            unknown(state, cmd, f"dynamic {option}: git's aliases cannot be read")
+            return None
+    assigned: dict[str, str] = {}
+    home = state.home
+    own: set[str] = set()
+    for name, word in cmd.assigns:
+        if name in GIT_CONFIG_VARIABLES or name.startswith(("GIT_CONFIG_KEY_", "GIT_CONFIG_VALUE_")) or name == "HOME":
+            if word.deny_value is None or word.value is None:
+                unknown(state, cmd, f"dynamic {name}: git's aliases cannot be read")
+                return None
+            own.add(name)
+            assigned[name] = word.value
+            if name == "HOME":
+                home = word.value
+    elsewhere = sorted(state.git_env - own) + (["HOME"] if state.home_assigned and "HOME" not in own else [])
+    if elsewhere:
+        unknown(state, cmd, f"{elsewhere[0]} set elsewhere in the call: git's aliases cannot be read")
+        return None
+    cmd.read_disk = True
+    return read_aliases(cwd, home, assigned, git_dir.value if git_dir is not None else None,
+                        work_tree.value if work_tree is not None else None)
 
 
 def git_spellings(cmd: Cmd, state: State, env: Env) -> list[Cmd]:
