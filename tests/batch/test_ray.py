@@ -31,30 +31,36 @@ pytestmark = pytest.mark.timeout(300)
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     # The workers' scratch (XDG_CACHE_HOME, inherited by every Ray process) lives in this test's
-    # own directory, so a node removed mid-cell leaves nothing behind in the user's cache.
-    cache = tmp_path_factory.mktemp("ray-cache")
-    saved = os.environ.get("XDG_CACHE_HOME")
-    os.environ["XDG_CACHE_HOME"] = str(cache)
-    # Its sessions in a directory of its own (short: Ray's socket paths must fit 107 bytes), removed after.
+    # own directory, so a node removed mid-cell leaves nothing behind in the user's cache. Its
+    # sessions too, in a directory of its own (short: Ray's socket paths must fit 107 bytes), and
+    # the address file the cluster writes beside them (RAY_TMPDIR: by default /tmp/ray, which a
+    # fresh machine does not have), removed after.
     temp = tempfile.mkdtemp(prefix="r", dir="/tmp")
-    cluster = Cluster(initialize_head=True, connect=False,
-                      head_node_args={"num_cpus": 1, "include_dashboard": False, "node_ip_address": "127.0.0.1",
-                                      "temp_dir": temp})
-    worker = cluster.add_node(num_cpus=1, node_ip_address="127.0.0.1")
-    cluster.wait_for_nodes()
+    os.makedirs(os.path.join(temp, "ray"))
+    environment = {"XDG_CACHE_HOME": str(tmp_path_factory.mktemp("ray-cache")), "RAY_TMPDIR": temp}
+    saved = {name: os.environ.get(name) for name in environment}
+    os.environ.update(environment)
     try:
-        yield cluster, worker
+        cluster = Cluster(initialize_head=True, connect=False,
+                          head_node_args={"num_cpus": 1, "include_dashboard": False, "node_ip_address": "127.0.0.1",
+                                          "temp_dir": temp})
+        try:
+            worker = cluster.add_node(num_cpus=1, node_ip_address="127.0.0.1")
+            cluster.wait_for_nodes()
+            yield cluster, worker
+        finally:
+            cluster.shutdown()
     finally:
-        cluster.shutdown()
         for _ in range(50):  # Ray's processes, going, may still write their last files there
             shutil.rmtree(temp, ignore_errors=True)
             if not os.path.exists(temp):
                 break
             time.sleep(0.1)
-        if saved is None:
-            os.environ.pop("XDG_CACHE_HOME", None)
-        else:
-            os.environ["XDG_CACHE_HOME"] = saved
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def _gather(plan, out, backend=None, **options):
