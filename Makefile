@@ -41,11 +41,12 @@ install-test: $(VENV)/.installed-test
 vendor: .vendor/node_modules/.installed
 .vendor/node_modules/.installed: .vendor/package.json .vendor/package-lock.json
 	npm install --prefix .vendor --no-audit --no-fund --no-save --loglevel=error
-	.vendor/node_modules/.bin/claude --version
-	.vendor/node_modules/.bin/codex --version
-	.vendor/node_modules/.bin/opencode --version
-	.vendor/node_modules/.bin/gemini --version
-	.vendor/node_modules/.bin/qwen --version
+	@# Each answers --version in a home and a temporary directory of its own, removed after: they
+	@# write caches, logs and state there (opencode in the temporary directory's opencode/ too).
+	@home=$$(mktemp -d "$(CURDIR)/.vendor/home.XXXXXX"); trap 'rm -rf "$$home"' EXIT; for cli in claude codex opencode gemini qwen; do \
+	  env HOME="$$home" TMPDIR="$$home" XDG_CONFIG_HOME="$$home/.config" XDG_DATA_HOME="$$home/.local/share" \
+	    XDG_CACHE_HOME="$$home/.cache" XDG_STATE_HOME="$$home/.local/state" .vendor/node_modules/.bin/$$cli --version \
+	    || exit 1; done
 	touch $@
 
 # Debian's chromium for the browser tests (Playwright drives it; no browser download).
