@@ -39,14 +39,16 @@ install-test: $(VENV)/.installed-test
 # `npm ci`: opencode-ai lists optional per-platform packages that the lock holds only for this
 # platform, and `npm ci` refuses such a lock as out of sync; the lock still fixes every version.
 vendor: .vendor/node_modules/.installed
+# The install (opencode's postinstall starts it) and each CLI's --version run in a home and a
+# temporary directory of their own, removed after: they write caches, logs and state there
+# (opencode in the temporary directory's opencode/ too). npm keeps the user's own config and cache.
 .vendor/node_modules/.installed: .vendor/package.json .vendor/package-lock.json
-	npm install --prefix .vendor --no-audit --no-fund --no-save --loglevel=error
-	@# Each answers --version in a home and a temporary directory of its own, removed after: they
-	@# write caches, logs and state there (opencode in the temporary directory's opencode/ too).
-	@home=$$(mktemp -d "$(CURDIR)/.vendor/home.XXXXXX"); trap 'rm -rf "$$home"' EXIT; for cli in claude codex opencode gemini qwen; do \
-	  env HOME="$$home" TMPDIR="$$home" XDG_CONFIG_HOME="$$home/.config" XDG_DATA_HOME="$$home/.local/share" \
-	    XDG_CACHE_HOME="$$home/.cache" XDG_STATE_HOME="$$home/.local/state" .vendor/node_modules/.bin/$$cli --version \
-	    || exit 1; done
+	@home=$$(mktemp -d "$(CURDIR)/.vendor/home.XXXXXX"); trap 'rm -rf "$$home"' EXIT; \
+	set -- env HOME="$$home" TMPDIR="$$home" XDG_CONFIG_HOME="$$home/.config" XDG_DATA_HOME="$$home/.local/share" \
+	  XDG_CACHE_HOME="$$home/.cache" XDG_STATE_HOME="$$home/.local/state"; \
+	"$$@" npm_config_userconfig="$$(npm config get userconfig)" npm_config_cache="$$(npm config get cache)" \
+	  npm install --prefix .vendor --no-audit --no-fund --no-save --loglevel=error || exit 1; \
+	for cli in claude codex opencode gemini qwen; do "$$@" .vendor/node_modules/.bin/$$cli --version || exit 1; done
 	touch $@
 
 # Debian's chromium for the browser tests (Playwright drives it; no browser download).
