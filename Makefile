@@ -43,8 +43,8 @@ vendor: .vendor/node_modules/.installed
 # temporary directory of their own, removed after: they write caches, logs and state there
 # (opencode in the temporary directory's opencode/ too). npm keeps the user's own config and cache.
 .vendor/node_modules/.installed: .vendor/package.json .vendor/package-lock.json
-	@home=$$(mktemp -d "$(CURDIR)/.vendor/home.XXXXXX"); trap 'rm -rf "$$home"' EXIT; \
-	set -- env HOME="$$home" TMPDIR="$$home" XDG_CONFIG_HOME="$$home/.config" XDG_DATA_HOME="$$home/.local/share" \
+	@home=$$(mktemp -d "$(CURDIR)/.vendor/home.XXXXXX"); trap 'rm -rf "$$home"' EXIT; mkdir "$$home/tmp"; \
+	set -- env HOME="$$home" TMPDIR="$$home/tmp" XDG_CONFIG_HOME="$$home/.config" XDG_DATA_HOME="$$home/.local/share" \
 	  XDG_CACHE_HOME="$$home/.cache" XDG_STATE_HOME="$$home/.local/state"; \
 	"$$@" npm_config_userconfig="$$(npm config get userconfig)" npm_config_cache="$$(npm config get cache)" \
 	  npm install --prefix .vendor --no-audit --no-fund --no-save --loglevel=error || exit 1; \
