@@ -148,6 +148,16 @@ def _global_excludes(w: World) -> None:
     _ignore_file(".gitignore", "")(w)
 
 
+def _continued_value_excludes(w: World) -> None:
+    """A `[core] excludesFile` that is only the rest of a continued alias value: git reads no
+    excludes file here, so secret.txt is not ignored (a line-by-line reading would think it is)."""
+    w.write("global-ignore", "secret.txt\n", root=w.home)
+    config = os.path.join(w.work, ".git", "config")
+    with open(config, "a") as f:
+        f.write(f"[alias]\n\tx = a\\\n[core] excludesFile = {w.home}/global-ignore\n")
+    _ignore_file(".gitignore", "")(w)
+
+
 def _xdg_excludes(w: World) -> None:
     w.write(".config/git/ignore", "secret.txt\n", root=w.home)
     _ignore_file(".gitignore", "")(w)
@@ -229,6 +239,7 @@ CASES = [
     (_ignore_file(".git/info/exclude", "secret.txt\n"), "git add .", "allow", False),
     (_global_excludes, "git add .", "allow", False),
     (_xdg_excludes, "git add .", "allow", False),
+    (_continued_value_excludes, "git add .", "deny", True),
     (_v4_index(_tracked_secret), "git diff", "deny", True),
     (_v4_index(_ignored_env), "git add .", "allow", False),
     (_v4_index(_ignored_env), "git diff", "allow", False),

@@ -134,25 +134,24 @@ def read_index(data: bytes, hash_size: int = 20) -> dict[str, int]:
 
 
 def _config_lines(data: bytes) -> list[tuple[str, str, str]]:
-    """(section with subsection, lower-cased key, raw value) of a git config file; a section
-    header `[include]`/`[includeIf …]` is kept as a key `include` so the caller sees it."""
-    section = ""
+    """(section with subsection, lower-cased key, value) of a git config file, read by the one
+    parser of git's config syntax (shell/gitconfig.py, checked against git's own): a line that only
+    looks like a section or a key — inside a continued value, say — is not one. An entry of an
+    `[include]`/`[includeIf …]` section is kept as a key `include` so the caller sees it; a file git
+    would refuse to read is one too (no answer)."""
+    from .shell.gitconfig import ConfigSyntaxError, parse_config
+
+    try:
+        items = parse_config(data.decode("utf-8", "surrogateescape"))
+    except ConfigSyntaxError:
+        return [("", "include", "")]
     found: list[tuple[str, str, str]] = []
-    for raw in data.decode("utf-8", "surrogateescape").splitlines():
-        line = raw.strip()
-        if not line or line[0] in "#;":
-            continue
-        if line.startswith("["):
-            header, _, rest = line[1:].partition("]")
-            name, _, sub = header.strip().partition(" ")
-            section = name.lower() + (" " + sub.strip() if sub else "")
-            if name.lower() in ("include", "includeif"):
-                found.append((section, "include", ""))
-            line = rest.strip()
-            if not line or line[0] in "#;":
-                continue
-        key, eq, value = line.partition("=")
-        found.append((section, key.strip().lower(), value.strip() if eq else "true"))
+    for name, value in items:
+        section, _, key = name.rpartition(".")
+        if section.split(".", 1)[0] in ("include", "includeif"):
+            found.append((section, "include", ""))
+        else:
+            found.append((section, key, "true" if value is None else value))
     return found
 
 
