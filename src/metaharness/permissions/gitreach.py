@@ -18,7 +18,7 @@ Rules it keeps (deny is a boundary nothing reopens):
   with an `include`) is left out: fewer ignored paths, so more reached ones;
 * a tracked symlink is reached as the link (git stores and prints the link's text, not its
   target's content); a submodule's directory (a gitlink) is reached as every entry under it.
-The index, the ignore files and the configs are cached per (path, mtime_ns, size).
+The index, the ignore files and the configs are cached per (path, paths.file_stamp).
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ from __future__ import annotations
 import os
 import struct
 from typing import Callable, Iterator
+
+from .paths import file_stamp
 
 __all__ = ["GitView", "view_of", "read_index", "UnreadableIndex"]
 
@@ -44,21 +46,14 @@ class UnreadableIndex(ValueError):
     """The index cannot be read with certainty."""
 
 
-_cache: dict[tuple[str, str], tuple[tuple[int, int], object]] = {}
-
-
-def _stat_key(path: str) -> tuple[int, int] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_mtime_ns, st.st_size
+_cache: dict[tuple[str, str], tuple[tuple[int, int, int, int], object]] = {}
 
 
 def _cached(kind: str, path: str, build: Callable[[bytes], object]) -> object:
-    """`build` of the file's bytes, kept while its mtime and size stay; None for a missing file
-    (a build's UnreadableIndex propagates, and is not kept)."""
-    key = _stat_key(path)
+    """`build` of the file's bytes, kept while its stat (paths.file_stamp: mode, mtime, size,
+    inode — a file replaced by a rename is another) stays; None for a missing file (a build's
+    UnreadableIndex propagates, and is not kept)."""
+    key = file_stamp(path)
     if key is None:
         return None
     got = _cache.get((kind, path))
@@ -67,6 +62,8 @@ def _cached(kind: str, path: str, build: Callable[[bytes], object]) -> object:
     with open(path, "rb") as f:
         data = f.read()
     value = build(data)
+    if len(_cache) > 256:
+        _cache.clear()
     _cache[(kind, path)] = (key, value)
     return value
 
